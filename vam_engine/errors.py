@@ -1,0 +1,22 @@
+"""Errors a user can act on. Each message names the input and what is wrong with it."""
+
+
+class VamError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+
+class SourceError(VamError):
+    """A video source cannot be opened or decoded (missing, empty, truncated, not a video...)."""
+
+    def __init__(self, source: str, problem: str):
+        self.source = source
+        self.problem = problem
+        super().__init__(f"{source}: {problem}")
+
+
+class FrameError(VamError):
+    """A pushed frame has the wrong type, shape or dtype."""
+
+
+class StoreError(VamError):
+    """The store directory is unusable (wrong schema version, not a store, ...)."""

@@ -1,0 +1,99 @@
+"""Numpy float64 reference of the fused gate statistics. Tests only: it defines correct.
+
+Every body (C++ in csrc/, Triton in kernels/) computes exactly these quantities for a gray
+uint8 frame F (H x W) against the last kept frame R of the same camera:
+
+- ``lap_var``: population variance of the 3x3 Laplacian [[0,1,0],[1,-4,1],[0,1,0]] of F over
+  all H*W pixels, borders mirrored without repeating the edge (reflect-101), which is what
+  ``cv2.Laplacian(F, cv2.CV_64F).var()`` computes.
+- ``thumb``: a 64x64 float thumbnail; cell (i, j) is the mean of F over rows
+  [i*H//64, max(i*H//64 + 1, (i+1)*H//64)) and the same rule for columns (a box filter; for
+  sides under 64 pixels it degenerates to nearest sampling).
+- ``hist``: a 64-bin histogram of F (bin = value >> 2), as counts.
+- ``mad``: mean of |F - R| over all pixels (NaN without a reference or when shapes differ).
+- ``ssim``: SSIM of the two thumbnails with a 7x7 uniform window, data range 255, K1 0.01,
+  K2 0.03, sample covariance (N / (N - 1)), averaged over the valid 58x58 window positions,
+  which is ``skimage.metrics.structural_similarity(a, b, data_range=255)`` on the thumbnails.
+- ``hist_corr``: Pearson correlation of the two histograms (OpenCV's HISTCMP_CORREL); 1.0
+  when both are constant and equal, 0.0 when one is constant and they differ.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+THUMB = 64
+HIST_BINS = 64
+SSIM_WIN = 7
+SSIM_K1, SSIM_K2, SSIM_RANGE = 0.01, 0.03, 255.0
+
+
+def cell_bounds(n: int, cells: int = THUMB) -> tuple[np.ndarray, np.ndarray]:
+    i = np.arange(cells)
+    lo = i * n // cells
+    hi = np.maximum(lo + 1, (i + 1) * n // cells)
+    return lo, hi
+
+
+def laplacian_var(gray: np.ndarray) -> float:
+    g = np.pad(gray.astype(np.float64), 1, mode="reflect")  # numpy "reflect" == reflect-101
+    lap = g[:-2, 1:-1] + g[2:, 1:-1] + g[1:-1, :-2] + g[1:-1, 2:] - 4.0 * g[1:-1, 1:-1]
+    return float(lap.var())
+
+
+def thumbnail(gray: np.ndarray) -> np.ndarray:
+    h, w = gray.shape
+    r0, r1 = cell_bounds(h)
+    c0, c1 = cell_bounds(w)
+    g = gray.astype(np.float64)
+    out = np.empty((THUMB, THUMB), np.float64)
+    for i in range(THUMB):
+        rows = g[r0[i]:r1[i]]
+        for j in range(THUMB):
+            out[i, j] = rows[:, c0[j]:c1[j]].mean()
+    return out
+
+
+def histogram(gray: np.ndarray) -> np.ndarray:
+    return np.bincount((gray >> 2).ravel(), minlength=HIST_BINS).astype(np.float64)
+
+
+def ssim(a: np.ndarray, b: np.ndarray) -> float:
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    n = SSIM_WIN * SSIM_WIN
+    view = np.lib.stride_tricks.sliding_window_view
+
+    def box(x):
+        return view(x, (SSIM_WIN, SSIM_WIN)).mean(axis=(-1, -2))
+
+    ua, ub = box(a), box(b)
+    cov_norm = n / (n - 1.0)
+    vaa = cov_norm * (box(a * a) - ua * ua)
+    vbb = cov_norm * (box(b * b) - ub * ub)
+    vab = cov_norm * (box(a * b) - ua * ub)
+    c1 = (SSIM_K1 * SSIM_RANGE) ** 2
+    c2 = (SSIM_K2 * SSIM_RANGE) ** 2
+    s = ((2 * ua * ub + c1) * (2 * vab + c2)) / ((ua * ua + ub * ub + c1) * (vaa + vbb + c2))
+    return float(s.mean())
+
+
+def hist_corr(h1: np.ndarray, h2: np.ndarray) -> float:
+    a = h1 - h1.mean()
+    b = h2 - h2.mean()
+    den = np.sqrt((a * a).sum() * (b * b).sum())
+    if den == 0.0:
+        return 1.0 if np.array_equal(h1, h2) else 0.0
+    return float((a * b).sum() / den)
+
+
+def frame_stats(gray: np.ndarray, ref: np.ndarray | None) -> dict:
+    """All statistics of one frame against one reference frame (or None)."""
+    th = thumbnail(gray)
+    hi = histogram(gray)
+    out = {"lap_var": laplacian_var(gray), "thumb": th, "hist": hi,
+           "mad": float("nan"), "ssim": float("nan"), "hist_corr": float("nan")}
+    if ref is not None and ref.shape == gray.shape:
+        out["mad"] = float(np.abs(gray.astype(np.float64) - ref.astype(np.float64)).mean())
+        out["ssim"] = ssim(th, thumbnail(ref))
+        out["hist_corr"] = hist_corr(hi, histogram(ref))
+    return out

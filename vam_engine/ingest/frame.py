@@ -1,0 +1,56 @@
+"""What every decoder yields: a sampled frame with its PTS-derived time and lazy RGB."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass
+class Frame:
+    """One sampled frame of one camera.
+
+    ``gray`` is the H x W uint8 luma plane (a numpy array from CPU decoders, a CUDA tensor from
+    GPU decoders); gate statistics read only this. ``rgb()`` converts to H x W x 3 uint8 on
+    demand, so frames dropped by the gates are never converted.
+    """
+
+    camera_id: str
+    t_rel: float  # seconds since the stream's first frame, from PTS
+    t_abs: float | None  # unix seconds, when the caller or the container gives a start time
+    pts: int | None  # raw presentation timestamp in the stream's time base
+    gray: Any
+    _to_rgb: Callable[[], np.ndarray] = field(repr=False)
+
+    def rgb(self) -> np.ndarray:
+        out = self._to_rgb()
+        if hasattr(out, "cpu"):  # a torch tensor from a GPU decoder
+            out = out.cpu().numpy()
+        return np.ascontiguousarray(out, dtype=np.uint8)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return int(self.gray.shape[0]), int(self.gray.shape[1])
+
+
+@dataclass
+class StreamInfo:
+    """What a decoder learned about its source when it opened it."""
+
+    path: str
+    codec: str
+    width: int
+    height: int
+    fps: float | None  # average frame rate, None when the container does not say
+    duration_s: float | None
+    start_time_abs: float | None  # unix seconds of t_rel == 0, when known
+    keyframe_interval_s: float | None  # estimated from the first keyframes, when cheap to know
+
+
+@dataclass
+class DecodeStats:
+    decoded: int = 0  # frames the codec produced
+    sampled: int = 0  # frames handed on to the gates
+    packets_bad: int = 0  # undecodable packets skipped
+    errors: list[str] = field(default_factory=list)  # human-readable notes on what was skipped

@@ -1,0 +1,81 @@
+"""Which decoded frames become samples. Pure functions of timestamps, so every decoder body
+(PyAV, DALI, PyNvVideoCodec) and a resumed run pick exactly the same frames."""
+from __future__ import annotations
+
+import math
+
+_EPS = 1e-9  # PTS-derived times are rationals turned into floats; ticks compare with slack
+
+
+class TickSampler:
+    """Ticks at k / fps seconds (k = 0, 1, ...); each tick takes the first frame at or after it.
+
+    A frame that covers several ticks (a gap in a variable-rate stream) is taken once, and the
+    next tick is the first one after it. ``resume_after(t)`` restarts as if every frame up to
+    and including time t had been seen.
+    """
+
+    def __init__(self, fps: float):
+        if not (fps > 0 and math.isfinite(fps)):
+            raise ValueError(f"sampling fps must be a positive number, got {fps!r}")
+        self.interval = 1.0 / fps
+        self.next_tick = 0.0
+
+    def accept(self, t: float) -> bool:
+        if t + _EPS < self.next_tick:
+            return False
+        self.resume_after(t)
+        return True
+
+    def resume_after(self, t: float) -> None:
+        self.next_tick = (math.floor(t / self.interval + _EPS) + 1) * self.interval
+
+
+class NearestKeyframeSampler:
+    """Keyframe-aligned mode: fed only keyframes, takes for each tick the keyframe nearest to it.
+
+    Needs one keyframe of lookahead: ``offer(t)`` returns the times (0 or 1 of them) of
+    earlier keyframes now known to be the nearest to some tick; ``finish(end_t)`` flushes the
+    last one. Each keyframe is taken at most once.
+    """
+
+    def __init__(self, fps: float):
+        self._ticks = TickSampler(fps)
+        self.interval = self._ticks.interval
+        self.next_tick = 0.0
+        self._prev: float | None = None  # last keyframe seen, not yet decided
+        self._taken: float | None = None  # last keyframe taken
+
+    def offer(self, t: float) -> list[float]:
+        out = []
+        prev = self._prev
+        # Every tick in (prev, t] is decided now: it goes to whichever of prev, t is nearer.
+        while self.next_tick <= t + _EPS:
+            tick = self.next_tick
+            pick = t if prev is None or (t - tick) < (tick - prev) - _EPS else prev
+            if pick != self._taken:
+                if pick == prev:
+                    out.append(prev)
+                    self._taken = prev
+                else:
+                    self._taken = t
+                    out.append(t)
+            self.next_tick += self.interval
+        self._prev = t
+        return out
+
+    def finish(self, end_t: float | None = None) -> list[float]:
+        """Ticks after the last keyframe (up to the stream's end) go to that keyframe."""
+        if self._prev is None or self._prev == self._taken:
+            return []
+        end = self._prev if end_t is None else max(end_t, self._prev)
+        if self.next_tick <= end + _EPS:
+            self._taken = self._prev
+            return [self._prev]
+        return []
+
+    def resume_after(self, t: float) -> None:
+        self._ticks.resume_after(t)
+        self.next_tick = self._ticks.next_tick
+        self._prev = t
+        self._taken = t
