@@ -1,0 +1,195 @@
+"""The ``vam-engine`` command: index, info, demo."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+from collections import Counter
+from pathlib import Path
+
+from .errors import VamError
+
+GATES = ("blur", "low_change", "ssim", "hist")
+
+
+class _ProgressBar:
+    """One tqdm bar over all sources: stream seconds covered, with decoded/kept and x realtime."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._bar = None
+        self._lock = threading.Lock()
+        self._state: dict[str, object] = {}
+        self._start = None
+
+    def __call__(self, p) -> None:
+        if not self.enabled:
+            return
+        import time
+
+        from tqdm import tqdm
+
+        with self._lock:
+            if self._bar is None:
+                self._start = time.monotonic()
+                self._bar = tqdm(total=0, unit="s", unit_scale=False, dynamic_ncols=True,
+                                 bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]")
+            self._state[p.uri] = p
+            total = sum((s.duration_s or s.t_rel) for s in self._state.values())
+            done = sum((s.duration_s or s.t_rel) if s.done else s.t_rel for s in self._state.values())
+            wall = max(time.monotonic() - self._start, 1e-6)
+            self._bar.total = total
+            self._bar.n = min(done, total)
+            self._bar.set_postfix_str(
+                f"decoded {sum(s.decoded for s in self._state.values())}, "
+                f"kept {sum(s.kept for s in self._state.values())}, {done / wall:.1f}x realtime", refresh=False)
+            self._bar.refresh()
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _summary(reports) -> str:
+    lines = []
+    tot = Counter()
+    for r in reports:
+        if r.already_done:
+            lines.append(f"{r.camera_id}: {r.uri}: already indexed (nothing to do)")
+            continue
+        if r.failed and r.sampled == 0:
+            lines.append(f"{r.camera_id}: {r.uri}: FAILED: {r.failed}")
+            continue
+        drops = ", ".join(f"{g} {r.dropped.get(g, 0)}" for g in GATES)
+        resumed = f" (resumed after t={r.resumed_from:.2f}s)" if r.resumed_from is not None else ""
+        lines.append(f"{r.camera_id}: {r.uri}{resumed}\n  decoded {r.decoded}, sampled {r.sampled}, kept {r.kept}; "
+                     f"dropped: {drops}\n  {r.content_s:.1f} s of video in {r.wall_s:.2f} s wall = "
+                     f"{r.x_realtime:.1f}x realtime")
+        if r.failed:
+            lines.append(f"  stopped early: {r.failed}")
+        for e in r.errors:
+            lines.append(f"  note: {e}")
+        tot.update(sampled=r.sampled, kept=r.kept, content=r.content_s)
+    if len(reports) > 1 and reports:
+        wall = max(r.wall_s for r in reports)
+        lines.append(f"total: sampled {tot['sampled']}, kept {tot['kept']}, {tot['content']:.1f} s of video "
+                     f"in {wall:.2f} s = {tot['content'] / wall if wall else 0:.1f}x realtime")
+    return "\n".join(lines)
+
+
+def _engine(args):
+    from .config import EngineConfig
+    from .engine import Engine
+
+    over = {"ingest": {}}
+    if getattr(args, "fps", None) is not None:
+        over["ingest"]["fps"] = args.fps
+    if getattr(args, "keyframes_only", False):
+        over["ingest"]["keyframes_only"] = True
+    cfg = EngineConfig.load(args.config, device=args.device, **over)
+    return Engine(args.store, cfg)
+
+
+def cmd_index(args) -> int:
+    bar = _ProgressBar(not args.quiet)
+    with _engine(args) as eng:
+        try:
+            reports = eng.index_files(args.videos, args.camera or None, progress=bar, on_open_error="report")
+        finally:
+            bar.close()
+    print(_summary(reports))
+    if args.json:
+        Path(args.json).write_text(json.dumps([_report_dict(r) for r in reports], indent=2))
+    return 1 if any(r.failed and r.sampled == 0 and not r.already_done for r in reports) else 0
+
+
+def _report_dict(r) -> dict:
+    d = dict(r.__dict__)
+    d["dropped"] = dict(r.dropped)
+    d["x_realtime"] = r.x_realtime
+    return d
+
+
+def cmd_info(args) -> int:
+    from .memory.store import MomentStore
+
+    store = MomentStore(args.store, create=False)
+    info = store.info()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"store {info['root']} (schema {info['schema_version']}): {info['moments']} moments, "
+          f"{info['frame_bytes'] / 1e6:.1f} MB of frames")
+    for cam, c in info["cameras"].items():
+        print(f"  camera {cam}: {c['moments']} moments, t {c['t_first']:.2f} .. {c['t_last']:.2f} s")
+    print("  samples: " + ", ".join(f"{k} {v}" for k, v in sorted(info["samples"].items())))
+    for s in info["sources"]:
+        state = "done" if s["done"] else f"in progress (committed up to t={s['progress_t']})"
+        print(f"  source {s['source_id']} [{s['camera_id']}] {s['uri']} ({s['sampling']}): {state}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import make_demo_clip
+
+    work = Path(args.dir or tempfile.mkdtemp(prefix="vam-demo-"))
+    clip = make_demo_clip(work / "demo.mp4")
+    print(f"demo clip: {clip['path']} ({clip['duration_s']:.0f} s, {clip['size'][0]}x{clip['size'][1]} "
+          f"at {clip['fps']} fps); scenes: " + ", ".join(f"{k}@{t:.0f}s" for t, k in clip["scenes"]))
+    args.store = args.store or str(work / "store")
+    args.videos = [clip["path"]]
+    args.camera = None
+    args.json = None
+    rc = cmd_index(args)
+    print(f"store: {args.store}  (try: vam-engine info --store {args.store})")
+    return rc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vam-engine", description="Streaming visual-memory engine")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def common(sp, store_required=True):
+        sp.add_argument("--store", required=store_required, help="store directory")
+        sp.add_argument("--fps", type=float, help="base sampling rate (default 0.5)")
+        sp.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+        sp.add_argument("--keyframes-only", action="store_true",
+                        help="decode keyframes only, taking the nearest keyframe to each tick")
+        sp.add_argument("--config", help="JSON or TOML config file")
+        sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    sp = sub.add_parser("index", help="index video files or stream URLs (concurrently, one camera each)")
+    sp.add_argument("videos", nargs="+")
+    common(sp)
+    sp.add_argument("--camera", action="append", help="camera id per video, in order (default: file stem)")
+    sp.add_argument("--json", help="also write the per-source reports to this JSON file")
+    sp.set_defaults(func=cmd_index)
+
+    sp = sub.add_parser("info", help="summarize a store")
+    sp.add_argument("--store", required=True)
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_info)
+
+    sp = sub.add_parser("demo", help="generate a short clip with known scene changes, index it, summarize")
+    common(sp, store_required=False)
+    sp.add_argument("--dir", help="where to write the clip and store (default: a new temp dir)")
+    sp.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (VamError, ValueError) as e:
+        print(f"vam-engine: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("vam-engine: interrupted; committed work is kept and the next run resumes", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""One typed config tree with the seed defaults (DESIGN.md section 6).
+
+Overrides, later wins: a JSON or TOML file (``EngineConfig.load(path)``), then environment
+variables ``VAM_<SECTION>__<FIELD>`` (for example ``VAM_GATE__SSIM_MAX=0.95``), then keyword
+arguments.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import VamError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class GateConfig(_Section):
+    blur_min_lap_var: float = Field(20.0, ge=0, description="drop a frame whose Laplacian variance is below this")
+    diff_min_mad: float = Field(20.0, ge=0, description="redundant when mean abs gray diff vs last kept is below this")
+    ssim_max: float = Field(0.92, ge=-1, le=1, description="redundant when SSIM vs last kept is above this")
+    hist_max_corr: float = Field(0.0, ge=0, le=1, description="redundant when histogram correlation >= this; 0 = off")
+
+
+class IngestConfig(_Section):
+    fps: float = Field(0.5, gt=0, le=1000, description="base sampling rate")
+    keyframes_only: bool = Field(False, description="decode keyframes only; take the nearest keyframe per tick")
+    skip_nonref: bool | None = Field(None, description="skip non-reference frames; None = when sampling is sparse")
+    batch_size: int = Field(16, ge=1, le=1024, description="frames gated per kernel call")
+    queue_frames: int = Field(64, ge=1, description="decoded frames buffered between decode and gate")
+    decode_threads: int = Field(0, ge=0, description="FFmpeg threads per source; 0 = FFmpeg's choice")
+
+
+class StoreConfig(_Section):
+    jpeg_quality: int = Field(90, ge=1, le=100)
+    commit_every: int = Field(64, ge=1, description="samples per transaction at most")
+    commit_interval_s: float = Field(1.0, gt=0, description="longest wait before pending rows commit")
+    record_samples: bool = Field(True, description="keep every sample's gate statistics, dropped ones too")
+    encode_threads: int = Field(2, ge=1, description="JPEG encoder threads")
+
+
+class EngineConfig(_Section):
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    gate: GateConfig = GateConfig()
+    ingest: IngestConfig = IngestConfig()
+    store: StoreConfig = StoreConfig()
+
+    @classmethod
+    def load(cls, path: str | os.PathLike | None = None, env: dict | None = None, **overrides) -> "EngineConfig":
+        data: dict = {}
+        if path is not None:
+            p = Path(path)
+            try:
+                text = p.read_text()
+                if p.suffix == ".toml":
+                    import tomllib
+
+                    data = tomllib.loads(text)
+                else:
+                    data = json.loads(text)
+            except (OSError, ValueError) as e:
+                raise VamError(f"{p}: cannot read config: {e}") from None
+        for key, value in (os.environ if env is None else env).items():
+            if not key.startswith("VAM_") or "__" not in key:
+                continue
+            section, _, name = key[4:].lower().partition("__")
+            data.setdefault(section, {})[name] = value
+        for key, value in overrides.items():
+            if isinstance(value, dict):
+                data.setdefault(key, {}).update(value)
+            else:
+                data[key] = value
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise VamError(f"invalid config{f' in {path}' if path else ''}: {e}") from None

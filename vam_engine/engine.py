@@ -1,0 +1,255 @@
+"""Engine: the thin public API. Owns the store, the gate body and the pipeline's workers."""
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .config import EngineConfig
+from .errors import FrameError, SourceError, VamError
+from .gate.bodies import make_body
+from .gate.cascade import GateCascade
+from .ingest import Frame, TickSampler, is_url, open_decoder
+from .memory.records import Moment
+from .memory.store import MomentStore
+from .pipeline import IndexPipeline, Progress, SourceReport, fingerprint
+
+__all__ = ["Engine", "SourceReport", "Progress"]
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def _check_camera_id(camera_id) -> str:
+    if not isinstance(camera_id, str) or not camera_id.strip() or len(camera_id) > 256:
+        raise ValueError(f"camera_id must be a non-empty string of at most 256 characters, got {camera_id!r}")
+    return camera_id
+
+
+class Engine:
+    """``Engine(store_dir, config)``: index files or pushed frames into a durable moment store.
+
+    ``config`` is an EngineConfig, a dict of overrides, or a path to a JSON/TOML file.
+    """
+
+    def __init__(self, store_dir: str | os.PathLike, config: EngineConfig | dict | str | None = None,
+                 *, device: str | None = None):
+        if isinstance(config, EngineConfig):
+            cfg = config
+        elif isinstance(config, dict):
+            cfg = EngineConfig.load(**config)
+        else:
+            cfg = EngineConfig.load(config)
+        if device is not None:
+            cfg = cfg.model_copy(update={"device": device})
+        self.config = cfg
+        self.device = _resolve_device(cfg.device)
+        self.store = MomentStore(store_dir)
+        self._body = make_body(self.device)
+        self._cascade = GateCascade(self._body, cfg.gate)
+        self._pipeline: IndexPipeline | None = None
+        self._lock = threading.Lock()
+        self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
+
+    # -- lifetime ------------------------------------------------------------------------------
+    def _pipe(self) -> IndexPipeline:
+        with self._lock:
+            if self._pipeline is None:
+                self._pipeline = IndexPipeline(self.store, self._cascade, self.config)
+            return self._pipeline
+
+    def close(self) -> None:
+        with self._lock:
+            pipe, self._pipeline = self._pipeline, None
+        if pipe is not None:
+            pipe.close()
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- files and streams ---------------------------------------------------------------------
+    def index_file(self, path: str | os.PathLike, camera_id: str | None = None, *,
+                   start_time_abs: float | None = None,
+                   progress: Callable[[Progress], None] | None = None) -> SourceReport:
+        """Index one video file or URL; raises SourceError when it cannot be opened at all."""
+        report = self.index_files([path], [camera_id] if camera_id else None, start_time_abs=start_time_abs,
+                                  progress=progress)[0]
+        if report.failed and report.sampled == 0 and not report.already_done:
+            raise SourceError(str(path), report.failed)
+        return report
+
+    def index_files(self, paths: Sequence[str | os.PathLike], camera_ids: Sequence[str] | None = None, *,
+                    start_time_abs: float | None = None,
+                    progress: Callable[[Progress], None] | None = None,
+                    on_open_error: str = "raise") -> list[SourceReport]:
+        """Index several sources concurrently, one decode worker per source, one gate stage.
+
+        ``on_open_error``: "raise" stops before indexing anything when a source cannot be
+        opened; "report" indexes the others and returns the failure in that source's report.
+        """
+        paths = [str(p) for p in paths]
+        if camera_ids is None:
+            camera_ids = _default_camera_ids(paths)
+        if len(camera_ids) != len(paths):
+            raise ValueError(f"{len(paths)} sources but {len(camera_ids)} camera ids")
+        if len(set(camera_ids)) != len(camera_ids):
+            raise ValueError(f"camera ids must differ between concurrent sources: {list(camera_ids)}")
+        ing = self.config.ingest
+        sampling = f"fps={ing.fps:g}" + (",keyframes" if ing.keyframes_only else "")
+        pipe = self._pipe()
+        t_start = time.monotonic()
+        reports, started = [], []
+        for path, cam in zip(paths, camera_ids):
+            rep = SourceReport(_check_camera_id(cam), path)
+            reports.append(rep)
+            try:
+                fp = "url:" + path if is_url(path) else fingerprint(path) if os.path.isfile(path) else None
+                state = None
+                if fp is not None and not is_url(path):
+                    state = self.store.open_source(cam, os.path.abspath(path), fp, sampling)
+                    if state.done:
+                        rep.already_done = True
+                        continue
+                    rep.resumed_from = state.progress_t
+                decoder = open_decoder(path, cam, device=self.device, fps=ing.fps,
+                                       keyframes_only=ing.keyframes_only, start_time_abs=start_time_abs,
+                                       resume_after=rep.resumed_from, skip_nonref=ing.skip_nonref,
+                                       threads=ing.decode_threads)
+                if state is None:  # a URL, or a path FFmpeg opens that is not a plain file
+                    state = self.store.open_source(cam, path, fp or "uri:" + path, sampling)
+            except SourceError as e:
+                if on_open_error == "raise":
+                    for _, dec in started:
+                        dec.close()
+                    raise
+                rep.failed = e.problem
+                continue
+            rep.decoder = decoder.name
+            src = pipe.register(state.source_id, rep, decoder.info.duration_s, progress)
+            started.append((src, decoder))
+        for src, decoder in started:
+            pipe.decode_worker(src, decoder)
+        for src, _ in started:
+            while not src.committed.wait(0.2):
+                pipe._raise_if_failed()
+        wall = time.monotonic() - t_start
+        for rep in reports:
+            rep.wall_s = wall
+        return reports
+
+    # -- pushed frames -------------------------------------------------------------------------
+    def push(self, camera_id: str, frame, t: float, *, t_abs: float | None = None) -> bool:
+        """Push one H x W x 3 uint8 RGB frame (numpy array or torch tensor) taken at t seconds.
+
+        Frames are sampled at the configured rate like a file; returns whether this one was
+        sampled (queued for the gates). Blocks briefly when the pipeline is behind.
+        """
+        cam = _check_camera_id(camera_id)
+        if not isinstance(t, (int, float)) or not math.isfinite(t):
+            raise FrameError(f"camera {cam!r}: t must be a finite number of seconds, got {t!r}")
+        src_id, sampler, last = self._push_state(cam)
+        if last[0] is not None and t <= last[0]:
+            raise FrameError(f"camera {cam!r}: t={t} is not after the previous frame's t={last[0]}")
+        rgb, gray = _pushed_frame(cam, frame)
+        last[0] = t
+        if not sampler.accept(float(t)):
+            return False
+        f = Frame(cam, float(t), t_abs, None, gray, lambda: rgb)
+        self._pipe().put(_push_item(f, src_id))
+        return True
+
+    def _push_state(self, cam: str):
+        with self._lock:
+            st = self._push.get(cam)
+            if st is None:
+                state = self.store.open_source(cam, f"push:{cam}", "push", f"fps={self.config.ingest.fps:g}")
+                sampler = TickSampler(self.config.ingest.fps)
+                if state.progress_t is not None:
+                    sampler.resume_after(state.progress_t)
+                st = (state.source_id, sampler, [state.progress_t])
+                self._push[cam] = st
+        if st[0] not in self._pipe()._sources:
+            self._pipe().register(st[0], SourceReport(cam, f"push:{cam}", decoder="push"), None)
+        return st
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every pushed frame is gated and committed; False on timeout."""
+        return self._pipeline.flush(timeout) if self._pipeline is not None else True
+
+    # -- reads ---------------------------------------------------------------------------------
+    def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:
+        return self.store.moments(camera_id, t0, t1)
+
+    def info(self) -> dict:
+        out = self.store.info()
+        out["device"] = self.device
+        out["gate_body"] = self._body.name
+        return out
+
+
+def _push_item(frame: Frame, source_id: int):
+    from .pipeline import _Item
+
+    return _Item(frame, source_id)
+
+
+def _pushed_frame(cam: str, frame):
+    """Validate a pushed frame; returns (rgb, gray) on the frame's own device."""
+    if hasattr(frame, "detach") and hasattr(frame, "device"):  # torch tensor
+        t = frame.detach()
+        if t.dtype.is_floating_point or t.ndim != 3 or t.shape[-1] != 3 or str(t.dtype) != "torch.uint8":
+            raise FrameError(f"camera {cam!r}: pushed tensor must be H x W x 3 uint8, got {t.dtype} {tuple(t.shape)}")
+        if t.device.type == "cuda":
+            import torch
+
+            w = torch.tensor([4899, 9617, 1868], device=t.device, dtype=torch.int32)
+            gray = ((t.int() * w).sum(-1) + 8192).bitwise_right_shift(14).to(t.dtype)
+            return t.contiguous(), gray
+        frame = t.cpu().numpy()
+    if not isinstance(frame, np.ndarray):
+        raise FrameError(f"camera {cam!r}: pushed frame must be a numpy array or torch tensor, got {type(frame).__name__}")
+    if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
+        raise FrameError(f"camera {cam!r}: pushed frame must be H x W x 3 uint8, got {frame.dtype} {frame.shape}")
+    h, w = frame.shape[:2]
+    if h < 2 or w < 2 or h > 16384 or w > 16384:
+        raise FrameError(f"camera {cam!r}: pushed frame has absurd dimensions {w}x{h}")
+    rgb = np.ascontiguousarray(frame)
+    return rgb, rgb_to_gray(rgb)
+
+
+def rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
+    try:
+        from . import _C
+
+        return _C.rgb_to_gray(rgb)
+    except ImportError:
+        x = rgb.astype(np.int32)
+        return ((x[..., 0] * 4899 + x[..., 1] * 9617 + x[..., 2] * 1868 + 8192) >> 14).astype(np.uint8)
+
+
+def _default_camera_ids(paths: list[str]) -> list[str]:
+    ids = []
+    for p in paths:
+        base = Path(p).stem if not is_url(p) else p.rstrip("/").rsplit("/", 1)[-1] or "stream"
+        cand, k = base, 2
+        while cand in ids:
+            cand, k = f"{base}-{k}", k + 1
+        ids.append(cand)
+    return ids

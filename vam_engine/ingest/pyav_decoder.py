@@ -1,0 +1,218 @@
+"""CPU decoder body: PyAV (FFmpeg). Reads the luma plane in place, converts to RGB only on demand.
+
+Decoding as little as possible:
+- gray statistics read the Y plane of the decoded frame directly (no colour conversion);
+- when samples are sparse (at least ``SPARSE_FRAMES`` frame intervals apart) the codec skips
+  non-reference frames (B-frames), which nothing else depends on;
+- ``keyframes_only`` decodes keyframes alone and takes, for each tick, the nearest keyframe.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+from fractions import Fraction
+from typing import Iterator
+
+import av
+import numpy as np
+
+from ..errors import SourceError
+from .frame import DecodeStats, Frame, StreamInfo
+from .sampler import NearestKeyframeSampler, TickSampler
+
+MAX_SIDE = 16384  # larger than any real camera or codec level; anything above is a corrupt header
+SPARSE_FRAMES = 4  # skip non-reference frames when samples are at least this many frames apart
+_LUMA_FORMATS = {"yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "nv12", "nv21",
+                 "gray", "yuv410p", "yuv411p", "yuv440p", "yuvj440p"}
+_URL_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
+
+
+def is_url(path: str) -> bool:
+    return str(path).lower().startswith(_URL_SCHEMES)
+
+
+def _creation_time(container) -> float | None:
+    value = (container.metadata or {}).get("creation_time")
+    if not value:
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    ts = t.timestamp()
+    return ts if ts > 86400 else None  # mp4 writers leave 1904/1970 epochs in unset fields
+
+
+def _luma(frame: av.VideoFrame) -> np.ndarray:
+    if frame.format.name in _LUMA_FORMATS:
+        plane = frame.planes[0]
+        buf = np.frombuffer(plane, np.uint8).reshape(frame.height, plane.line_size)
+        return buf[:, : frame.width]
+    return frame.reformat(format="gray").to_ndarray()
+
+
+class PyAVDecoder:
+    name = "pyav"
+
+    def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
+                 start_time_abs: float | None = None, resume_after: float | None = None,
+                 device_id: int = 0, skip_nonref: bool | None = None, threads: int = 0):
+        self.path = str(path)
+        self.camera_id = camera_id
+        self.keyframes_only = keyframes_only
+        self.resume_after = resume_after
+        self.stats = DecodeStats()
+        self._sampler = NearestKeyframeSampler(fps) if keyframes_only else TickSampler(fps)
+        self._container = self._open()
+        try:
+            self._stream = self._video_stream()
+            self.info = self._probe(start_time_abs)
+            self._configure(fps, skip_nonref, threads)
+        except BaseException:
+            self._container.close()
+            raise
+
+    # -- opening -------------------------------------------------------------------------------
+    def _open(self):
+        if not is_url(self.path):
+            if not os.path.exists(self.path):
+                raise SourceError(self.path, "file not found")
+            if os.path.isdir(self.path):
+                raise SourceError(self.path, "is a directory, not a video file")
+            if os.path.getsize(self.path) == 0:
+                raise SourceError(self.path, "file is empty (0 bytes)")
+        options = {"rw_timeout": "10000000", "stimeout": "10000000"} if is_url(self.path) else {}
+        try:
+            return av.open(self.path, options=options, timeout=10.0 if is_url(self.path) else None)
+        except av.error.InvalidDataError as e:
+            raise SourceError(self.path, f"not a video FFmpeg can read, or truncated/corrupt ({e.strerror or e})") from None
+        except av.error.FFmpegError as e:
+            raise SourceError(self.path, f"cannot be opened: {e.strerror or e}") from None
+
+    def _video_stream(self):
+        streams = self._container.streams.video
+        if not streams:
+            kinds = sorted({s.type for s in self._container.streams}) or ["no streams"]
+            raise SourceError(self.path, f"has no video stream (contains: {', '.join(kinds)})")
+        stream = streams[0]
+        cc = stream.codec_context
+        w, h = cc.width, cc.height
+        if w <= 0 or h <= 0 or w > MAX_SIDE or h > MAX_SIDE:
+            raise SourceError(self.path, f"absurd video dimensions {w}x{h} (expected 1..{MAX_SIDE} per side)")
+        if w < 2 or h < 2:
+            raise SourceError(self.path, f"video too small to gate: {w}x{h}")
+        return stream
+
+    def _probe(self, start_time_abs: float | None) -> StreamInfo:
+        s, c = self._stream, self._container
+        tb = s.time_base or Fraction(1, 90000)
+        self._time_base = tb
+        self._t0_pts = s.start_time  # None when the container does not say: the first frame's PTS
+        if start_time_abs is None:
+            start_time_abs = _creation_time(c)
+        if start_time_abs is None and (c.start_time_realtime or 0) > 0:  # live streams (RTCP)
+            start_time_abs = c.start_time_realtime / 1e6
+        duration = float(s.duration * tb) if s.duration else (c.duration / av.time_base if c.duration else None)
+        rate = s.average_rate or s.guessed_rate
+        return StreamInfo(path=self.path, codec=s.codec_context.name, width=s.codec_context.width,
+                          height=s.codec_context.height, fps=float(rate) if rate else None,
+                          duration_s=duration, start_time_abs=start_time_abs, keyframe_interval_s=None)
+
+    def _configure(self, fps: float, skip_nonref: bool | None, threads: int) -> None:
+        cc = self._stream.codec_context
+        cc.thread_type = "AUTO"
+        cc.thread_count = threads
+        if self.keyframes_only:
+            cc.skip_frame = "NONKEY"
+        else:
+            src_fps = self.info.fps or 0.0
+            sparse = src_fps > 0 and src_fps / fps >= SPARSE_FRAMES
+            if skip_nonref if skip_nonref is not None else sparse:
+                cc.skip_frame = "NONREF"
+
+    # -- decoding ------------------------------------------------------------------------------
+    def _seek_for_resume(self) -> None:
+        t = self.resume_after
+        if t is None or t <= 0:
+            return
+        base = self._t0_pts or 0
+        target = base + int(t / self._time_base)
+        try:
+            self._container.seek(target, stream=self._stream, backward=True, any_frame=False)
+        except av.error.FFmpegError:
+            pass  # unseekable input: decode from the start and skip what was done
+
+    def _frames(self) -> Iterator[av.VideoFrame]:
+        it = self._container.demux(self._stream)
+        while True:
+            try:
+                packet = next(it)
+            except StopIteration:
+                break
+            except av.error.FFmpegError as e:  # a broken container past some point: keep what we had
+                self._note(f"demuxing stopped early: {e.strerror or e}")
+                break
+            try:
+                decoded = packet.decode()
+            except av.error.FFmpegError as e:
+                self.stats.packets_bad += 1
+                if self.stats.packets_bad <= 5:
+                    self._note(f"undecodable packet at pts={packet.pts}: {e.strerror or e}")
+                continue
+            for frame in decoded:
+                self.stats.decoded += 1
+                yield frame
+
+    def _note(self, msg: str) -> None:
+        self.stats.errors.append(msg)
+
+    def _time(self, frame: av.VideoFrame) -> float | None:
+        pts = frame.pts
+        if pts is None:
+            return None
+        if self._t0_pts is None:
+            self._t0_pts = pts
+        return float((pts - self._t0_pts) * self._time_base)
+
+    def _make(self, frame: av.VideoFrame, t: float) -> Frame:
+        t_abs = self.info.start_time_abs + t if self.info.start_time_abs is not None else None
+        self.stats.sampled += 1
+        return Frame(self.camera_id, t, t_abs, frame.pts, _luma(frame),
+                     lambda f=frame: f.to_ndarray(format="rgb24"))
+
+    def __iter__(self) -> Iterator[Frame]:
+        self._seek_for_resume()
+        if self.resume_after is not None:
+            self._sampler.resume_after(self.resume_after)
+        done = self.resume_after if self.resume_after is not None else -math.inf
+        last_t = -math.inf
+        pending: dict[float, av.VideoFrame] = {}  # keyframe mode: one keyframe of lookahead
+        for frame in self._frames():
+            t = self._time(frame)
+            if t is None or t <= last_t:  # no PTS, or out of order after a broken packet
+                continue
+            last_t = t
+            if t <= done + 1e-9:
+                continue
+            if self.keyframes_only:
+                pending[t] = frame
+                for take in self._sampler.offer(t):
+                    yield self._make(pending[take], take)
+                pending = {t: frame}
+            elif self._sampler.accept(t):
+                yield self._make(frame, t)
+        if self.keyframes_only:
+            for take in self._sampler.finish(self.info.duration_s):
+                yield self._make(pending[take], take)
+
+    def close(self) -> None:
+        self._container.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,32 @@
+"""Records the memory hands out. Plain dataclasses: what a caller reads, never live rows."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    """One sampled frame's gate statistics and the gate that dropped it (None: kept)."""
+
+    lap_var: float
+    mad: float | None  # None for a camera's first frame (nothing to compare with)
+    ssim: float | None
+    hist_corr: float | None
+    dropped_by: str | None  # "blur" | "low_change" | "ssim" | "hist" | None
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One retained frame."""
+
+    moment_id: int
+    camera_id: str
+    t_rel: float  # seconds since the source's first frame (from PTS)
+    t_abs: float | None  # unix seconds, when known
+    frame_path: str  # absolute path of the JPEG
+    width: int
+    height: int
+    gate: GateRecord
+    tier: str = "recent"
+    event_id: int | None = None
+    embedding_id: int | None = None

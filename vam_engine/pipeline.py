@@ -1,0 +1,304 @@
+"""The indexing pipeline: decode workers (one per source) -> one batched gate stage -> commits.
+
+Decode workers put sampled frames on one bounded queue (backpressure on decoding). A single
+pipeline thread takes batches across cameras, gates each camera's frames in one kernel call,
+hands kept frames to a small pool that converts them to RGB and writes their JPEGs, and commits
+rows, gate records, per-source progress and camera references in one transaction per batch.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import threading
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .config import EngineConfig
+from .errors import SourceError
+from .gate.cascade import GateCascade
+from .ingest import Frame
+from .memory.store import CommitBatch, MomentStore, PendingMoment
+
+
+@dataclass
+class SourceReport:
+    """What indexing one source did. Counts cover this run (a resumed run counts what it added)."""
+
+    camera_id: str
+    uri: str
+    decoder: str = ""
+    decoded: int = 0
+    sampled: int = 0
+    kept: int = 0
+    dropped: Counter = field(default_factory=Counter)  # gate name -> frames
+    content_s: float = 0.0  # stream seconds covered by this run
+    wall_s: float = 0.0
+    resumed_from: float | None = None
+    already_done: bool = False
+    packets_bad: int = 0
+    errors: list[str] = field(default_factory=list)
+    failed: str | None = None  # why the source stopped before its end, if it did
+
+    @property
+    def x_realtime(self) -> float:
+        return self.content_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass
+class Progress:
+    """A progress event: sent after every gated batch and when a source ends."""
+
+    camera_id: str
+    uri: str
+    t_rel: float
+    duration_s: float | None
+    decoded: int
+    sampled: int
+    kept: int
+    done: bool = False
+
+
+def fingerprint(path: str) -> str:
+    """Identifies a file's content cheaply: its size and its first and last 64 KiB."""
+    h = hashlib.sha1()
+    size = os.path.getsize(path)
+    h.update(str(size).encode())
+    with open(path, "rb") as f:
+        h.update(f.read(1 << 16))
+        if size > 1 << 17:
+            f.seek(-(1 << 16), os.SEEK_END)
+            h.update(f.read(1 << 16))
+    return h.hexdigest()
+
+
+@dataclass
+class _Item:
+    frame: Frame
+    source_id: int
+
+
+@dataclass
+class _End:
+    source_id: int
+    error: str | None = None
+
+
+class _Source:
+    """Book-keeping for one active source (a file, a URL or a push camera)."""
+
+    def __init__(self, source_id: int, report: SourceReport, duration: float | None,
+                 on_progress: Callable[[Progress], None] | None):
+        self.source_id = source_id
+        self.report = report
+        self.duration = duration
+        self.on_progress = on_progress
+        self.decoder = None
+        self.last_t: float | None = None
+        self.start_t: float | None = None
+        self.ended = False
+        self.committed = threading.Event()  # set once its end is committed
+
+
+class IndexPipeline:
+    def __init__(self, store: MomentStore, cascade: GateCascade, cfg: EngineConfig):
+        self.store = store
+        self.cascade = cascade
+        self.cfg = cfg
+        self._queue: queue.Queue = queue.Queue(maxsize=cfg.ingest.queue_frames)
+        self._sources: dict[int, _Source] = {}
+        self._lock = threading.Lock()
+        self._encoder = ThreadPoolExecutor(cfg.store.encode_threads, thread_name_prefix="vam-jpeg")
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._idle = threading.Condition()
+        self._inflight = 0  # items queued or being processed, not yet committed
+        self._thread = threading.Thread(target=self._run, name="vam-gate", daemon=True)
+        self._thread.start()
+
+    # -- feeding -------------------------------------------------------------------------------
+    def register(self, source_id: int, report: SourceReport, duration: float | None,
+                 on_progress=None) -> _Source:
+        src = _Source(source_id, report, duration, on_progress)
+        with self._lock:
+            self._sources[source_id] = src
+        return src
+
+    def put(self, item) -> None:
+        self._raise_if_failed()
+        with self._idle:
+            self._inflight += 1
+        while True:
+            try:
+                self._queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                self._raise_if_failed()
+
+    def decode_worker(self, src: _Source, decoder) -> threading.Thread:
+        def work():
+            err = None
+            try:
+                for frame in decoder:
+                    self.put(_Item(frame, src.source_id))
+            except SourceError as e:
+                err = e.problem
+            except Exception as e:  # noqa: BLE001 - a decoder failure must end the source, not hang it
+                err = f"decoding failed: {type(e).__name__}: {e}"
+            finally:
+                decoder.close()
+            self.put(_End(src.source_id, err))
+
+        src.decoder = decoder
+        t = threading.Thread(target=work, name=f"vam-decode-{src.report.camera_id}", daemon=True)
+        t.start()
+        return t
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything put so far is gated and committed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._idle:
+            while self._inflight > 0:
+                self._raise_if_failed()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._idle.wait(0.2 if left is None else min(0.2, left))
+        self._raise_if_failed()
+        return True
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            try:
+                self.flush()
+            finally:
+                self._stop.set()
+                self._thread.join()
+        self._encoder.shutdown(wait=True)
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"indexing pipeline stopped: {self._error}") from self._error
+
+    # -- the gate/commit loop ------------------------------------------------------------------
+    def _take_batch(self) -> list:
+        try:
+            items = [self._queue.get(timeout=self.cfg.store.commit_interval_s)]
+        except queue.Empty:
+            return []
+        limit = self.cfg.ingest.batch_size * max(1, len(self._sources))
+        while len(items) < limit:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return items
+
+    def _run(self) -> None:
+        batch = CommitBatch()
+        writes: list[Future] = []
+        taken = 0
+        last_commit = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                items = self._take_batch()
+                taken += len(items)
+                self._gate(items, batch, writes)
+                if batch and (len(batch.samples) >= self.cfg.store.commit_every or batch.finished or self._queue.empty()
+                              or time.monotonic() - last_commit >= self.cfg.store.commit_interval_s):
+                    self._commit(batch, writes)
+                    batch, writes = CommitBatch(), []
+                    last_commit = time.monotonic()
+                if taken and not batch:
+                    with self._idle:
+                        self._inflight -= taken
+                        self._idle.notify_all()
+                    taken = 0
+        except BaseException as e:  # noqa: BLE001 - surfaced to every caller through _raise_if_failed
+            self._error = e
+            with self._idle:
+                self._idle.notify_all()
+
+    def _gate(self, items: list, batch: CommitBatch, writes: list[Future]) -> None:
+        by_camera: dict[str, list[_Item]] = defaultdict(list)
+        ends = []  # a source's end marker follows all its frames, so it closes after them
+        for it in items:
+            if isinstance(it, _End):
+                ends.append(it)
+            else:
+                by_camera[it.frame.camera_id].append(it)
+        touched = set()
+        for cam, cam_items in by_camera.items():
+            if self.cascade.reference(cam) is None:
+                saved = self.store.camera_ref(cam)
+                if saved is not None:
+                    self.cascade.set_reference(cam, saved[1])
+            records = self.cascade.run(cam, [it.frame.gray for it in cam_items])
+            for it, rec in zip(cam_items, records):
+                src = self._sources[it.source_id]
+                f = it.frame
+                rep = src.report
+                rep.sampled += 1
+                if src.start_t is None:
+                    src.start_t = f.t_rel
+                src.last_t = f.t_rel
+                touched.add(src)
+                if self.cfg.store.record_samples:
+                    batch.samples.append((cam, it.source_id, f.t_rel, rec.lap_var, rec.mad, rec.ssim,
+                                          rec.hist_corr, rec.dropped_by))
+                batch.progress[it.source_id] = f.t_rel
+                if rec.dropped_by is not None:
+                    rep.dropped[rec.dropped_by] += 1
+                    continue
+                rep.kept += 1
+                ref = self.store.frame_ref(cam, it.source_id, f.t_rel)
+                writes.append(self._encoder.submit(self.store.write_frame, ref, f.rgb, self.cfg.store.jpeg_quality))
+                h, w = f.shape
+                batch.moments.append(PendingMoment(cam, it.source_id, f.t_rel, f.t_abs, f.pts, ref, w, h, rec))
+                batch.refs[cam] = (f.t_rel, f.gray)
+        for end in ends:
+            src = self._sources[end.source_id]
+            src.ended = True
+            if end.error:
+                src.report.failed = end.error
+            else:
+                batch.finished.add(end.source_id)
+            touched.add(src)
+        for src in touched:
+            self._report_progress(src)
+
+    def _commit(self, batch: CommitBatch, writes: list[Future]) -> None:
+        for w in writes:
+            w.result()  # every file is in place before its row commits
+        batch.refs = {cam: (t, _host(g)) for cam, (t, g) in batch.refs.items()}
+        self.store.commit(batch)
+        for src in self._sources.values():
+            if src.ended:
+                src.committed.set()
+
+    def _report_progress(self, src: _Source) -> None:
+        rep = src.report
+        dec = src.decoder
+        if dec is not None:
+            rep.decoded = dec.stats.decoded
+            rep.packets_bad = dec.stats.packets_bad
+            rep.errors = list(dec.stats.errors)
+        covered_to = src.last_t
+        if src.ended and not rep.failed and src.duration:
+            covered_to = src.duration
+        if covered_to is not None:
+            rep.content_s = max(0.0, covered_to - (rep.resumed_from or 0.0))
+        if src.on_progress is not None:
+            src.on_progress(Progress(rep.camera_id, rep.uri, src.last_t or 0.0, src.duration, rep.decoded,
+                                     rep.sampled, rep.kept, src.ended))
+
+
+def _host(gray) -> np.ndarray:
+    if isinstance(gray, np.ndarray):
+        return gray
+    return gray.detach().cpu().numpy()
