@@ -11,12 +11,13 @@ How it maps onto the decoder contract:
 - ``pad_mode="constant"`` keeps the tail of the video that does not fill a whole sequence;
   ``enable_frame_num="sequence"`` marks those padding frames with index -1, and they are dropped.
 - DALI outputs RGB (its CPU backend cannot output YCbCr). ``gray`` is the luma plane recovered
-  from that RGB with fixed-point BT.601, the matrix DALI converts with: the full-range rule
-  ``(R*4899 + G*9617 + B*1868 + 8192) >> 14`` for full-range sources (MJPEG, yuvj*), and the
-  studio-swing rule ``16 + (R*4207 + G*8260 + B*1604 + 8192) >> 14`` for limited-range sources,
-  so ``gray`` equals the decoded Y plane (what the PyAV and NVDEC bodies hand on) to about one
-  level instead of being a contrast-stretched copy of it. It is computed, and RGB copied out of
-  DALI's buffers, only for frames the sampler takes.
+  from that RGB with fixed-point BT.601, the matrix DALI converts with (NVDEC path: BT.601 with
+  the stream's range flag; CPU path: swscale defaults, full range only for yuvj* formats): the
+  full-range rule ``(R*4899 + G*9617 + B*1868 + 8192) >> 14`` where DALI expanded full range
+  (MJPEG), the studio-swing rule ``(R*4207 + G*8260 + B*1604 + (16 << 14) + 8192) >> 14``
+  otherwise. So ``gray`` equals the decoded Y plane (what the PyAV and NVDEC bodies hand on) to
+  about one level, instead of a contrast-stretched copy of it. It is computed, and RGB copied
+  out of DALI's buffers, only for frames the sampler takes.
 - ``keyframes_only`` and ``resume_after`` need the PTS of every frame: a demux-only PyAV pass
   (no decoding) lists them. DALI then reads a ``file_list`` in frame units: one one-frame entry
   per keyframe (DALI seeks to each, so only keyframes are decoded), or one entry that starts
@@ -45,7 +46,6 @@ from .sampler import NearestKeyframeSampler, TickSampler
 MAX_SIDE = 16384
 PREFIX_PACKETS = 300  # packets demuxed at open when the full PTS list is not needed
 KEYFRAME_BATCH = 8  # one-frame samples per pipeline run in keyframes_only mode
-_NOPTS = -(2**62)  # below this a PTS is FFmpeg's AV_NOPTS_VALUE
 
 # Codecs each DALI backend decodes (DALI 2.4 docs of experimental.readers.video).
 DALI_CPU_CODECS = frozenset({"vp8", "vp9", "mjpeg"})
@@ -92,7 +92,8 @@ class ContainerProbe:
     time_base: Fraction
     start_pts: int | None  # the stream's start_time (PyAV body's t_rel origin), None if unknown
     creation_time: float | None
-    full_range: bool  # JPEG range (yuvj*, MJPEG) rather than studio swing
+    pix_fmt: str
+    full_range: bool  # JPEG range (yuvj*, MJPEG, or tagged full range) rather than studio swing
     bt709: bool  # tagged BT.709 matrix
     pts: list[int] = field(default_factory=list)  # sorted PTS of the scanned frames
     key_pts: list[int] = field(default_factory=list)  # sorted PTS of the scanned keyframes
@@ -141,12 +142,15 @@ def probe_container(path: str, *, full_scan: bool, max_packets: int = PREFIX_PAC
         if w < 2 or h < 2:
             raise SourceError(path, f"video too small to gate: {w}x{h}")
         tb = s.time_base or Fraction(1, 90000)
-        duration = float(s.duration * tb) if s.duration else (container.duration / av.time_base if container.duration else None)
+        if s.duration:
+            duration = float(s.duration * tb)
+        else:
+            duration = container.duration / av.time_base if container.duration else None
         rate = s.average_rate or s.guessed_rate
         pix = cc.format.name if cc.format is not None else ""
         probe = ContainerProbe(
             codec=cc.name, width=w, height=h, fps=float(rate) if rate else None, duration_s=duration,
-            time_base=tb, start_pts=s.start_time, creation_time=_creation_time(container),
+            time_base=tb, start_pts=s.start_time, creation_time=_creation_time(container), pix_fmt=pix,
             full_range=pix.startswith("yuvj") or int(cc.color_range or 0) == 2,
             bt709=int(cc.colorspace or 0) == 1)
         pts, keys, n = [], [], 0
@@ -220,7 +224,8 @@ class DaliDecoder:
         self._torch = None
 
         if _is_url(self.path):
-            raise SourceError(self.path, "the DALI body reads local files only; use the nvdec or pyav body for live streams")
+            raise SourceError(self.path, "the DALI body reads local files only; "
+                                         "use the nvdec or pyav body for live streams")
         check_local_file(self.path)
         self._dali = _import_dali(self.path)
         if dali_device == "gpu":
@@ -237,6 +242,9 @@ class DaliDecoder:
             raise SourceError(self.path, "keyframes_only: the container marks no keyframes")
         if start_time_abs is None:
             start_time_abs = p.creation_time
+        # Which BT.601 range DALI's YUV->RGB used: its CPU path (swscale, source pix_fmt) expands
+        # only yuvj* formats as full range; NVDEC follows the stream's full-range flag.
+        self._rgb_full_range = p.pix_fmt.startswith("yuvj") if dali_device == "cpu" else p.full_range
         self.info = StreamInfo(path=self.path, codec=p.codec, width=p.width, height=p.height, fps=p.fps,
                                duration_s=p.duration_s, start_time_abs=start_time_abs,
                                keyframe_interval_s=p.keyframe_interval_s())
@@ -263,7 +271,8 @@ class DaliDecoder:
         try:
             import torch
         except ImportError:
-            raise SourceError(self.path, "dali_device='gpu' hands frames on as CUDA torch tensors: torch is not installed") from None
+            raise SourceError(self.path, "dali_device='gpu' hands frames on as CUDA torch tensors: "
+                                         "torch is not installed") from None
         if not torch.cuda.is_available():
             raise SourceError(self.path, f"dali_device='gpu' hands frames on as CUDA torch tensors, but torch "
                                          f"{torch.__version__} has no CUDA device")
@@ -376,7 +385,7 @@ class DaliDecoder:
         t_abs = self.info.start_time_abs + t if self.info.start_time_abs is not None else None
         self.stats.sampled += 1
         with self._gpu_scope():
-            gray = luma_from_rgb(rgb, self._probe.full_range)
+            gray = luma_from_rgb(rgb, self._rgb_full_range)
         to_rgb: Callable[[], Any] = lambda r=rgb: r  # noqa: E731 - RGB is already decoded; hand it over
         return Frame(self.camera_id, t, t_abs, pts, gray, to_rgb)
 

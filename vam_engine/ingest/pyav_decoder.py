@@ -46,6 +46,15 @@ def _creation_time(container) -> float | None:
     return ts if ts > 86400 else None  # mp4 writers leave 1904/1970 epochs in unset fields
 
 
+def _why(e: av.error.FFmpegError) -> str:
+    """The error's text plus FFmpeg's last log line, which often says what is really wrong
+    (e.g. "Picture size 100000x100000 is invalid" behind an unrelated errno)."""
+    msg = str(e.strerror or e)
+    log = getattr(e, "log", None)
+    detail = str(log[2]).strip() if log and len(log) > 2 and log[2] else ""
+    return f"{msg}; FFmpeg: {detail}" if detail and detail.lower() not in msg.lower() else msg
+
+
 def _luma(frame: av.VideoFrame) -> np.ndarray:
     if frame.format.name in _LUMA_FORMATS:
         plane = frame.planes[0]
@@ -65,6 +74,7 @@ class PyAVDecoder:
         self.keyframes_only = keyframes_only
         self.resume_after = resume_after
         self.stats = DecodeStats()
+        self._pkt_end: int | None = None  # end (pts + duration) of the last packet demuxed
         self._sampler = NearestKeyframeSampler(fps) if keyframes_only else TickSampler(fps)
         self._container = self._open()
         try:
@@ -88,9 +98,9 @@ class PyAVDecoder:
         try:
             return av.open(self.path, options=options, timeout=10.0 if is_url(self.path) else None)
         except av.error.InvalidDataError as e:
-            raise SourceError(self.path, f"not a video FFmpeg can read, or truncated/corrupt ({e.strerror or e})") from None
+            raise SourceError(self.path, f"not a video FFmpeg can read, or truncated/corrupt ({_why(e)})") from None
         except av.error.FFmpegError as e:
-            raise SourceError(self.path, f"cannot be opened: {e.strerror or e}") from None
+            raise SourceError(self.path, f"cannot be opened: {_why(e)}") from None
 
     def _video_stream(self):
         streams = self._container.streams.video
@@ -147,6 +157,8 @@ class PyAVDecoder:
 
     def _frames(self) -> Iterator[av.VideoFrame]:
         it = self._container.demux(self._stream)
+        bad_pts: set = set()
+        bad_frames = 0
         while True:
             try:
                 packet = next(it)
@@ -155,6 +167,14 @@ class PyAVDecoder:
             except av.error.FFmpegError as e:  # a broken container past some point: keep what we had
                 self._note(f"demuxing stopped early: {e.strerror or e}")
                 break
+            if packet.pts is not None:
+                end = packet.pts + (packet.duration or 0)
+                self._pkt_end = end if self._pkt_end is None else max(self._pkt_end, end)
+            if packet.is_corrupt:  # the demuxer lost part of it (e.g. MPEG-TS continuity errors)
+                self.stats.packets_bad += 1
+                bad_pts.add(packet.pts)
+                if self.stats.packets_bad <= 5:
+                    self._note(f"damaged packet at pts={packet.pts} (data lost or corrupt): its frame is skipped")
             try:
                 decoded = packet.decode()
             except av.error.FFmpegError as e:
@@ -164,6 +184,11 @@ class PyAVDecoder:
                 continue
             for frame in decoded:
                 self.stats.decoded += 1
+                if frame.is_corrupt or (frame.pts is not None and frame.pts in bad_pts):
+                    bad_frames += 1
+                    if bad_frames <= 5:
+                        self._note(f"frame at pts={frame.pts} decoded with errors (damaged or cut data): skipped")
+                    continue
                 yield frame
 
     def _note(self, msg: str) -> None:
@@ -198,6 +223,8 @@ class PyAVDecoder:
             if t <= done + 1e-9:
                 continue
             if self.keyframes_only:
+                if not frame.key_frame:  # some decoders (vp9) ignore skip_frame=NONKEY
+                    continue
                 pending[t] = frame
                 for take in self._sampler.offer(t):
                     yield self._make(pending[take], take)
@@ -207,6 +234,19 @@ class PyAVDecoder:
         if self.keyframes_only:
             for take in self._sampler.finish(self.info.duration_s):
                 yield self._make(pending[take], take)
+        self._check_complete()
+
+    def _check_complete(self) -> None:
+        """A container with a sample index (MP4/MOV) knows how long the stream is; data that
+        ends well short of that means the file was cut (a copy or recording interrupted)."""
+        s = self._stream
+        if not s.frames or not s.duration or self._pkt_end is None:
+            return
+        end_t = float((self._pkt_end - (s.start_time or 0)) * self._time_base)
+        length = float(s.duration * self._time_base)
+        if end_t < length - max(1.0, 0.05 * length):
+            raise SourceError(self.path, f"truncated: its data ends at t={end_t:.1f} s but its index says "
+                                         f"{length:.1f} s (indexed up to where the data ends)")
 
     def close(self) -> None:
         self._container.close()
