@@ -100,6 +100,9 @@ def cmd_index(args) -> int:
         finally:
             bar.close()
     print(_summary(reports))
+    for r in reports:
+        if r.failed and r.sampled == 0 and not r.already_done:
+            print(f"vam-engine: error: {r.uri}: {r.failed}", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps([_report_dict(r) for r in reports], indent=2))
     return 1 if any(r.failed and r.sampled == 0 and not r.already_done for r in reports) else 0

@@ -120,20 +120,21 @@ class Engine:
             rep = SourceReport(_check_camera_id(cam), path)
             reports.append(rep)
             try:
-                fp = "url:" + path if is_url(path) else fingerprint(path) if os.path.isfile(path) else None
-                state = None
-                if fp is not None and not is_url(path):
-                    state = self.store.open_source(cam, os.path.abspath(path), fp, sampling)
-                    if state.done:
+                if is_url(path) or not os.path.isfile(path):
+                    # a live stream restarts its clock on every connection: each run is a new source
+                    uri, fp = path, f"uri:{path}@{time.time():.6f}"
+                else:
+                    uri, fp = os.path.abspath(path), fingerprint(path)
+                    prior = self.store.find_source(cam, fp, sampling)
+                    if prior is not None and prior.done:
                         rep.already_done = True
                         continue
-                    rep.resumed_from = state.progress_t
+                    rep.resumed_from = prior.progress_t if prior is not None else None
                 decoder = open_decoder(path, cam, device=self.device, fps=ing.fps,
                                        keyframes_only=ing.keyframes_only, start_time_abs=start_time_abs,
                                        resume_after=rep.resumed_from, skip_nonref=ing.skip_nonref,
                                        threads=ing.decode_threads)
-                if state is None:  # a URL, or a path FFmpeg opens that is not a plain file
-                    state = self.store.open_source(cam, path, fp or "uri:" + path, sampling)
+                state = self.store.open_source(cam, uri, fp, sampling)
             except SourceError as e:
                 if on_open_error == "raise":
                     for _, dec in started:
@@ -147,8 +148,7 @@ class Engine:
         for src, decoder in started:
             pipe.decode_worker(src, decoder)
         for src, _ in started:
-            while not src.committed.wait(0.2):
-                pipe._raise_if_failed()
+            pipe.wait(src)
         wall = time.monotonic() - t_start
         for rep in reports:
             rep.wall_s = wall
@@ -185,8 +185,7 @@ class Engine:
                     sampler.resume_after(state.progress_t)
                 st = (state.source_id, sampler, [state.progress_t])
                 self._push[cam] = st
-        if st[0] not in self._pipe()._sources:
-            self._pipe().register(st[0], SourceReport(cam, f"push:{cam}", decoder="push"), None)
+        self._pipe().register(st[0], SourceReport(cam, f"push:{cam}", decoder="push"), None)
         return st
 
     def flush(self, timeout: float | None = None) -> bool:

@@ -124,13 +124,20 @@ class IndexPipeline:
     # -- feeding -------------------------------------------------------------------------------
     def register(self, source_id: int, report: SourceReport, duration: float | None,
                  on_progress=None) -> _Source:
-        src = _Source(source_id, report, duration, on_progress)
+        """Start book-keeping for a source; a source already registered is returned as it is."""
         with self._lock:
-            self._sources[source_id] = src
+            src = self._sources.get(source_id)
+            if src is None or src.ended:
+                src = self._sources[source_id] = _Source(source_id, report, duration, on_progress)
         return src
 
+    def wait(self, src: _Source) -> None:
+        """Block until the source's end is committed (or the pipeline fails)."""
+        while not src.committed.wait(0.2):
+            self.raise_if_failed()
+
     def put(self, item) -> None:
-        self._raise_if_failed()
+        self.raise_if_failed()
         with self._idle:
             self._inflight += 1
         while True:
@@ -138,7 +145,7 @@ class IndexPipeline:
                 self._queue.put(item, timeout=0.2)
                 return
             except queue.Full:
-                self._raise_if_failed()
+                self.raise_if_failed()
 
     def decode_worker(self, src: _Source, decoder) -> threading.Thread:
         def work():
@@ -164,12 +171,12 @@ class IndexPipeline:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._idle:
             while self._inflight > 0:
-                self._raise_if_failed()
+                self.raise_if_failed()
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
                 self._idle.wait(0.2 if left is None else min(0.2, left))
-        self._raise_if_failed()
+        self.raise_if_failed()
         return True
 
     def close(self) -> None:
@@ -178,53 +185,64 @@ class IndexPipeline:
                 self.flush()
             finally:
                 self._stop.set()
+                self._queue.put(None)  # wakes the loop at once
                 self._thread.join()
         self._encoder.shutdown(wait=True)
 
-    def _raise_if_failed(self) -> None:
+    def raise_if_failed(self) -> None:
         if self._error is not None:
             raise RuntimeError(f"indexing pipeline stopped: {self._error}") from self._error
 
     # -- the gate/commit loop ------------------------------------------------------------------
     def _take_batch(self) -> list:
         try:
-            items = [self._queue.get(timeout=self.cfg.store.commit_interval_s)]
+            first = self._queue.get(timeout=self.cfg.store.commit_interval_s)
         except queue.Empty:
             return []
+        if first is None:  # close() woke us
+            return []
+        items = [first]
         limit = self.cfg.ingest.batch_size * max(1, len(self._sources))
         while len(items) < limit:
             try:
-                items.append(self._queue.get_nowait())
+                item = self._queue.get_nowait()
             except queue.Empty:
                 break
+            if item is None:
+                break
+            items.append(item)
         return items
 
     def _run(self) -> None:
         batch = CommitBatch()
         writes: list[Future] = []
-        taken = 0
+        taken = gated = 0  # items taken since the last commit; frames gated since then
         last_commit = time.monotonic()
         try:
             while not self._stop.is_set():
                 items = self._take_batch()
                 taken += len(items)
-                self._gate(items, batch, writes)
-                if batch and (len(batch.samples) >= self.cfg.store.commit_every or batch.finished or self._queue.empty()
+                gated += self._gate(items, batch, writes)
+                if batch and (gated >= self.cfg.store.commit_every or batch.finished or self._queue.empty()
                               or time.monotonic() - last_commit >= self.cfg.store.commit_interval_s):
                     self._commit(batch, writes)
-                    batch, writes = CommitBatch(), []
+                    batch, writes, gated = CommitBatch(), [], 0
                     last_commit = time.monotonic()
+                if not batch:
+                    # all gated work is committed, so a source that ended is complete, even one
+                    # that ended with an error and nothing left to write (no commit would mark it)
+                    self._mark_committed()
                 if taken and not batch:
                     with self._idle:
                         self._inflight -= taken
                         self._idle.notify_all()
                     taken = 0
-        except BaseException as e:  # noqa: BLE001 - surfaced to every caller through _raise_if_failed
+        except BaseException as e:  # noqa: BLE001 - surfaced to every caller through raise_if_failed
             self._error = e
             with self._idle:
                 self._idle.notify_all()
 
-    def _gate(self, items: list, batch: CommitBatch, writes: list[Future]) -> None:
+    def _gate(self, items: list, batch: CommitBatch, writes: list[Future]) -> int:
         by_camera: dict[str, list[_Item]] = defaultdict(list)
         ends = []  # a source's end marker follows all its frames, so it closes after them
         for it in items:
@@ -271,15 +289,20 @@ class IndexPipeline:
             touched.add(src)
         for src in touched:
             self._report_progress(src)
+        return len(items) - len(ends)
 
     def _commit(self, batch: CommitBatch, writes: list[Future]) -> None:
         for w in writes:
             w.result()  # every file is in place before its row commits
         batch.refs = {cam: (t, _host(g)) for cam, (t, g) in batch.refs.items()}
         self.store.commit(batch)
-        for src in self._sources.values():
-            if src.ended:
-                src.committed.set()
+        self._mark_committed()
+
+    def _mark_committed(self) -> None:
+        with self._lock:
+            ended = [src for src in self._sources.values() if src.ended]
+        for src in ended:
+            src.committed.set()
 
     def _report_progress(self, src: _Source) -> None:
         rep = src.report

@@ -86,6 +86,13 @@ def hist_corr(h1: np.ndarray, h2: np.ndarray) -> float:
     return float((a * b).sum() / den)
 
 
+def rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
+    """uint8 [..., 3] RGB -> uint8 gray with OpenCV's fixed-point BT.601 rule (cv2.COLOR_RGB2GRAY):
+    (R*4899 + G*9617 + B*1868 + 8192) >> 14."""
+    x = rgb.astype(np.int32)
+    return ((x[..., 0] * 4899 + x[..., 1] * 9617 + x[..., 2] * 1868 + 8192) >> 14).astype(np.uint8)
+
+
 def frame_stats(gray: np.ndarray, ref: np.ndarray | None) -> dict:
     """All statistics of one frame against one reference frame (or None)."""
     th = thumbnail(gray)

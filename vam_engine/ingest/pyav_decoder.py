@@ -46,15 +46,6 @@ def _creation_time(container) -> float | None:
     return ts if ts > 86400 else None  # mp4 writers leave 1904/1970 epochs in unset fields
 
 
-def _why(e: av.error.FFmpegError) -> str:
-    """The error's text plus FFmpeg's last log line, which often says what is really wrong
-    (e.g. "Picture size 100000x100000 is invalid" behind an unrelated errno)."""
-    msg = str(e.strerror or e)
-    log = getattr(e, "log", None)
-    detail = str(log[2]).strip() if log and len(log) > 2 and log[2] else ""
-    return f"{msg}; FFmpeg: {detail}" if detail and detail.lower() not in msg.lower() else msg
-
-
 def _luma(frame: av.VideoFrame) -> np.ndarray:
     if frame.format.name in _LUMA_FORMATS:
         plane = frame.planes[0]
@@ -98,9 +89,33 @@ class PyAVDecoder:
         try:
             return av.open(self.path, options=options, timeout=10.0 if is_url(self.path) else None)
         except av.error.InvalidDataError as e:
-            raise SourceError(self.path, f"not a video FFmpeg can read, or truncated/corrupt ({_why(e)})") from None
+            raise SourceError(self.path, f"not a video FFmpeg can read, or truncated/corrupt ({self._why(e)})") from None
         except av.error.FFmpegError as e:
-            raise SourceError(self.path, f"cannot be opened: {_why(e)}") from None
+            raise SourceError(self.path, f"cannot be opened: {self._why(e)}") from None
+
+    def _why(self, e: av.error.FFmpegError) -> str:
+        """The error's text plus FFmpeg's own log line, which often says what is really wrong
+        (e.g. "Picture size 100000x100000 is invalid" behind an unrelated errno). PyAV keeps
+        FFmpeg's log off by default, so a local file is reopened once with it captured."""
+        msg = str(e.strerror or e)
+        log = getattr(e, "log", None)
+        if not log and not is_url(self.path):
+            import av.logging
+
+            level, skip = av.logging.get_level(), av.logging.get_skip_repeated()
+            try:
+                av.logging.set_level(av.logging.ERROR)
+                av.logging.set_skip_repeated(False)
+                with av.logging.Capture(local=True):  # captured: kept off stderr
+                    try:
+                        av.open(self.path).close()
+                    except av.error.FFmpegError as again:
+                        log = again.log
+            finally:
+                av.logging.set_level(level)
+                av.logging.set_skip_repeated(skip)
+        detail = str(log[2]).strip() if log and len(log) > 2 and log[2] else ""
+        return f"{msg}; FFmpeg: {detail}" if detail and detail.lower() not in msg.lower() else msg
 
     def _video_stream(self):
         streams = self._container.streams.video

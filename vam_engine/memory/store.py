@@ -80,6 +80,16 @@ CREATE TABLE IF NOT EXISTS samples (
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by another user
+        return True
+    return True
+
+
 def _nan_to_none(x: float | None) -> float | None:
     return None if x is None or x != x else float(x)
 
@@ -165,8 +175,13 @@ class MomentStore:
             self._local.conn = None
 
     def _sweep_temp_files(self) -> None:
-        """Temporary JPEGs left by a crash before their rename are never referenced."""
+        """Temporary JPEGs left by a crash before their rename are never referenced. A temporary
+        name carries its writer's pid: those of a live writer (another process indexing into
+        this store while this one opens it to read) are in flight and stay."""
         for p in (self.root / "frames").rglob("*.tmp"):
+            pid = p.name.rsplit(".", 2)[-2] if p.name.count(".") >= 3 else ""
+            if pid.isdigit() and _alive(int(pid)):
+                continue
             try:
                 p.unlink()
             except OSError:
@@ -182,10 +197,13 @@ class MomentStore:
             conn.execute(
                 "INSERT OR IGNORE INTO sources (camera_id, uri, fingerprint, sampling, started_at, info) "
                 "VALUES (?, ?, ?, ?, ?, ?)", (camera_id, uri, fingerprint, sampling, now, json.dumps(info or {})))
-            sid, progress, done = conn.execute(
-                "SELECT source_id, progress_t, done FROM sources WHERE camera_id=? AND fingerprint=? AND sampling=?",
-                (camera_id, fingerprint, sampling)).fetchone()
-        return SourceState(sid, camera_id, progress, bool(done))
+        return self.find_source(camera_id, fingerprint, sampling)
+
+    def find_source(self, camera_id: str, fingerprint: str, sampling: str) -> SourceState | None:
+        row = self._conn().execute(
+            "SELECT source_id, progress_t, done FROM sources WHERE camera_id=? AND fingerprint=? AND sampling=?",
+            (camera_id, fingerprint, sampling)).fetchone()
+        return None if row is None else SourceState(row[0], camera_id, row[1], bool(row[2]))
 
     def camera_ref(self, camera_id: str) -> tuple[float, np.ndarray] | None:
         row = self._conn().execute("SELECT ref_t, ref_shape, ref_gray FROM cameras WHERE camera_id=?",
@@ -208,7 +226,7 @@ class MomentStore:
         rgb = rgb() if callable(rgb) else rgb
         path = self.root / frame_ref
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".jpg.tmp")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # pid: see _sweep_temp_files
         Image.fromarray(rgb).save(tmp, format="JPEG", quality=quality)
         os.replace(tmp, path)
 

@@ -1,0 +1,475 @@
+"""Gate statistics throughput: the fused C++ body against a per-frame OpenCV/scikit-image path
+(the baseline, as the VAM reference implementation computed them), the numpy reference, a
+vectorized torch CPU version, and a plain copy of the same bytes (the bandwidth ceiling).
+
+Every figure is a ratio measured in this process on the same frames:
+- "x opencv": frames/s of the method over frames/s of ``opencv_per_frame``;
+- "% copy BW": the method's GB/s over the best copy of the same bytes (``memcpy``).
+
+Bytes per frame = H*W (the frame) + H*W (the reference, read again for the mean absolute
+difference). GB/s = those bytes / time. Targets (information, not assertions): the C++ body
+>= 30x faster than ``opencv_per_frame`` at 1280x720 and >= 40% of the copy bandwidth.
+
+    python benchmarks/bench_gate.py                  # default: 3 sizes, batch 32, 5 rounds (~1-2 min)
+    python benchmarks/bench_gate.py --quick          # smoke run (~15 s)
+    python benchmarks/bench_gate.py --sizes 1920x1080 --batch 64 --repeats 7
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from _common import print_table, time_rounds, write_json  # noqa: E402
+
+DEFAULT_SIZES = "640x360,1280x720,1920x1080"
+TARGET_X_OPENCV = 30.0  # C++ body vs opencv_per_frame at 720p
+TARGET_COPY_FRAC = 0.40  # C++ body GB/s over copy GB/s
+
+
+# -- input ---------------------------------------------------------------------------------------
+def make_frames(n: int, h: int, w: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """N gray frames and a reference: a smooth gradient + low-frequency shading + a blocky
+    texture + sensor-like noise, panning a few pixels per frame (so no two frames are equal and
+    the reference differs from all of them)."""
+    rng = np.random.default_rng(seed)
+    pad = 4 * (n + 1)
+    hh, ww = h + pad, w + pad
+    yy, xx = np.mgrid[0:hh, 0:ww].astype(np.float32)
+    base = 60 + 120 * (xx / ww) * 0.6 + 40 * (yy / hh)
+    base += 25 * np.sin(xx * 0.013 + 1.0) * np.cos(yy * 0.021)
+    cells = rng.integers(0, 3, (hh // 12 + 1, ww // 12 + 1)).repeat(12, 0).repeat(12, 1)[:hh, :ww]
+    base += (cells.astype(np.float32) - 1) * 18
+    base += 6 * np.sin(xx * 0.9) * np.sin(yy * 0.7)  # fine texture, sharp enough for the blur gate
+    frames = np.empty((n, h, w), np.uint8)
+    for i in range(n + 1):
+        dy, dx = 2 * i, 4 * i
+        img = base[dy:dy + h, dx:dx + w] + rng.normal(0, 3.0, (h, w)).astype(np.float32)
+        out = np.clip(img, 0, 255).astype(np.uint8)
+        if i < n:
+            frames[i] = out
+        else:
+            ref = out
+    return frames, ref
+
+
+# -- methods ---------------------------------------------------------------------------------------
+class OpenCVPerFrame:
+    """One frame at a time, the way the VAM reference implementation did it. The frames are
+    already gray (the reference converted BGR with cv2.cvtColor first; not counted here, as no
+    other method converts colour either). The reference's thumbnail and histogram are computed
+    once per batch (a cascade keeps them with the reference)."""
+
+    def __init__(self, ref: np.ndarray):
+        import cv2
+        from skimage.metrics import structural_similarity
+
+        self.cv2, self.ssim_fn = cv2, structural_similarity
+        self.ref = ref
+        self.tref = cv2.resize(ref, (64, 64))
+        self.href = cv2.calcHist([ref], [0], None, [64], [0, 256])
+
+    def __call__(self, frames: np.ndarray) -> dict:
+        cv2 = self.cv2
+        out = {k: [] for k in ("lap_var", "mad", "ssim", "hist_corr")}
+        for g in frames:
+            out["lap_var"].append(cv2.Laplacian(g, cv2.CV_64F).var())
+            out["mad"].append(cv2.absdiff(g, self.ref).mean())
+            t = cv2.resize(g, (64, 64))
+            out["ssim"].append(self.ssim_fn(t, self.tref, data_range=255))
+            h = cv2.calcHist([g], [0], None, [64], [0, 256])
+            out["hist_corr"].append(cv2.compareHist(h, self.href, cv2.HISTCMP_CORREL))
+        return {k: np.array(v, np.float64) for k, v in out.items()}
+
+
+class TorchCPU:
+    """The reference statistics vectorized over the batch with torch CPU ops (float32 pixels,
+    float64 for the small thumbnail/histogram math). The Laplacian is four shifted adds of the
+    reflect-padded batch; ``conv2d=True`` uses F.conv2d with the 3x3 kernel instead, which on
+    CPU takes an im2col path for one input channel and is tens of times slower."""
+
+    def __init__(self, h: int, w: int, *, conv2d: bool = False):
+        import torch
+        import torch.nn.functional as F
+
+        from vam_engine.gate import reference as R
+
+        self.torch, self.F = torch, F
+        self.h, self.w = h, w
+        self.conv2d = conv2d
+        self.lap_k = torch.tensor([[0, 1, 0], [1, -4, 1], [0, 1, 0]], dtype=torch.float32).view(1, 1, 3, 3)
+        self.rows = self._cells(h, R.cell_bounds(h))
+        self.cols = self._cells(w, R.cell_bounds(w))
+        self.c1 = (R.SSIM_K1 * R.SSIM_RANGE) ** 2
+        self.c2 = (R.SSIM_K2 * R.SSIM_RANGE) ** 2
+        self.win = R.SSIM_WIN
+
+    def _cells(self, n: int, bounds):
+        """How the 64 cells cover one side: an index per pixel (cells partition the side when
+        n >= 64) or, for shorter sides, a 64 x n averaging matrix (cells overlap)."""
+        torch = self.torch
+        lo, hi = bounds
+        counts = torch.tensor(hi - lo, dtype=torch.float32)
+        if n >= 64:
+            idx = torch.empty(n, dtype=torch.long)
+            for i, (a, b) in enumerate(zip(lo, hi)):
+                idx[a:b] = i
+            return ("index", idx, counts)
+        m = torch.zeros(64, n, dtype=torch.float32)
+        for i, (a, b) in enumerate(zip(lo, hi)):
+            m[i, a:b] = 1.0 / (b - a)
+        return ("matrix", m, counts)
+
+    def _reduce(self, x, spec, dim: int):
+        kind, t, counts = spec
+        torch = self.torch
+        if kind == "index":
+            shape = list(x.shape)
+            shape[dim] = 64
+            s = torch.zeros(shape, dtype=x.dtype).index_add_(dim, t, x)
+            view = [1] * x.ndim
+            view[dim] = 64
+            return s / counts.view(view)
+        return torch.movedim(torch.movedim(x, dim, -1) @ t.T, -1, dim)
+
+    def thumbs(self, xf):  # xf: (N, H, W) float32 -> (N, 64, 64)
+        return self._reduce(self._reduce(xf, self.rows, 1), self.cols, 2)
+
+    def hists(self, x):  # x: (N, H, W) uint8 -> (N, 64) float64 counts
+        torch = self.torch
+        b = x >> 2  # one uint8 pass over the batch; bincount then runs per frame (no int64 copy)
+        return torch.stack([torch.bincount(f.reshape(-1), minlength=64) for f in b]).to(torch.float64)
+
+    def ssim(self, a, b):  # (N, 64, 64) float64, (64, 64) -> (N,)
+        torch, F = self.torch, self.F
+        b = b.expand_as(a)
+        x = torch.stack([a, b, a * a, b * b, a * b], 1)  # (N, 5, 64, 64)
+        m = F.avg_pool2d(x, self.win, stride=1)
+        ua, ub, aa, bb, ab = m.unbind(1)
+        k = self.win * self.win
+        cn = k / (k - 1.0)
+        vaa, vbb, vab = cn * (aa - ua * ua), cn * (bb - ub * ub), cn * (ab - ua * ub)
+        s = ((2 * ua * ub + self.c1) * (2 * vab + self.c2)) / ((ua * ua + ub * ub + self.c1) * (vaa + vbb + self.c2))
+        return s.mean((1, 2))
+
+    @staticmethod
+    def corr(h, href):  # (N, 64), (64,) -> (N,)
+        a = h - h.mean(1, keepdim=True)
+        b = href - href.mean()
+        num = (a * b).sum(1)
+        den = ((a * a).sum(1) * (b * b).sum()).sqrt()
+        safe = num / den.clamp_min(1e-300)
+        eq = (h == href).all(1).to(h.dtype)
+        return (den == 0).to(h.dtype) * eq + (den != 0).to(h.dtype) * safe
+
+    def __call__(self, frames: np.ndarray, ref: np.ndarray) -> dict:
+        torch, F = self.torch, self.F
+        x = torch.from_numpy(frames)
+        r = torch.from_numpy(ref)
+        xf = x.to(torch.float32)
+        npx = self.h * self.w
+        # Laplacian values are integers, so float32 holds them and their squares exactly; the
+        # variance comes from float64 sums (faster than Tensor.var's Welford pass on CPU).
+        p = F.pad(xf.unsqueeze(1), (1, 1, 1, 1), mode="reflect")  # torch "reflect" == reflect-101
+        if self.conv2d:
+            lap = F.conv2d(p, self.lap_k).flatten(1)
+        else:  # the same stencil as four shifted adds
+            q = p[:, 0]
+            lap = q[:, :-2, 1:-1] + q[:, 2:, 1:-1]
+            lap += q[:, 1:-1, :-2]
+            lap += q[:, 1:-1, 2:]
+            lap.sub_(q[:, 1:-1, 1:-1], alpha=4.0)
+        lap = lap.reshape(-1, self.h, self.w)
+        # Row sums in float32 (exact for the integer Laplacian: |row sum| <= 1020 * W), the rest
+        # in float64; reducing to float64 directly would first copy the batch to float64.
+        s1 = lap.sum(2).to(torch.float64).sum(1)
+        s2 = lap.square_().sum(2).to(torch.float64).sum(1)
+        lap_var = s2 / npx - (s1 / npx) ** 2
+        rf = r.to(torch.float32)
+        mad = (xf - rf).abs_().sum(2).to(torch.float64).sum(1) / npx  # row sums <= 255 * W: exact
+        th = self.thumbs(xf).to(torch.float64)
+        tr = self.thumbs(rf.unsqueeze(0)).to(torch.float64)[0]
+        hi = self.hists(x)
+        hr = self.hists(r.unsqueeze(0))[0]
+        return {"lap_var": lap_var.numpy(), "mad": mad.to(torch.float64).numpy(), "ssim": self.ssim(th, tr).numpy(),
+                "hist_corr": self.corr(hi, hr).numpy(), "thumb": th.numpy(), "hist": hi.numpy()}
+
+
+def _as_dict(st) -> dict:
+    return {"lap_var": st.lap_var, "mad": st.mad, "ssim": st.ssim, "hist_corr": st.hist_corr,
+            "thumb": st.thumb, "hist": st.hist}
+
+
+def max_errors(got: dict, want: dict) -> dict:
+    """Largest relative error per statistic (absolute for ssim and hist_corr, which lie in [-1, 1])."""
+    out = {}
+    for k in ("lap_var", "mad", "ssim", "hist_corr", "thumb", "hist"):
+        if k not in got:
+            continue
+        a = np.asarray(got[k], np.float64)
+        b = np.asarray(want[k], np.float64)
+        err = np.abs(a - b)
+        if k in ("lap_var", "mad"):
+            err = err / np.maximum(np.abs(b), 1e-12)
+        out[k] = float(err.max())
+    return out
+
+
+class MemCopy:
+    """The same bytes the statistics read (every frame, plus the reference once per frame),
+    copied with np.copyto into preallocated buffers, split across ``threads``."""
+
+    def __init__(self, frames: np.ndarray, ref: np.ndarray, threads: int):
+        self.frames, self.ref, self.threads = frames, ref, threads
+        self.dst = np.empty_like(frames)
+        self.dst_ref = np.empty((max(1, threads),) + ref.shape, ref.dtype)
+        self.pool = ThreadPoolExecutor(threads) if threads > 1 else None
+
+    def _part(self, k: int) -> None:
+        n = len(self.frames)
+        lo, hi = k * n // self.threads, (k + 1) * n // self.threads
+        np.copyto(self.dst[lo:hi], self.frames[lo:hi])
+        for _ in range(hi - lo):
+            np.copyto(self.dst_ref[k], self.ref)
+
+    def __call__(self) -> None:
+        if self.pool is None:
+            self._part(0)
+        else:
+            list(self.pool.map(self._part, range(self.threads)))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+
+# -- process settings --------------------------------------------------------------------------------
+class OmpThreads:
+    """Sets the OpenMP thread count of calls made from this thread (the one _C's parallel
+    regions read), through the libgomp that _C loaded. None when it cannot be reached."""
+
+    def __init__(self):
+        import ctypes
+
+        try:
+            self._lib = ctypes.CDLL("libgomp.so.1")
+            self._lib.omp_set_num_threads.argtypes = [ctypes.c_int]
+        except (OSError, AttributeError):
+            self._lib = None
+
+    def set(self, n: int) -> bool:
+        if self._lib is None:
+            return False
+        self._lib.omp_set_num_threads(int(n))
+        return True
+
+
+# -- driver ----------------------------------------------------------------------------------------
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    out = []
+    for part in text.split(","):
+        w, h = part.lower().strip().split("x")
+        out.append((int(w), int(h)))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default=None, help=f"WxH list (default {DEFAULT_SIZES}; 640x360,1280x720 with --quick)")
+    ap.add_argument("--batch", type=int, default=None, help="frames per call (default 32; 8 with --quick)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="timed rounds over all methods, median reported (default 5; 1 with --quick)")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--reference-frames", type=int, default=2,
+                    help="frames for the (very slow) numpy reference (default 2)")
+    ap.add_argument("--reference-repeats", action="store_true",
+                    help="repeat the numpy reference like the others (default: timed once, no warm-up)")
+    ap.add_argument("--reference-all-sizes", action="store_true",
+                    help="time the numpy reference at every size (default: only the smallest)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="OpenMP/torch/OpenCV threads (default: OMP_NUM_THREADS or all cores)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 640x360 and 1280x720, batch 8, 1 round")
+    ap.add_argument("--no-batch1", action="store_true",
+                    help="skip the cpp_fused rows with one frame per call (the pipeline's case at sparse sampling)")
+    ap.add_argument("--torch-conv2d", choices=["off", "small", "all"], default="small",
+                    help="also time torch with F.conv2d for the Laplacian (slow on CPU): off, at the smallest "
+                         "size only (default), or at every size")
+    ap.add_argument("--name", default="bench_gate", help="results file name (benchmarks/results/<name>.json)")
+    args = ap.parse_args(argv)
+    if args.sizes is None:
+        args.sizes = "640x360,1280x720" if args.quick else DEFAULT_SIZES
+    if args.batch is None:
+        args.batch = 8 if args.quick else 32
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 5
+    if args.threads is not None:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before _C loads its OpenMP runtime
+    # torch's CPU allocator returns large buffers to the OS on free, so every temporary
+    # page-faults again on the next call (numpy asks for huge pages and mostly does not); let
+    # torch ask for transparent huge pages too, before torch is imported.
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    threads_env = os.environ.get("OMP_NUM_THREADS")
+
+    import cv2
+    import torch
+
+    from vam_engine import _C
+    from vam_engine.gate.bodies import CpuBody, ReferenceBody
+
+    threads = int(threads_env) if threads_env else (os.cpu_count() or 1)
+    torch.set_num_threads(threads)
+    cv2.setNumThreads(threads)
+    omp_threads = _C.max_threads()
+    omp = OmpThreads()
+    sizes = parse_sizes(args.sizes)
+    print(f"gate statistics throughput; batch {args.batch} frames, median of {args.repeats} interleaved rounds "
+          f"after {args.warmup} warm-up call(s) per method")
+    print(f"threads: cpp_fused OpenMP {omp_threads} (OMP_NUM_THREADS={threads_env or 'unset'}, "
+          f"os.cpu_count()={os.cpu_count()}), row kernels '{_C.gate_isa()}'; torch {torch.get_num_threads()}; "
+          f"OpenCV {cv2.getNumThreads()}; memcpy 1 and {threads} threads, best taken as the ceiling")
+    print(f"bytes per frame = 2*H*W (frame + reference re-read for mad); opencv_per_frame gets gray input "
+          f"(the VAM reference's cv2.cvtColor is not counted)")
+    print(f"torch THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')} (huge pages for large "
+          f"tensors, as numpy does); load average at start {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+          f"(other processes on these cores make multi-thread rows noisy; the 1-thread rows less so)")
+    print(f"targets (information only): cpp_fused >= {TARGET_X_OPENCV:g}x opencv_per_frame at 1280x720, "
+          f">= {TARGET_COPY_FRAC:.0%} of copy bandwidth")
+    print()
+
+    cpu_body, ref_body = CpuBody(), ReferenceBody()
+    rows, records, checks = [], [], {}
+    t_start = time.perf_counter()
+    for si, (w, h) in enumerate(sizes):
+        frames, ref = make_frames(args.batch, h, w, seed=si)
+        torch_impl = TorchCPU(h, w)
+        torch_conv = TorchCPU(h, w, conv2d=True) if args.torch_conv2d == "all" or (
+            args.torch_conv2d == "small" and si == 0) else None
+
+        # Agreement with the reference on a small slice, before anything is timed.
+        k = min(2, args.batch)
+        want = _as_dict(ref_body.stats(frames[:k], ref))
+        err_torch = max_errors(torch_impl(frames[:k], ref), want)
+        if torch_conv is not None:
+            err_tconv = max_errors(torch_conv(frames[:k], ref), want)
+        err_cpp = max_errors(_as_dict(cpu_body.stats(frames[:k], ref)), want)
+        err_cv = max_errors(OpenCVPerFrame(ref)(frames[:k]), want)
+        checks[f"{w}x{h}"] = {"torch_cpu": err_torch, "cpp_fused": err_cpp, "opencv_per_frame": err_cv}
+        if torch_conv is not None:
+            checks[f"{w}x{h}"]["torch_conv2d"] = err_tconv
+        print(f"[{w}x{h}] max error vs reference on {k} frames (relative for lap_var/mad, absolute otherwise):")
+        for name, e in checks[f"{w}x{h}"].items():
+            print(f"    {name:17s} " + "  ".join(f"{kk}={vv:.2e}" for kk, vv in e.items()))
+        if max(err_torch["lap_var"], err_torch["mad"]) > 1e-4 or max(err_torch["ssim"], err_torch["hist_corr"]) > 1e-6:
+            print("    WARNING: torch_cpu disagrees with the reference")
+
+        cv_impl = OpenCVPerFrame(ref)
+        methods = [
+            ("opencv_per_frame", lambda: cv_impl(frames), args.batch, "gray input; resize INTER_LINEAR thumb"),
+            ("torch_cpu", lambda: torch_impl(frames, ref), args.batch,
+             f"{torch.get_num_threads()} threads, shifted-add Laplacian"),
+            ("cpp_fused", lambda: cpu_body.stats(frames, ref), args.batch, f"OpenMP {omp_threads} threads"),
+        ]
+        if torch_conv is not None:
+            methods.insert(2, ("torch_conv2d", lambda: torch_conv(frames, ref), args.batch,
+                               f"{torch.get_num_threads()} threads, F.conv2d Laplacian"))
+        if omp_threads > 1 and omp.set(1):
+            def cpp_one_thread():
+                omp.set(1)
+                try:
+                    return cpu_body.stats(frames, ref)
+                finally:
+                    omp.set(omp_threads)
+
+            methods.append(("cpp_fused_1t", cpp_one_thread, args.batch, "OpenMP 1 thread"))
+            omp.set(omp_threads)
+        if not args.no_batch1:
+            # What the pipeline does at sparse sampling: one frame per call (one sample per camera
+            # per gate batch), so per-call costs (OpenMP fork/join) are not amortized.
+            def cpp_batch1(n_threads):
+                def go():
+                    omp.set(n_threads)
+                    try:
+                        for i in range(len(frames)):
+                            cpu_body.stats(frames[i:i + 1], ref)
+                    finally:
+                        omp.set(omp_threads)
+                return go
+
+            methods.append(("cpp_fused_b1", cpp_batch1(omp_threads), args.batch,
+                            f"1 frame per call, OpenMP {omp_threads} threads"))
+            if omp_threads > 1 and omp.set(omp_threads):
+                methods.append(("cpp_fused_b1_1t", cpp_batch1(1), args.batch, "1 frame per call, OpenMP 1 thread"))
+        if si == 0 or args.reference_all_sizes:
+            nref = max(1, min(args.reference_frames, args.batch))
+            methods.insert(1, ("numpy_reference", lambda: ref_body.stats(frames[:nref], ref), nref,
+                               f"{nref} frames" + ("" if args.reference_repeats else ", timed once")))
+        copies = {1: MemCopy(frames, ref, 1)}
+        if threads > 1:
+            copies[threads] = MemCopy(frames, ref, threads)
+        for t, mc in copies.items():
+            methods.append(("memcpy" if t == 1 else f"memcpy_{t}t", mc, args.batch, f"np.copyto, {t} thread(s)"))
+
+        res = {}
+        timed = time_rounds({name: fn for name, fn, _, _ in methods}, warmup=args.warmup, repeats=args.repeats,
+                            once=() if args.reference_repeats else ("numpy_reference",))
+        for name, fn, n, note in methods:
+            tm = timed[name]
+            fps = n / tm["median"]
+            gbs = fps * 2 * h * w / 1e9
+            res[name] = {"frames": n, "seconds": tm, "frames_per_s": fps, "gb_per_s": gbs, "note": note}
+        for mc in copies.values():
+            mc.close()
+        base_fps = res["opencv_per_frame"]["frames_per_s"]
+        copy_name = max((m for m in res if m.startswith("memcpy")), key=lambda m: res[m]["gb_per_s"])
+        copy_gbs = res[copy_name]["gb_per_s"]
+        for name, r in res.items():
+            r["x_vs_opencv"] = r["frames_per_s"] / base_fps
+            r["frac_of_copy_bw"] = r["gb_per_s"] / copy_gbs
+            rows.append([f"{w}x{h}", name, r["frames_per_s"], r["gb_per_s"], r["x_vs_opencv"],
+                         100.0 * r["frac_of_copy_bw"], r["note"]])
+            records.append({"size": [w, h], "method": name, **r})
+        res["_copy_ceiling"] = copy_name
+        del frames, ref
+
+    print()
+    table = print_table(["resolution", "method", "frames/s", "GB/s", "x vs opencv_per_frame", "% of memcpy BW",
+                         "notes"], rows)
+    print("(% of memcpy BW is against the faster of the 1-thread and multi-thread copies)")
+
+    verdicts = {}
+    r720 = [r for r in records if r["size"] == [1280, 720] and r["method"] == "cpp_fused"]
+    if r720:
+        x, frac = r720[0]["x_vs_opencv"], r720[0]["frac_of_copy_bw"]
+        verdicts = {"x_vs_opencv_720p": x, "x_target": TARGET_X_OPENCV, "x_met": x >= TARGET_X_OPENCV,
+                    "copy_frac_720p": frac, "copy_frac_target": TARGET_COPY_FRAC,
+                    "copy_frac_met": frac >= TARGET_COPY_FRAC}
+        print(f"target cpp_fused >= {TARGET_X_OPENCV:g}x opencv_per_frame at 1280x720: {x:.1f}x -> "
+              f"{'met' if verdicts['x_met'] else 'NOT met'}")
+        print(f"target cpp_fused >= {TARGET_COPY_FRAC:.0%} of copy bandwidth at 1280x720: {frac:.0%} -> "
+              f"{'met' if verdicts['copy_frac_met'] else 'NOT met'}")
+    else:
+        print("targets: 1280x720 not in --sizes, not evaluated")
+    for r in records:
+        if r["method"].startswith("cpp_fused") and not (r["method"] == "cpp_fused" and r["size"] == [1280, 720]):
+            print(f"  ({r['method']} at {r['size'][0]}x{r['size'][1]}: {r['x_vs_opencv']:.1f}x opencv_per_frame, "
+                  f"{r['frac_of_copy_bw']:.0%} of copy bandwidth)")
+    path = write_json(args.name, {
+        "args": vars(args), "torch_thp_mem_alloc": os.environ.get("THP_MEM_ALLOC_ENABLE"),
+        "threads": {"omp": omp_threads, "omp_env": threads_env, "torch": torch.get_num_threads(),
+                    "opencv": cv2.getNumThreads(), "isa": _C.gate_isa()},
+        "bytes_per_frame": "2*H*W (frame + reference)", "agreement_max_error": checks, "results": records,
+        "targets": verdicts, "table": table, "total_s": time.perf_counter() - t_start})
+    print(f"wrote {path} ({time.perf_counter() - t_start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

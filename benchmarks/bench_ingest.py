@@ -1,0 +1,446 @@
+"""Ingest throughput: decode-only against the full index pipeline on the same clip.
+
+For one source and for N concurrent sources (default 4: hard links of the clip, indexed as N
+cameras), at each sampling rate (default 0.5 and 2 fps), all in this process on the same file:
+
+- ``decode_all``: PyAV decodes every frame (thread_type AUTO) and reads nothing: the baseline
+  and the physical limit of CPU decoding for this clip;
+- ``decode_sparse``: PyAVDecoder at the sampling rate (it skips non-reference frames when
+  samples are sparse), iterating the sampled frames without gating;
+- ``decode_keyframes``: PyAVDecoder(keyframes_only=True);
+- ``pipeline``: Engine(fresh temp store, device="cpu").index_files(): decode, gates, JPEG, SQLite;
+- ``pipeline_keyframes``: the same with keyframes_only.
+
+N sources: N decode-only runs in N threads at once, against one Engine indexing N cameras.
+Ratios: "vs decode_all" is throughput over decode_all's at the same source count;
+"pipe/decode" is the pipeline's throughput over the decode-only run at the same sampling (the
+target: pipeline at 0.5 fps >= 0.8x, i.e. everything but decoding costs under 20%);
+"fewer decoded" is decode_all's decoded frames over the method's.
+
+    python benchmarks/bench_ingest.py                    # default: 60 s 1280x720 clip, 1 and 4 sources
+    python benchmarks/bench_ingest.py --quick            # 20 s clip, 1 and 2 sources
+    python benchmarks/bench_ingest.py --clip my.mp4 --repeats 3 --sources 1,4,8
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from _common import RESULTS_DIR, print_table, write_json  # noqa: E402
+
+TARGET_PIPE_OVER_DECODE = 0.8  # pipeline at 0.5 fps vs decode-only at 0.5 fps
+
+
+# -- the clip ----------------------------------------------------------------------------------------
+SCENE_KINDS = ("pan", "static", "pan_fast", "blur", "static", "pan")  # cycled; scene lengths 3-5 s
+CLIP_VERSION = 2  # part of the cached clip's name: bump when the content changes
+
+
+def _scene_planes(k: int, kind: str, h: int, w: int, pad: int, rng):
+    """A scene's luma and chroma canvases (larger than the frame, so pans can crop them)."""
+    hh, ww = h + pad, w + pad
+    yy, xx = np.mgrid[0:hh, 0:ww].astype(np.float32)
+    base = rng.uniform(60, 190)
+    fx, fy = rng.uniform(0.004, 0.02, 2)
+    y = base + 35 * np.sin(fx * xx + rng.uniform(0, 6.3)) * np.cos(fy * yy) + 25 * (yy / hh - 0.5)
+    if kind != "blur":  # blocky texture and fine detail; a "blur" scene is smooth shading only
+        b = int(rng.integers(8, 24))
+        blocks = rng.integers(0, 2, (hh // b + 1, ww // b + 1)).repeat(b, 0).repeat(b, 1)[:hh, :ww]
+        y += blocks.astype(np.float32) * 50 - 25
+        y += 8 * np.sin(xx * rng.uniform(0.5, 1.2)) * np.sin(yy * rng.uniform(0.5, 1.2))
+    y = np.clip(y, 16, 235).astype(np.uint8)
+    cu, cv = rng.uniform(90, 166, 2)
+    uy, ux = np.mgrid[0:hh // 2, 0:ww // 2].astype(np.float32)
+    u = np.clip(cu + 20 * np.sin(ux * 0.01 + k), 16, 240).astype(np.uint8)
+    v = np.clip(cv + 20 * np.cos(uy * 0.013 + k), 16, 240).astype(np.uint8)
+    return y, u, v
+
+
+def make_clip(path: Path, *, width: int, height: int, fps: int, seconds: float, gop_s: float, bframes: int,
+              seed: int = 7) -> dict:
+    """Write an H.264 clip (libx264 ultrafast, fixed GOP, B-frames) with a scene change every
+    3-5 s: panning textured scenes, a static scene and a defocused (smooth) one, cycled."""
+    import av
+
+    rng = np.random.default_rng(seed)
+    n_frames = int(round(seconds * fps))
+    pad = 384  # a 5 s scene at 2.5 px/frame pans 375 px
+    scenes, t = [], 0.0
+    while t < seconds:
+        length = float(rng.integers(3, 6))
+        scenes.append((t, min(length, seconds - t), SCENE_KINDS[len(scenes) % len(SCENE_KINDS)]))
+        t += length
+    tmp = path.with_suffix(".tmp.mp4")
+    with av.open(str(tmp), "w") as out:
+        s = out.add_stream("libx264", rate=fps)
+        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
+        s.codec_context.time_base = Fraction(1, fps)
+        g = max(1, int(round(gop_s * fps)))
+        s.options = {"preset": "ultrafast", "crf": "23", "g": str(g), "keyint_min": str(g), "sc_threshold": "0",
+                     "bf": str(bframes)}
+        frame_buf = np.empty((height * 3 // 2, width), np.uint8)
+        i = 0
+        for k, (t0, length, kind) in enumerate(scenes):
+            y, u, v = _scene_planes(k, kind, height, width, pad, rng)
+            n = int(round((t0 + length) * fps)) - int(round(t0 * fps))
+            speed = {"pan": 1.0, "pan_fast": 2.5}.get(kind, 0.0)  # pixels per frame, horizontal
+            for j in range(n):
+                if i >= n_frames:
+                    break
+                dx = (int(j * speed) // 2) * 2 % pad
+                dy = (int(j * speed * 0.4) // 2) * 2 % pad
+                frame_buf[:height] = y[dy:dy + height, dx:dx + width]
+                qu = u[dy // 2:dy // 2 + height // 2, dx // 2:dx // 2 + width // 2]
+                qv = v[dy // 2:dy // 2 + height // 2, dx // 2:dx // 2 + width // 2]
+                frame_buf[height:height + height // 4] = qu.reshape(height // 4, width)
+                frame_buf[height + height // 4:] = qv.reshape(height // 4, width)
+                f = av.VideoFrame.from_ndarray(frame_buf, format="yuv420p")
+                f.pts = i
+                for p in s.encode(f):
+                    out.mux(p)
+                i += 1
+        for p in s.encode():
+            out.mux(p)
+    os.replace(tmp, path)
+    return {"scenes": [(round(a, 3), round(b, 3), c) for a, b, c in scenes]}
+
+
+def clip_path(args) -> Path:
+    name = (f"bench_ingest_v{CLIP_VERSION}_{args.width}x{args.height}_{args.seconds:g}s_{args.clip_fps}fps_"
+            f"gop{args.gop:g}s_bf{args.bframes}.mp4")
+    return RESULTS_DIR / "clips" / name
+
+
+# -- measurements ------------------------------------------------------------------------------------
+_PICT = {0: "none", 1: "I", 2: "P", 3: "B", 4: "S", 5: "SI", 6: "SP", 7: "BI"}  # AVPictureType
+
+
+def decode_all(path: str) -> dict:
+    import av
+
+    n = 0
+    types: dict = {}
+    with av.open(path) as c:
+        s = c.streams.video[0]
+        s.thread_type = "AUTO"
+        for f in c.decode(s):
+            n += 1
+            pt = _PICT.get(int(f.pict_type), str(f.pict_type))
+            types[pt] = types.get(pt, 0) + 1
+    return {"decoded": n, "sampled": None, "kept": None, "pict_types": types}
+
+
+def decode_sampled(path: str, fps: float, keyframes_only: bool) -> dict:
+    from vam_engine.ingest import PyAVDecoder
+
+    sampled = 0
+    with PyAVDecoder(path, "bench", fps=fps, keyframes_only=keyframes_only) as dec:
+        for _ in dec:
+            sampled += 1
+        return {"decoded": dec.stats.decoded, "sampled": sampled, "kept": None}
+
+
+def run_parallel(fn, paths: list[str]) -> tuple[float, list[dict]]:
+    """fn(path) on every path at once, one thread each; (wall seconds, results)."""
+    t0 = time.perf_counter()
+    if len(paths) == 1:
+        out = [fn(paths[0])]
+    else:
+        with ThreadPoolExecutor(len(paths)) as pool:
+            out = list(pool.map(fn, paths))
+    return time.perf_counter() - t0, out
+
+
+def pipeline(paths: list[str], fps: float, keyframes_only: bool, sampler: StackSampler | None = None
+             ) -> tuple[float, dict]:
+    from vam_engine.engine import Engine
+
+    with tempfile.TemporaryDirectory(prefix="vam-bench-store-") as store:
+        eng = Engine(store, {"ingest": {"fps": fps, "keyframes_only": keyframes_only}}, device="cpu")
+        try:
+            cams = [f"cam{i}" for i in range(len(paths))]
+            t0 = time.perf_counter()
+            if sampler is not None:
+                with sampler:
+                    reports = eng.index_files(paths, cams)
+            else:
+                reports = eng.index_files(paths, cams)
+            wall = time.perf_counter() - t0
+        finally:
+            eng.close()
+    dropped: dict = {}
+    for r in reports:
+        for k, v in r.dropped.items():
+            dropped[k] = dropped.get(k, 0) + v
+    failed = [r.failed for r in reports if r.failed]
+    return wall, {"decoded": sum(r.decoded for r in reports), "sampled": sum(r.sampled for r in reports),
+                  "kept": sum(r.kept for r in reports), "dropped": dropped, "failed": failed,
+                  "content_s": sum(r.content_s for r in reports)}
+
+
+def clip_info(path: str) -> dict:
+    import av
+
+    with av.open(path) as c:
+        s = c.streams.video[0]
+        dur = float(s.duration * s.time_base) if s.duration else c.duration / av.time_base
+        return {"width": s.codec_context.width, "height": s.codec_context.height, "codec": s.codec_context.name,
+                "fps": float(s.average_rate or s.guessed_rate or 0), "duration_s": dur, "frames": s.frames,
+                "bytes": os.path.getsize(path)}
+
+
+class StackSampler:
+    """A poor man's sampling profiler (py-spy is not at hand): every ``interval`` seconds it
+    records, for each live thread, the innermost Python frame and the innermost frame inside
+    vam_engine. Threads inside C code (decoding, JPEG, SQLite, kernels) show the Python line
+    that called it. Time under a name = samples x interval."""
+
+    def __init__(self, interval: float = 0.002):
+        import collections
+        import threading
+
+        self.interval = interval
+        self.leaf = collections.Counter()
+        self.engine = collections.Counter()
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
+
+    @staticmethod
+    def _group(name: str) -> str:
+        for prefix in ("vam-decode", "vam-jpeg", "vam-gate", "MainThread"):
+            if name.startswith(prefix):
+                return prefix
+        return name.split("-")[0]
+
+    def _run(self) -> None:
+        import threading
+
+        me = threading.get_ident()
+        while not self._stop.wait(self.interval):
+            names = {t.ident: t.name for t in threading.enumerate()}
+            self.samples += 1
+            for ident, frame in sys._current_frames().items():
+                if ident == me:
+                    continue
+                group = self._group(names.get(ident, "?"))
+                code = frame.f_code
+                self.leaf[(group, f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")] += 1
+                f = frame
+                while f is not None and "vam_engine" not in f.f_code.co_filename:
+                    f = f.f_back
+                if f is not None:
+                    self.engine[(group, f"{Path(f.f_code.co_filename).name}:{f.f_lineno} {f.f_code.co_name}")] += 1
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def report(self, title: str, top: int = 8) -> dict:
+        out = {"title": title, "interval_s": self.interval, "samples": self.samples, "groups": {}}
+        print(f"\nprofile: {title} ({self.samples} samples every {self.interval * 1e3:g} ms; "
+              f"seconds per thread group, innermost vam_engine frame)")
+        groups = sorted({g for g, _ in self.engine} | {g for g, _ in self.leaf})
+        for g in groups:
+            rows = sorted(((n, k) for (gg, k), n in self.engine.items() if gg == g), reverse=True)[:top]
+            leaf = sorted(((n, k) for (gg, k), n in self.leaf.items() if gg == g), reverse=True)[:top]
+            out["groups"][g] = {"engine_frames": [(k, n * self.interval) for n, k in rows],
+                                "leaf_frames": [(k, n * self.interval) for n, k in leaf]}
+            print(f"  [{g}]")
+            for n, k in rows:
+                print(f"    {n * self.interval:7.2f} s  {k}")
+            if leaf:
+                print(f"    innermost: " + "; ".join(f"{k} {n * self.interval:.2f}s" for n, k in leaf[:4]))
+        return out
+
+
+# -- driver ------------------------------------------------------------------------------------------
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clip", help="use this video instead of the generated clip")
+    ap.add_argument("--seconds", type=float, default=None, help="generated clip length (default 60; 20 with --quick)")
+    ap.add_argument("--width", type=int, default=1280)
+    ap.add_argument("--height", type=int, default=720)
+    ap.add_argument("--clip-fps", type=int, default=30, help="generated clip frame rate (default 30)")
+    ap.add_argument("--gop", type=float, default=2.0, help="keyframe interval of the generated clip, s (default 2)")
+    ap.add_argument("--bframes", type=int, default=2, help="B-frames of the generated clip (default 2)")
+    ap.add_argument("--fps", default="0.5,2", help="sampling rates (default 0.5,2)")
+    ap.add_argument("--sources", default=None, help="concurrent source counts (default 1,4; 1,2 with --quick)")
+    ap.add_argument("--repeats", type=int, default=1, help="timed repeats per row, median reported (default 1)")
+    ap.add_argument("--no-keyframes", action="store_true", help="skip the keyframes_only rows")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the timed rows, run the pipeline once more per source count at the first "
+                         "sampling rate under a stack sampler and print where each thread spends its time")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 20 s clip, sources 1 and 2")
+    ap.add_argument("--name", default="bench_ingest", help="results file name (benchmarks/results/<name>.json)")
+    args = ap.parse_args(argv)
+    if args.seconds is None:
+        args.seconds = 20.0 if args.quick else 60.0
+    if args.sources is None:
+        args.sources = "1,2" if args.quick else "1,4"
+    rates = [float(x) for x in args.fps.split(",")]
+    counts = [int(x) for x in args.sources.split(",")]
+    t_start = time.perf_counter()
+
+    import av
+
+    import vam_engine  # noqa: F401  - imports (pydantic, PIL, sqlite) are not timed
+    from vam_engine.engine import Engine
+    from vam_engine.ingest import PyAVDecoder  # noqa: F401
+
+    gen = None
+    if args.clip:
+        src = Path(args.clip)
+    else:
+        src = clip_path(args)
+        if not src.exists():
+            src.parent.mkdir(parents=True, exist_ok=True)
+            t0 = time.perf_counter()
+            print(f"generating {src.name} (cached for later runs) ...", flush=True)
+            meta = make_clip(src, width=args.width, height=args.height, fps=args.clip_fps, seconds=args.seconds,
+                             gop_s=args.gop, bframes=args.bframes)
+            gen = {"seconds": time.perf_counter() - t0, **meta}
+            print(f"  generated in {gen['seconds']:.1f} s", flush=True)
+    info = clip_info(str(src))
+
+    work = Path(tempfile.mkdtemp(prefix="vam-bench-ingest-"))
+    try:
+        links = []
+        for i in range(max(counts)):
+            dst = work / f"cam{i}{src.suffix}"
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copyfile(src, dst)
+            links.append(str(dst))
+
+        # Warm-up, untimed: page cache, codec and store code paths.
+        with tempfile.TemporaryDirectory() as d:
+            eng = Engine(d, {"ingest": {"fps": 0.5}}, device="cpu")
+            eng.close()
+        decode_all(links[0])
+
+        print(f"clip: {src} ({info['codec']} {info['width']}x{info['height']} {info['fps']:g} fps, "
+              f"{info['duration_s']:.1f} s, {info['bytes'] / 1e6:.1f} MB); PyAV {av.__version__}; "
+              f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"median of {args.repeats} run(s) per row; N sources = N hard links of the clip, decoded in N "
+              f"threads or indexed by one Engine as N cameras")
+        print(f"target (information only): pipeline at 0.5 fps >= {TARGET_PIPE_OVER_DECODE:g}x decode_sparse "
+              f"throughput (everything but decoding under {1 - TARGET_PIPE_OVER_DECODE:.0%})")
+        print(flush=True)
+
+        results = []
+
+        def measure(n_src, fps, method, fn):
+            walls, out = [], None
+            for _ in range(max(1, args.repeats)):
+                wall, out = fn()
+                walls.append(wall)
+            wall = statistics.median(walls)
+            content = info["duration_s"] * n_src
+            rec = {"sources": n_src, "fps": fps, "method": method, "wall_s": wall, "walls": walls,
+                   "content_s": content, "x_realtime": content / wall, **out}
+            results.append(rec)
+            print(f"  {n_src} src  fps={fps if fps is not None else '-':<4} {method:19s} {wall:7.2f} s  "
+                  f"decoded {rec['decoded']}", flush=True)
+            return rec
+
+        for n_src in counts:
+            paths = links[:n_src]
+
+            def par(fn):
+                def go():
+                    wall, outs = run_parallel(fn, paths)
+                    merged = {"decoded": sum(o["decoded"] for o in outs),
+                              "sampled": None if outs[0]["sampled"] is None else sum(o["sampled"] for o in outs),
+                              "kept": None}
+                    if "pict_types" in outs[0]:
+                        merged["pict_types"] = outs[0]["pict_types"]
+                    return wall, merged
+                return go
+
+            measure(n_src, None, "decode_all", par(decode_all))
+            for fps in rates:
+                measure(n_src, fps, "decode_sparse", par(lambda p, fps=fps: decode_sampled(p, fps, False)))
+                measure(n_src, fps, "pipeline", lambda fps=fps: pipeline(paths, fps, False))
+                if not args.no_keyframes:
+                    measure(n_src, fps, "decode_keyframes", par(lambda p, fps=fps: decode_sampled(p, fps, True)))
+                    measure(n_src, fps, "pipeline_keyframes", lambda fps=fps: pipeline(paths, fps, True))
+
+        # Ratios, all against rows of this run.
+        def find(n_src, fps, method):
+            for r in results:
+                if r["sources"] == n_src and r["fps"] == fps and r["method"] == method:
+                    return r
+            return None
+
+        pairs = {"pipeline": "decode_sparse", "pipeline_keyframes": "decode_keyframes"}
+        rows = []
+        for r in results:
+            base = find(r["sources"], None, "decode_all")
+            r["vs_decode_all"] = base["wall_s"] / r["wall_s"]
+            r["fewer_decoded_x"] = base["decoded"] / r["decoded"] if r["decoded"] else None
+            dec = find(r["sources"], r["fps"], pairs[r["method"]]) if r["method"] in pairs else None
+            r["pipe_over_decode"] = dec["wall_s"] / r["wall_s"] if dec else None
+            kept = f"{r['kept']}/{r['sampled']}" if r.get("kept") is not None else (
+                f"-/{r['sampled']}" if r.get("sampled") is not None else "-")
+            rows.append([r["sources"], "-" if r["fps"] is None else f"{r['fps']:g}", r["method"], r["decoded"],
+                         r["wall_s"], r["x_realtime"], r["vs_decode_all"], r["pipe_over_decode"],
+                         r["fewer_decoded_x"], kept])
+        print()
+        table = print_table(["sources", "fps", "method", "frames decoded", "wall s", "x realtime",
+                             "vs decode_all", "pipe/decode", "fewer decoded x", "kept/sampled"], rows)
+        pt = find(counts[0], None, "decode_all").get("pict_types", {})
+        print(f"decode_all frame types (one source): {pt}")
+        verdicts = []
+        for n_src in counts:
+            r = find(n_src, 0.5, "pipeline")
+            if r is not None and r["pipe_over_decode"] is not None:
+                ok = r["pipe_over_decode"] >= TARGET_PIPE_OVER_DECODE
+                verdicts.append({"sources": n_src, "pipe_over_decode": r["pipe_over_decode"], "met": ok})
+                print(f"target pipeline >= {TARGET_PIPE_OVER_DECODE:g}x decode_sparse at 0.5 fps, {n_src} source(s): "
+                      f"{r['pipe_over_decode']:.2f}x -> {'met' if ok else 'NOT met'}")
+            for m in ("decode_sparse", "decode_keyframes"):
+                q = find(n_src, 0.5, m)
+                if q is not None and n_src == counts[0]:
+                    print(f"{m} at 0.5 fps decodes {q['fewer_decoded_x']:.1f}x fewer frames than decode_all")
+        profiles = []
+        if args.profile:
+            for n_src in counts:
+                for kf in ((False, True) if not args.no_keyframes else (False,)):
+                    sampler = StackSampler()
+                    wall, _ = pipeline(links[:n_src], rates[0], kf, sampler)
+                    profiles.append(sampler.report(
+                        f"pipeline{'_keyframes' if kf else ''}, {n_src} source(s), fps={rates[0]:g}, "
+                        f"wall {wall:.2f} s (under the sampler)"))
+        for r in results:
+            if r.get("failed"):
+                print(f"NOTE: {r['method']} {r['sources']} src fps={r['fps']}: failures {r['failed']}")
+        path = write_json(args.name, {"args": vars(args), "clip": {"path": str(src), **info}, "generated": gen,
+                                      "results": results, "targets": verdicts, "profiles": profiles, "table": table,
+                                      "total_s": time.perf_counter() - t_start})
+        print(f"wrote {path} ({time.perf_counter() - t_start:.0f} s)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+// pybind11 module vam_engine._C: input validation, output arrays, GIL release.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gate_stats.h"
+
+namespace py = pybind11;
+
+namespace {
+
+std::string shape_str(const py::array& a) {
+  std::ostringstream s;
+  s << "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s << (i ? ", " : "") << a.shape(i);
+  s << (a.ndim() == 1 ? ",)" : ")");
+  return s.str();
+}
+
+std::string dtype_str(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
+
+bool is_u8(const py::array& a) { return a.dtype().kind() == 'u' && a.dtype().itemsize() == 1; }
+bool is_f32(const py::array& a) { return a.dtype().kind() == 'f' && a.dtype().itemsize() == 4; }
+
+// A C-contiguous view of `obj` (copied only when it is not contiguous already), checked to be
+// a numpy array of the given kind. Never converts dtypes: a wrong dtype is the caller's bug.
+py::array as_array(const py::handle& obj, const char* what, bool (*dtype_ok)(const py::array&),
+                   const char* dtype_name) {
+  if (!py::isinstance<py::array>(obj))
+    throw py::value_error(std::string(what) + " must be a numpy array, got " +
+                          py::str(py::type::handle_of(obj)).cast<std::string>());
+  py::array a = py::reinterpret_borrow<py::array>(obj);
+  if (!dtype_ok(a))
+    throw py::value_error(std::string(what) + " must be " + dtype_name + ", got " + dtype_str(a) + " " +
+                          shape_str(a));
+  if (!(a.flags() & py::array::c_style)) {
+    a = py::array::ensure(a, py::array::c_style);
+    if (!a) throw py::value_error(std::string("could not make a C-contiguous copy of ") + what);
+  }
+  return a;
+}
+
+void check_shape(const py::array& a, const char* what, const std::vector<py::ssize_t>& want) {
+  bool ok = a.ndim() == static_cast<py::ssize_t>(want.size());
+  for (size_t i = 0; ok && i < want.size(); ++i) ok = a.shape(i) == want[i];
+  if (ok) return;
+  std::ostringstream s;
+  s << what << " must have shape (";
+  for (size_t i = 0; i < want.size(); ++i) s << (i ? ", " : "") << want[i];
+  s << (want.size() == 1 ? ",)" : ")") << ", got " << shape_str(a);
+  throw py::value_error(s.str());
+}
+
+struct Frames {
+  py::array arr;
+  int64_t n;
+  int h, w;
+};
+
+Frames check_frames(const py::handle& obj) {
+  Frames f;
+  f.arr = as_array(obj, "frames", is_u8, "uint8");
+  if (f.arr.ndim() != 3)
+    throw py::value_error("frames must be N x H x W uint8 gray frames, got ndim " +
+                          std::to_string(f.arr.ndim()) + " " + shape_str(f.arr));
+  const py::ssize_t h = f.arr.shape(1), w = f.arr.shape(2);
+  if (h < 2 || w < 2)
+    throw py::value_error("frames must be at least 2 x 2 pixels, got H x W = " + std::to_string(h) + " x " +
+                          std::to_string(w));
+  if (h * w > std::numeric_limits<int32_t>::max())
+    throw py::value_error("frames larger than 2^31 pixels are not supported, got " + shape_str(f.arr));
+  f.n = f.arr.shape(0);
+  f.h = static_cast<int>(h);
+  f.w = static_cast<int>(w);
+  return f;
+}
+
+py::array check_ref(const py::handle& obj, const Frames& f) {
+  py::array r = as_array(obj, "ref", is_u8, "uint8");
+  check_shape(r, "ref", {f.h, f.w});
+  return r;
+}
+
+const uint8_t* u8(const py::array& a) { return static_cast<const uint8_t*>(a.data()); }
+const float* f32(const py::array& a) { return static_cast<const float*>(a.data()); }
+
+py::tuple gate_stats(const py::handle& frames_obj, const py::handle& ref_obj) {
+  const Frames f = check_frames(frames_obj);
+  py::array ref;
+  if (!ref_obj.is_none()) ref = check_ref(ref_obj, f);
+  const py::ssize_t n = f.n;
+  py::array_t<double> lap_var(n), mad(n), ssim(n), hist_corr(n);
+  py::array_t<float> thumb({n, py::ssize_t(64), py::ssize_t(64)});
+  py::array_t<float> hist({n, py::ssize_t(64)});
+  vam::StatsOut out{lap_var.mutable_data(), mad.mutable_data(), ssim.mutable_data(),
+                    hist_corr.mutable_data(), thumb.mutable_data(), hist.mutable_data()};
+  const uint8_t* fp = u8(f.arr);
+  const uint8_t* rp = ref_obj.is_none() ? nullptr : u8(ref);
+  {
+    py::gil_scoped_release nogil;
+    vam::gate_stats(fp, f.n, f.h, f.w, rp, out);
+  }
+  return py::make_tuple(lap_var, mad, ssim, hist_corr, thumb, hist);
+}
+
+py::tuple gate_compare(const py::handle& frames_obj, const py::handle& thumbs_obj, const py::handle& hists_obj,
+                       const py::handle& ref_obj, const py::handle& ref_thumb_obj,
+                       const py::handle& ref_hist_obj) {
+  const Frames f = check_frames(frames_obj);
+  py::array thumbs = as_array(thumbs_obj, "thumbs", is_f32, "float32");
+  check_shape(thumbs, "thumbs", {f.n, 64, 64});
+  py::array hists = as_array(hists_obj, "hists", is_f32, "float32");
+  check_shape(hists, "hists", {f.n, 64});
+  py::array ref = check_ref(ref_obj, f);
+  py::array ref_thumb = as_array(ref_thumb_obj, "ref_thumb", is_f32, "float32");
+  check_shape(ref_thumb, "ref_thumb", {64, 64});
+  py::array ref_hist = as_array(ref_hist_obj, "ref_hist", is_f32, "float32");
+  check_shape(ref_hist, "ref_hist", {64});
+  const py::ssize_t n = f.n;
+  py::array_t<double> mad(n), ssim(n), hist_corr(n);
+  double *mp = mad.mutable_data(), *sp = ssim.mutable_data(), *hp = hist_corr.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    vam::gate_compare(u8(f.arr), f32(thumbs), f32(hists), f.n, f.h, f.w, u8(ref), f32(ref_thumb),
+                      f32(ref_hist), mp, sp, hp);
+  }
+  return py::make_tuple(mad, ssim, hist_corr);
+}
+
+py::array rgb_to_gray(const py::handle& rgb_obj) {
+  py::array rgb = as_array(rgb_obj, "rgb", is_u8, "uint8");
+  if (rgb.ndim() < 3 || rgb.shape(rgb.ndim() - 1) != 3)
+    throw py::value_error("rgb must be uint8 [..., H, W, 3], got " + shape_str(rgb));
+  std::vector<py::ssize_t> shape(rgb.shape(), rgb.shape() + rgb.ndim() - 1);
+  py::array_t<uint8_t> gray(shape);
+  const size_t npix = static_cast<size_t>(gray.size());
+  const uint8_t* src = u8(rgb);
+  uint8_t* dst = gray.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    vam::rgb_to_gray(src, dst, npix);
+  }
+  return gray;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "vam_engine native kernels: fused gate statistics (CPU, OpenMP) and color conversion";
+
+  m.def("gate_stats", &gate_stats, py::arg("frames"), py::arg("ref") = py::none(),
+        R"doc(Fused gate statistics of N gray frames against an optional reference.
+
+frames: uint8 (N, H, W), H, W >= 2; ref: uint8 (H, W) or None.
+Returns (lap_var f64[N], mad f64[N], ssim f64[N], hist_corr f64[N], thumb f32[N, 64, 64],
+hist f32[N, 64]); mad, ssim and hist_corr are NaN when ref is None. The definitions are
+vam_engine.gate.reference.frame_stats.)doc");
+
+  m.def("gate_compare", &gate_compare, py::arg("frames"), py::arg("thumbs"), py::arg("hists"), py::arg("ref"),
+        py::arg("ref_thumb"), py::arg("ref_hist"),
+        R"doc(Only the reference-dependent statistics, reusing the frames' thumbnails and histograms.
+
+frames uint8 (N, H, W), thumbs float32 (N, 64, 64), hists float32 (N, 64), ref uint8 (H, W),
+ref_thumb float32 (64, 64), ref_hist float32 (64,). Returns (mad, ssim, hist_corr), f64[N] each.)doc");
+
+  m.def("rgb_to_gray", &rgb_to_gray, py::arg("rgb"),
+        "uint8 [..., H, W, 3] RGB -> uint8 [..., H, W] gray, OpenCV's fixed-point BT.601 rule "
+        "(R*4899 + G*9617 + B*1868 + 8192) >> 14.");
+
+  m.def("gate_isa", &vam::active_isa, "The instruction set of the row kernels in use ('base' or 'avx2').");
+  m.def(
+      "_set_isa",
+      [](const std::string& name) {
+        if (!vam::set_isa(name.c_str()))
+          throw py::value_error("instruction set '" + name + "' is not available on this CPU/build "
+                                "(choose from auto, base, avx2)");
+      },
+      py::arg("name"), "Force the row kernels ('auto', 'base', 'avx2'); for tests and benchmarks.");
+  m.def("max_threads", &vam::max_threads, "OpenMP threads a call may use (1 without OpenMP).");
+  m.def(
+      "_set_threads",
+      [](int n) {
+        if (n < 1) throw py::value_error("threads must be >= 1, got " + std::to_string(n));
+        vam::set_threads(n);
+      },
+      py::arg("n"), "Set the OpenMP threads of later calls from this thread (omp_set_num_threads); for tests.");
+}

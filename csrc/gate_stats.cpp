@@ -1,0 +1,318 @@
+// Orchestration of the fused gate statistics: geometry, OpenMP work split, and the per-frame
+// finish (variance, SSIM, histogram correlation). The per-pixel loops are in gate_rows.inc.
+#include "gate_stats.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "gate_kernel.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace vam {
+
+// ---------------------------------------------------------------------------------------------
+// Kernel dispatch
+
+namespace {
+
+const Kernels* pick(const char* name) {
+  static const Kernels base_k = base::kernels();
+#if defined(VAM_HAVE_AVX2)
+  static const Kernels avx2_k = avx2::kernels();
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") != 0;
+  const bool want_avx2 = std::strcmp(name, "avx2") == 0;
+  if ((want_avx2 || std::strcmp(name, "auto") == 0) && has_avx2) return &avx2_k;
+  if (want_avx2) return nullptr;
+#else
+  if (std::strcmp(name, "avx2") == 0) return nullptr;
+#endif
+  if (std::strcmp(name, "base") == 0 || std::strcmp(name, "auto") == 0) return &base_k;
+  return nullptr;
+}
+
+std::atomic<const Kernels*> g_active{nullptr};
+
+const Kernels& active() {
+  const Kernels* k = g_active.load(std::memory_order_acquire);
+  if (!k) {
+    k = pick("auto");
+    g_active.store(k, std::memory_order_release);
+  }
+  return *k;
+}
+
+}  // namespace
+
+const Kernels& kernels() { return active(); }
+
+const char* active_isa() { return active().isa; }
+
+bool set_isa(const char* name) {
+  const Kernels* k = pick(name);
+  if (!k) return false;
+  g_active.store(k, std::memory_order_release);
+  return true;
+}
+
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+void set_threads(int n) {
+#ifdef _OPENMP
+  omp_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-frame finish
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+int cell_lo(int i, int n) { return static_cast<int>(static_cast<int64_t>(i) * n / kThumb); }
+int cell_hi(int i, int n) {
+  const int lo = cell_lo(i, n);
+  const int hi = static_cast<int>(static_cast<int64_t>(i + 1) * n / kThumb);
+  return hi > lo + 1 ? hi : lo + 1;
+}
+
+Geometry make_geometry(int H, int W) {
+  Geometry g;
+  std::memset(&g, 0, sizeof(g));
+  g.H = H;
+  g.W = W;
+  for (int j = 0; j < kThumb; ++j) {
+    g.col0[j] = cell_lo(j, W);
+    g.col1[j] = cell_hi(j, W);
+  }
+  if (H >= kThumb) {  // the cell-row bounds partition the rows
+    g.ngroups = kThumb;
+    for (int i = 0; i < kThumb; ++i) {
+      g.g_r0[i] = cell_lo(i, H);
+      g.g_r1[i] = cell_hi(i, H);
+      g.g_i0[i] = i;
+      g.g_i1[i] = i + 1;
+    }
+  } else {  // nearest sampling: cell-row i is row i*H//64; every row is some cell-row's
+    g.ngroups = H;
+    for (int y = 0; y < H; ++y) {
+      g.g_r0[y] = y;
+      g.g_r1[y] = y + 1;
+      g.g_i0[y] = kThumb;
+      g.g_i1[y] = 0;
+    }
+    for (int i = 0; i < kThumb; ++i) {
+      const int y = cell_lo(i, H);
+      if (i < g.g_i0[y]) g.g_i0[y] = i;
+      if (i + 1 > g.g_i1[y]) g.g_i1[y] = i + 1;
+    }
+  }
+  g.max_group_rows = 0;
+  for (int k = 0; k < g.ngroups; ++k) {
+    const int n = g.g_r1[k] - g.g_r0[k];
+    if (n > g.max_group_rows) g.max_group_rows = n;
+  }
+  return g;
+}
+
+// Population variance from exact integer sums.
+double variance(int64_t s1, int64_t s2, int64_t n) {
+#if defined(__SIZEOF_INT128__)
+  const __int128 num = static_cast<__int128>(n) * s2 - static_cast<__int128>(s1) * s1;
+  return static_cast<double>(num) / (static_cast<double>(n) * static_cast<double>(n));
+#else
+  const long double m = static_cast<long double>(s1) / n;
+  return static_cast<double>(static_cast<long double>(s2) / n - m * m);
+#endif
+}
+
+// Sum of the reflect-101 Laplacian over the frame. Summed over rows, F[y-1] + F[y+1] - 2F[y]
+// telescopes to F[1] + F[H-2] - F[0] - F[H-1] per column (likewise along rows), so only the
+// two outer rows and columns on each side are read.
+int64_t laplacian_sum(const uint8_t* F, int H, int W) {
+  const uint8_t* r0 = F;
+  const uint8_t* r1 = F + static_cast<size_t>(W);
+  const uint8_t* rb = F + static_cast<size_t>(H - 2) * W;
+  const uint8_t* rl = F + static_cast<size_t>(H - 1) * W;
+  int64_t s = 0;
+  for (int x = 0; x < W; ++x) s += int(r1[x]) + rb[x] - r0[x] - rl[x];
+  for (int y = 0; y < H; ++y) {
+    const uint8_t* c = F + static_cast<size_t>(y) * W;
+    s += int(c[1]) + c[W - 2] - c[0] - c[W - 1];
+  }
+  return s;
+}
+
+// How many row parts to cut each frame into, so that small batches still use every thread.
+int parts_per_frame(int64_t nframes, int ngroups) {
+  const int T = max_threads();
+  if (T <= 1 || nframes <= 0 || nframes >= 4 * static_cast<int64_t>(T)) return 1;
+  const int64_t want = (4 * static_cast<int64_t>(T) + nframes - 1) / nframes;
+  return static_cast<int>(want < ngroups ? want : ngroups);
+}
+
+}  // namespace
+
+double ssim_thumbs(const float* a, const float* b) { return active().ssim(a, b); }
+
+double hist_correl(const double* a, const double* b) {
+  double ma = 0.0, mb = 0.0;
+  for (int i = 0; i < kBins; ++i) {
+    ma += a[i];
+    mb += b[i];
+  }
+  ma /= kBins;
+  mb /= kBins;
+  double sab = 0.0, saa = 0.0, sbb = 0.0;
+  bool equal = true;
+  for (int i = 0; i < kBins; ++i) {
+    const double da = a[i] - ma, db = b[i] - mb;
+    sab += da * db;
+    saa += da * da;
+    sbb += db * db;
+    equal = equal && a[i] == b[i];
+  }
+  const double den = std::sqrt(saa * sbb);
+  if (den == 0.0) return equal ? 1.0 : 0.0;
+  return sab / den;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batched entry points
+
+void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, const StatsOut& out) {
+  if (N <= 0) return;
+  const Kernels& K = active();
+  const Geometry g = make_geometry(H, W);
+  const size_t frame_px = static_cast<size_t>(H) * W;
+  const int64_t nf = N + (ref ? 1 : 0);  // the reference's thumbnail and histogram: frame -1
+  const int P = parts_per_frame(nf, g.ngroups);
+  const int64_t items = nf * P;
+  std::vector<Partial> parts(static_cast<size_t>(items));
+  std::vector<float> ref_thumb(ref ? kThumb * kThumb : 0);
+  double ref_hist[kBins];
+  const int64_t first = ref ? -1 : 0;
+
+  // Per-thread scratch, allocated here so that no allocation can fail inside the parallel region.
+  const size_t scratch_words = scratch_bytes(W) / sizeof(uint32_t);
+  std::vector<uint32_t> scratch_all(scratch_words * static_cast<size_t>(max_threads()));
+
+#pragma omp parallel
+  {
+#ifdef _OPENMP
+    uint32_t* scratch = scratch_all.data() + scratch_words * static_cast<size_t>(omp_get_thread_num());
+#else
+    uint32_t* scratch = scratch_all.data();
+#endif
+#pragma omp for schedule(dynamic)
+    for (int64_t it = 0; it < items; ++it) {
+      const int64_t f = first + it / P;  // the reference first, so it never trails
+      const int p = static_cast<int>(it % P);
+      const int g0 = static_cast<int>(static_cast<int64_t>(p) * g.ngroups / P);
+      const int g1 = static_cast<int>(static_cast<int64_t>(p + 1) * g.ngroups / P);
+      if (f < 0) {
+        K.rows(ref, nullptr, &g, g0, g1, false, &parts[it], ref_thumb.data(), scratch);
+      } else {
+        K.rows(frames + static_cast<size_t>(f) * frame_px, ref, &g, g0, g1, true, &parts[it],
+               out.thumb + static_cast<size_t>(f) * kThumb * kThumb, scratch);
+      }
+    }
+#pragma omp single
+    if (ref) {
+      for (int b = 0; b < kBins; ++b) {
+        int64_t s = 0;
+        for (int p = 0; p < P; ++p) s += parts[p].hist[b];
+        ref_hist[b] = static_cast<double>(s);
+      }
+    }
+#pragma omp for schedule(dynamic)
+    for (int64_t f = 0; f < N; ++f) {
+      const Partial* fp = parts.data() + (f - first) * P;
+      int64_t s2 = 0, m = 0, hist[kBins] = {};
+      for (int p = 0; p < P; ++p) {
+        s2 += fp[p].lap_s2;
+        m += fp[p].mad;
+        for (int b = 0; b < kBins; ++b) hist[b] += fp[p].hist[b];
+      }
+      const int64_t n = static_cast<int64_t>(frame_px);
+      const int64_t s1 = laplacian_sum(frames + static_cast<size_t>(f) * frame_px, H, W);
+      out.lap_var[f] = variance(s1, s2, n);
+      double hd[kBins];
+      float* ho = out.hist + f * kBins;
+      for (int b = 0; b < kBins; ++b) {
+        hd[b] = static_cast<double>(hist[b]);
+        ho[b] = static_cast<float>(hist[b]);
+      }
+      if (ref) {
+        out.mad[f] = static_cast<double>(m) / static_cast<double>(n);
+        out.ssim[f] = K.ssim(out.thumb + static_cast<size_t>(f) * kThumb * kThumb, ref_thumb.data());
+        out.hist_corr[f] = hist_correl(hd, ref_hist);
+      } else {
+        out.mad[f] = out.ssim[f] = out.hist_corr[f] = kNaN;
+      }
+    }
+  }
+}
+
+void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists, int64_t N, int H, int W,
+                  const uint8_t* ref, const float* ref_thumb, const float* ref_hist, double* mad,
+                  double* ssim, double* hist_corr) {
+  if (N <= 0) return;
+  const Kernels& K = active();
+  const size_t frame_px = static_cast<size_t>(H) * W;
+  const int P = parts_per_frame(N, H);
+  const int64_t items = N * P;
+  std::vector<int64_t> sums(static_cast<size_t>(items));
+  double rh[kBins];
+  for (int b = 0; b < kBins; ++b) rh[b] = ref_hist[b];
+
+#pragma omp parallel
+  {
+#pragma omp for schedule(dynamic)
+    for (int64_t it = 0; it < items; ++it) {
+      const int64_t f = it / P;
+      const int p = static_cast<int>(it % P);
+      const size_t r0 = static_cast<size_t>(static_cast<int64_t>(p) * H / P);
+      const size_t r1 = static_cast<size_t>(static_cast<int64_t>(p + 1) * H / P);
+      sums[it] = K.sad(frames + f * frame_px + r0 * W, ref + r0 * W, (r1 - r0) * W);
+    }
+#pragma omp for schedule(dynamic)
+    for (int64_t f = 0; f < N; ++f) {
+      int64_t m = 0;
+      for (int p = 0; p < P; ++p) m += sums[f * P + p];
+      mad[f] = static_cast<double>(m) / static_cast<double>(frame_px);
+      ssim[f] = K.ssim(thumbs + static_cast<size_t>(f) * kThumb * kThumb, ref_thumb);
+      double hd[kBins];
+      for (int b = 0; b < kBins; ++b) hd[b] = hists[f * kBins + b];
+      hist_corr[f] = hist_correl(hd, rh);
+    }
+  }
+}
+
+void rgb_to_gray(const uint8_t* rgb, uint8_t* gray, size_t n) {
+  const Kernels& K = active();
+  constexpr size_t kChunk = size_t(1) << 18;
+  const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t i0 = static_cast<size_t>(c) * kChunk;
+    const size_t len = (n - i0 < kChunk) ? n - i0 : kChunk;
+    K.gray(rgb + 3 * i0, gray + i0, len);
+  }
+}
+
+}  // namespace vam

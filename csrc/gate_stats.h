@@ -1,0 +1,45 @@
+// Fused gate statistics of gray uint8 frames (see vam_engine/gate/reference.py for the exact
+// definitions). No Python here: bindings.cpp validates inputs and owns the arrays.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace vam {
+
+struct StatsOut {
+  double* lap_var;    // [N]
+  double* mad;        // [N], NaN without a reference
+  double* ssim;       // [N], NaN without a reference
+  double* hist_corr;  // [N], NaN without a reference
+  float* thumb;       // [N, 64, 64]
+  float* hist;        // [N, 64]
+};
+
+// frames: N x H x W (C-contiguous), ref: H x W or null. H, W >= 2.
+void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, const StatsOut& out);
+
+// Only the reference-dependent statistics, from the frames' thumbnails and histograms.
+void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists, int64_t N, int H, int W,
+                  const uint8_t* ref, const float* ref_thumb, const float* ref_hist, double* mad,
+                  double* ssim, double* hist_corr);
+
+// OpenCV's fixed-point BT.601: gray = (R*4899 + G*9617 + B*1868 + 8192) >> 14, n pixels.
+void rgb_to_gray(const uint8_t* rgb, uint8_t* gray, size_t n);
+
+// SSIM of two 64 x 64 thumbnails (7x7 uniform window, sample covariance, range 255).
+double ssim_thumbs(const float* a, const float* b);
+
+// Pearson correlation of two 64-bin histograms (OpenCV HISTCMP_CORREL, constant rules).
+double hist_correl(const double* a, const double* b);
+
+// "base" or "avx2": the row kernels in use; set_isa("auto" | "base" | "avx2") returns false
+// when the CPU (or build) lacks the asked-for set. For tests and benchmarks.
+const char* active_isa();
+bool set_isa(const char* name);
+
+// OpenMP threads a call may use (1 without OpenMP); set_threads is omp_set_num_threads.
+int max_threads();
+void set_threads(int n);
+
+}  // namespace vam

@@ -1,0 +1,287 @@
+"""kill -9 while indexing, then resume: the store stays consistent and the result equals an
+uninterrupted run.
+
+A child process indexes a 60 s 640x360 clip (a new texture every second, and every frame shows
+its own index as 12 black/white blocks); the parent reads the store while the child writes and
+SIGKILLs it at random points. After each kill the store must open, hold exactly the moments and
+gate records an uninterrupted run has up to the committed progress, with every row's JPEG in
+place, decodable and showing the frame whose PTS is the row's t_rel, and no temporary files.
+Resuming must then finish with exactly the uninterrupted run's moments and gate decisions.
+"""
+import faulthandler
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from PIL import Image
+
+from vam_engine.engine import Engine
+from vam_engine.memory import MomentStore
+
+ROOT = Path(__file__).resolve().parents[1]
+W, H, FPS, SECONDS, BITS = 640, 360, 30, 60, 12
+CFG = {"ingest": {"fps": 2.0, "batch_size": 4}, "store": {"commit_every": 4, "commit_interval_s": 0.2}}
+CAMERA = "cam"
+KILLS = 3
+THROTTLE_S = 0.1  # the child sleeps this long per progress event, so a run lasts a few seconds
+TIMEOUT_S = 120
+
+CHILD = """
+import json, sys, time
+from vam_engine.engine import Engine
+clip, store, cfg, throttle = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), float(sys.argv[4])
+with Engine(store, cfg, device="cpu") as eng:
+    eng.index_file(clip, camera_id="cam", progress=lambda p: time.sleep(throttle))
+"""
+
+
+@pytest.fixture(autouse=True)
+def watchdog():
+    def expired(signum, frame):
+        raise TimeoutError(f"test still running after {TIMEOUT_S} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(TIMEOUT_S)
+    faulthandler.dump_traceback_later(2 * TIMEOUT_S, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# -- the clip -----------------------------------------------------------------------------------
+def frame_image(i: int) -> np.ndarray:
+    rng = np.random.default_rng(1000 + i // FPS)  # a new texture every second
+    small = rng.integers(40, 216, (H // 40 + 1, W // 40 + 1, 3), dtype=np.uint8)
+    img = np.repeat(np.repeat(small, 40, 0), 40, 1)[:H, :W].copy()
+    bw = W // BITS
+    for b in range(BITS):  # frame index, 12 bits, in the top quarter
+        img[: H // 4, b * bw:(b + 1) * bw] = 255 if (i >> b) & 1 else 0
+    return img
+
+
+def read_index(rgb: np.ndarray) -> int:
+    g = rgb.astype(np.float32).mean(axis=2)
+    bw = W // BITS
+    return sum(1 << b for b in range(BITS) if g[8: H // 4 - 8, b * bw + 8:(b + 1) * bw - 8].mean() > 128)
+
+
+def pts_ms(i: int) -> int:
+    return round(i * 1000 / FPS)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    path = tmp_path_factory.mktemp("crash") / "long.mp4"
+    with av.open(str(path), "w") as out:
+        s = out.add_stream("libx264", rate=FPS)
+        s.width, s.height, s.pix_fmt = W, H, "yuv420p"
+        s.codec_context.time_base = s.time_base = Fraction(1, 1000)
+        s.options = {"g": str(FPS), "bf": "0", "preset": "ultrafast", "crf": "23"}
+        for i in range(SECONDS * FPS):
+            f = av.VideoFrame.from_ndarray(frame_image(i), format="rgb24")
+            f.pts, f.time_base = pts_ms(i), Fraction(1, 1000)
+            for p in s.encode(f):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(clip, tmp_path_factory):
+    """An uninterrupted run in a fresh store: its moments' times and its gate log."""
+    store = tmp_path_factory.mktemp("reference") / "store"
+    with Engine(store, CFG, device="cpu") as eng:
+        rep = eng.index_file(clip, camera_id=CAMERA)
+        times = [m.t_rel for m in eng.moments()]
+        log = eng.store.gate_log()
+    assert rep.failed is None and rep.sampled == SECONDS * 2
+    assert 20 < len(times) < rep.sampled, "the clip should keep some samples and drop others"
+    return times, log
+
+
+# -- checks -------------------------------------------------------------------------------------
+def same_log(got, want):
+    """Gate records equal: times and decisions exactly, statistics to float precision."""
+    assert [(r[0], r[1], r[6]) for r in got] == [(r[0], r[1], r[6]) for r in want]
+    for g, w in zip(got, want):
+        for a, b in zip(g[2:6], w[2:6]):
+            assert (a is None and b is None) or a == pytest.approx(b, rel=1e-6, abs=1e-9), (g, w)
+
+
+def check_consistent(store_dir, reference, frames_of=None):
+    """What a reopened store must hold after a crash; returns the committed progress."""
+    store = MomentStore(store_dir, create=False)  # sweeps temporaries of dead writers
+    try:
+        assert not list(Path(store_dir).rglob("*.tmp")), "temporary files left after reopen"
+        (src,) = store.info()["sources"]
+        progress = src["progress_t"]
+        ms = store.moments()
+        times = [m.t_rel for m in ms]
+        assert len(times) == len(set(times)), "duplicate moments"
+        want_times, want_log = reference
+        done_up_to = -1.0 if progress is None else progress
+        # exactly the uninterrupted run's moments and gate records up to the committed progress
+        assert times == [t for t in want_times if t <= done_up_to]
+        same_log(store.gate_log(), [r for r in want_log if r[1] <= done_up_to])
+        for m in ms:
+            assert Path(m.frame_path).is_file(), m.frame_path
+            with Image.open(m.frame_path) as im:
+                rgb = np.asarray(im.convert("RGB"))
+            assert rgb.shape == (H, W, 3)
+            i = read_index(rgb)
+            assert pts_ms(i) == round(m.t_rel * 1000), f"{m.frame_path} shows frame {i}, row says t={m.t_rel}"
+        return progress, src["done"]
+    finally:
+        store.close()
+
+
+def poll_until(store_dir, target_t, child, after_t):
+    """Read the store (a fresh reader each time) while the child writes, until the child has
+    committed a moment after ``after_t`` and at or after ``target_t``. Returns how many reads
+    were made, or None when the child exited first."""
+    reads = 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            return None
+        s = MomentStore(store_dir, create=False)
+        try:
+            ms = s.moments()
+        finally:
+            s.close()
+        reads += 1
+        if ms and ms[-1].t_rel >= target_t and ms[-1].t_rel > after_t:
+            return reads
+        time.sleep(0.01)
+    raise AssertionError(f"no moment at t >= {target_t} after 60 s")
+
+
+def start_child(clip, store_dir, log_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in sys.path if p]))
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(clip), str(store_dir), json.dumps(CFG), str(THROTTLE_S)],
+                            stdout=subprocess.DEVNULL, stderr=open(log_path, "w"), env=env, cwd=str(ROOT))
+
+
+# -- tests --------------------------------------------------------------------------------------
+def test_kill_9_at_random_points_then_resume_equals_an_uninterrupted_run(clip, reference, tmp_path):
+    seed = int(os.environ.get("VAM_CRASH_SEED", time.time_ns() % 1_000_000))
+    rng = random.Random(seed)
+    store_dir = tmp_path / "store"
+    MomentStore(store_dir).close()  # the store exists before the first writer: readers never create it
+    targets = sorted(rng.uniform(0.5, SECONDS - 8) for _ in range(KILLS))
+    progress = []
+    for k, target in enumerate(targets):
+        log = tmp_path / f"child{k}.log"
+        child = start_child(clip, store_dir, log)
+        try:
+            reads = poll_until(store_dir, target, child, after_t=progress[-1] if progress else -1.0)
+            assert reads is not None, f"seed {seed}: child {k} exited ({child.returncode}) before the kill: " \
+                                      + log.read_text()[-3000:]
+            time.sleep(rng.uniform(0, 0.15))  # land anywhere in a gate / write / commit cycle
+            assert child.poll() is None, f"seed {seed}: child {k} finished before the kill"
+            child.send_signal(signal.SIGKILL)
+        finally:
+            if child.poll() is None:
+                child.kill()
+            child.wait(10)  # reaped: its pid is gone, so its temporaries count as dead
+        assert child.returncode == -signal.SIGKILL
+        p, done = check_consistent(store_dir, reference)
+        assert not done and p is not None and p >= target, f"seed {seed}: kill {k} at target {target:.1f}: {p}"
+        progress.append(p)
+    assert progress == sorted(progress) and len(set(progress)) == KILLS, f"seed {seed}: {progress}"
+
+    # resume, uninterrupted: the result equals the uninterrupted run, nothing repeated
+    with Engine(store_dir, CFG, device="cpu") as eng:
+        rep = eng.index_file(clip, camera_id=CAMERA)
+        assert rep.resumed_from == progress[-1] and rep.failed is None
+        assert rep.sampled == sum(1 for r in reference[1] if r[1] > progress[-1])
+    p, done = check_consistent(store_dir, reference)
+    assert done and p == reference[1][-1][1]
+    store = MomentStore(store_dir, create=False)
+    try:
+        ms = store.moments()
+        assert [m.t_rel for m in ms] == reference[0]
+        same_log(store.gate_log(), reference[1])
+        # every frame file on disk belongs to a row: frames written before a kill but never
+        # committed were written again, under the same name, by the resumed run
+        assert {str(p) for p in Path(store_dir, "frames").rglob("*.jpg")} == {m.frame_path for m in ms}
+    finally:
+        store.close()
+
+
+def test_indexing_a_finished_file_again_does_nothing(clip, reference, tmp_path):
+    store_dir = tmp_path / "store"
+    with Engine(store_dir, CFG, device="cpu") as eng:
+        first = eng.index_file(clip, camera_id=CAMERA)
+        assert not first.already_done and first.kept == len(reference[0])
+        before = [(m.moment_id, m.t_rel, m.frame_path) for m in eng.moments()]
+        log = eng.store.gate_log()
+    with Engine(store_dir, CFG, device="cpu") as eng:  # a new process would see the same
+        again = eng.index_file(clip, camera_id=CAMERA)
+        assert again.already_done and again.sampled == again.kept == again.decoded == 0
+        assert [(m.moment_id, m.t_rel, m.frame_path) for m in eng.moments()] == before
+        assert eng.store.gate_log() == log
+        assert eng.info()["sources"][0]["done"]
+
+
+def test_killed_before_any_commit_resumes_from_the_start(clip, reference, tmp_path):
+    """Killed right after start: a store with at most a source row; the rerun does everything."""
+    store_dir = tmp_path / "store"
+    MomentStore(store_dir).close()
+    child = start_child(clip, store_dir, tmp_path / "child.log")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and child.poll() is None:
+            s = MomentStore(store_dir, create=False)
+            try:
+                if s.info()["sources"]:
+                    break
+            finally:
+                s.close()
+            time.sleep(0.005)
+        child.send_signal(signal.SIGKILL)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
+    assert child.returncode == -signal.SIGKILL
+    progress, done = check_consistent(store_dir, reference)
+    assert not done
+    with Engine(store_dir, CFG, device="cpu") as eng:
+        eng.index_file(clip, camera_id=CAMERA)
+    assert check_consistent(store_dir, reference)[1]
+    s = MomentStore(store_dir, create=False)
+    try:
+        assert [m.t_rel for m in s.moments()] == reference[0]
+    finally:
+        s.close()
+
+
+def test_reopen_sweeps_temporaries_of_dead_writers_only(tmp_path):
+    """A temporary JPEG names its writer's pid: a dead writer's is swept on open, a live one's
+    (another process indexing into the store right now) is left alone."""
+    store_dir = tmp_path / "store"
+    MomentStore(store_dir).close()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    d = store_dir / "frames" / "cam" / "1"
+    d.mkdir(parents=True)
+    stale = [d / f"000000000000000.jpg.{dead.pid}.tmp", d / "000000000500000.jpg.tmp"]
+    live = d / f"000000001000000.jpg.{os.getpid()}.tmp"
+    for p in stale + [live]:
+        p.write_bytes(b"partial jpeg")
+    MomentStore(store_dir).close()
+    assert not any(p.exists() for p in stale) and live.exists()

@@ -1,0 +1,401 @@
+"""The C++ body of the gate statistics (vam_engine._C, csrc/) against reference.py.
+
+Every instruction-set path the CPU runs (the portable baseline and, where present, AVX2) is
+checked. Frames are fresh random data each run; the seed is in every failure message.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from vam_engine import _C
+from vam_engine.gate import reference as R
+from vam_engine.gate.bodies import CpuBody, ReferenceBody
+
+
+def _isas() -> list[str]:
+    out = []
+    for name in ("base", "avx2"):
+        try:
+            _C._set_isa(name)
+            out.append(name)
+        except ValueError:
+            pass
+    _C._set_isa("auto")
+    return out
+
+
+ISAS = _isas()
+
+
+@pytest.fixture(autouse=True)
+def _restore_isa_and_threads():
+    threads = _C.max_threads()
+    yield
+    _C._set_isa("auto")
+    _C._set_threads(threads)
+
+
+def _seed() -> int:
+    return int(np.random.SeedSequence().entropy % (2 ** 32))
+
+
+def _scene(rng, h, w) -> np.ndarray:
+    """Gradient + texture + noise: SSIM and the histograms are far from trivial."""
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    a, b = rng.uniform(-3.0, 3.0, 2)
+    img = 128 + a * (x - w / 2) + b * (y - h / 2) + 40 * np.sin(x / rng.uniform(1.5, 9)) * np.cos(y / rng.uniform(1.5, 9))
+    img += rng.normal(0, rng.uniform(1, 15), (h, w))
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+def _near_copy(rng, ref) -> np.ndarray:
+    return np.clip(ref.astype(np.int16) + rng.integers(-2, 3, ref.shape), 0, 255).astype(np.uint8)
+
+
+def _batch(rng, n, h, w, ref):
+    """A mix: scenes, pure noise, a flat frame, a near copy of the reference."""
+    kinds = ["scene", "noise", "flat", "near", "scene"]
+    out = []
+    for i in range(n):
+        k = kinds[(i + int(rng.integers(5))) % 5]
+        if k == "scene":
+            out.append(_scene(rng, h, w))
+        elif k == "noise":
+            out.append(rng.integers(0, 256, (h, w), dtype=np.uint8))
+        elif k == "flat":
+            out.append(np.full((h, w), rng.integers(256), np.uint8))
+        else:
+            out.append(_near_copy(rng, ref))
+    return np.stack(out)
+
+
+def _reference(frames, ref):
+    return [R.frame_stats(f, ref) for f in frames]
+
+
+def _check(out, rows, ref, seed, tag):
+    lap_var, mad, ssim, hist_corr, thumb, hist = out
+    n = len(rows)
+    assert lap_var.shape == mad.shape == ssim.shape == hist_corr.shape == (n,)
+    assert lap_var.dtype == mad.dtype == ssim.dtype == hist_corr.dtype == np.float64
+    assert thumb.shape == (n, 64, 64) and thumb.dtype == np.float32
+    assert hist.shape == (n, 64) and hist.dtype == np.float32
+    msg = f"{tag} seed={seed}"
+    np.testing.assert_allclose(lap_var, [r["lap_var"] for r in rows], rtol=1e-12, atol=0, err_msg=msg)
+    # Means of integer sums, each rounded once to float32: exactly the reference's values.
+    np.testing.assert_array_equal(thumb, np.array([r["thumb"] for r in rows], np.float32), err_msg=msg)
+    np.testing.assert_array_equal(hist, np.array([r["hist"] for r in rows], np.float32), err_msg=msg)
+    if ref is None:
+        assert np.isnan(mad).all() and np.isnan(ssim).all() and np.isnan(hist_corr).all(), msg
+        return
+    np.testing.assert_allclose(mad, [r["mad"] for r in rows], rtol=1e-12, atol=0, err_msg=msg)
+    np.testing.assert_allclose(hist_corr, [r["hist_corr"] for r in rows], rtol=1e-12, atol=1e-14, err_msg=msg)
+    # SSIM is computed from the float32 thumbnails: equal to the reference on those, and within
+    # the float32 rounding of the reference on its float64 thumbnails.
+    ref_thumb32 = R.thumbnail(ref).astype(np.float32)
+    np.testing.assert_allclose(ssim, [R.ssim(t, ref_thumb32) for t in thumb], rtol=1e-9, atol=1e-12, err_msg=msg)
+    np.testing.assert_allclose(ssim, [r["ssim"] for r in rows], rtol=0, atol=1e-6, err_msg=msg)
+
+
+SHAPES = [(2, 2), (2, 3), (3, 2), (17, 23), (37, 91), (64, 64), (65, 130), (121, 67), (33, 34), (40, 35),
+          (5, 200), (3, 4200), (90, 160)]
+
+
+@pytest.mark.parametrize("h,w", SHAPES)
+def test_stats_match_reference(h, w):
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 6))
+    ref = _scene(rng, h, w)
+    frames = _batch(rng, n, h, w, ref)
+    rows = _reference(frames, ref)
+    for isa in ISAS:
+        _C._set_isa(isa)
+        _check(_C.gate_stats(frames, ref), rows, ref, seed, f"{isa} {h}x{w} n={n} ref")
+        _check(_C.gate_stats(frames, None), rows, None, seed, f"{isa} {h}x{w} n={n} no ref")
+        _check(_C.gate_stats(frames), rows, None, seed, f"{isa} {h}x{w} n={n} default ref")
+
+
+def test_tall_frame_wide_column_sums():
+    """Row groups over 257 rows (H > 16448) take the 32-bit column-sum path."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    frames = np.stack([_scene(rng, 16500, 5), rng.integers(0, 256, (16500, 5), dtype=np.uint8)])
+    ref = _scene(rng, 16500, 5)
+    rows = _reference(frames, ref)
+    for isa in ISAS:
+        _C._set_isa(isa)
+        _check(_C.gate_stats(frames, ref), rows, ref, seed, f"{isa} 16500x5")
+
+
+def test_hd_frames_one_thread_and_flush():
+    """1280 x 720 on one thread: one work item per frame, so the 16-bit pair-count tables of a
+    flat frame (every pair in one entry) must be flushed before they overflow."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    ref = _scene(rng, 720, 1280)
+    frames = np.stack([np.full((720, 1280), 77, np.uint8), _near_copy(rng, ref), _scene(rng, 720, 1280)])
+    rows = _reference(frames, ref)
+    for isa in ISAS:
+        _C._set_isa(isa)
+        for threads in (1, max(2, _C.max_threads())):
+            _C._set_threads(threads)
+            _check(_C.gate_stats(frames, ref), rows, ref, seed, f"{isa} threads={threads} 720x1280")
+
+
+def test_identical_and_near_copies():
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    ref = _scene(rng, 120, 160)
+    frames = np.stack([ref, _near_copy(rng, ref)])
+    for isa in ISAS:
+        _C._set_isa(isa)
+        lap_var, mad, ssim, hist_corr, _, _ = _C.gate_stats(frames, ref)
+        assert mad[0] == 0.0 and hist_corr[0] == 1.0, (isa, seed)
+        assert abs(ssim[0] - 1.0) < 1e-12, (isa, seed, ssim[0])
+        assert 0 < mad[1] < 2 and ssim[1] > 0.99 and hist_corr[1] > 0.99, (isa, seed, mad[1], ssim[1], hist_corr[1])
+
+
+def test_hist_corr_constant_histograms():
+    """Flat histograms: 1.0 when both are flat and equal, 0.0 when one is flat and they differ."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    flat_a = rng.permutation(256).astype(np.uint8).reshape(16, 16)  # every bin holds 4 pixels
+    flat_b = rng.permutation(256).astype(np.uint8).reshape(16, 16)
+    other = _scene(rng, 16, 16)
+    for isa in ISAS:
+        _C._set_isa(isa)
+        assert _C.gate_stats(flat_a[None], flat_b)[3][0] == 1.0, (isa, seed)
+        assert _C.gate_stats(other[None], flat_b)[3][0] == 0.0, (isa, seed)
+        assert _C.gate_stats(flat_a[None], other)[3][0] == 0.0, (isa, seed)
+        assert R.hist_corr(R.histogram(flat_a), R.histogram(other)) == 0.0
+
+
+def test_compare_equals_stats():
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    for h, w in [(37, 91), (90, 160), (2, 5)]:
+        ref = _scene(rng, h, w)
+        frames = _batch(rng, 5, h, w, ref)
+        for isa in ISAS:
+            _C._set_isa(isa)
+            lap_var, mad, ssim, hist_corr, thumb, hist = _C.gate_stats(frames, ref)
+            rth, rhi = _C.gate_stats(ref[None], None)[4:]
+            cmad, cssim, chc = _C.gate_compare(frames, thumb, hist, ref, rth[0], rhi[0])
+            msg = f"{isa} {h}x{w} seed={seed}"
+            np.testing.assert_array_equal(cmad, mad, err_msg=msg)
+            np.testing.assert_array_equal(cssim, ssim, err_msg=msg)
+            np.testing.assert_array_equal(chc, hist_corr, err_msg=msg)
+
+
+def test_batch_split_and_threads_do_not_change_results():
+    """Work is cut by frame and by row group depending on batch size and threads: the numbers
+    must not depend on the cut."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    ref = _scene(rng, 150, 210)
+    frames = _batch(rng, 5, 150, 210, ref)
+    for isa in ISAS:
+        _C._set_isa(isa)
+        full = _C.gate_stats(frames, ref)
+        for i in range(len(frames)):
+            one = _C.gate_stats(frames[i:i + 1], ref)
+            for a, b in zip(full, one):
+                np.testing.assert_array_equal(a[i:i + 1], b, err_msg=f"{isa} frame {i} seed={seed}")
+        _C._set_threads(1)
+        for a, b in zip(full, _C.gate_stats(frames, ref)):
+            np.testing.assert_array_equal(a, b, err_msg=f"{isa} one thread seed={seed}")
+
+
+def test_isas_agree_bitwise():
+    if len(ISAS) < 2:
+        pytest.skip("only one instruction set available")
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    ref = _scene(rng, 97, 301)
+    frames = _batch(rng, 4, 97, 301, ref)
+    outs = []
+    for isa in ISAS:
+        _C._set_isa(isa)
+        outs.append(_C.gate_stats(frames, ref))
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(a, b, err_msg=f"seed={seed}")
+
+
+def test_non_contiguous_and_empty_inputs():
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    big = rng.integers(0, 256, (3, 80, 120), dtype=np.uint8)
+    frames, ref = big[:, ::2, 1::2], big[0, 1::2, ::2]
+    assert not frames.flags.c_contiguous
+    for a, b in zip(_C.gate_stats(frames, ref), _C.gate_stats(frames.copy(), ref.copy())):
+        np.testing.assert_array_equal(a, b, err_msg=f"seed={seed}")
+    empty = _C.gate_stats(np.zeros((0, 10, 12), np.uint8), np.zeros((10, 12), np.uint8))
+    assert [a.shape for a in empty] == [(0,), (0,), (0,), (0,), (0, 64, 64), (0, 64)]
+
+
+def test_gil_released_threads_agree():
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    ref = _scene(rng, 180, 320)
+    frames = _batch(rng, 4, 180, 320, ref)
+    expected = _C.gate_stats(frames, ref)
+    results = [None] * 4
+
+    def work(i):
+        results[i] = _C.gate_stats(frames, ref)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for res in results:
+        for a, b in zip(expected, res):
+            np.testing.assert_array_equal(a, b, err_msg=f"seed={seed}")
+
+
+def test_cpu_body_matches_reference_body():
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    ref = _scene(rng, 48, 70)
+    frames = _batch(rng, 3, 48, 70, ref)
+    cpu, refb = CpuBody(), ReferenceBody()
+    a, b = cpu.stats(frames, ref), refb.stats(frames, ref)
+    for name in ("lap_var", "mad", "hist_corr"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-12, err_msg=f"{name} seed={seed}")
+    np.testing.assert_allclose(a.ssim, b.ssim, atol=1e-6, err_msg=f"seed={seed}")
+    np.testing.assert_array_equal(a.thumb, b.thumb)
+    np.testing.assert_array_equal(a.hist, b.hist)
+    assert np.isnan(cpu.stats(frames, None).mad).all()
+    mad, ssim, hc = cpu.compare(frames, a.thumb, a.hist, ref, R.thumbnail(ref), R.histogram(ref))
+    np.testing.assert_array_equal(mad, a.mad)
+    np.testing.assert_array_equal(ssim, a.ssim)
+    np.testing.assert_array_equal(hc, a.hist_corr)
+
+
+# --- rgb_to_gray ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(2, 2, 3), (5, 7, 3), (2, 37, 53, 3), (2, 1, 3, 4, 3), (720, 1280, 3)])
+def test_rgb_to_gray_matches_reference(shape):
+    seed = _seed()
+    rgb = np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+    got = _C.rgb_to_gray(rgb)
+    assert got.dtype == np.uint8 and got.shape == shape[:-1]
+    np.testing.assert_array_equal(got, R.rgb_to_gray(rgb), err_msg=f"seed={seed}")
+    for isa in ISAS:
+        _C._set_isa(isa)
+        np.testing.assert_array_equal(_C.rgb_to_gray(rgb), got, err_msg=f"{isa} seed={seed}")
+
+
+def test_rgb_to_gray_extremes_and_strides():
+    v = np.arange(256, dtype=np.uint8)
+    rgb = np.stack([*np.meshgrid(v, v, indexing="ij"), np.full((256, 256), 255, np.uint8)], -1)
+    np.testing.assert_array_equal(_C.rgb_to_gray(rgb), R.rgb_to_gray(rgb))
+    assert _C.rgb_to_gray(np.full((2, 2, 3), 255, np.uint8)).max() == 255
+    assert _C.rgb_to_gray(np.zeros((2, 2, 3), np.uint8)).max() == 0
+    strided = rgb[::3, ::2]
+    np.testing.assert_array_equal(_C.rgb_to_gray(strided), R.rgb_to_gray(strided))
+    bgr_view = rgb[..., ::-1]  # negative stride on the channel axis
+    np.testing.assert_array_equal(_C.rgb_to_gray(bgr_view), R.rgb_to_gray(bgr_view))
+
+
+def test_rgb_to_gray_close_to_opencv():
+    """OpenCV 4 uses exactly this 14-bit rule; OpenCV 5 moved to a 15-bit one that differs by
+    at most 1 in a few pixels."""
+    cv2 = pytest.importorskip("cv2")
+    seed = _seed()
+    rgb = np.random.default_rng(seed).integers(0, 256, (97, 131, 3), dtype=np.uint8)
+    diff = _C.rgb_to_gray(rgb).astype(int) - cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY).astype(int)
+    assert np.abs(diff).max() <= 1, f"seed={seed}"
+    if cv2.__version__.startswith("4."):
+        assert (diff == 0).all(), f"seed={seed}"
+
+
+# --- bad inputs -------------------------------------------------------------------------------
+
+def _ok(h=6, w=7, n=2):
+    frames = np.zeros((n, h, w), np.uint8)
+    return frames, np.zeros((h, w), np.uint8), np.zeros((n, 64, 64), np.float32), np.zeros((n, 64), np.float32)
+
+
+@pytest.mark.parametrize("frames,ref,match", [
+    (np.zeros((2, 6, 7), np.float32), None, "frames must be uint8, got float32"),
+    (np.zeros((2, 6, 7), np.int8), None, "frames must be uint8, got int8"),
+    (np.zeros((2, 6, 7), bool), None, "frames must be uint8"),
+    (np.zeros((6, 7), np.uint8), None, r"N x H x W.*ndim 2"),
+    (np.zeros((1, 2, 6, 7), np.uint8), None, r"N x H x W.*ndim 4"),
+    (np.zeros((2, 1, 7), np.uint8), None, r"at least 2 x 2.*1 x 7"),
+    (np.zeros((2, 6, 1), np.uint8), None, r"at least 2 x 2.*6 x 1"),
+    (np.zeros((2, 0, 0), np.uint8), None, "at least 2 x 2"),
+    ([[[1, 2], [3, 4]]], None, "frames must be a numpy array"),
+    (np.zeros((2, 6, 7), np.uint8), np.zeros((6, 8), np.uint8), r"ref must have shape \(6, 7\), got \(6, 8\)"),
+    (np.zeros((2, 6, 7), np.uint8), np.zeros((1, 6, 7), np.uint8), r"ref must have shape \(6, 7\)"),
+    (np.zeros((2, 6, 7), np.uint8), np.zeros((6, 7), np.uint16), "ref must be uint8, got uint16"),
+    (np.zeros((2, 6, 7), np.uint8), "not an array", "ref must be a numpy array"),
+])
+def test_gate_stats_bad_inputs(frames, ref, match):
+    with pytest.raises(ValueError, match=match):
+        _C.gate_stats(frames, ref)
+
+
+def test_gate_compare_bad_inputs():
+    frames, ref, thumbs, hists = _ok()
+    rt, rh = np.zeros((64, 64), np.float32), np.zeros(64, np.float32)
+    _C.gate_compare(frames, thumbs, hists, ref, rt, rh)  # the good call works
+    cases = [
+        ((frames[0], thumbs, hists, ref, rt, rh), "N x H x W"),
+        ((frames, thumbs.astype(np.float64), hists, ref, rt, rh), "thumbs must be float32, got float64"),
+        ((frames, thumbs[:1], hists, ref, rt, rh), r"thumbs must have shape \(2, 64, 64\), got \(1, 64, 64\)"),
+        ((frames, thumbs, hists[:, :32], ref, rt, rh), r"hists must have shape \(2, 64\)"),
+        ((frames, thumbs, hists, ref[:, :3], rt, rh), r"ref must have shape \(6, 7\)"),
+        ((frames, thumbs, hists, None, rt, rh), "ref must be a numpy array"),
+        ((frames, thumbs, hists, ref, rt[:8], rh), r"ref_thumb must have shape \(64, 64\)"),
+        ((frames, thumbs, hists, ref, rt, rh[:10]), r"ref_hist must have shape \(64,\), got \(10,\)"),
+        ((frames, thumbs, hists, ref, rt, rh.astype(np.int32)), "ref_hist must be float32, got int32"),
+    ]
+    for args, match in cases:
+        with pytest.raises(ValueError, match=match):
+            _C.gate_compare(*args)
+
+
+@pytest.mark.parametrize("rgb,match", [
+    (np.zeros((4, 5, 4), np.uint8), r"\[\.\.\., H, W, 3\].*\(4, 5, 4\)"),
+    (np.zeros((5, 3), np.uint8), r"\[\.\.\., H, W, 3\]"),
+    (np.zeros((4, 5, 3), np.float32), "rgb must be uint8, got float32"),
+])
+def test_rgb_to_gray_bad_inputs(rgb, match):
+    with pytest.raises(ValueError, match=match):
+        _C.rgb_to_gray(rgb)
+
+
+def test_bad_isa_and_threads():
+    with pytest.raises(ValueError, match="not available"):
+        _C._set_isa("sse9")
+    with pytest.raises(ValueError, match=">= 1"):
+        _C._set_threads(0)
+    assert _C.gate_isa() in ("base", "avx2")
+
+
+# --- the reference against the libraries it names ---------------------------------------------
+
+def test_reference_matches_opencv_and_skimage():
+    cv2 = pytest.importorskip("cv2")
+    metrics = pytest.importorskip("skimage.metrics")
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    for h, w in [(37, 91), (120, 160), (2, 3)]:
+        g = _scene(rng, h, w)
+        assert R.laplacian_var(g) == pytest.approx(cv2.Laplacian(g, cv2.CV_64F).var(), rel=1e-12), seed
+    for _ in range(3):
+        a = R.thumbnail(_scene(rng, 90, 160))
+        b = R.thumbnail(_scene(rng, 90, 160))
+        for x, y in [(a, b), (a, a), (a, np.clip(a + rng.normal(0, 3, a.shape), 0, 255))]:
+            want = metrics.structural_similarity(x, y, data_range=255)
+            assert R.ssim(x, y) == pytest.approx(want, rel=1e-9, abs=1e-12), seed
+    h1, h2 = R.histogram(_scene(rng, 50, 60)), R.histogram(_scene(rng, 50, 60))
+    want = cv2.compareHist(h1.astype(np.float32), h2.astype(np.float32), cv2.HISTCMP_CORREL)
+    assert R.hist_corr(h1, h2) == pytest.approx(want, rel=1e-6), seed
