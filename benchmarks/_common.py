@@ -32,24 +32,38 @@ def timeit(fn: Callable[[], object], *, warmup: int = 1, repeats: int = 3) -> di
     return {"median": statistics.median(runs), "min": min(runs), "max": max(runs), "runs": runs}
 
 
-def time_rounds(fns: dict, *, warmup: int = 1, repeats: int = 3, once: Sequence[str] = ()) -> dict:
+def time_rounds(fns: dict, *, warmup: int = 1, repeats: int = 3, once: Sequence[str] = (),
+                min_time: float = 0.0) -> dict:
     """Time several functions on the same input in interleaved rounds (A B C, A B C, ...), so a
-    burst of load from elsewhere hits every method alike. Names in ``once`` are timed in the
-    first round only, without warm-up. Returns {name: timeit-style dict}."""
+    burst of load from elsewhere hits every method alike. Each sample calls a function as many
+    times as its warm-up says it needs to run at least ``min_time`` seconds (so one preemption
+    does not decide a sample), and records seconds per call. Names in ``once`` are timed in the
+    first round only, one call, without warm-up. Returns {name: {"median", "min", "max",
+    "runs", "calls_per_sample"}}; the median is the figure to report."""
+    calls = {}
     for name, fn in fns.items():
-        if name not in once:
-            for _ in range(max(0, warmup)):
-                fn()
+        calls[name] = 1
+        if name in once:
+            continue
+        dt = 0.0
+        for _ in range(max(0, warmup)):
+            t0 = time.perf_counter()
+            fn()
+            dt = time.perf_counter() - t0
+        if min_time > 0 and dt > 0:
+            calls[name] = max(1, int(min_time / dt + 0.999))
     runs: dict = {name: [] for name in fns}
     for r in range(max(1, repeats)):
         for name, fn in fns.items():
             if r > 0 and name in once:
                 continue
+            n = calls[name]
             t0 = time.perf_counter()
-            fn()
-            runs[name].append(time.perf_counter() - t0)
-    return {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": v}
-            for name, v in runs.items()}
+            for _ in range(n):
+                fn()
+            runs[name].append((time.perf_counter() - t0) / n)
+    return {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": v,
+                   "calls_per_sample": calls[name]} for name, v in runs.items()}
 
 
 def cpu_model() -> str:

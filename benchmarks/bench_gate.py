@@ -288,6 +288,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=None,
                     help="timed rounds over all methods, median reported (default 5; 1 with --quick)")
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--min-time", type=float, default=None,
+                    help="seconds each timed sample runs at least, repeating the call (default 0.2; 0.05 with --quick)")
     ap.add_argument("--reference-frames", type=int, default=2,
                     help="frames for the (very slow) numpy reference (default 2)")
     ap.add_argument("--reference-repeats", action="store_true",
@@ -310,6 +312,8 @@ def main(argv=None) -> int:
         args.batch = 8 if args.quick else 32
     if args.repeats is None:
         args.repeats = 1 if args.quick else 5
+    if args.min_time is None:
+        args.min_time = 0.05 if args.quick else 0.2
     if args.threads is not None:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before _C loads its OpenMP runtime
     # torch's CPU allocator returns large buffers to the OS on free, so every temporary
@@ -331,7 +335,7 @@ def main(argv=None) -> int:
     omp = OmpThreads()
     sizes = parse_sizes(args.sizes)
     print(f"gate statistics throughput; batch {args.batch} frames, median of {args.repeats} interleaved rounds "
-          f"after {args.warmup} warm-up call(s) per method")
+          f"after {args.warmup} warm-up call(s) per method; each sample repeats the call for >= {args.min_time:g} s")
     print(f"threads: cpp_fused OpenMP {omp_threads} (OMP_NUM_THREADS={threads_env or 'unset'}, "
           f"os.cpu_count()={os.cpu_count()}), row kernels '{_C.gate_isa()}'; torch {torch.get_num_threads()}; "
           f"OpenCV {cv2.getNumThreads()}; memcpy 1 and {threads} threads, best taken as the ceiling")
@@ -419,7 +423,7 @@ def main(argv=None) -> int:
 
         res = {}
         timed = time_rounds({name: fn for name, fn, _, _ in methods}, warmup=args.warmup, repeats=args.repeats,
-                            once=() if args.reference_repeats else ("numpy_reference",))
+                            once=() if args.reference_repeats else ("numpy_reference",), min_time=args.min_time)
         for name, fn, n, note in methods:
             tm = timed[name]
             fps = n / tm["median"]

@@ -431,12 +431,13 @@ _PICT = {0: "NONE", 1: "I", 2: "P", 3: "B", 4: "S", 5: "SI", 6: "SP", 7: "BI"}  
 
 
 def clip_for(run: Run) -> dict:
-    """The decode / engine clip, made once (20 s 1080p30; 6 s 640x360 in a dry run)."""
+    """The decode / engine clip, made once (default 20 s 1080p30; 6 s 640x360 in a dry run)."""
     if "clip" not in run.cache:
         if run.args.dry_run:
             w, h, secs = 640, 360, 6.0
         else:
-            w, h, secs = 1920, 1080, run.args.clip_seconds
+            w, h = (int(v) for v in run.args.clip_size.lower().split("x"))
+            secs = run.args.clip_seconds
         run.cache["clip"] = make_clip(run.tmp / f"clip_{w}x{h}.mp4", w, h, secs, 30, seed=run.seed)
     return run.cache["clip"]
 
@@ -1037,7 +1038,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=32, help="correctness batch, and the unit tiled for throughput")
     p.add_argument("--batches", default="32,128,256", help="GPU throughput batches (multiples of --batch)")
     p.add_argument("--streams", default="1,2,4,7", help="concurrent decode streams to measure")
-    p.add_argument("--clip-seconds", type=float, default=20.0, help="length of the 1080p test clip")
+    p.add_argument("--clip-size", default="1920x1080", help="decode / engine test clip size (WxH)")
+    p.add_argument("--clip-seconds", type=float, default=20.0, help="decode / engine test clip length")
     p.add_argument("--tests-timeout", type=float, default=180.0, help="seconds for the pytest runs together")
     p.add_argument("--decode-timeout", type=float, default=60.0, help="seconds for one decode measurement")
     p.add_argument("--budget", type=float, default=360.0, help="no new step starts after this many seconds")

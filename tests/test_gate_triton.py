@@ -1,9 +1,10 @@
 """The Triton body of the gate statistics (kernels/gate_stats.py) against reference.py.
 
 Without a CUDA device the kernels run on CPU tensors under the Triton interpreter, which is
-switched on here before the kernels module is imported (triton reads TRITON_INTERPRET when a
-kernel is defined, so a module imported earlier without it is reloaded). With CUDA the same
-tests run natively, plus one full-size batch marked ``gpu``.
+switched on here before triton and the kernels module are imported: triton reads
+TRITON_INTERPRET when it defines a kernel, its own library functions included, so modules
+imported earlier without it are imported again (see _load_module). With CUDA the same tests
+run natively, plus one full-size batch marked ``gpu``.
 """
 from __future__ import annotations
 
@@ -282,3 +283,26 @@ def test_full_size_batch_on_gpu():
         np.testing.assert_allclose(mad[k], exp["mad"], rtol=1e-6, err_msg=f"seed={seed}")
         np.testing.assert_allclose(ssim[k], exp["ssim"], rtol=0, atol=1e-5, err_msg=f"seed={seed}")
         np.testing.assert_allclose(corr[k], exp["hist_corr"], rtol=0, atol=1e-9, err_msg=f"seed={seed}")
+
+
+def test_cascade_through_the_cuda_body_matches_frame_by_frame():
+    """The dispatch layer (gate.bodies.CudaBody) and the cascade's redo path on this body."""
+    from test_cascade import sequential, structured_sequence
+
+    from vam_engine.config import GateConfig
+    from vam_engine.gate.bodies import CudaBody
+    from vam_engine.gate.cascade import GateCascade
+
+    seed = _seed()
+    frames = structured_sequence(np.random.default_rng(seed), h=24, w=40, n=16)
+    cfg = GateConfig()
+    cascade = GateCascade(CudaBody(DEVICE), cfg)
+    got = []
+    for i in range(0, len(frames), 6):
+        got += cascade.run("cam", frames[i:i + 6])
+    want = sequential(frames, cfg)
+    assert [g.dropped_by for g in got] == [d for d, _ in want], f"seed {seed}"
+    for g, (_, s) in zip(got, want):
+        assert g.lap_var == pytest.approx(s["lap_var"], rel=1e-6, abs=1e-9)
+        if g.mad is not None:
+            assert g.mad == pytest.approx(s["mad"], rel=1e-6) and g.ssim == pytest.approx(s["ssim"], abs=1e-5)

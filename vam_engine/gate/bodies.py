@@ -32,10 +32,14 @@ class GateStats:
         return len(self.lap_var)
 
 
+def _is_u8(x) -> bool:
+    return str(x.dtype) in ("uint8", "torch.uint8")  # numpy arrays and torch tensors alike
+
+
 def _check_batch(frames, ref) -> None:
-    if frames.ndim != 3 or frames.dtype != np.uint8:
+    if frames.ndim != 3 or not _is_u8(frames):
         raise ValueError(f"gate frames must be N x H x W uint8, got {frames.dtype} {tuple(frames.shape)}")
-    if ref is not None and (ref.dtype != np.uint8 or tuple(ref.shape) != tuple(frames.shape[1:])):
+    if ref is not None and (not _is_u8(ref) or tuple(ref.shape) != tuple(frames.shape[1:])):
         raise ValueError(f"gate reference must be uint8 {tuple(frames.shape[1:])}, got {ref.dtype} {tuple(ref.shape)}")
 
 
