@@ -118,8 +118,12 @@ class IndexPipeline:
         self._error: BaseException | None = None
         self._idle = threading.Condition()
         self._inflight = 0  # items queued or being processed, not yet committed
-        self._thread = threading.Thread(target=self._run, name="vam-gate", daemon=True)
+        # gated batches wait here for their JPEGs and their transaction, off the gate thread
+        self._commits: queue.Queue = queue.Queue(maxsize=8)
+        self._thread = threading.Thread(target=self._gate_loop, name="vam-gate", daemon=True)
+        self._committer = threading.Thread(target=self._commit_loop, name="vam-commit", daemon=True)
         self._thread.start()
+        self._committer.start()
 
     # -- feeding -------------------------------------------------------------------------------
     def register(self, source_id: int, report: SourceReport, duration: float | None,
@@ -187,6 +191,8 @@ class IndexPipeline:
                 self._stop.set()
                 self._queue.put(None)  # wakes the loop at once
                 self._thread.join()
+                self._commits.put(None)
+                self._committer.join()
         self._encoder.shutdown(wait=True)
 
     def raise_if_failed(self) -> None:
@@ -213,36 +219,61 @@ class IndexPipeline:
             items.append(item)
         return items
 
-    def _run(self) -> None:
-        batch = CommitBatch()
-        writes: list[Future] = []
-        taken = gated = 0  # items taken since the last commit; frames gated since then
-        last_commit = time.monotonic()
+    def _gate_loop(self) -> None:
+        batch, writes, ended = CommitBatch(), [], []
+        taken = gated = 0  # items taken since the last hand-over; frames gated since then
+        last = time.monotonic()
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and self._error is None:
                 items = self._take_batch()
                 taken += len(items)
-                gated += self._gate(items, batch, writes)
-                if batch and (gated >= self.cfg.store.commit_every or batch.finished or self._queue.empty()
-                              or time.monotonic() - last_commit >= self.cfg.store.commit_interval_s):
-                    self._commit(batch, writes)
-                    batch, writes, gated = CommitBatch(), [], 0
-                    last_commit = time.monotonic()
-                if not batch:
-                    # all gated work is committed, so a source that ended is complete, even one
-                    # that ended with an error and nothing left to write (no commit would mark it)
-                    self._mark_committed()
-                if taken and not batch:
-                    with self._idle:
-                        self._inflight -= taken
-                        self._idle.notify_all()
-                    taken = 0
+                n, done = self._gate(items, batch, writes)
+                gated += n
+                ended += done
+                if taken and (gated >= self.cfg.store.commit_every or ended or self._queue.empty()
+                              or time.monotonic() - last >= self.cfg.store.commit_interval_s):
+                    self._hand_over((batch, writes, ended, taken))
+                    batch, writes, ended = CommitBatch(), [], []
+                    taken = gated = 0
+                    last = time.monotonic()
         except BaseException as e:  # noqa: BLE001 - surfaced to every caller through raise_if_failed
-            self._error = e
+            self._fail(e)
+
+    def _hand_over(self, unit) -> None:
+        while True:  # blocks while commits fall behind, unless the committer has failed
+            try:
+                self._commits.put(unit, timeout=0.2)
+                return
+            except queue.Full:
+                self.raise_if_failed()
+
+    def _commit_loop(self) -> None:
+        while True:
+            unit = self._commits.get()
+            if unit is None:
+                return
+            batch, writes, ended, taken = unit
+            try:
+                for w in writes:
+                    w.result()  # every file is in place before its row commits
+                batch.refs = {cam: (t, _host(g)) for cam, (t, g) in batch.refs.items()}
+                self.store.commit(batch)
+            except BaseException as e:  # noqa: BLE001
+                self._fail(e)
+                return
+            for src in ended:
+                src.committed.set()
             with self._idle:
+                self._inflight -= taken
                 self._idle.notify_all()
 
-    def _gate(self, items: list, batch: CommitBatch, writes: list[Future]) -> int:
+    def _fail(self, e: BaseException) -> None:
+        self._error = e
+        with self._idle:
+            self._idle.notify_all()
+
+    def _gate(self, items: list, batch: CommitBatch, writes: list[Future]) -> tuple[int, list[_Source]]:
+        """Gate a batch into ``batch``; returns the frames gated and the sources that ended."""
         by_camera: dict[str, list[_Item]] = defaultdict(list)
         ends = []  # a source's end marker follows all its frames, so it closes after them
         for it in items:
@@ -289,20 +320,7 @@ class IndexPipeline:
             touched.add(src)
         for src in touched:
             self._report_progress(src)
-        return len(items) - len(ends)
-
-    def _commit(self, batch: CommitBatch, writes: list[Future]) -> None:
-        for w in writes:
-            w.result()  # every file is in place before its row commits
-        batch.refs = {cam: (t, _host(g)) for cam, (t, g) in batch.refs.items()}
-        self.store.commit(batch)
-        self._mark_committed()
-
-    def _mark_committed(self) -> None:
-        with self._lock:
-            ended = [src for src in self._sources.values() if src.ended]
-        for src in ended:
-            src.committed.set()
+        return len(items) - len(ends), [self._sources[end.source_id] for end in ends]
 
     def _report_progress(self, src: _Source) -> None:
         rep = src.report

@@ -17,7 +17,6 @@ import re
 import sqlite3
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +34,7 @@ CREATE TABLE IF NOT EXISTS cameras (
     created_at REAL NOT NULL,
     ref_t REAL,            -- time of the last kept frame: the gates compare against it
     ref_shape TEXT,
-    ref_gray BLOB          -- zlib-compressed luma of that frame, so a restart gates identically
+    ref_gray BLOB          -- raw luma of that frame (compressing it costs more than writing it)
 );
 CREATE TABLE IF NOT EXISTS sources (
     source_id INTEGER PRIMARY KEY,
@@ -211,7 +210,7 @@ class MomentStore:
         if row is None or row[2] is None:
             return None
         h, w = json.loads(row[1])
-        return row[0], np.frombuffer(zlib.decompress(row[2]), np.uint8).reshape(h, w).copy()
+        return row[0], np.frombuffer(row[2], np.uint8).reshape(h, w).copy()
 
     # -- frame files ---------------------------------------------------------------------------
     def frame_ref(self, camera_id: str, source_id: int, t_rel: float) -> str:
@@ -246,7 +245,7 @@ class MomentStore:
                              [s[:3] + tuple(_nan_to_none(x) for x in s[3:7]) + s[7:] for s in batch.samples])
             for cam, (t, gray) in batch.refs.items():
                 conn.execute("UPDATE cameras SET ref_t=?, ref_shape=?, ref_gray=? WHERE camera_id=?",
-                             (t, json.dumps(list(gray.shape)), zlib.compress(np.ascontiguousarray(gray).tobytes(), 1), cam))
+                             (t, json.dumps(list(gray.shape)), np.ascontiguousarray(gray).tobytes(), cam))
             for sid, t in batch.progress.items():
                 conn.execute("UPDATE sources SET progress_t=MAX(COALESCE(progress_t, -1e300), ?) WHERE source_id=?",
                              (t, sid))
