@@ -9,8 +9,8 @@ install log lands next to the results and its tail is copied into the JSON):
         PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1; mkdir -p "$OUT"
     { if [ -d .whl ]; then for p in av PyNvVideoCodec pybind11 pydantic tqdm; do
         python3 -m pip install --no-index --find-links .whl "$p" || echo "NOT INSTALLED: $p"; done; fi
-      python3 -m pip install -e . --no-build-isolation --no-deps; } > "$OUT/install.log" 2>&1; tail -n 2 "$OUT/install.log"
-    python3 benchmarks/device_check.py
+      python3 -m pip install -e . --no-build-isolation --no-deps; } > "$OUT/install.log" 2>&1
+    tail -n 2 "$OUT/install.log"; python3 benchmarks/device_check.py
 
 (PIP_BREAK_SYSTEM_PACKAGES lets pip install into a distribution-managed python, and older pips
 ignore it; PIP_NO_INDEX keeps pip off the network, which that machine does not have.)
@@ -328,7 +328,9 @@ def scene_base(rng, h: int, w: int) -> np.ndarray:
     gx, gy = rng.uniform(-60, 60, 2).astype(np.float32)
     img = 120 + gx * (x - 0.5) + gy * (y - 0.5)
     f1, f2, ph = rng.uniform(0.5, 3.0), rng.uniform(0.5, 3.0), rng.uniform(0, 6.28)
-    img = img + np.float32(25) * np.sin(np.float32(6.2832 * f1) * x + np.float32(ph)) * np.cos(np.float32(6.2832 * f2) * y)
+    two_pi = np.float32(2 * np.pi)
+    img = img + np.float32(25) * np.sin(two_pi * np.float32(f1) * x + np.float32(ph)) \
+        * np.cos(two_pi * np.float32(f2) * y)
     for _ in range(14):  # objects: flat rectangles
         bh, bw = int(rng.integers(h // 20 + 1, h // 3 + 2)), int(rng.integers(w // 20 + 1, w // 3 + 2))
         y0, x0 = int(rng.integers(0, max(1, h - bh))), int(rng.integers(0, max(1, w - bw)))
@@ -459,7 +461,8 @@ def step_env(run: Run, st: Step) -> None:
     d["cpus_usable"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     try:
         with open("/proc/cpuinfo") as f:
-            d["cpu_model"] = next((ln.split(":", 1)[1].strip() for ln in f if ln.lower().startswith("model name")), None)
+            d["cpu_model"] = next((ln.split(":", 1)[1].strip() for ln in f
+                                   if ln.lower().startswith("model name")), None)
     except OSError:
         d["cpu_model"] = None
     d["versions"] = {p: _version(p) for p in ("numpy", "torch", "triton", "av", "PyNvVideoCodec", "pydantic",
@@ -548,7 +551,7 @@ def step_env(run: Run, st: Step) -> None:
     else:
         st.skip("PyNvVideoCodec", "no CUDA")
     for mod in ("av", "pydantic", "PIL"):
-        d.setdefault("imports", {})[mod] = st.guard(f"import {mod}", lambda m=mod: importlib.import_module(m).__name__ and True)
+        d.setdefault("imports", {})[mod] = st.guard(f"import {mod}", lambda m=mod: bool(importlib.import_module(m)))
 
     log = run.out_dir / "install.log"
     if log.exists():
@@ -637,7 +640,8 @@ def step_correctness(run: Run, st: Step) -> None:
         st.data.setdefault(size, {})[pair] = errs
         ok = all(e["ok"] for e in errs.values())
         st.check(f"{size}:{pair}", ok, {q: e["max_abs"] for q, e in errs.items() if not e["ok"]})
-        rows.append([size, pair] + [errs[q]["max_abs"] if q in errs else None for q in STATS] + ["ok" if ok else "FAIL"])
+        rows.append([size, pair] + [errs[q]["max_abs"] if q in errs else None for q in STATS]
+                    + ["ok" if ok else "FAIL"])
         for q, e in errs.items():
             worst[q] = max(worst.get(q, 0.0), e["max_abs"])
 
@@ -663,7 +667,9 @@ def step_correctness(run: Run, st: Step) -> None:
                 out["hist_corr"].append(R.hist_corr(R.histogram(frames[k]), hist1))
             return {q: np.array(v) for q, v in out.items()}
 
-        exp_cmp = st.guard(f"{size}:reference compare", compare_ref, {k: exp[k]["thumb"] for k in picks}) if exp else None
+        exp_cmp = None
+        if exp:
+            exp_cmp = st.guard(f"{size}:reference compare", compare_ref, {k: exp[k]["thumb"] for k in picks})
 
         cpp = None
         if C is not None:
@@ -875,7 +881,8 @@ def step_decode(run: Run, st: Step) -> None:
         return
     st.data["clip"] = clip
     print(f"  clip: {clip['width']}x{clip['height']} {clip['seconds']:g} s {clip['fps']} fps, {clip['frames']} frames, "
-          f"{clip['keyframes']} keyframes, first GOP {clip['first_gop_picture_types']}, encoded in {clip['encode_s']} s",
+          f"{clip['keyframes']} keyframes, first GOP {clip['first_gop_picture_types']}, "
+          f"encoded in {clip['encode_s']} s",
           flush=True)
     b = clip["first_gop_picture_types"]
     st.check("clip_has_b_frames", "B" in b, f"picture types {b}", soft=True)
@@ -997,7 +1004,8 @@ def step_engine(run: Run, st: Step) -> None:
             st.check(f"fps={fps:g} sampled equal", cmp["sampled_equal"],
                      f"cuda {got['cuda']['sampled']} vs cpu {got['cpu']['sampled']}")
             st.check(f"fps={fps:g} moments equal", same, f"overlap {overlap:.3f}", soft=True)
-            parts.append(f"{fps:g} fps: cuda {fmt(got['cuda']['x_realtime'])}x rt, cpu {fmt(got['cpu']['x_realtime'])}x rt, "
+            parts.append(f"{fps:g} fps: cuda {fmt(got['cuda']['x_realtime'])}x rt, "
+                         f"cpu {fmt(got['cpu']['x_realtime'])}x rt, "
                          f"kept {got['cuda']['kept']}/{got['cpu']['kept']}, moments "
                          + ("equal" if same else f"overlap {overlap:.2f}"))
         elif "cpu" in got:
