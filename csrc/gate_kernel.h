@@ -27,7 +27,7 @@ struct Geometry {
   int max_group_rows;              // the tallest group (picks the column-sum width)
 };
 
-// Bytes of per-thread scratch a RowsFn needs for width W (16-byte multiple). Layout: four
+// Bytes of per-thread scratch a RowsFn needs for width W (a 4-byte multiple). Layout: four
 // 64 x 64 uint16 pair-count tables, 64 x 64 uint32 flushed counts, idx_len(W) uint16 pair
 // indices, W column sums (uint16 or uint32).
 static inline size_t idx_len(int W) { return ((static_cast<size_t>(W) / 2 + 7) & ~size_t(7)) + 32; }
@@ -45,8 +45,8 @@ struct Partial {
 
 // Processes the row groups [g0, g1) of frame F (H x W, C-contiguous): Laplacian sums when
 // `lap`, sum |F - R| when R is not null, the histogram, and the thumbnail cells of those
-// groups, written as means into `thumb` (64 x 64 float32). `scratch` holds scratch_bytes(W), 16-byte aligned.
-// `out` is overwritten.
+// groups, written as means into `thumb` (64 x 64 float32). `scratch` holds scratch_bytes(W)
+// (4-byte aligned is enough: vector accesses are unaligned). `out` is overwritten.
 using RowsFn = void (*)(const uint8_t* F, const uint8_t* R, const Geometry* g, int g0, int g1,
                         bool lap, Partial* out, float* thumb, void* scratch);
 
