@@ -89,10 +89,19 @@ py::array check_ref(const py::handle& obj, const Frames& f) {
 const uint8_t* u8(const py::array& a) { return static_cast<const uint8_t*>(a.data()); }
 const float* f32(const py::array& a) { return static_cast<const float*>(a.data()); }
 
-py::tuple gate_stats(const py::handle& frames_obj, const py::handle& ref_obj) {
+py::tuple gate_stats(const py::handle& frames_obj, const py::handle& ref_obj, const py::handle& ref_thumb_obj,
+                     const py::handle& ref_hist_obj) {
   const Frames f = check_frames(frames_obj);
-  py::array ref;
+  py::array ref, ref_thumb, ref_hist;
   if (!ref_obj.is_none()) ref = check_ref(ref_obj, f);
+  if (ref_thumb_obj.is_none() != ref_hist_obj.is_none() || (ref_obj.is_none() && !ref_thumb_obj.is_none()))
+    throw py::value_error("ref_thumb and ref_hist go together, and only with ref");
+  if (!ref_thumb_obj.is_none()) {
+    ref_thumb = as_array(ref_thumb_obj, "ref_thumb", is_f32, "float32");
+    check_shape(ref_thumb, "ref_thumb", {64, 64});
+    ref_hist = as_array(ref_hist_obj, "ref_hist", is_f32, "float32");
+    check_shape(ref_hist, "ref_hist", {64});
+  }
   const py::ssize_t n = f.n;
   py::array_t<double> lap_var(n), mad(n), ssim(n), hist_corr(n);
   py::array_t<float> thumb({n, py::ssize_t(64), py::ssize_t(64)});
@@ -101,9 +110,11 @@ py::tuple gate_stats(const py::handle& frames_obj, const py::handle& ref_obj) {
                     hist_corr.mutable_data(), thumb.mutable_data(), hist.mutable_data()};
   const uint8_t* fp = u8(f.arr);
   const uint8_t* rp = ref_obj.is_none() ? nullptr : u8(ref);
+  const float* rt = ref_thumb_obj.is_none() ? nullptr : f32(ref_thumb);
+  const float* rh = ref_hist_obj.is_none() ? nullptr : f32(ref_hist);
   {
     py::gil_scoped_release nogil;
-    vam::gate_stats(fp, f.n, f.h, f.w, rp, out);
+    vam::gate_stats(fp, f.n, f.h, f.w, rp, rt, rh, out);
   }
   return py::make_tuple(lap_var, mad, ssim, hist_corr, thumb, hist);
 }
@@ -154,9 +165,11 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "vam_engine native kernels: fused gate statistics (CPU, OpenMP) and color conversion";
 
   m.def("gate_stats", &gate_stats, py::arg("frames"), py::arg("ref") = py::none(),
+        py::arg("ref_thumb") = py::none(), py::arg("ref_hist") = py::none(),
         R"doc(Fused gate statistics of N gray frames against an optional reference.
 
-frames: uint8 (N, H, W), H, W >= 2; ref: uint8 (H, W) or None.
+frames: uint8 (N, H, W), H, W >= 2; ref: uint8 (H, W) or None; ref_thumb float32 (64, 64) and
+ref_hist float32 (64,): the reference's own statistics when the caller has them (saves a pass).
 Returns (lap_var f64[N], mad f64[N], ssim f64[N], hist_corr f64[N], thumb f32[N, 64, 64],
 hist f32[N, 64]); mad, ssim and hist_corr are NaN when ref is None. The definitions are
 vam_engine.gate.reference.frame_stats.)doc");

@@ -157,9 +157,16 @@ int64_t laplacian_sum(const uint8_t* F, int H, int W) {
   return s;
 }
 
+// Below this many pixels a call stays on one thread: waking a team costs more than it saves, and
+// far more when the cores are busy decoding (a thread may wait a whole scheduler slice).
+constexpr int64_t kParallelMinPixels = int64_t(4) << 20;
+
+bool use_threads(int64_t pixels) { return max_threads() > 1 && pixels >= kParallelMinPixels; }
+
 // How many row parts to cut each frame into, so that small batches still use every thread.
-int parts_per_frame(int64_t nframes, int ngroups) {
+int parts_per_frame(int64_t nframes, int ngroups, size_t frame_px) {
   const int T = max_threads();
+  if (!use_threads(nframes * static_cast<int64_t>(frame_px))) return 1;
   if (T <= 1 || nframes <= 0 || nframes >= 4 * static_cast<int64_t>(T)) return 1;
   const int64_t want = (4 * static_cast<int64_t>(T) + nframes - 1) / nframes;
   return static_cast<int>(want < ngroups ? want : ngroups);
@@ -194,24 +201,32 @@ double hist_correl(const double* a, const double* b) {
 // ---------------------------------------------------------------------------------------------
 // Batched entry points
 
-void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, const StatsOut& out) {
+void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, const float* ref_thumb_in,
+                const float* ref_hist_in, const StatsOut& out) {
   if (N <= 0) return;
   const Kernels& K = active();
   const Geometry g = make_geometry(H, W);
   const size_t frame_px = static_cast<size_t>(H) * W;
-  const int64_t nf = N + (ref ? 1 : 0);  // the reference's thumbnail and histogram: frame -1
-  const int P = parts_per_frame(nf, g.ngroups);
+  // Without the caller's cached thumbnail and histogram of the reference, the reference gets
+  // its own pass (as frame -1).
+  const bool ref_pass = ref && !(ref_thumb_in && ref_hist_in);
+  const int64_t nf = N + (ref_pass ? 1 : 0);
+  const int P = parts_per_frame(nf, g.ngroups, frame_px);
   const int64_t items = nf * P;
   std::vector<Partial> parts(static_cast<size_t>(items));
-  std::vector<float> ref_thumb(ref ? kThumb * kThumb : 0);
+  std::vector<float> ref_thumb_own(ref_pass ? kThumb * kThumb : 0);
+  const float* ref_thumb = ref_pass ? ref_thumb_own.data() : ref_thumb_in;
   double ref_hist[kBins];
-  const int64_t first = ref ? -1 : 0;
+  if (ref && !ref_pass)
+    for (int b = 0; b < kBins; ++b) ref_hist[b] = ref_hist_in[b];
+  const int64_t first = ref_pass ? -1 : 0;
+  const bool parallel = use_threads(nf * static_cast<int64_t>(frame_px));
 
   // Per-thread scratch, allocated here so that no allocation can fail inside the parallel region.
   const size_t scratch_words = scratch_bytes(W) / sizeof(uint32_t);
   std::vector<uint32_t> scratch_all(scratch_words * static_cast<size_t>(max_threads()));
 
-#pragma omp parallel
+#pragma omp parallel if (parallel)
   {
 #ifdef _OPENMP
     uint32_t* scratch = scratch_all.data() + scratch_words * static_cast<size_t>(omp_get_thread_num());
@@ -225,14 +240,14 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
       const int g0 = static_cast<int>(static_cast<int64_t>(p) * g.ngroups / P);
       const int g1 = static_cast<int>(static_cast<int64_t>(p + 1) * g.ngroups / P);
       if (f < 0) {
-        K.rows(ref, nullptr, &g, g0, g1, false, &parts[it], ref_thumb.data(), scratch);
+        K.rows(ref, nullptr, &g, g0, g1, false, &parts[it], ref_thumb_own.data(), scratch);
       } else {
         K.rows(frames + static_cast<size_t>(f) * frame_px, ref, &g, g0, g1, true, &parts[it],
                out.thumb + static_cast<size_t>(f) * kThumb * kThumb, scratch);
       }
     }
 #pragma omp single
-    if (ref) {
+    if (ref_pass) {
       for (int b = 0; b < kBins; ++b) {
         int64_t s = 0;
         for (int p = 0; p < P; ++p) s += parts[p].hist[b];
@@ -259,7 +274,7 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
       }
       if (ref) {
         out.mad[f] = static_cast<double>(m) / static_cast<double>(n);
-        out.ssim[f] = K.ssim(out.thumb + static_cast<size_t>(f) * kThumb * kThumb, ref_thumb.data());
+        out.ssim[f] = K.ssim(out.thumb + static_cast<size_t>(f) * kThumb * kThumb, ref_thumb);
         out.hist_corr[f] = hist_correl(hd, ref_hist);
       } else {
         out.mad[f] = out.ssim[f] = out.hist_corr[f] = kNaN;
@@ -274,13 +289,14 @@ void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists
   if (N <= 0) return;
   const Kernels& K = active();
   const size_t frame_px = static_cast<size_t>(H) * W;
-  const int P = parts_per_frame(N, H);
+  const int P = parts_per_frame(N, H, frame_px);
   const int64_t items = N * P;
   std::vector<int64_t> sums(static_cast<size_t>(items));
   double rh[kBins];
   for (int b = 0; b < kBins; ++b) rh[b] = ref_hist[b];
+  const bool parallel = use_threads(N * static_cast<int64_t>(frame_px));
 
-#pragma omp parallel
+#pragma omp parallel if (parallel)
   {
 #pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < items; ++it) {

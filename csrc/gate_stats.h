@@ -16,8 +16,10 @@ struct StatsOut {
   float* hist;        // [N, 64]
 };
 
-// frames: N x H x W (C-contiguous), ref: H x W or null. H, W >= 2.
-void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, const StatsOut& out);
+// frames: N x H x W (C-contiguous), ref: H x W or null. H, W >= 2. ref_thumb (64 x 64) and
+// ref_hist (64) may be given with ref (the caller's cache); otherwise they are computed from ref.
+void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, const float* ref_thumb,
+                const float* ref_hist, const StatsOut& out);
 
 // Only the reference-dependent statistics, from the frames' thumbnails and histograms.
 void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists, int64_t N, int H, int W,

@@ -399,3 +399,18 @@ def test_reference_matches_opencv_and_skimage():
     h1, h2 = R.histogram(_scene(rng, 50, 60)), R.histogram(_scene(rng, 50, 60))
     want = cv2.compareHist(h1.astype(np.float32), h2.astype(np.float32), cv2.HISTCMP_CORREL)
     assert R.hist_corr(h1, h2) == pytest.approx(want, rel=1e-6), seed
+
+
+def test_cached_reference_statistics_give_the_same_result():
+    """The cascade passes the reference's cached thumbnail and histogram to skip its pass."""
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(0, 256, (3, 45, 77), dtype=np.uint8)
+    ref = rng.integers(0, 256, (45, 77), dtype=np.uint8)
+    own = _C.gate_stats(ref[None])
+    full = _C.gate_stats(frames, ref)
+    cached = _C.gate_stats(frames, ref, own[4][0], own[5][0])
+    for a, b in zip(full, cached):
+        np.testing.assert_array_equal(a, b, err_msg=f"seed {seed}")
+    with pytest.raises(ValueError, match="go together"):
+        _C.gate_stats(frames, ref, own[4][0], None)

@@ -3,9 +3,11 @@ one signature. The device is chosen once, when a body is made.
 
 Contract (every body):
 
-``stats(frames, ref) -> GateStats``
+``stats(frames, ref, ref_thumb=None, ref_hist=None) -> GateStats``
     frames: N x H x W uint8 gray frames; ref: H x W uint8 (the camera's last kept frame) or
-    None. Computes every statistic of ``reference.frame_stats`` in one fused pass.
+    None. Computes every statistic of ``reference.frame_stats`` in one fused pass. The
+    reference's own thumbnail and histogram may be passed when known (a body may use them to
+    skip reading the reference for them).
 ``compare(frames, thumbs, hists, ref, ref_thumb, ref_hist) -> (mad, ssim, hist_corr)``
     Only the statistics that depend on the reference, reusing the frames' thumbnails and
     histograms: what the cascade recomputes for the frames after a keep.
@@ -48,7 +50,7 @@ class ReferenceBody:
 
     name = "reference"
 
-    def stats(self, frames: np.ndarray, ref: np.ndarray | None) -> GateStats:
+    def stats(self, frames: np.ndarray, ref: np.ndarray | None, ref_thumb=None, ref_hist=None) -> GateStats:
         _check_batch(frames, ref)
         rows = [ref_impl.frame_stats(f, ref) for f in frames]
         return GateStats(
@@ -75,12 +77,15 @@ class CpuBody:
 
         self._C = _C
 
-    def stats(self, frames: np.ndarray, ref: np.ndarray | None) -> GateStats:
+    def stats(self, frames: np.ndarray, ref: np.ndarray | None, ref_thumb=None, ref_hist=None) -> GateStats:
         frames = np.ascontiguousarray(frames)
         _check_batch(frames, ref)
-        if ref is not None:
-            ref = np.ascontiguousarray(ref)
-        return GateStats(*self._C.gate_stats(frames, ref))
+        if ref is None:
+            return GateStats(*self._C.gate_stats(frames))
+        if ref_thumb is None or ref_hist is None:
+            return GateStats(*self._C.gate_stats(frames, np.ascontiguousarray(ref)))
+        return GateStats(*self._C.gate_stats(frames, np.ascontiguousarray(ref), np.ascontiguousarray(ref_thumb, np.float32),
+                                             np.ascontiguousarray(ref_hist, np.float32)))
 
     def compare(self, frames, thumbs, hists, ref, ref_thumb, ref_hist):
         return self._C.gate_compare(np.ascontiguousarray(frames), np.ascontiguousarray(thumbs, np.float32),
@@ -112,7 +117,8 @@ class CudaBody:
         x = x.to(self.device, non_blocking=True)
         return (x if dtype is None else x.to(dtype)).contiguous()
 
-    def stats(self, frames, ref) -> GateStats:
+    def stats(self, frames, ref, ref_thumb=None, ref_hist=None) -> GateStats:
+        # the Triton pass reads the reference in the same launch; cached statistics are not needed
         f = self._dev(frames)
         r = None if ref is None else self._dev(ref)
         _check_batch(f, r)

@@ -90,7 +90,8 @@ class GateCascade:
         ref = self._refs.get(camera_id)
         if ref is not None and tuple(ref.gray.shape) != tuple(frames.shape[1:]):
             ref = None  # a new frame size: nothing comparable, the first sharp frame is kept
-        st = self.body.stats(frames, None if ref is None else ref.gray)
+        st = self.body.stats(frames, None, None, None) if ref is None else \
+            self.body.stats(frames, ref.gray, ref.thumb, ref.hist)
         mad, ssim, hcorr = (np.array(a, np.float64, copy=True) for a in (st.mad, st.ssim, st.hist_corr))
         valid_end = n  # stats of frames [i, valid_end) are against the current reference
         chunk = _FIRST_CHUNK
