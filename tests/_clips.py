@@ -27,7 +27,7 @@ def read_code(rgb_or_gray: np.ndarray) -> int:
 
 
 def write_clip(path, pts_ms, *, codec="libx264", container=None, w=W, h=H, gop=10, bframes=0,
-               frames=None, pix_fmt="yuv420p", seed=0) -> list[float]:
+               frames=None, pix_fmt="yuv420p", seed=0, x264_params=None) -> list[float]:
     """Write frames at the given presentation times (ms). Returns the times in seconds."""
     with av.open(str(path), "w", format=container) as out:
         s = out.add_stream(codec, rate=30)
@@ -36,6 +36,8 @@ def write_clip(path, pts_ms, *, codec="libx264", container=None, w=W, h=H, gop=1
         s.time_base = Fraction(1, 1000)
         if codec == "libx264":
             s.options = {"g": str(gop), "bf": str(bframes), "preset": "ultrafast", "crf": "18"}
+            if x264_params:
+                s.options["x264-params"] = x264_params
         for i, t in enumerate(pts_ms):
             img = code_frame(i, w, h, seed) if frames is None else frames[i]
             f = av.VideoFrame.from_ndarray(img, format="rgb24")

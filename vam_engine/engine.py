@@ -133,7 +133,7 @@ class Engine:
                 decoder = open_decoder(path, cam, device=self.device, fps=ing.fps,
                                        keyframes_only=ing.keyframes_only, start_time_abs=start_time_abs,
                                        resume_after=rep.resumed_from, skip_nonref=ing.skip_nonref,
-                                       threads=ing.decode_threads)
+                                       skip_gops=ing.skip_gops, threads=ing.decode_threads)
                 state = self.store.open_source(cam, uri, fp, sampling)
             except SourceError as e:
                 if on_open_error == "raise":

@@ -17,6 +17,7 @@ def open_decoder(path: str, camera_id: str, *, device: str = "cpu", **kw):
     if device != "cuda":
         raise ValueError(f"decoder device must be 'cpu' or 'cuda', got {device!r}")
     kw.pop("skip_nonref", None)
+    kw.pop("skip_gops", None)
     kw.pop("threads", None)
     reasons = []
     from .nvdec_decoder import NvdecDecoder

@@ -53,4 +53,5 @@ class DecodeStats:
     decoded: int = 0  # frames the codec produced
     sampled: int = 0  # frames handed on to the gates
     packets_bad: int = 0  # undecodable packets skipped
+    skipped_packets: int = 0  # packets not decoded because no sample could come from them
     errors: list[str] = field(default_factory=list)  # human-readable notes on what was skipped

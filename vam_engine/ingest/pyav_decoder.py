@@ -3,7 +3,8 @@
 Decoding as little as possible:
 - gray statistics read the Y plane of the decoded frame directly (no colour conversion);
 - when samples are sparse (at least ``SPARSE_FRAMES`` frame intervals apart) the codec skips
-  non-reference frames (B-frames), which nothing else depends on;
+  non-reference frames (B-frames), which nothing else depends on, and whole GOPs are skipped
+  when the next keyframe comes at or before the next tick (their frames cannot be samples);
 - ``keyframes_only`` decodes keyframes alone and takes, for each tick, the nearest keyframe.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
+from collections import deque
 from fractions import Fraction
 from typing import Iterator
 
@@ -23,6 +25,7 @@ from .sampler import NearestKeyframeSampler, TickSampler
 
 MAX_SIDE = 16384  # larger than any real camera or codec level; anything above is a corrupt header
 SPARSE_FRAMES = 4  # skip non-reference frames when samples are at least this many frames apart
+LOOKAHEAD_PACKETS = 2048  # packets read ahead to find the next keyframe (a long GOP disables GOP skipping)
 _LUMA_FORMATS = {"yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "nv12", "nv21",
                  "gray", "yuv410p", "yuv411p", "yuv440p", "yuvj440p"}
 _URL_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
@@ -59,19 +62,21 @@ class PyAVDecoder:
 
     def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
                  start_time_abs: float | None = None, resume_after: float | None = None,
-                 device_id: int = 0, skip_nonref: bool | None = None, threads: int = 0):
+                 device_id: int = 0, skip_nonref: bool | None = None, skip_gops: bool | None = None,
+                 threads: int = 0):
         self.path = str(path)
         self.camera_id = camera_id
         self.keyframes_only = keyframes_only
         self.resume_after = resume_after
         self.stats = DecodeStats()
         self._pkt_end: int | None = None  # end (pts + duration) of the last packet demuxed
+        self._bad_pts: set = set()  # PTS of packets the demuxer flagged damaged
         self._sampler = NearestKeyframeSampler(fps) if keyframes_only else TickSampler(fps)
         self._container = self._open()
         try:
             self._stream = self._video_stream()
             self.info = self._probe(start_time_abs)
-            self._configure(fps, skip_nonref, threads)
+            self._configure(fps, skip_nonref, skip_gops, threads)
         except BaseException:
             self._container.close()
             raise
@@ -146,17 +151,17 @@ class PyAVDecoder:
                           height=s.codec_context.height, fps=float(rate) if rate else None,
                           duration_s=duration, start_time_abs=start_time_abs, keyframe_interval_s=None)
 
-    def _configure(self, fps: float, skip_nonref: bool | None, threads: int) -> None:
+    def _configure(self, fps: float, skip_nonref: bool | None, skip_gops: bool | None, threads: int) -> None:
         cc = self._stream.codec_context
         cc.thread_type = "AUTO"
         cc.thread_count = threads
+        src_fps = self.info.fps or 0.0
+        sparse = src_fps > 0 and src_fps / fps >= SPARSE_FRAMES
+        self._skip_gops = not self.keyframes_only and (skip_gops if skip_gops is not None else sparse)
         if self.keyframes_only:
             cc.skip_frame = "NONKEY"
-        else:
-            src_fps = self.info.fps or 0.0
-            sparse = src_fps > 0 and src_fps / fps >= SPARSE_FRAMES
-            if skip_nonref if skip_nonref is not None else sparse:
-                cc.skip_frame = "NONREF"
+        elif skip_nonref if skip_nonref is not None else sparse:
+            cc.skip_frame = "NONREF"
 
     # -- decoding ------------------------------------------------------------------------------
     def _seek_for_resume(self) -> None:
@@ -170,26 +175,71 @@ class PyAVDecoder:
         except av.error.FFmpegError:
             pass  # unseekable input: decode from the start and skip what was done
 
-    def _frames(self) -> Iterator[av.VideoFrame]:
+    def _packets(self) -> Iterator[av.Packet]:
         it = self._container.demux(self._stream)
-        bad_pts: set = set()
-        bad_frames = 0
         while True:
             try:
                 packet = next(it)
             except StopIteration:
-                break
+                return
             except av.error.FFmpegError as e:  # a broken container past some point: keep what we had
                 self._note(f"demuxing stopped early: {e.strerror or e}")
-                break
+                return
             if packet.pts is not None:
                 end = packet.pts + (packet.duration or 0)
                 self._pkt_end = end if self._pkt_end is None else max(self._pkt_end, end)
             if packet.is_corrupt:  # the demuxer lost part of it (e.g. MPEG-TS continuity errors)
                 self.stats.packets_bad += 1
-                bad_pts.add(packet.pts)
+                self._bad_pts.add(packet.pts)
                 if self.stats.packets_bad <= 5:
                     self._note(f"damaged packet at pts={packet.pts} (data lost or corrupt): its frame is skipped")
+            yield packet
+
+    def _skip_to_keyframe(self, ahead: deque, packets: Iterator[av.Packet]) -> bool:
+        """Drop the packets before the next keyframe when every frame they hold is shown before
+        the next tick: none of them can be a sample, and decoding restarts at the keyframe.
+
+        Frames of a GOP are shown before the GOP's successor keyframe (closed GOPs, as camera
+        encoders and x264 make them), so the next keyframe at or before the tick proves it.
+        Returns whether packets were dropped.
+        """
+        if self._t0_pts is None:
+            return False
+        tick_pts = self._t0_pts + self._sampler.next_tick / self._time_base
+        i = 1
+        while True:
+            while len(ahead) <= i:
+                if len(ahead) >= LOOKAHEAD_PACKETS:
+                    return False
+                p = next(packets, None)
+                if p is None:
+                    return False
+                ahead.append(p)
+            p = ahead[i]
+            if p.is_keyframe:
+                break
+            i += 1
+        if p.pts is None or p.pts > tick_pts + 1e-9 / self._time_base:
+            return False
+        for _ in range(i):
+            ahead.popleft()
+        self.stats.skipped_packets += i
+        self._stream.codec_context.flush_buffers()  # frames still inside are all before the tick
+        return True
+
+    def _frames(self) -> Iterator[av.VideoFrame]:
+        packets = self._packets()
+        ahead: deque = deque()  # packets read ahead to find the next keyframe
+        check = self._skip_gops  # at the start, at each keyframe and after each sample
+        bad_frames = 0
+        while True:
+            if check or (ahead and ahead[0].is_keyframe and self._skip_gops):
+                while self._skip_to_keyframe(ahead, packets):
+                    pass
+                check = False
+            packet = ahead.popleft() if ahead else next(packets, None)
+            if packet is None:
+                break
             try:
                 decoded = packet.decode()
             except av.error.FFmpegError as e:
@@ -199,12 +249,14 @@ class PyAVDecoder:
                 continue
             for frame in decoded:
                 self.stats.decoded += 1
-                if frame.is_corrupt or (frame.pts is not None and frame.pts in bad_pts):
+                if frame.is_corrupt or (frame.pts is not None and frame.pts in self._bad_pts):
                     bad_frames += 1
                     if bad_frames <= 5:
                         self._note(f"frame at pts={frame.pts} decoded with errors (damaged or cut data): skipped")
                     continue
+                taken_before = self.stats.sampled
                 yield frame
+                check = check or (self._skip_gops and self.stats.sampled > taken_before)
 
     def _note(self, msg: str) -> None:
         self.stats.errors.append(msg)
