@@ -24,7 +24,8 @@ def test_index_file_keeps_frames_with_their_pts_and_files(tmp_path):
     with Engine(tmp_path / "store", {"ingest": {"fps": 1.0}}, device="cpu") as eng:
         rep = eng.index_file(tmp_path / "a.mp4", camera_id="front")
         ms = eng.moments()
-    assert rep.sampled == 20 and rep.kept == 20 and rep.decoded == 200
+    assert rep.sampled == 20 and rep.kept == 20
+    assert rep.decoded < 60  # ticks fall on keyframes (1 s GOP): the GOPs between are skipped
     assert [m.t_rel for m in ms] == [float(k) for k in range(20)]
     for m in ms[::5]:
         img = np.asarray(Image.open(m.frame_path))
