@@ -77,6 +77,9 @@ def fingerprint(path: str) -> str:
     return h.hexdigest()
 
 
+_WAKE = object()  # queued by flush(): wakes the gate thread without a frame
+
+
 @dataclass
 class _Item:
     frame: Frame
@@ -115,6 +118,7 @@ class IndexPipeline:
         self._lock = threading.Lock()
         self._encoder = ThreadPoolExecutor(cfg.store.encode_threads, thread_name_prefix="vam-jpeg")
         self._stop = threading.Event()
+        self._flush_requested = threading.Event()
         self._error: BaseException | None = None
         self._idle = threading.Condition()
         self._inflight = 0  # items queued or being processed, not yet committed
@@ -173,6 +177,10 @@ class IndexPipeline:
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything put so far is gated and committed."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            self._queue.put_nowait(_WAKE)  # after everything put so far: commit it now, not at the next interval
+        except queue.Full:
+            self._flush_requested.set()  # the gate thread is busy: it sees the request at its next batch
         with self._idle:
             while self._inflight > 0:
                 self.raise_if_failed()
@@ -207,6 +215,9 @@ class IndexPipeline:
             return []
         if first is None:  # close() woke us
             return []
+        if first is _WAKE:
+            self._flush_requested.set()
+            return []
         items = [first]
         limit = self.cfg.ingest.batch_size * max(1, len(self._sources))
         while len(items) < limit:
@@ -216,7 +227,10 @@ class IndexPipeline:
                 break
             if item is None:
                 break
-            items.append(item)
+            if item is _WAKE:
+                self._flush_requested.set()
+            else:
+                items.append(item)
         return items
 
     def _gate_loop(self) -> None:
@@ -230,8 +244,11 @@ class IndexPipeline:
                 n, done = self._gate(items, batch, writes)
                 gated += n
                 ended += done
-                if taken and (gated >= self.cfg.store.commit_every or ended or self._queue.empty()
+                # Commit by size, at a source's end, on flush(), or once per commit interval: a
+                # commit per sample would write the camera's reference frame every time.
+                if taken and (gated >= self.cfg.store.commit_every or ended or self._flush_requested.is_set()
                               or time.monotonic() - last >= self.cfg.store.commit_interval_s):
+                    self._flush_requested.clear()
                     self._hand_over((batch, writes, ended, taken))
                     batch, writes, ended = CommitBatch(), [], []
                     taken = gated = 0
