@@ -132,3 +132,20 @@ def test_cli_demo_index_and_info(tmp_path):
     again = subprocess.run([sys.executable, "-m", "vam_engine.cli", "index", str(tmp_path / "demo.mp4"),
                             "--store", str(tmp_path / "store"), "-q"], capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and "already indexed" in again.stdout
+
+
+def test_demo_clip_scenes_get_the_gates_they_were_made_for(tmp_path):
+    from vam_engine.demo import make_demo_clip
+
+    clip = make_demo_clip(tmp_path / "demo.mp4")
+    with Engine(tmp_path / "store", device="cpu") as eng:
+        eng.index_file(clip["path"])
+        log = eng.store.gate_log()
+    starts = [t for t, _ in clip["scenes"]] + [clip["duration_s"]]
+    by_kind = {}
+    for (t0, kind), t1 in zip(clip["scenes"], starts[1:]):
+        by_kind.setdefault(kind, []).extend(r[6] for r in log if t0 <= r[1] < t1)
+    assert set(by_kind["pan"]) == {None}
+    assert by_kind["static"][0] is None and set(by_kind["static"][1:]) == {"low_change"}
+    assert by_kind["flicker"][0] is None and "ssim" in by_kind["flicker"]
+    assert set(by_kind["blur"]) == {"blur"}

@@ -8,9 +8,10 @@ from pathlib import Path
 import av
 import numpy as np
 
-# (seconds, kind): each scene is a distinct textured image; "pan" moves it, "static" holds it,
-# "blur" shows a defocused version.
-DEMO_SCENES = [(8, "pan"), (8, "static"), (6, "blur"), (8, "pan"), (10, "pan")]
+# (seconds, kind): each scene is a distinct textured image; "pan" moves it (every sample kept),
+# "static" holds it (low change), "flicker" brightens and darkens it every 2 s (a large mean
+# difference but the same structure: SSIM-redundant), "blur" shows a defocused version.
+DEMO_SCENES = [(8, "pan"), (8, "static"), (8, "flicker"), (6, "blur"), (10, "pan")]
 
 
 def _scene_image(k: int, h: int, w: int) -> np.ndarray:
@@ -59,6 +60,8 @@ def make_demo_clip(path: str | Path, *, width: int = 320, height: int = 240, fps
                     img = big[dx // 2: dx // 2 + height, dx: dx + width]
                 elif kind == "blur":
                     img = blurred
+                elif kind == "flicker":
+                    img = np.clip(sharp + (30.0 if (i // (2 * fps)) % 2 else 0.0), 0, 255)
                 else:
                     img = sharp
                 frame = av.VideoFrame.from_ndarray(img.astype(np.uint8), format="rgb24")
