@@ -172,7 +172,7 @@ class Engine:
         if not sampler.accept(float(t)):
             return False
         f = Frame(cam, float(t), t_abs, None, gray, lambda: rgb)
-        self._pipe().put(_push_item(f, src_id))
+        self._pipe().put_frame(f, src_id)
         return True
 
     def _push_state(self, cam: str):
@@ -201,12 +201,6 @@ class Engine:
         out["device"] = self.device
         out["gate_body"] = self._body.name
         return out
-
-
-def _push_item(frame: Frame, source_id: int):
-    from .pipeline import _Item
-
-    return _Item(frame, source_id)
 
 
 def _pushed_frame(cam: str, frame):

@@ -155,12 +155,16 @@ class IndexPipeline:
             except queue.Full:
                 self.raise_if_failed()
 
+    def put_frame(self, frame: Frame, source_id: int) -> None:
+        """Queue one sampled frame of a registered source (blocks while the gates are behind)."""
+        self.put(_Item(frame, source_id))
+
     def decode_worker(self, src: _Source, decoder) -> threading.Thread:
         def work():
             err = None
             try:
                 for frame in decoder:
-                    self.put(_Item(frame, src.source_id))
+                    self.put_frame(frame, src.source_id)
             except SourceError as e:
                 err = e.problem
             except Exception as e:  # noqa: BLE001 - a decoder failure must end the source, not hang it
