@@ -1,9 +1,10 @@
 """The indexing pipeline: decode workers (one per source) -> one batched gate stage -> commits.
 
-Decode workers put sampled frames on one bounded queue (backpressure on decoding). A single
-pipeline thread takes batches across cameras, gates each camera's frames in one kernel call,
-hands kept frames to a small pool that converts them to RGB and writes their JPEGs, and commits
-rows, gate records, per-source progress and camera references in one transaction per batch.
+Decode workers put sampled frames on one bounded queue (backpressure on decoding). The gate
+thread takes batches across cameras, gates each camera's frames in one kernel call, and hands
+kept frames to a small pool that converts them to RGB and writes their JPEGs. The commit thread
+waits for those files, then commits rows, gate records, per-source progress and camera
+references in one transaction; the gate thread never waits for a file or for SQLite.
 """
 from __future__ import annotations
 
@@ -103,7 +104,6 @@ class _Source:
         self.on_progress = on_progress
         self.decoder = None
         self.last_t: float | None = None
-        self.start_t: float | None = None
         self.ended = False
         self.committed = threading.Event()  # set once its end is committed
 
@@ -314,8 +314,6 @@ class IndexPipeline:
                 f = it.frame
                 rep = src.report
                 rep.sampled += 1
-                if src.start_t is None:
-                    src.start_t = f.t_rel
                 src.last_t = f.t_rel
                 touched.add(src)
                 if self.cfg.store.record_samples:
