@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from ..errors import SourceError
 from .frame import DecodeStats, Frame, StreamInfo
-from .pyav_decoder import PyAVDecoder, is_url
+from .pyav_decoder import PyAVDecoder
 from .sampler import NearestKeyframeSampler, TickSampler
+from .source import is_url
 
 __all__ = ["DecodeStats", "Frame", "StreamInfo", "PyAVDecoder", "TickSampler", "NearestKeyframeSampler",
            "open_decoder", "is_url"]

@@ -40,10 +40,9 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..errors import SourceError
-from .frame import DecodeStats, Frame, StreamInfo
-from .sampler import NearestKeyframeSampler, TickSampler
+from .frame import Frame, StreamInfo
+from .source import DecoderBody, check_local_file, is_url
 
-MAX_SIDE = 16384
 PREFIX_PACKETS = 300  # packets demuxed at open when the full PTS list is not needed
 KEYFRAME_BATCH = 8  # one-frame samples per pipeline run in keyframes_only mode
 
@@ -56,12 +55,6 @@ _LUMA_FULL = (4899, 9617, 1868, 8192)
 _LUMA_LIMITED = (4207, 8260, 1604, (16 << 14) + 8192)
 
 
-def _is_url(path: str) -> bool:
-    from .pyav_decoder import is_url
-
-    return is_url(path)
-
-
 def _first_line(e: BaseException) -> str:
     """DALI errors carry a pipeline traceback; the cause is on the line after 'encountered:'."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
@@ -69,15 +62,6 @@ def _first_line(e: BaseException) -> str:
         if ln.startswith("encountered:") and i + 1 < len(lines):
             return lines[i + 1]
     return lines[0] if lines else type(e).__name__
-
-
-def check_local_file(path: str) -> None:
-    if not os.path.exists(path):
-        raise SourceError(path, "file not found")
-    if os.path.isdir(path):
-        raise SourceError(path, "is a directory, not a video file")
-    if os.path.getsize(path) == 0:
-        raise SourceError(path, "file is empty (0 bytes)")
 
 
 @dataclass
@@ -122,7 +106,7 @@ def probe_container(path: str, *, full_scan: bool, max_packets: int = PREFIX_PAC
     (all of them when ``full_scan``, else the first ``max_packets``)."""
     import av
 
-    from .pyav_decoder import _creation_time
+    from .pyav_decoder import _creation_time, video_stream
 
     try:
         container = av.open(path)
@@ -131,16 +115,9 @@ def probe_container(path: str, *, full_scan: bool, max_packets: int = PREFIX_PAC
     except av.error.FFmpegError as e:
         raise SourceError(path, f"cannot be opened: {e.strerror or e}") from None
     with container:
-        if not container.streams.video:
-            kinds = sorted({s.type for s in container.streams}) or ["no streams"]
-            raise SourceError(path, f"has no video stream (contains: {', '.join(kinds)})")
-        s = container.streams.video[0]
+        s = video_stream(container, path)
         cc = s.codec_context
         w, h = cc.width, cc.height
-        if w <= 0 or h <= 0 or w > MAX_SIDE or h > MAX_SIDE:
-            raise SourceError(path, f"absurd video dimensions {w}x{h} (expected 1..{MAX_SIDE} per side)")
-        if w < 2 or h < 2:
-            raise SourceError(path, f"video too small to gate: {w}x{h}")
         tb = s.time_base or Fraction(1, 90000)
         if s.duration:
             duration = float(s.duration * tb)
@@ -197,18 +174,14 @@ def _import_dali(path: str):
     return dali
 
 
-class DaliDecoder:
+class DaliDecoder(DecoderBody):
     name = "dali"
 
     def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
                  start_time_abs: float | None = None, resume_after: float | None = None, device_id: int = 0,
                  dali_device: str = "gpu", sequence_length: int = 16, num_threads: int = 2):
-        self.path = str(path)
-        self.camera_id = camera_id
-        self.keyframes_only = keyframes_only
-        self.resume_after = resume_after
+        self._setup(path, camera_id, fps, keyframes_only, resume_after)
         self.device_id = int(device_id)
-        self.stats = DecodeStats()
         if dali_device not in ("gpu", "cpu"):
             raise ValueError(f"dali_device must be 'gpu' or 'cpu', got {dali_device!r}")
         if sequence_length < 1:
@@ -216,14 +189,13 @@ class DaliDecoder:
         self.dali_device = dali_device
         self._seq_len = int(sequence_length)
         self._num_threads = max(1, int(num_threads))
-        self._sampler = NearestKeyframeSampler(fps) if keyframes_only else TickSampler(fps)
         self._pipe = None
         self._tmpdir: str | None = None
         self._n_samples = 0
         self._batch = 1
         self._torch = None
 
-        if _is_url(self.path):
+        if is_url(self.path):
             raise SourceError(self.path, "the DALI body reads local files only; "
                                          "use the nvdec or pyav body for live streams")
         check_local_file(self.path)
@@ -340,9 +312,6 @@ class DaliDecoder:
         self._n_samples = int(pipe.epoch_size("vam_reader"))
 
     # -- decoding ------------------------------------------------------------------------------
-    def _note(self, msg: str) -> None:
-        self.stats.errors.append(msg)
-
     def _sequences(self) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
         """(frames F x H x W x 3 view, timestamps (F,), frame indices (F,)) per decoded sample.
         The view is valid only until the next pipeline run."""
@@ -381,13 +350,12 @@ class DaliDecoder:
         pts = first + int(round(t_dali / p.time_base))
         return p.seconds(pts), pts
 
-    def _make(self, t: float, pts: int | None, rgb) -> Frame:
-        t_abs = self.info.start_time_abs + t if self.info.start_time_abs is not None else None
-        self.stats.sampled += 1
+    def _make(self, t: float, held: tuple[int | None, Any]) -> Frame:
+        pts, rgb = held
         with self._gpu_scope():
             gray = luma_from_rgb(rgb, self._rgb_full_range)
         to_rgb: Callable[[], Any] = lambda r=rgb: r  # noqa: E731 - RGB is already decoded; hand it over
-        return Frame(self.camera_id, t, t_abs, pts, gray, to_rgb)
+        return self._frame(t, pts, gray, to_rgb)
 
     def _gpu_scope(self):
         if self._torch is not None:
@@ -396,42 +364,25 @@ class DaliDecoder:
 
         return contextlib.nullcontext()
 
-    def __iter__(self) -> Iterator[Frame]:
-        if self.resume_after is not None:
-            self._sampler.resume_after(self.resume_after)
-        done = self.resume_after if self.resume_after is not None else -math.inf
-        last_t = -math.inf
-        pending: dict[float, tuple[int | None, Any]] = {}  # keyframe mode: one keyframe of lookahead
+    def _timed(self) -> Iterator[tuple[float, tuple[int | None, Any, int]]]:
+        """(t_rel, (pts, frames, index in frames)) of every decoded frame, padding left out."""
         for frames, stamps, idx in self._sequences():
             for i in range(len(stamps)):
                 if idx[i] < 0:  # padding after the last frame
                     continue
                 self.stats.decoded += 1
                 t, pts = self._time(float(stamps[i]))
-                if t <= last_t:
-                    continue
-                last_t = t
-                if t <= done + 1e-9:
-                    continue
-                if self.keyframes_only:
-                    pending[t] = (pts, self._copy(frames, i))
-                    for take in self._sampler.offer(t):
-                        yield self._make(take, *pending[take])
-                    pending = {t: pending[t]}
-                elif self._sampler.accept(t):
-                    yield self._make(t, pts, self._copy(frames, i))
-        if self.keyframes_only:
-            for take in self._sampler.finish(self.info.duration_s):
-                yield self._make(take, *pending[take])
+                yield t, (pts, frames, i)
+
+    def _hold(self, payload: tuple[int | None, Any, int]) -> tuple[int | None, Any]:
+        pts, frames, i = payload
+        return pts, self._copy(frames, i)  # frames is a view valid until the next pipeline run
+
+    def __iter__(self) -> Iterator[Frame]:
+        yield from self._sample(self._timed(), self._make, self._hold)
 
     def close(self) -> None:
         self._pipe = None  # DALI stops its prefetch threads when the pipeline is collected
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

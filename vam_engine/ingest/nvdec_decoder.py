@@ -25,14 +25,13 @@ from __future__ import annotations
 import collections
 import heapq
 import logging
-import math
 from fractions import Fraction
 from typing import Any, Iterator
 
 from ..errors import SourceError
-from .dali_decoder import ContainerProbe, check_local_file, probe_container
-from .frame import DecodeStats, Frame, StreamInfo
-from .sampler import NearestKeyframeSampler, TickSampler
+from .dali_decoder import ContainerProbe, probe_container
+from .frame import Frame, StreamInfo
+from .source import DecoderBody, check_local_file, is_url
 
 _NOPTS = -(2**62)  # below this a PTS is FFmpeg's AV_NOPTS_VALUE
 _AVCOL_RANGE_JPEG = 2
@@ -40,10 +39,8 @@ _AVCOL_SPC_BT709 = 1
 _nvc_import_error: str | None = None  # a failed import is remembered: it is slow and noisy
 
 
-def _is_url(path: str) -> bool:
-    from .pyav_decoder import is_url
-
-    return is_url(path)
+def _valid_pts(v) -> int | None:
+    return int(v) if v is not None and int(v) > _NOPTS else None
 
 
 def _import_nvc(path: str):
@@ -149,21 +146,16 @@ class _PtsQueue:
         return None
 
 
-class NvdecDecoder:
+class NvdecDecoder(DecoderBody):
     name = "nvdec"
 
     def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
                  start_time_abs: float | None = None, resume_after: float | None = None, device_id: int = 0):
-        self.path = str(path)
-        self.camera_id = camera_id
-        self.keyframes_only = keyframes_only
-        self.resume_after = resume_after
+        self._setup(path, camera_id, fps, keyframes_only, resume_after)
         self.device_id = int(device_id)
-        self.stats = DecodeStats()
-        self._sampler = NearestKeyframeSampler(fps) if keyframes_only else TickSampler(fps)
         self._demux = None
         self._dec = None
-        self._url = _is_url(self.path)
+        self._url = is_url(self.path)
         if not self._url:
             check_local_file(self.path)
         self._torch = self._check_gpu()
@@ -222,10 +214,10 @@ class NvdecDecoder:
                 tb = Fraction(num, den)
         if tb is None and p is not None:
             tb = p.time_base
-            self.stats.errors.append("PyNvVideoCodec gives no time base: using the container's from PyAV")
+            self._note("PyNvVideoCodec gives no time base: using the container's from PyAV")
         if tb is None:
             tb = Fraction(1, 1000)  # Video Codec SDK demuxer convention: PTS in milliseconds
-            self.stats.errors.append("PyNvVideoCodec gives no time base: assuming PTS in milliseconds")
+            self._note("PyNvVideoCodec gives no time base: assuming PTS in milliseconds")
         self._time_base = tb
         self._t0_pts = p.origin_pts if p is not None else None  # None: the first frame's PTS
 
@@ -267,9 +259,6 @@ class NvdecDecoder:
         return p.seconds(before[-1]) if before else None
 
     # -- decoding ------------------------------------------------------------------------------
-    def _note(self, msg: str) -> None:
-        self.stats.errors.append(msg)
-
     def _seconds(self, pts: int) -> float:
         if self._t0_pts is None:
             self._t0_pts = pts
@@ -301,8 +290,7 @@ class NvdecDecoder:
             if packet is None:
                 continue
             size = int(getattr(packet, "bsl", 0) or 0)
-            pts = getattr(packet, "pts", None)
-            pts = int(pts) if pts is not None and int(pts) > _NOPTS else None
+            pts = _valid_pts(getattr(packet, "pts", None))
             if size > 0:
                 key = bool(getattr(packet, "key", 0))
                 if not started:  # resume: wait for the keyframe the resume point depends on
@@ -318,13 +306,10 @@ class NvdecDecoder:
             try:
                 frames = self._dec.Decode(packet)
             except Exception as e:
-                self.stats.packets_bad += 1
-                if self.stats.packets_bad <= 5:
-                    self._note(f"undecodable packet at pts={pts}: {e}")
+                self._bad_packet(f"undecodable packet at pts={pts}: {e}")
                 continue
             for f in frames:
-                ts = getattr(f, "timestamp", None)
-                ts = int(ts) if ts is not None and int(ts) > _NOPTS else None
+                ts = _valid_pts(getattr(f, "timestamp", None))
                 got = queue.take(ts)
                 if ts is not None and got != ts and not mismatch_noted:
                     mismatch_noted = True
@@ -339,9 +324,7 @@ class NvdecDecoder:
                 self._note(f"flushing the decoder failed: {e}")
                 frames = []
             for f in frames:
-                ts = getattr(f, "timestamp", None)
-                ts = int(ts) if ts is not None and int(ts) > _NOPTS else None
-                yield f, queue.take(ts)
+                yield f, queue.take(_valid_pts(getattr(f, "timestamp", None)))
 
     def _grab(self, frame) -> tuple[Any, Any]:
         """Clone the decoded surface (NV12 by default) into torch memory: (gray view, planes)."""
@@ -358,51 +341,28 @@ class NvdecDecoder:
     def _device_scope(self):
         return self._torch.cuda.device(self.device_id)
 
-    def _make(self, t: float, pts: int | None, grabbed) -> Frame:
-        gray, (planes, h, layout) = grabbed
-        t_abs = self.info.start_time_abs + t if self.info.start_time_abs is not None else None
-        self.stats.sampled += 1
+    def _make(self, t: float, held) -> Frame:
+        pts, (gray, (planes, h, layout)) = held
         full, bt709, scope = self._full_range, self._bt709, self._device_scope
 
         def to_rgb():
             with scope():
                 return yuv_to_rgb(planes, h, layout, full_range=full, bt709=bt709)
 
-        return Frame(self.camera_id, t, t_abs, pts, gray, to_rgb)
+        return self._frame(t, pts, gray, to_rgb)
 
-    def __iter__(self) -> Iterator[Frame]:
-        if self.resume_after is not None:
-            self._sampler.resume_after(self.resume_after)
-        done = self.resume_after if self.resume_after is not None else -math.inf
-        last_t = -math.inf
-        pending: dict[float, tuple[int | None, Any]] = {}  # keyframe mode: one keyframe of lookahead
+    def _timed(self) -> Iterator[tuple[float | None, tuple[Any, int]]]:
         for frame, pts in self._decoded():
             self.stats.decoded += 1
-            if pts is None:
-                continue
-            t = self._seconds(pts)
-            if t <= last_t:
-                continue
-            last_t = t
-            if t <= done + 1e-9:
-                continue
-            if self.keyframes_only:
-                pending[t] = (pts, self._grab(frame))
-                for take in self._sampler.offer(t):
-                    yield self._make(take, *pending[take])
-                pending = {t: pending[t]}
-            elif self._sampler.accept(t):
-                yield self._make(t, pts, self._grab(frame))
-        if self.keyframes_only:
-            for take in self._sampler.finish(self.info.duration_s):
-                yield self._make(take, *pending[take])
+            yield (None if pts is None else self._seconds(pts)), (frame, pts)
+
+    def _hold(self, payload: tuple[Any, int]):
+        frame, pts = payload
+        return pts, self._grab(frame)  # the decoder reuses its surface on the next Decode call
+
+    def __iter__(self) -> Iterator[Frame]:
+        yield from self._sample(self._timed(), self._make, self._hold)
 
     def close(self) -> None:
         self._dec = None
         self._demux = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -10,8 +10,6 @@ Decoding as little as possible:
 from __future__ import annotations
 
 import datetime as _dt
-import math
-import os
 from collections import deque
 from fractions import Fraction
 from typing import Iterator
@@ -20,19 +18,14 @@ import av
 import numpy as np
 
 from ..errors import SourceError
-from .frame import DecodeStats, Frame, StreamInfo
-from .sampler import NearestKeyframeSampler, TickSampler
+from .frame import Frame, StreamInfo
+from .source import DecoderBody, check_local_file, is_url
 
 MAX_SIDE = 16384  # larger than any real camera or codec level; anything above is a corrupt header
 SPARSE_FRAMES = 4  # skip non-reference frames when samples are at least this many frames apart
 LOOKAHEAD_PACKETS = 2048  # packets read ahead to find the next keyframe (a long GOP disables GOP skipping)
 _LUMA_FORMATS = {"yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "nv12", "nv21",
                  "gray", "yuv410p", "yuv411p", "yuv440p", "yuvj440p"}
-_URL_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
-
-
-def is_url(path: str) -> bool:
-    return str(path).lower().startswith(_URL_SCHEMES)
 
 
 def _creation_time(container) -> float | None:
@@ -49,6 +42,21 @@ def _creation_time(container) -> float | None:
     return ts if ts > 86400 else None  # mp4 writers leave 1904/1970 epochs in unset fields
 
 
+def video_stream(container, path: str):
+    """The container's first video stream, once its dimensions are known to be sane."""
+    streams = container.streams.video
+    if not streams:
+        kinds = sorted({s.type for s in container.streams}) or ["no streams"]
+        raise SourceError(path, f"has no video stream (contains: {', '.join(kinds)})")
+    stream = streams[0]
+    w, h = stream.codec_context.width, stream.codec_context.height
+    if w <= 0 or h <= 0 or w > MAX_SIDE or h > MAX_SIDE:
+        raise SourceError(path, f"absurd video dimensions {w}x{h} (expected 1..{MAX_SIDE} per side)")
+    if w < 2 or h < 2:
+        raise SourceError(path, f"video too small to gate: {w}x{h}")
+    return stream
+
+
 def _luma(frame: av.VideoFrame) -> np.ndarray:
     if frame.format.name in _LUMA_FORMATS:
         plane = frame.planes[0]
@@ -57,24 +65,19 @@ def _luma(frame: av.VideoFrame) -> np.ndarray:
     return frame.reformat(format="gray").to_ndarray()
 
 
-class PyAVDecoder:
+class PyAVDecoder(DecoderBody):
     name = "pyav"
 
     def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
                  start_time_abs: float | None = None, resume_after: float | None = None,
                  device_id: int = 0, skip_nonref: bool | None = None, skip_gops: bool | None = None,
                  threads: int = 0):
-        self.path = str(path)
-        self.camera_id = camera_id
-        self.keyframes_only = keyframes_only
-        self.resume_after = resume_after
-        self.stats = DecodeStats()
+        self._setup(path, camera_id, fps, keyframes_only, resume_after)
         self._pkt_end: int | None = None  # end (pts + duration) of the last packet demuxed
         self._bad_pts: set = set()  # PTS of packets the demuxer flagged damaged
-        self._sampler = NearestKeyframeSampler(fps) if keyframes_only else TickSampler(fps)
         self._container = self._open()
         try:
-            self._stream = self._video_stream()
+            self._stream = video_stream(self._container, self.path)
             self.info = self._probe(start_time_abs)
             self._configure(fps, skip_nonref, skip_gops, threads)
         except BaseException:
@@ -84,12 +87,7 @@ class PyAVDecoder:
     # -- opening -------------------------------------------------------------------------------
     def _open(self):
         if not is_url(self.path):
-            if not os.path.exists(self.path):
-                raise SourceError(self.path, "file not found")
-            if os.path.isdir(self.path):
-                raise SourceError(self.path, "is a directory, not a video file")
-            if os.path.getsize(self.path) == 0:
-                raise SourceError(self.path, "file is empty (0 bytes)")
+            check_local_file(self.path)
         options = {"rw_timeout": "10000000", "stimeout": "10000000"} if is_url(self.path) else {}
         try:
             return av.open(self.path, options=options, timeout=10.0 if is_url(self.path) else None)
@@ -121,20 +119,6 @@ class PyAVDecoder:
                 av.logging.set_skip_repeated(skip)
         detail = str(log[2]).strip() if log and len(log) > 2 and log[2] else ""
         return f"{msg}; FFmpeg: {detail}" if detail and detail.lower() not in msg.lower() else msg
-
-    def _video_stream(self):
-        streams = self._container.streams.video
-        if not streams:
-            kinds = sorted({s.type for s in self._container.streams}) or ["no streams"]
-            raise SourceError(self.path, f"has no video stream (contains: {', '.join(kinds)})")
-        stream = streams[0]
-        cc = stream.codec_context
-        w, h = cc.width, cc.height
-        if w <= 0 or h <= 0 or w > MAX_SIDE or h > MAX_SIDE:
-            raise SourceError(self.path, f"absurd video dimensions {w}x{h} (expected 1..{MAX_SIDE} per side)")
-        if w < 2 or h < 2:
-            raise SourceError(self.path, f"video too small to gate: {w}x{h}")
-        return stream
 
     def _probe(self, start_time_abs: float | None) -> StreamInfo:
         s, c = self._stream, self._container
@@ -189,10 +173,8 @@ class PyAVDecoder:
                 end = packet.pts + (packet.duration or 0)
                 self._pkt_end = end if self._pkt_end is None else max(self._pkt_end, end)
             if packet.is_corrupt:  # the demuxer lost part of it (e.g. MPEG-TS continuity errors)
-                self.stats.packets_bad += 1
                 self._bad_pts.add(packet.pts)
-                if self.stats.packets_bad <= 5:
-                    self._note(f"damaged packet at pts={packet.pts} (data lost or corrupt): its frame is skipped")
+                self._bad_packet(f"damaged packet at pts={packet.pts} (data lost or corrupt): its frame is skipped")
             yield packet
 
     def _skip_to_keyframe(self, ahead: deque, packets: Iterator[av.Packet]) -> bool:
@@ -243,9 +225,7 @@ class PyAVDecoder:
             try:
                 decoded = packet.decode()
             except av.error.FFmpegError as e:
-                self.stats.packets_bad += 1
-                if self.stats.packets_bad <= 5:
-                    self._note(f"undecodable packet at pts={packet.pts}: {e.strerror or e}")
+                self._bad_packet(f"undecodable packet at pts={packet.pts}: {e.strerror or e}")
                 continue
             for frame in decoded:
                 self.stats.decoded += 1
@@ -258,9 +238,6 @@ class PyAVDecoder:
                 yield frame
                 check = check or (self._skip_gops and self.stats.sampled > taken_before)
 
-    def _note(self, msg: str) -> None:
-        self.stats.errors.append(msg)
-
     def _time(self, frame: av.VideoFrame) -> float | None:
         pts = frame.pts
         if pts is None:
@@ -269,38 +246,17 @@ class PyAVDecoder:
             self._t0_pts = pts
         return float((pts - self._t0_pts) * self._time_base)
 
-    def _make(self, frame: av.VideoFrame, t: float) -> Frame:
-        t_abs = self.info.start_time_abs + t if self.info.start_time_abs is not None else None
-        self.stats.sampled += 1
-        return Frame(self.camera_id, t, t_abs, frame.pts, _luma(frame),
-                     lambda f=frame: f.to_ndarray(format="rgb24"))
+    def _timed(self) -> Iterator[tuple[float | None, av.VideoFrame | None]]:
+        for frame in self._frames():
+            # Some decoders (vp9) ignore skip_frame=NONKEY: a non-key frame is then never a sample.
+            yield self._time(frame), (frame if not self.keyframes_only or frame.key_frame else None)
+
+    def _make(self, t: float, frame: av.VideoFrame) -> Frame:
+        return self._frame(t, frame.pts, _luma(frame), lambda f=frame: f.to_ndarray(format="rgb24"))
 
     def __iter__(self) -> Iterator[Frame]:
         self._seek_for_resume()
-        if self.resume_after is not None:
-            self._sampler.resume_after(self.resume_after)
-        done = self.resume_after if self.resume_after is not None else -math.inf
-        last_t = -math.inf
-        pending: dict[float, av.VideoFrame] = {}  # keyframe mode: one keyframe of lookahead
-        for frame in self._frames():
-            t = self._time(frame)
-            if t is None or t <= last_t:  # no PTS, or out of order after a broken packet
-                continue
-            last_t = t
-            if t <= done + 1e-9:
-                continue
-            if self.keyframes_only:
-                if not frame.key_frame:  # some decoders (vp9) ignore skip_frame=NONKEY
-                    continue
-                pending[t] = frame
-                for take in self._sampler.offer(t):
-                    yield self._make(pending[take], take)
-                pending = {t: frame}
-            elif self._sampler.accept(t):
-                yield self._make(frame, t)
-        if self.keyframes_only:
-            for take in self._sampler.finish(self.info.duration_s):
-                yield self._make(pending[take], take)
+        yield from self._sample(self._timed(), self._make)
         self._check_complete()
 
     def _check_complete(self) -> None:
@@ -317,9 +273,3 @@ class PyAVDecoder:
 
     def close(self) -> None:
         self._container.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -1,8 +1,10 @@
 """Which decoded frames become samples. Pure functions of timestamps, so every decoder body
-(PyAV, DALI, PyNvVideoCodec) and a resumed run pick exactly the same frames."""
+(PyAV, DALI, PyNvVideoCodec) and a resumed run pick exactly the same frames; ``sample_frames``
+is the loop all three bodies run."""
 from __future__ import annotations
 
 import math
+from typing import Any, Callable, Iterable, Iterator
 
 _EPS = 1e-9  # PTS-derived times are rationals turned into floats; ticks compare with slack
 
@@ -79,3 +81,39 @@ class NearestKeyframeSampler:
         self.next_tick = self._ticks.next_tick
         self._prev = t
         self._taken = t
+
+
+def sample_frames(timed: Iterable[tuple[float | None, Any]], sampler: TickSampler | NearestKeyframeSampler, *,
+                  keyframes_only: bool, resume_after: float | None, end_t: float | None,
+                  make: Callable[[float, Any], Any], hold: Callable[[Any], Any] | None = None) -> Iterator[Any]:
+    """The sampling loop every decoder body runs over its decoded frames.
+
+    ``timed`` yields ``(t_rel, payload)`` in presentation order. Frames with no time, or not
+    after the last one (out of order after a broken packet), and frames at or before
+    ``resume_after`` are dropped; a ``None`` payload keeps its place in the time order but is
+    never a sample. ``hold(payload)`` keeps what a frame needs (payloads may be valid only until
+    the next one is decoded) and is called only for candidates: taken ticks, and every keyframe
+    in keyframes-only mode, which holds one keyframe of lookahead and flushes it with
+    ``finish(end_t)``. ``make(t, held)`` builds each sample; nothing else is counted here.
+    """
+    if resume_after is not None:
+        sampler.resume_after(resume_after)
+    done = resume_after if resume_after is not None else -math.inf
+    last_t = -math.inf
+    pending: dict[float, Any] = {}  # keyframes-only mode: one keyframe of lookahead
+    for t, payload in timed:
+        if t is None or t <= last_t:
+            continue
+        last_t = t
+        if t <= done + _EPS or payload is None:
+            continue
+        if keyframes_only:
+            pending[t] = payload if hold is None else hold(payload)
+            for take in sampler.offer(t):
+                yield make(take, pending[take])
+            pending = {t: pending[t]}
+        elif sampler.accept(t):
+            yield make(t, payload if hold is None else hold(payload))
+    if keyframes_only:
+        for take in sampler.finish(end_t):
+            yield make(take, pending[take])
