@@ -7,6 +7,13 @@ camera's gate reference. So after a kill -9 at any point every row has its file,
 from ``progress_t`` repeats no moment (file names are deterministic, rows are unique per
 source and time).
 
+Vectors live in SQLite too (``vectors``, the source of truth, written in the same transaction as
+their rows) and in memory indexes that replay ``vector_log`` from their last snapshot on open
+(see vector_memory.py), so every row has its vector and every vector its row after a crash.
+
+Each moment has a time on its camera's own axis, ``t``: absolute (unix seconds) when known,
+else relative to its source's start. Searches, ``as_of`` and retention use that axis.
+
 Readers open their own connections (one per thread) and query while a writer commits.
 """
 from __future__ import annotations
@@ -60,12 +67,42 @@ CREATE TABLE IF NOT EXISTS moments (
     width INTEGER NOT NULL,
     height INTEGER NOT NULL,
     lap_var REAL, mad REAL, ssim REAL, hist_corr REAL,
+    t REAL NOT NULL,             -- the camera's axis: t_abs when known, else t_rel
     tier TEXT NOT NULL DEFAULT 'recent',
+    protected INTEGER NOT NULL DEFAULT 0,   -- first/last of a camera, event keyframes: never thinned
+    nbytes INTEGER,
     event_id INTEGER,
-    embedding_id INTEGER,
+    embedding_id INTEGER,        -- id in the "frame" vector space (= moment_id), NULL without one
     UNIQUE (source_id, t_rel)
 );
 CREATE INDEX IF NOT EXISTS moments_camera_t ON moments (camera_id, t_rel);
+CREATE INDEX IF NOT EXISTS moments_camera_axis ON moments (camera_id, t);
+CREATE TABLE IF NOT EXISTS events (
+    event_id INTEGER PRIMARY KEY,
+    camera_id TEXT NOT NULL,
+    t_start REAL NOT NULL,       -- camera axis
+    t_end REAL NOT NULL,
+    closed INTEGER NOT NULL DEFAULT 0,
+    keyframes TEXT,              -- JSON list of moment ids, spread over the event
+    doc TEXT,
+    doc_embedding_id INTEGER,
+    forest_node_id INTEGER
+);
+CREATE INDEX IF NOT EXISTS events_camera_t ON events (camera_id, t_start);
+CREATE TABLE IF NOT EXISTS vectors (
+    space TEXT NOT NULL,         -- "frame" | "event" | "summary"
+    id INTEGER NOT NULL,         -- moment_id / event_id / summary id
+    camera_id TEXT NOT NULL,
+    t0 REAL NOT NULL, t1 REAL NOT NULL,   -- the interval it covers, camera axis
+    vec BLOB NOT NULL,           -- float32
+    PRIMARY KEY (space, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vector_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    space TEXT NOT NULL, id INTEGER NOT NULL,
+    op INTEGER NOT NULL          -- +1 added, -1 removed
+);
+CREATE TABLE IF NOT EXISTS commit_state (camera_id TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (
     camera_id TEXT NOT NULL,
     source_id INTEGER NOT NULL,
@@ -114,6 +151,15 @@ class PendingMoment:
     width: int
     height: int
     gate: GateRecord
+    embedding: np.ndarray | None = None  # float32, L2-normalized: goes to the "frame" space
+    event_start: bool = False  # opens a new event of its camera (closing the open one)
+
+    @property
+    def t(self) -> float:
+        return self.t_abs if self.t_abs is not None else self.t_rel
+
+
+VectorChange = tuple[str, int, "np.ndarray | None"]  # (space, id, vector) added, or (space, id, None) removed
 
 
 @dataclass
@@ -123,9 +169,13 @@ class CommitBatch:
     progress: dict[int, float] = field(default_factory=dict)  # source_id -> progress_t
     refs: dict[str, tuple[float, np.ndarray]] = field(default_factory=dict)  # camera -> (t, gray)
     finished: set[int] = field(default_factory=set)  # sources that reached their end
+    commit_states: dict[str, dict] = field(default_factory=dict)  # camera -> online committer state
+    close_events: set[str] = field(default_factory=set)  # cameras whose open event ends here
+    discard_files: list[str] = field(default_factory=list)  # files of held frames later dropped
 
     def __bool__(self) -> bool:
-        return bool(self.moments or self.samples or self.progress or self.refs or self.finished)
+        return bool(self.moments or self.samples or self.progress or self.refs or self.finished
+                    or self.commit_states or self.close_events or self.discard_files)
 
 
 class MomentStore:
@@ -141,7 +191,7 @@ class MomentStore:
         (self.root / "frames").mkdir(exist_ok=True)
         self._db_path = str(db)
         self._local = threading.local()
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.RLock()  # held across a commit and its vector notification
         conn = self._conn()
         with self._write_lock, conn:
             conn.executescript(_SCHEMA)
@@ -230,27 +280,283 @@ class MomentStore:
         os.replace(tmp, path)
 
     # -- commits -------------------------------------------------------------------------------
-    def commit(self, batch: CommitBatch) -> None:
-        """One transaction: rows of moments whose files exist, samples, progress, references."""
+    def commit(self, batch: CommitBatch) -> list[VectorChange]:
+        """One transaction: rows of moments whose files exist, their vectors and events, samples,
+        progress, gate references and committer states. Returns the vector changes for the
+        in-memory indexes (also passed to ``on_vectors``)."""
         if not batch:
+            return []
+        conn = self._conn()
+        changes: list[VectorChange] = []
+        with self._write_lock:
+            with conn:
+                self._commit_rows(conn, batch, changes)
+            self._notify(changes)  # under the lock: a snapshot never sees a commit half-applied
+        for ref in batch.discard_files:
+            self._unlink(ref)
+        return changes
+
+    def _commit_rows(self, conn, batch: CommitBatch, changes: list) -> None:
+        for m in batch.moments:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO moments (camera_id, source_id, t_rel, t_abs, pts, frame_ref, width, height,"
+                " lap_var, mad, ssim, hist_corr, t, nbytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (m.camera_id, m.source_id, m.t_rel, m.t_abs, m.pts, m.frame_ref, m.width, m.height,
+                 _nan_to_none(m.gate.lap_var), _nan_to_none(m.gate.mad), _nan_to_none(m.gate.ssim),
+                 _nan_to_none(m.gate.hist_corr), m.t, self._file_size(m.frame_ref)))
+            if cur.rowcount == 0:
+                continue  # committed before (a resumed run repeats nothing)
+            self._link_moment(conn, cur.lastrowid, m, changes)
+        conn.executemany("INSERT OR REPLACE INTO samples VALUES (?,?,?,?,?,?,?,?)",
+                         [s[:3] + tuple(_nan_to_none(x) for x in s[3:7]) + s[7:] for s in batch.samples])
+        for cam, (t, gray) in batch.refs.items():
+            conn.execute("UPDATE cameras SET ref_t=?, ref_shape=?, ref_gray=? WHERE camera_id=?",
+                         (t, json.dumps(list(gray.shape)), np.ascontiguousarray(gray).tobytes(), cam))
+        for cam, state in batch.commit_states.items():
+            conn.execute("INSERT OR REPLACE INTO commit_state VALUES (?, ?)", (cam, json.dumps(state)))
+        for cam in batch.close_events:
+            self._close_open_event(conn, cam, changes)
+        for sid, t in batch.progress.items():
+            conn.execute("UPDATE sources SET progress_t=MAX(COALESCE(progress_t, -1e300), ?) WHERE source_id=?",
+                         (t, sid))
+        for sid in batch.finished:
+            conn.execute("UPDATE sources SET done=1, finished_at=? WHERE source_id=?", (time.time(), sid))
+
+    def _link_moment(self, conn, mid: int, m: PendingMoment, changes: list) -> None:
+        """Event membership, first-moment protection and the frame vector of a new moment."""
+        first = conn.execute("SELECT 1 FROM moments WHERE camera_id=? AND moment_id<>? LIMIT 1",
+                             (m.camera_id, mid)).fetchone() is None
+        open_ev = conn.execute("SELECT event_id FROM events WHERE camera_id=? AND closed=0", (m.camera_id,)).fetchone()
+        if open_ev is not None and m.event_start:
+            self._close_open_event(conn, m.camera_id, changes)
+            open_ev = None
+        if open_ev is None:
+            eid = conn.execute("INSERT INTO events (camera_id, t_start, t_end) VALUES (?,?,?)",
+                               (m.camera_id, m.t, m.t)).lastrowid
+        else:
+            eid = open_ev[0]
+            conn.execute("UPDATE events SET t_end=MAX(t_end, ?) WHERE event_id=?", (m.t, eid))
+        emb_id = None
+        if m.embedding is not None:
+            vec = np.ascontiguousarray(m.embedding, np.float32)
+            self._put_vector(conn, "frame", mid, m.camera_id, m.t, m.t, vec, changes)
+            emb_id = mid
+        conn.execute("UPDATE moments SET event_id=?, embedding_id=?, protected=? WHERE moment_id=?",
+                     (eid, emb_id, 1 if first else 0, mid))
+
+    def _put_vector(self, conn, space: str, vid: int, cam: str, t0: float, t1: float, vec: np.ndarray,
+                    changes: list) -> None:
+        conn.execute("INSERT OR REPLACE INTO vectors VALUES (?,?,?,?,?,?)", (space, vid, cam, t0, t1, vec.tobytes()))
+        conn.execute("INSERT INTO vector_log (space, id, op) VALUES (?,?,1)", (space, vid))
+        changes.append((space, vid, vec))
+
+    def _drop_vectors(self, conn, space: str, ids: list[int], changes: list) -> None:
+        for i in ids:
+            if conn.execute("DELETE FROM vectors WHERE space=? AND id=?", (space, i)).rowcount:
+                conn.execute("INSERT INTO vector_log (space, id, op) VALUES (?,?,-1)", (space, i))
+                changes.append((space, i, None))
+
+    def _close_open_event(self, conn, cam: str, changes: list) -> None:
+        """Close the camera's open event: pick up to 8 keyframes spread over it (protected from
+        retention for good) and index its mean frame embedding in the "event" space."""
+        row = conn.execute("SELECT event_id, t_start, t_end FROM events WHERE camera_id=? AND closed=0",
+                           (cam,)).fetchone()
+        if row is None:
             return
+        eid, t0, t1 = row
+        members = conn.execute("SELECT moment_id, embedding_id FROM moments WHERE event_id=? ORDER BY t",
+                               (eid,)).fetchall()
+        n = len(members)
+        picks = sorted({round(i * (n - 1) / max(1, min(8, n) - 1)) for i in range(min(8, n))}) if n else []
+        keyframes = [members[i][0] for i in picks]
+        conn.executemany("UPDATE moments SET protected=1 WHERE moment_id=?", [(k,) for k in keyframes])
+        conn.execute("UPDATE events SET closed=1, keyframes=? WHERE event_id=?", (json.dumps(keyframes), eid))
+        vecs = [np.frombuffer(r[0], np.float32) for r in conn.execute(
+            "SELECT v.vec FROM vectors v JOIN moments m ON v.space='frame' AND v.id=m.moment_id WHERE m.event_id=?",
+            (eid,))]
+        if vecs:
+            mean = np.mean(vecs, axis=0)
+            norm = float(np.linalg.norm(mean))
+            if norm > 0:
+                self._put_vector(conn, "event", eid, cam, t0, t1, (mean / norm).astype(np.float32), changes)
+
+    # -- vectors, retention and deletion -------------------------------------------------------
+    on_vectors = None  # callable(list[VectorChange]): the engine's vector memory listens here
+
+    def _notify(self, changes: list) -> None:
+        if changes and self.on_vectors is not None:
+            self.on_vectors(changes)
+
+    def _file_size(self, frame_ref: str) -> int | None:
+        try:
+            return (self.root / frame_ref).stat().st_size
+        except OSError:
+            return None
+
+    def _unlink(self, frame_ref: str) -> None:
+        try:
+            (self.root / frame_ref).unlink()
+        except OSError:
+            pass
+
+    def vector_rows(self, space: str, after_seq: int | None = None):
+        """All vectors of a space ((id, vec) pairs), or the log since ``after_seq``:
+        (seq, id, op, vec-or-None). The vector memory rebuilds and replays from these."""
+        c = self._conn()
+        if after_seq is None:
+            return [(i, np.frombuffer(v, np.float32)) for i, v in
+                    c.execute("SELECT id, vec FROM vectors WHERE space=? ORDER BY id", (space,))]
+        rows = c.execute("SELECT l.seq, l.id, l.op, v.vec FROM vector_log l LEFT JOIN vectors v "
+                         "ON v.space=l.space AND v.id=l.id WHERE l.space=? AND l.seq>? ORDER BY l.seq",
+                         (space, after_seq)).fetchall()
+        return [(seq, i, op, None if v is None else np.frombuffer(v, np.float32)) for seq, i, op, v in rows]
+
+    def vector_seq(self) -> int:
+        return self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM vector_log").fetchone()[0]
+
+    def prune_vector_log(self, upto_seq: int) -> None:
+        """Forget log entries every snapshot already covers."""
+        with self._write_lock, self._conn() as conn:
+            conn.execute("DELETE FROM vector_log WHERE seq<=?", (upto_seq,))
+
+    def allowed_ids(self, space: str, cameras=None, t0=None, t1=None, as_of=None) -> np.ndarray | None:
+        """Ids of a space that pass the filters (None: no filter). Intervals must lie in
+        [t0, t1] overlap-wise; with as_of, nothing that ends after it."""
+        where, args = ["space=?"], [space]
+        if cameras:
+            where.append(f"camera_id IN ({','.join('?' * len(cameras))})")
+            args += list(cameras)
+        if t0 is not None:
+            where.append("t1>=?")
+            args.append(float(t0))
+        if t1 is not None:
+            where.append("t0<=?")
+            args.append(float(t1))
+        if as_of is not None:
+            where.append("t1<=?")
+            args.append(float(as_of))
+        if len(where) == 1:
+            return None
+        return np.array([r[0] for r in self._conn().execute(
+            f"SELECT id FROM vectors WHERE {' AND '.join(where)}", args)], np.int64)
+
+    def load_commit_state(self, camera_id: str) -> dict | None:
+        row = self._conn().execute("SELECT state FROM commit_state WHERE camera_id=?", (camera_id,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def moments_by_id(self, ids) -> dict[int, Moment]:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        out = {}
+        for chunk in range(0, len(ids), 900):
+            part = ids[chunk:chunk + 900]
+            for m in self._select_moments(f"moment_id IN ({','.join('?' * len(part))})", part):
+                out[m.moment_id] = m
+        return out
+
+    def events_by_id(self, ids) -> dict[int, dict]:
+        ids = [int(i) for i in ids]
+        out = {}
+        for chunk in range(0, len(ids), 900):
+            part = ids[chunk:chunk + 900]
+            for eid, cam, t0, t1, kf, doc in self._conn().execute(
+                    f"SELECT event_id, camera_id, t_start, t_end, keyframes, doc FROM events "
+                    f"WHERE event_id IN ({','.join('?' * len(part))})", part):
+                out[eid] = {"event_id": eid, "camera_id": cam, "t_start": t0, "t_end": t1,
+                            "keyframes": json.loads(kf) if kf else [], "doc": doc}
+        return out
+
+    def events(self, camera_id: str | None = None) -> list[dict]:
+        sql = "SELECT event_id FROM events" + (" WHERE camera_id=?" if camera_id else "") + " ORDER BY camera_id, t_start"
+        ids = [r[0] for r in self._conn().execute(sql, (camera_id,) if camera_id else ())]
+        found = self.events_by_id(ids)
+        return [found[i] for i in ids]
+
+    def delete(self, cameras=None, t0: float | None = None, t1: float | None = None) -> dict:
+        """Remove moments (rows, files, vectors), overlapping events and samples of the given
+        cameras (all when None) in [t0, t1] on the camera axis (everything when both None)."""
+        where, args = [], []
+        if cameras:
+            where.append(f"camera_id IN ({','.join('?' * len(cameras))})")
+            args += list(cameras)
+        mw, ew = list(where), list(where)
+        margs, eargs = list(args), list(args)
+        if t0 is not None:
+            mw.append("t>=?"); margs.append(float(t0))
+            ew.append("t_end>=?"); eargs.append(float(t0))
+        if t1 is not None:
+            mw.append("t<=?"); margs.append(float(t1))
+            ew.append("t_start<=?"); eargs.append(float(t1))
+        mq = " WHERE " + " AND ".join(mw) if mw else ""
+        eq = " WHERE " + " AND ".join(ew) if ew else ""
+        changes: list = []
+        conn = self._conn()
+        with self._write_lock:
+            with conn:
+                rows = conn.execute(f"SELECT moment_id, frame_ref, camera_id, source_id, t_rel FROM moments{mq}", margs).fetchall()
+                events = [r[0] for r in conn.execute(f"SELECT event_id FROM events{eq}", eargs)]
+                self._drop_vectors(conn, "frame", [r[0] for r in rows], changes)
+                self._drop_vectors(conn, "event", events, changes)
+                conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
+                conn.executemany("DELETE FROM events WHERE event_id=?", [(e,) for e in events])
+                conn.executemany("UPDATE moments SET event_id=NULL WHERE event_id=?", [(e,) for e in events])
+                conn.executemany("DELETE FROM samples WHERE source_id=? AND t_rel=?", [(r[3], r[4]) for r in rows])
+                # the gate reference and the committer's reference embedding may derive from a
+                # deleted frame: they go too (the camera restarts its references)
+                cams = {r[2] for r in rows}
+                if t0 is None and t1 is None:
+                    cams |= set(cameras) if cameras else {r[0] for r in conn.execute("SELECT camera_id FROM cameras")}
+                    conn.executemany("DELETE FROM samples WHERE camera_id=?", [(c,) for c in cams])
+                conn.executemany("DELETE FROM commit_state WHERE camera_id=?", [(c,) for c in cams])
+                conn.executemany("UPDATE cameras SET ref_t=NULL, ref_shape=NULL, ref_gray=NULL WHERE camera_id=?",
+                                 [(c,) for c in cams])
+            self._notify(changes)
+        for r in rows:
+            self._unlink(r[1])
+        return {"moments": len(rows), "events": len(events), "vectors": len(changes), "cameras": sorted(cams)}
+
+    # the retention pass's interface (memory/retention.py: RetentionStore)
+    def cameras(self) -> list[str]:
+        return [r[0] for r in self._conn().execute("SELECT DISTINCT camera_id FROM moments ORDER BY camera_id")]
+
+    def retention_rows(self, camera_id: str):
+        from .retention import RetentionRow
+
+        rows = self._conn().execute(
+            "SELECT moment_id, t, tier, protected, frame_ref, nbytes FROM moments WHERE camera_id=? ORDER BY t",
+            (camera_id,)).fetchall()
+        last = len(rows) - 1
+        return [RetentionRow(r[0], r[1], r[2], bool(r[3]) or i == last, self.root / r[4], r[5] or 0)
+                for i, r in enumerate(rows)]
+
+    def delete_moments(self, ids: list[int]) -> None:
+        changes: list = []
+        conn = self._conn()
+        with self._write_lock:
+            with conn:
+                refs = []
+                for chunk in range(0, len(ids), 900):  # protected moments are never deleted here
+                    part = [int(i) for i in ids[chunk:chunk + 900]]
+                    rows = conn.execute(f"SELECT moment_id, frame_ref FROM moments WHERE protected=0 AND "
+                                        f"moment_id IN ({','.join('?' * len(part))})", part).fetchall()
+                    refs += [r[1] for r in rows]
+                    self._drop_vectors(conn, "frame", [r[0] for r in rows], changes)
+                    conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
+            self._notify(changes)
+        for r in refs:
+            self._unlink(r)
+
+    def set_tier(self, ids_and_tiers: list[tuple[int, str]]) -> None:
         conn = self._conn()
         with self._write_lock, conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO moments (camera_id, source_id, t_rel, t_abs, pts, frame_ref, width, height,"
-                " lap_var, mad, ssim, hist_corr) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(m.camera_id, m.source_id, m.t_rel, m.t_abs, m.pts, m.frame_ref, m.width, m.height,
-                  m.gate.lap_var, m.gate.mad, m.gate.ssim, m.gate.hist_corr) for m in batch.moments])
-            conn.executemany("INSERT OR REPLACE INTO samples VALUES (?,?,?,?,?,?,?,?)",
-                             [s[:3] + tuple(_nan_to_none(x) for x in s[3:7]) + s[7:] for s in batch.samples])
-            for cam, (t, gray) in batch.refs.items():
-                conn.execute("UPDATE cameras SET ref_t=?, ref_shape=?, ref_gray=? WHERE camera_id=?",
-                             (t, json.dumps(list(gray.shape)), np.ascontiguousarray(gray).tobytes(), cam))
-            for sid, t in batch.progress.items():
-                conn.execute("UPDATE sources SET progress_t=MAX(COALESCE(progress_t, -1e300), ?) WHERE source_id=?",
-                             (t, sid))
-            for sid in batch.finished:
-                conn.execute("UPDATE sources SET done=1, finished_at=? WHERE source_id=?", (time.time(), sid))
+            for mid, tier in ids_and_tiers:
+                ref = conn.execute("SELECT frame_ref FROM moments WHERE moment_id=?", (mid,)).fetchone()
+                size = self._file_size(ref[0]) if ref else None
+                conn.execute("UPDATE moments SET tier=?, nbytes=COALESCE(?, nbytes) WHERE moment_id=?", (tier, size, mid))
+
+    def frame_bytes(self) -> int:
+        return int(self._conn().execute("SELECT COALESCE(SUM(nbytes), 0) FROM moments").fetchone()[0])
 
     # -- reads ---------------------------------------------------------------------------------
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None,
@@ -266,13 +572,12 @@ class MomentStore:
         if t1 is not None:
             where.append("t_rel <= ?")
             args.append(float(t1))
+        order = " ORDER BY camera_id, t_rel, moment_id" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        return self._select_moments(" AND ".join(where) if where else None, args, order)
+
+    def _select_moments(self, where: str | None, args, order: str = "") -> list[Moment]:
         sql = ("SELECT moment_id, camera_id, t_rel, t_abs, frame_ref, width, height, lap_var, mad, ssim, hist_corr,"
-               " tier, event_id, embedding_id FROM moments")
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY camera_id, t_rel, moment_id"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
+               " tier, event_id, embedding_id FROM moments" + (f" WHERE {where}" if where else "") + order)
         return [Moment(r[0], r[1], r[2], r[3], str(self.root / r[4]), r[5], r[6],
                        GateRecord(r[7], r[8], r[9], r[10], None), r[11], r[12], r[13])
                 for r in self._conn().execute(sql, args)]
@@ -296,7 +601,9 @@ class MomentStore:
                    for r in c.execute("SELECT source_id, camera_id, uri, sampling, progress_t, done FROM sources")]
         for s in sources:
             s["done"] = bool(s["done"])
-        size = sum(p.stat().st_size for p in (self.root / "frames").rglob("*.jpg"))
+        events = c.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+        vectors = dict(c.execute("SELECT space, COUNT(*) FROM vectors GROUP BY space").fetchall())
+        tiers = dict(c.execute("SELECT tier, COUNT(*) FROM moments GROUP BY tier").fetchall())
         return {"root": str(self.root), "schema_version": SCHEMA_VERSION, "cameras": cams,
-                "moments": sum(v["moments"] for v in cams.values()), "samples": drops,
-                "sources": sources, "frame_bytes": size}
+                "moments": sum(v["moments"] for v in cams.values()), "samples": drops, "events": events,
+                "vectors": vectors, "tiers": tiers, "sources": sources, "frame_bytes": self.frame_bytes()}
