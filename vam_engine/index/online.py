@@ -1,0 +1,278 @@
+"""Stage 3 of VAM: the strictly online, per-camera moment commit (semantic dedup + event boundaries).
+
+Input: the frames of ONE camera that passed the image gates, as ``push(t, emb, key)`` with ``t``
+strictly increasing (seconds on the camera's axis) and ``emb`` a finite, non-zero 1-D embedding of
+a fixed dimension (normalized here; L2-normalized float32 is what the embedders give). Output: for
+every pushed frame exactly one :class:`Decision`, in push order, with at most ONE frame of
+lookahead: after any ``push`` only the newest frame can still be undecided (held); ``finish()``
+decides it. Decisions depend on the frames only, never on how the caller groups its pushes.
+
+Rules as implemented (``d(a, b) = 1 - cos(a, b)``):
+
+1. Reference. The reference ``ref`` is always the last KEPT frame. The camera's first frame is
+   kept, has ``distance=None`` and opens the first event.
+2. Thresholds. ``tau_dedup`` / ``tau_event`` are Otsu thresholds (64 bins over [min, max], see
+   :mod:`.otsu`) over the last ``cfg.window`` entries of the dedup history / event history, once
+   that history holds ``cfg.min_history`` entries; before that, or when Otsu has no answer (all
+   distances equal), the fallbacks ``1 - cfg.dedup_fallback_sim`` / ``1 - cfg.event_fallback_sim``.
+   An adaptive value is clamped to ``[ADAPTIVE_MIN, ADAPTIVE_MAX] = [0.02, 0.5]``: below 0.02 mere
+   sensor noise would count as change (everything kept); above 0.5 (cos sim 0.5) whole scene changes
+   could be called redundant, and because the reference only moves on a keep, a too-high dedup
+   threshold would feed itself (the memory freezes). Rule 5 bounds any freeze to ``max_event_s``
+   anyway. ``tau_dedup`` is computed once per pushed frame, before that frame's distance is
+   appended; ``tau_event`` once per kept frame, before that frame's ``d_k`` is appended.
+3. Dedup. A new frame ``f`` with ``d = d(f, ref) < tau_dedup`` is redundant: it is held, and the
+   frame held before it (if any) is dropped with reason ``"dedup"`` (only the newest frame of a run
+   is held). Otherwise the run ends: the held frame, if any, is KEPT (keep both ends: the run's
+   first frame is the reference, its last is the held one), becomes the reference, and ``f`` is
+   re-evaluated against it with the same ``tau_dedup``: redundant -> ``f`` is held (a new run
+   against the new reference), else ``f`` is kept. ``finish()`` keeps the held frame (the end of
+   the last run). ``d`` of the final comparison is appended to the dedup history, one entry per
+   frame (none for the first frame), and reported as ``Decision.distance``.
+4. Events. Over the sequence of kept frames, ``d_k = d(kept_k, kept_{k-1})`` (= the distance of
+   kept frame ``k`` to the reference it was compared with). Kept frame ``k`` opens a new event when
+   ``d_k > tau_event and d_k >= d_{k-1}`` (a peak with BACKWARD context only: a rising or flat
+   stretch above the threshold opens an event at each of its kept frames; ``d_{k-1}`` is taken as
+   -inf for the camera's second kept frame). A forward-looking peak test (``d_k >= d_{k+1}``) would
+   need the next KEPT frame, which can lie arbitrarily many dropped frames later; that would break
+   the one-frame lookahead, so it is not used. Each ``d_k`` is appended to the event history.
+5. Maximum event length. When ``f`` arrives more than ``cfg.max_event_s`` after the open event's
+   first kept frame, the held frame (if any, always within the limit) is kept first (rules 3-4), and
+   then, if the (possibly new) open event still started more than ``max_event_s`` before ``f``,
+   ``f`` is kept and opens a new event even when it is redundant. So an event's kept frames never
+   span more than ``max_event_s``, and a static scene still gets a kept frame at least about every
+   ``max_event_s``.
+
+``state()`` returns a JSON-serializable dict (plain lists of floats) with everything needed to
+continue identically: reference, held frame (t, embedding, key, distance), both histories, the last
+consecutive-kept distance, the open event's start, the last kept and last pushed ``t``. Keys are
+echoed back unchanged and are not stored, except the held frame's key, which ``state()`` must
+serialize: keys must therefore be JSON-serializable (str, int, float, bool, None, lists/dicts of
+those) when ``state()`` is used; a JSON round trip turns tuples into lists.
+Bad input (non-finite or zero embedding, wrong shape, a dimension change, non-finite or
+non-increasing ``t``) raises :class:`CommitInputError` (a ``ValueError``) naming ``t`` and the
+problem, and leaves the committer unchanged.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..config import CommitConfig
+from ..errors import VamError
+from .otsu import otsu_threshold
+
+ADAPTIVE_MIN = 0.02
+ADAPTIVE_MAX = 0.5
+STATE_VERSION = 1
+
+
+class CommitInputError(VamError, ValueError):
+    """A frame pushed to the committer is unusable; the message names its t and the problem."""
+
+
+@dataclass
+class Decision:
+    t: float
+    key: Any  # the caller's handle for the frame, echoed back
+    kept: bool
+    reason: str | None  # None when kept; "dedup" when semantically redundant
+    event_start: bool  # this kept frame opens a new event (the previous one ends at the previous kept frame)
+    distance: float | None  # cosine distance to the reference the decision used; None for the first frame
+
+
+@dataclass
+class _Held:
+    t: float
+    emb: np.ndarray
+    key: Any
+    d: float
+
+
+class OnlineCommitter:
+    """Per-camera online commit; see the module docstring for the exact rules."""
+
+    def __init__(self, cfg: CommitConfig | None = None, state: dict | None = None):
+        self.cfg = cfg if cfg is not None else CommitConfig()
+        self._dedup_fb = 1.0 - float(self.cfg.dedup_fallback_sim)
+        self._event_fb = 1.0 - float(self.cfg.event_fallback_sim)
+        self._dim: int | None = None
+        self._ref: np.ndarray | None = None
+        self._held: _Held | None = None
+        self._dedup_hist: deque[float] = deque(maxlen=self.cfg.window)
+        self._event_hist: deque[float] = deque(maxlen=self.cfg.window)
+        self._prev_dk: float | None = None  # d_{k-1}: distance of the last kept frame to the one before
+        self._event_t0: float | None = None  # t of the open event's first kept frame
+        self._last_kept_t: float | None = None
+        self._last_t: float | None = None  # t of the last pushed frame
+        if state is not None:
+            self._load(state)
+
+    # -- thresholds ------------------------------------------------------------------------------
+    def _adaptive(self, hist: deque, fallback: float) -> float:
+        if len(hist) < self.cfg.min_history:
+            return fallback
+        tau = otsu_threshold(np.fromiter(hist, dtype=np.float64, count=len(hist)))
+        if tau is None:
+            return fallback
+        return min(max(tau, ADAPTIVE_MIN), ADAPTIVE_MAX)
+
+    def thresholds(self) -> tuple[float, float]:
+        """The current (dedup distance threshold, event distance threshold)."""
+        return self._adaptive(self._dedup_hist, self._dedup_fb), self._adaptive(self._event_hist, self._event_fb)
+
+    # -- input -----------------------------------------------------------------------------------
+    def _check(self, t, emb) -> tuple[float, np.ndarray]:
+        try:
+            tf = float(t)
+        except (TypeError, ValueError):
+            raise CommitInputError(f"t={t!r}: timestamp is not a number") from None
+        if not math.isfinite(tf):
+            raise CommitInputError(f"t={tf}: timestamp is not finite")
+        if self._last_t is not None and not tf > self._last_t:
+            raise CommitInputError(f"t={tf}: timestamps must increase strictly (previous frame t={self._last_t})")
+        try:
+            e = np.asarray(emb, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise CommitInputError(f"t={tf}: embedding is not numeric") from None
+        if e.ndim != 1 or e.size == 0:
+            raise CommitInputError(f"t={tf}: embedding must be a non-empty 1-D vector, got shape {e.shape}")
+        if self._dim is not None and e.size != self._dim:
+            raise CommitInputError(f"t={tf}: embedding dimension changed from {self._dim} to {e.size}")
+        if not np.all(np.isfinite(e)):
+            raise CommitInputError(f"t={tf}: embedding has NaN or inf values")
+        n = float(np.linalg.norm(e))
+        if not n > 0 or not math.isfinite(n):
+            raise CommitInputError(f"t={tf}: embedding has zero (or non-finite) norm")
+        return tf, e / n
+
+    def _dist(self, e: np.ndarray) -> float:
+        return 1.0 - float(np.dot(e, self._ref))
+
+    # -- decisions -------------------------------------------------------------------------------
+    def _keep(self, t: float, e: np.ndarray, key: Any, d: float | None, forced: bool = False) -> Decision:
+        if d is None:  # the camera's first kept frame
+            start = True
+        else:
+            tau_e = self._adaptive(self._event_hist, self._event_fb)
+            peak = d > tau_e and (self._prev_dk is None or d >= self._prev_dk)
+            start = forced or peak
+            self._event_hist.append(d)
+            self._prev_dk = d
+        if start:
+            self._event_t0 = t
+        self._ref = e
+        self._last_kept_t = t
+        return Decision(t=t, key=key, kept=True, reason=None, event_start=start, distance=d)
+
+    def _keep_held(self) -> Decision:
+        h = self._held
+        self._held = None
+        return self._keep(h.t, h.emb, h.key, h.d)
+
+    def push(self, t: float, emb: np.ndarray, key: Any = None) -> list[Decision]:
+        """Add one frame; returns the decisions that became final (the held frame's and/or this one's)."""
+        t, e = self._check(t, emb)
+        self._last_t = t
+        if self._ref is None:
+            self._dim = e.size
+            return [self._keep(t, e, key, None)]
+        tau_d = self._adaptive(self._dedup_hist, self._dedup_fb)
+        out: list[Decision] = []
+        d = self._dist(e)
+        forced = t - self._event_t0 > self.cfg.max_event_s
+        if not forced and d < tau_d:  # redundant: hold it, drop the previously held one
+            if self._held is not None:
+                h = self._held
+                out.append(Decision(t=h.t, key=h.key, kept=False, reason="dedup", event_start=False, distance=h.d))
+            self._held = _Held(t, e, key, d)
+            self._dedup_hist.append(d)
+            return out
+        if self._held is not None:  # the run ends: keep its last frame, it becomes the reference
+            out.append(self._keep_held())
+            d = self._dist(e)
+            forced = t - self._event_t0 > self.cfg.max_event_s
+            if not forced and d < tau_d:
+                self._held = _Held(t, e, key, d)
+                self._dedup_hist.append(d)
+                return out
+        self._dedup_hist.append(d)
+        out.append(self._keep(t, e, key, d, forced=forced))
+        return out
+
+    def push_many(self, items: Iterable[tuple]) -> list[Decision]:
+        """``push`` for each ``(t, emb)`` or ``(t, emb, key)``; same decisions as pushing one by one.
+
+        Not atomic: on bad input, the frames before the bad one stay pushed (and their decisions
+        are lost to the caller), so callers that need them push frame by frame."""
+        out: list[Decision] = []
+        for item in items:
+            out.extend(self.push(*item))
+        return out
+
+    def finish(self) -> list[Decision]:
+        """End of stream: keep the held frame (the end of the last run). Pushing afterwards goes on
+        against the last kept frame."""
+        if self._held is None:
+            return []
+        return [self._keep_held()]
+
+    @property
+    def pending(self) -> bool:
+        """Whether a frame is held (its decision not yet final)."""
+        return self._held is not None
+
+    # -- persistence -----------------------------------------------------------------------------
+    def state(self) -> dict:
+        h = self._held
+        held = None
+        if h is not None:
+            try:
+                json.dumps(h.key)
+            except (TypeError, ValueError) as exc:
+                raise CommitInputError(f"t={h.t}: the held frame's key {h.key!r} is not JSON-serializable "
+                                       f"({exc}); keys must be JSON-serializable or None") from None
+            held = {"t": h.t, "emb": h.emb.tolist(), "key": h.key, "d": h.d}
+        return {
+            "version": STATE_VERSION,
+            "dim": self._dim,
+            "ref": None if self._ref is None else self._ref.tolist(),
+            "held": held,
+            "dedup_hist": list(self._dedup_hist),
+            "event_hist": list(self._event_hist),
+            "prev_dk": self._prev_dk,
+            "event_t0": self._event_t0,
+            "last_kept_t": self._last_kept_t,
+            "last_t": self._last_t,
+        }
+
+    def _load(self, s: dict) -> None:
+        try:
+            if s.get("version") != STATE_VERSION:
+                raise ValueError(f"unknown state version {s.get('version')!r}")
+            self._dim = None if s["dim"] is None else int(s["dim"])
+            self._ref = None if s["ref"] is None else np.asarray(s["ref"], dtype=np.float64)
+            if self._ref is not None and self._ref.shape != (self._dim,):
+                raise ValueError("reference does not match dim")
+            if s["held"] is not None:
+                h = s["held"]
+                emb = np.asarray(h["emb"], dtype=np.float64)
+                if emb.shape != (self._dim,) or self._ref is None:
+                    raise ValueError("held frame does not match dim")
+                self._held = _Held(float(h["t"]), emb, h["key"], float(h["d"]))
+            self._dedup_hist.extend(float(x) for x in s["dedup_hist"])
+            self._event_hist.extend(float(x) for x in s["event_hist"])
+            opt = lambda x: None if x is None else float(x)  # noqa: E731
+            self._prev_dk = opt(s["prev_dk"])
+            self._event_t0 = opt(s["event_t0"])
+            self._last_kept_t = opt(s["last_kept_t"])
+            self._last_t = opt(s["last_t"])
+            if self._ref is not None and self._event_t0 is None:
+                raise ValueError("a reference without an open event")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise VamError(f"invalid committer state: {exc}") from None

@@ -1,0 +1,117 @@
+"""The pipeline's semantic stage: embed the frames that passed the gates (one batch across
+cameras), run each camera's online committer, and turn its decisions into pending moments.
+
+The committer holds at most one frame per camera (the newest of a run of similar frames). So
+that a crash loses nothing, the held frame's JPEG is written before each commit that records
+the committer's state (with the held frame in it); when the frame is later dropped, its file
+goes with that later commit. A frame restored as held after a restart has no pixels in memory:
+if it is kept, its embedding is recomputed from its JPEG.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from concurrent.futures import Executor, Future
+
+import numpy as np
+
+from ..config import EngineConfig
+from ..memory.records import GateRecord
+from ..memory.store import CommitBatch, MomentStore, PendingMoment
+from .online import OnlineCommitter
+
+
+def _key(frame, source_id: int, rec: GateRecord) -> dict:
+    """What the committer echoes back, JSON-serializable (it is saved with a held frame)."""
+    h, w = frame.shape
+    return {"s": source_id, "t_rel": frame.t_rel, "t_abs": frame.t_abs, "pts": frame.pts, "w": w, "h": h,
+            "g": [rec.lap_var, rec.mad, rec.ssim, rec.hist_corr]}
+
+
+def _ident(key: dict) -> tuple:
+    return key["s"], key["t_rel"]
+
+
+class SemanticStage:
+    def __init__(self, store: MomentStore, embedder, cfg: EngineConfig, encoder: Executor):
+        self.store = store
+        self.embedder = embedder
+        self.cfg = cfg
+        self.encoder = encoder
+        self._committers: dict[str, OnlineCommitter] = {}
+        self._payload: dict[tuple, dict] = {}  # (source, t_rel) -> rgb, emb, written: frames not yet decided
+
+    def _committer(self, cam: str) -> OnlineCommitter:
+        c = self._committers.get(cam)
+        if c is None:
+            c = self._committers[cam] = OnlineCommitter(self.cfg.commit, self.store.load_commit_state(cam))
+        return c
+
+    def reset(self, cameras) -> None:
+        """Forget cameras' committers (after a deletion cleared their saved state)."""
+        for cam in cameras:
+            self._committers.pop(cam, None)
+
+    def process(self, passed: list, batch: CommitBatch, writes: list[Future]) -> list[tuple[int, str | None]]:
+        """``passed``: (frame, source_id, GateRecord) of frames the gates kept, in time order per
+        camera. Returns (source_id, reason) per decision made now (reason None: kept)."""
+        if not passed:
+            return []
+        rgbs = [f.rgb() for f, _, _ in passed]
+        embs = np.empty((len(passed), 0), np.float32)
+        by_shape: dict[tuple, list[int]] = defaultdict(list)
+        for i, rgb in enumerate(rgbs):
+            by_shape[rgb.shape].append(i)
+        for idx in by_shape.values():  # one embedder call per frame size, across cameras
+            out = self.embedder.embed_images(np.stack([rgbs[i] for i in idx]))
+            if embs.shape[1] == 0:
+                embs = np.empty((len(passed), out.shape[1]), np.float32)
+            embs[idx] = out
+        out = []
+        for i, (f, sid, rec) in enumerate(passed):
+            key = _key(f, sid, rec)
+            self._payload[_ident(key)] = {"rgb": rgbs[i], "emb": embs[i], "written": False,
+                                          "ref": self.store.frame_ref(f.camera_id, sid, f.t_rel)}
+            t_axis = f.t_abs if f.t_abs is not None else f.t_rel
+            for d in self._committer(f.camera_id).push(t_axis, embs[i], key):
+                out.append(self._apply(f.camera_id, d, batch, writes))
+        return out
+
+    def finish(self, cam: str, batch: CommitBatch, writes: list[Future]) -> list[tuple[int, str | None]]:
+        """A source of this camera ended: decide its held frame and close its open event."""
+        out = [self._apply(cam, d, batch, writes) for d in self._committer(cam).finish()]
+        batch.close_events.add(cam)
+        return out
+
+    def checkpoint(self, batch: CommitBatch, writes: list[Future]) -> None:
+        """Before a hand-over: every held frame's JPEG is on its way, every state is saved."""
+        for cam, c in self._committers.items():
+            batch.commit_states[cam] = c.state()
+        for p in self._payload.values():  # what is still here is held (decisions pop their frames)
+            if not p["written"]:
+                p["written"] = True
+                writes.append(self.encoder.submit(self.store.write_frame, p["ref"], p["rgb"],
+                                                  self.cfg.store.jpeg_quality))
+
+    def _apply(self, cam: str, d, batch: CommitBatch, writes: list[Future]) -> tuple[int, str | None]:
+        key = d.key
+        sid, t_rel = _ident(key)
+        p = self._payload.pop((sid, t_rel), None)
+        ref = self.store.frame_ref(cam, sid, t_rel)
+        lap, mad, ssim, hcorr = key["g"]
+        if not d.kept:
+            batch.samples.append((cam, sid, t_rel, lap, mad, ssim, hcorr, d.reason or "dedup"))
+            if p is None or p["written"]:
+                batch.discard_files.append(ref)  # written as a held frame before: it goes now
+            return sid, d.reason or "dedup"
+        if p is None:  # restored as held after a restart: its JPEG is on disk already
+            from PIL import Image
+
+            emb = self.embedder.embed_images(np.asarray(Image.open(self.store.root / ref).convert("RGB"))[None])[0]
+        else:
+            emb = p["emb"]
+            if not p["written"]:
+                writes.append(self.encoder.submit(self.store.write_frame, ref, p["rgb"], self.cfg.store.jpeg_quality))
+        batch.moments.append(PendingMoment(cam, sid, t_rel, key["t_abs"], key["pts"], ref, key["w"], key["h"],
+                                           GateRecord(lap, mad, ssim, hcorr, None), embedding=emb,
+                                           event_start=d.event_start))
+        return sid, None
