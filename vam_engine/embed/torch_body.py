@@ -1,0 +1,127 @@
+"""The torch body: a CLIP/SigLIP-style model run eagerly by torch (transformers or open_clip).
+
+On CUDA, ``dtype="auto"`` runs fp16 (on CPU fp32). ``compile=True`` (CUDA only; ignored on CPU)
+wraps the image tower in ``torch.compile(mode="reduce-overhead")`` (CUDA graphs) and pads every
+batch to ``batch_size`` so one graph serves all calls; if compiling fails the body falls back to
+eager with a warning. Outputs are cast to float32 and L2-normalized on the host.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Sequence
+
+import numpy as np
+
+from .base import EmbedError, batches, check_frames, check_texts, empty, finish
+from .models import ModelSource, open_source, preprocess
+
+_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+
+
+def resolve_device(device) -> "torch.device":  # noqa: F821
+    import torch
+
+    if device in (None, "auto"):
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"embed: bad device {device!r}: {e}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise EmbedError(f"embed: device {device!r} asked for, but torch sees no CUDA device "
+                         f"(torch {torch.__version__})")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"embed: device must be cpu, cuda[:i] or auto, got {device!r}")
+    return dev
+
+
+def resolve_dtype(dtype: str, device) -> "torch.dtype":  # noqa: F821
+    import torch
+
+    if dtype in (None, "auto"):
+        return torch.float16 if device.type == "cuda" else torch.float32
+    if dtype not in _DTYPES:
+        raise ValueError(f"embed.dtype must be auto, float32, float16 or bfloat16, got {dtype!r}")
+    return getattr(torch, _DTYPES[dtype])
+
+
+class TorchImageEmbedder:
+    """Image and text towers of one model in torch. See the module docstring."""
+
+    def __init__(self, model: str, *, device="cpu", dtype: str = "auto", batch_size: int = 32,
+                 compile: bool = False, source: ModelSource | None = None):
+        import torch
+
+        if int(batch_size) < 1:
+            raise ValueError(f"embed.batch_size must be >= 1, got {batch_size}")
+        self.batch_size = int(batch_size)
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.source = source or open_source(model, "torch")
+        self._image, self._text = self.source.load(self.device, self.dtype)
+        self.has_text = self._text is not None
+        self.name = f"torch:{self.source.model}"
+        self._compiled = None
+        self.dim = self._probe()
+        self.model_id = self.source.model_id(self.dim)
+        if compile and self.device.type == "cuda":
+            self._compiled = torch.compile(self._image, mode="reduce-overhead", dynamic=False)
+
+    def _probe(self) -> int:
+        import torch
+
+        h, w = self.source.spec.out_hw
+        with torch.inference_mode():
+            y = self._image(torch.zeros(1, 3, h, w, device=self.device, dtype=self.dtype))
+        if y.ndim != 2 or y.shape[0] != 1:
+            raise EmbedError(f"{self.name}: the image tower returned shape {tuple(y.shape)}, expected 1 x dim")
+        return int(y.shape[1])
+
+    def _run_image(self, x):
+        if self._compiled is not None:
+            import torch
+
+            n = len(x)
+            if n < self.batch_size:  # one static shape: one CUDA graph
+                x = torch.cat([x, x[-1:].expand(self.batch_size - n, *x.shape[1:])])
+            try:
+                return self._compiled(x)[:n].clone()  # graph outputs are overwritten by the next replay
+            except Exception as e:  # noqa: BLE001 - any compile failure: fall back, once
+                warnings.warn(f"{self.name}: torch.compile failed ({type(e).__name__}: {e}); running eager",
+                              RuntimeWarning, stacklevel=3)
+                self._compiled = None
+                x = x[:n]
+        return self._image(x)
+
+    def embed_images(self, frames: np.ndarray) -> np.ndarray:
+        import torch
+
+        check_frames(frames, self.name)
+        if len(frames) == 0:
+            return empty(self.dim)
+        out = np.empty((len(frames), self.dim), np.float32)
+        with torch.inference_mode():
+            for sl in batches(len(frames), self.batch_size):
+                x = preprocess(frames[sl], self.source.spec, self.device, self.dtype)
+                out[sl] = self._run_image(x).float().cpu().numpy()
+        return finish(out, self.name)
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        texts = check_texts(texts, self.name)
+        if not self.has_text:
+            raise EmbedError(f"{self.name} has no text side ({self.source.no_text_reason})")
+        if not texts:
+            return empty(self.dim)
+        out = np.empty((len(texts), self.dim), np.float32)
+        with torch.inference_mode():
+            for sl in batches(len(texts), self.batch_size):
+                enc = self.source.tokenize(texts[sl])
+                args = [torch.from_numpy(enc[k]).to(self.device) for k in self.source.text_inputs]
+                out[sl] = self._text(*args).float().cpu().numpy()
+        return finish(out, self.name)
+
+    def __repr__(self) -> str:
+        return (f"TorchImageEmbedder({self.source.model!r}, device={self.device}, dtype={self.dtype}, "
+                f"dim={self.dim}, has_text={self.has_text})")
