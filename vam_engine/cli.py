@@ -134,6 +134,44 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _fmt_t(t: float) -> str:
+    if t > 1e8:  # absolute (unix seconds)
+        import datetime as dt
+
+        return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{t:9.2f}s"
+
+
+def cmd_search(args) -> int:
+    if not args.text and not args.image:
+        raise VamError("search needs a text query or --image PATH")
+    with _engine(args) as eng:
+        res = eng.search(text=args.text, image=args.image, top_k=args.top_k, cameras=args.camera,
+                         time_range=(args.t0, args.t1) if args.t0 is not None or args.t1 is not None else None,
+                         as_of=args.as_of)
+    for note in res.notes:
+        print(f"note: {note}")
+    if not res.evidence:
+        print("no results")
+        return 0
+    print(f"{'#':>3}  {'source':6}  {'camera':12}  {'from':>19}  {'to':>19}  {'score':>7}  frame")
+    for i, ev in enumerate(res.evidence, 1):
+        frame = ev.frame_paths[0] if ev.frame_paths else "-"
+        print(f"{i:>3}  {ev.source:6}  {ev.camera_id[:12]:12}  {_fmt_t(ev.t_start):>19}  {_fmt_t(ev.t_end):>19}  "
+              f"{ev.score:7.4f}  {frame}")
+    return 0
+
+
+def cmd_delete(args) -> int:
+    if not args.yes:
+        raise VamError("delete removes frames, rows and vectors for good: add --yes to confirm")
+    with _engine(args) as eng:
+        out = eng.delete(cameras=args.camera,
+                         time_range=(args.t0, args.t1) if args.t0 is not None or args.t1 is not None else None)
+    print(f"deleted {out['moments']} moments, {out['events']} events, {out['vectors']} vectors")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import make_demo_clip
 
@@ -174,6 +212,25 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--store", required=True)
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_info)
+
+    sp = sub.add_parser("search", help="search a store by text or image; prints evidence with times and frames")
+    sp.add_argument("text", nargs="?")
+    common(sp)
+    sp.add_argument("--image", help="query image file")
+    sp.add_argument("--top-k", type=int, default=10)
+    sp.add_argument("--camera", action="append", help="only these cameras (repeatable)")
+    sp.add_argument("--t0", type=float, help="interval start (camera axis, seconds)")
+    sp.add_argument("--t1", type=float, help="interval end")
+    sp.add_argument("--as-of", type=float, help="nothing that ends after this time")
+    sp.set_defaults(func=cmd_search)
+
+    sp = sub.add_parser("delete", help="delete moments, frames and vectors of cameras / a time range")
+    common(sp)
+    sp.add_argument("--camera", action="append")
+    sp.add_argument("--t0", type=float)
+    sp.add_argument("--t1", type=float)
+    sp.add_argument("--yes", action="store_true", help="confirm")
+    sp.set_defaults(func=cmd_delete)
 
     sp = sub.add_parser("demo", help="generate a short clip with known scene changes, index it, summarize")
     common(sp, store_required=False)

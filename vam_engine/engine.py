@@ -15,8 +15,12 @@ from .errors import FrameError, SourceError, VamError
 from .gate.bodies import make_body
 from .gate.cascade import GateCascade
 from .ingest import Frame, TickSampler, is_url, open_decoder
+from .embed import make_image_embedder, make_text_embedder
+from .errors import StoreError
 from .memory.records import Moment
+from .memory.search import SOURCES, SearchResult, search
 from .memory.store import MomentStore
+from .memory.vector_memory import VectorMemory
 from .pipeline import IndexPipeline, Progress, SourceReport, fingerprint
 
 __all__ = ["Engine", "SourceReport", "Progress"]
@@ -60,6 +64,16 @@ class Engine:
         self.store = MomentStore(store_dir)
         self._body = make_body(self.device)
         self._cascade = GateCascade(self._body, cfg.gate)
+        self.embedder = make_image_embedder(cfg.embed, device=self.device)
+        self.store.check_model("image_embedder", self.embedder.model_id)
+        self.vectors = VectorMemory(self.store, cfg.vectors, device=self.device)
+        self._text_embedder = None
+        self._retention = None
+        if cfg.retention.enabled:
+            from .memory.retention import RetentionWorker
+
+            self._retention = RetentionWorker(self.store, cfg=cfg.retention)
+            self._retention.start()
         self._pipeline: IndexPipeline | None = None
         self._lock = threading.Lock()
         self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
@@ -68,7 +82,7 @@ class Engine:
     def _pipe(self) -> IndexPipeline:
         with self._lock:
             if self._pipeline is None:
-                self._pipeline = IndexPipeline(self.store, self._cascade, self.config)
+                self._pipeline = IndexPipeline(self.store, self._cascade, self.config, self.embedder)
             return self._pipeline
 
     def close(self) -> None:
@@ -76,6 +90,9 @@ class Engine:
             pipe, self._pipeline = self._pipeline, None
         if pipe is not None:
             pipe.close()
+        if self._retention is not None:
+            self._retention.stop()
+        self.vectors.close()
         self.store.close()
 
     def __enter__(self):
@@ -188,9 +205,51 @@ class Engine:
         self._pipe().register(st[0], SourceReport(cam, f"push:{cam}", decoder="push"), None)
         return st
 
+    def end_push(self, camera_id: str) -> None:
+        """A pushing camera's stream ended: decide its held frame (the end of a run of similar
+        frames is kept) and close its open event. Later pushes continue the camera."""
+        st = self._push.get(camera_id)
+        if st is None:
+            raise ValueError(f"camera {camera_id!r} has pushed nothing in this engine")
+        self._pipe().end_source(st[0])
+        self.flush()
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every pushed frame is gated and committed; False on timeout."""
         return self._pipeline.flush(timeout) if self._pipeline is not None else True
+
+    # -- search and deletion -------------------------------------------------------------------
+    def text_embedder(self):
+        if self._text_embedder is None:
+            self._text_embedder = make_text_embedder(self.config.embed, device=self.device)
+            if self._text_embedder is not None:
+                self.store.check_model("text_embedder", self._text_embedder.model_id)
+        return self._text_embedder
+
+    def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
+               sources=SOURCES, as_of: float | None = None) -> SearchResult:
+        """Evidence for a text and/or image query (image: H x W x 3 uint8 array or a path), fused
+        across the frame, event and summary spaces. Times are on each camera's axis (absolute
+        seconds when known); ``as_of`` returns nothing that ends after it."""
+        texts = self.text_embedder() if text is not None and "summary" in sources else None
+        return search(self.store, self.vectors, self.embedder, texts, text=text, image=image, top_k=top_k,
+                      time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of)
+
+    def delete(self, cameras=None, time_range=None) -> dict:
+        """Remove the moments (rows, JPEGs, vectors), events and samples of the given cameras
+        (all when None) within time_range (camera axis; everything when None)."""
+        if cameras is None and time_range is None:
+            raise ValueError("delete needs cameras=... and/or time_range=... (refusing to delete everything implicitly)")
+        if isinstance(cameras, str):
+            cameras = [cameras]
+        if self._pipeline is not None:
+            self._pipeline.flush()  # nothing in flight may re-add what is deleted
+        t0, t1 = time_range if time_range is not None else (None, None)
+        out = self.store.delete(cameras, t0, t1)
+        self._cascade.forget(out["cameras"])
+        if self._pipeline is not None:
+            self._pipeline.semantic.reset(out["cameras"])
+        return out
 
     # -- reads ---------------------------------------------------------------------------------
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:
@@ -200,6 +259,8 @@ class Engine:
         out = self.store.info()
         out["device"] = self.device
         out["gate_body"] = self._body.name
+        out["embedder"] = self.embedder.name
+        out["vector_warnings"] = list(self.vectors.warnings)
         return out
 
 

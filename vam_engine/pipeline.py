@@ -24,7 +24,8 @@ from .config import EngineConfig
 from .errors import SourceError
 from .gate.cascade import GateCascade
 from .ingest import Frame
-from .memory.store import CommitBatch, MomentStore, PendingMoment
+from .index.stage import SemanticStage
+from .memory.store import CommitBatch, MomentStore
 
 
 @dataclass
@@ -109,7 +110,7 @@ class _Source:
 
 
 class IndexPipeline:
-    def __init__(self, store: MomentStore, cascade: GateCascade, cfg: EngineConfig):
+    def __init__(self, store: MomentStore, cascade: GateCascade, cfg: EngineConfig, embedder):
         self.store = store
         self.cascade = cascade
         self.cfg = cfg
@@ -117,6 +118,7 @@ class IndexPipeline:
         self._sources: dict[int, _Source] = {}
         self._lock = threading.Lock()
         self._encoder = ThreadPoolExecutor(cfg.store.encode_threads, thread_name_prefix="vam-jpeg")
+        self.semantic = SemanticStage(store, embedder, cfg, self._encoder)
         self._stop = threading.Event()
         self._flush_requested = threading.Event()
         self._error: BaseException | None = None
@@ -158,6 +160,10 @@ class IndexPipeline:
     def put_frame(self, frame: Frame, source_id: int) -> None:
         """Queue one sampled frame of a registered source (blocks while the gates are behind)."""
         self.put(_Item(frame, source_id))
+
+    def end_source(self, source_id: int) -> None:
+        """Queue a source's end after its frames (for pushed streams; decoders do it themselves)."""
+        self.put(_End(source_id))
 
     def decode_worker(self, src: _Source, decoder) -> threading.Thread:
         def work():
@@ -253,6 +259,7 @@ class IndexPipeline:
                 if taken and (gated >= self.cfg.store.commit_every or ended or self._flush_requested.is_set()
                               or time.monotonic() - last >= self.cfg.store.commit_interval_s):
                     self._flush_requested.clear()
+                    self.semantic.checkpoint(batch, writes)
                     self._hand_over((batch, writes, ended, taken))
                     batch, writes, ended = CommitBatch(), [], []
                     taken = gated = 0
@@ -303,6 +310,7 @@ class IndexPipeline:
             else:
                 by_camera[it.frame.camera_id].append(it)
         touched = set()
+        passed = []  # (frame, source_id, gate record) of frames the gates kept
         for cam, cam_items in by_camera.items():
             if self.cascade.reference(cam) is None:
                 saved = self.store.camera_ref(cam)
@@ -323,12 +331,22 @@ class IndexPipeline:
                 if rec.dropped_by is not None:
                     rep.dropped[rec.dropped_by] += 1
                     continue
-                rep.kept += 1
-                ref = self.store.frame_ref(cam, it.source_id, f.t_rel)
-                writes.append(self._encoder.submit(self.store.write_frame, ref, f.rgb, self.cfg.store.jpeg_quality))
-                h, w = f.shape
-                batch.moments.append(PendingMoment(cam, it.source_id, f.t_rel, f.t_abs, f.pts, ref, w, h, rec))
+                passed.append((f, it.source_id, rec))
                 batch.refs[cam] = (f.t_rel, f.gray)
+        decisions = self.semantic.process(passed, batch, writes)
+        for end in ends:
+            src = self._sources[end.source_id]
+            if not end.error:  # a file source's end: its camera's held frame and open event close
+                decisions += self.semantic.finish(src.report.camera_id, batch, writes)
+        for sid, reason in decisions:
+            src = self._sources.get(sid)
+            if src is None:
+                continue  # a frame held from a source of an earlier run
+            if reason is None:
+                src.report.kept += 1
+            else:
+                src.report.dropped[reason] += 1
+            touched.add(src)
         for end in ends:
             src = self._sources[end.source_id]
             src.ended = True

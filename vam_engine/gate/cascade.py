@@ -66,6 +66,11 @@ class GateCascade:
         r = self._refs.get(camera_id)
         return None if r is None else r.gray
 
+    def forget(self, cameras) -> None:
+        """Drop cameras' references (their last kept frame was deleted)."""
+        for cam in cameras:
+            self._refs.pop(cam, None)
+
     def set_reference(self, camera_id: str, gray) -> None:
         """Adopt a kept frame (e.g. restored from the store) as the camera's reference."""
         s = self.body.stats(_stack([gray]), None)

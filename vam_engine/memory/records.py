@@ -30,3 +30,17 @@ class Moment:
     tier: str = "recent"
     event_id: int | None = None
     embedding_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A search hit or a citation: an interval of one camera, with the moments that show it."""
+
+    camera_id: str
+    t_start: float  # the camera's axis: absolute seconds when known, else relative
+    t_end: float
+    moment_ids: tuple[int, ...]
+    frame_paths: tuple[str, ...]
+    score: float  # fused rank score (reciprocal rank fusion): comparable within one result list only
+    source: str  # "frame" | "event" | "summary"
+    text: str | None = None  # the document, for event/summary hits that have one

@@ -248,6 +248,18 @@ class MomentStore:
                 "VALUES (?, ?, ?, ?, ?, ?)", (camera_id, uri, fingerprint, sampling, now, json.dumps(info or {})))
         return self.find_source(camera_id, fingerprint, sampling)
 
+    def check_model(self, role: str, model_id: str) -> None:
+        """A store keeps one embedding model per role: vectors of two models do not compare."""
+        key = f"model:{role}"
+        conn = self._conn()
+        with self._write_lock, conn:
+            row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO meta VALUES (?, ?)", (key, model_id))
+            elif row[0] != model_id:
+                raise StoreError(f"{self.root}: this store's {role.replace('_', ' ')} is {row[0]!r}; the config asks "
+                                 f"for {model_id!r} (vectors of different models cannot be searched together)")
+
     def find_source(self, camera_id: str, fingerprint: str, sampling: str) -> SourceState | None:
         row = self._conn().execute(
             "SELECT source_id, progress_t, done FROM sources WHERE camera_id=? AND fingerprint=? AND sampling=?",
@@ -552,8 +564,18 @@ class MomentStore:
         with self._write_lock, conn:
             for mid, tier in ids_and_tiers:
                 ref = conn.execute("SELECT frame_ref FROM moments WHERE moment_id=?", (mid,)).fetchone()
-                size = self._file_size(ref[0]) if ref else None
-                conn.execute("UPDATE moments SET tier=?, nbytes=COALESCE(?, nbytes) WHERE moment_id=?", (tier, size, mid))
+                if ref is None:
+                    continue
+                size, wh = self._file_size(ref[0]), (None, None)
+                try:  # re-encoding may have downscaled it: the header has the new size
+                    from PIL import Image
+
+                    with Image.open(self.root / ref[0]) as im:
+                        wh = im.size
+                except OSError:
+                    pass
+                conn.execute("UPDATE moments SET tier=?, nbytes=COALESCE(?, nbytes), width=COALESCE(?, width),"
+                             " height=COALESCE(?, height) WHERE moment_id=?", (tier, size, wh[0], wh[1], mid))
 
     def frame_bytes(self) -> int:
         return int(self._conn().execute("SELECT COALESCE(SUM(nbytes), 0) FROM moments").fetchone()[0])
