@@ -3,9 +3,8 @@ cameras), run each camera's online committer, and turn its decisions into pendin
 
 The committer holds at most one frame per camera (the newest of a run of similar frames). So
 that a crash loses nothing, the held frame's JPEG is written before each commit that records
-the committer's state (with the held frame in it); when the frame is later dropped, its file
-goes with that later commit. A frame restored as held after a restart has no pixels in memory:
-if it is kept, its embedding is recomputed from its JPEG.
+the committer's state (which holds its embedding); when the frame is later dropped, its file
+goes with that later commit.
 """
 from __future__ import annotations
 
@@ -43,7 +42,13 @@ class SemanticStage:
     def _committer(self, cam: str) -> OnlineCommitter:
         c = self._committers.get(cam)
         if c is None:
-            c = self._committers[cam] = OnlineCommitter(self.cfg.commit, self.store.load_commit_state(cam))
+            state = self.store.load_commit_state(cam)
+            c = self._committers[cam] = OnlineCommitter(self.cfg.commit, state)
+            held = (state or {}).get("held")
+            if held is not None:  # held before a restart: its JPEG was written before that commit
+                sid, t_rel = _ident(held["key"])
+                self._payload[(sid, t_rel)] = {"rgb": None, "emb": np.asarray(held["emb"], np.float32),
+                                               "written": True, "ref": self.store.frame_ref(cam, sid, t_rel)}
         return c
 
     def reset(self, cameras) -> None:
@@ -100,17 +105,12 @@ class SemanticStage:
         lap, mad, ssim, hcorr = key["g"]
         if not d.kept:
             batch.samples.append((cam, sid, t_rel, lap, mad, ssim, hcorr, d.reason or "dedup"))
-            if p is None or p["written"]:
+            if p["written"]:
                 batch.discard_files.append(ref)  # written as a held frame before: it goes now
             return sid, d.reason or "dedup"
-        if p is None:  # restored as held after a restart: its JPEG is on disk already
-            from PIL import Image
-
-            emb = self.embedder.embed_images(np.asarray(Image.open(self.store.root / ref).convert("RGB"))[None])[0]
-        else:
-            emb = p["emb"]
-            if not p["written"]:
-                writes.append(self.encoder.submit(self.store.write_frame, ref, p["rgb"], self.cfg.store.jpeg_quality))
+        emb = p["emb"]
+        if not p["written"]:
+            writes.append(self.encoder.submit(self.store.write_frame, ref, p["rgb"], self.cfg.store.jpeg_quality))
         batch.moments.append(PendingMoment(cam, sid, t_rel, key["t_abs"], key["pts"], ref, key["w"], key["h"],
                                            GateRecord(lap, mad, ssim, hcorr, None), embedding=emb,
                                            event_start=d.event_start))
