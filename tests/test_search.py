@@ -143,3 +143,19 @@ def test_cli_search(tmp_path, demo):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "frame" in out.stdout and str(frame) in out.stdout
+
+
+def test_text_search_through_a_clip_text_tower_and_minilm_documents(tmp_path, demo):
+    """A (tiny, random-weight) CLIP: text queries reach frames and events; summary documents
+    use the configured text embedder's own space (none are written yet: an empty space)."""
+    from test_embed import _save_tiny_clip
+
+    model = tmp_path / "tiny-clip"
+    _save_tiny_clip(model)
+    cfg = {"embed": {"body": "torch", "model": str(model), "text_model": "minilm"}}
+    with indexed(tmp_path, demo, **cfg) as eng:
+        assert eng.embedder.has_text
+        res = eng.search(text="a textured scene", top_k=5)
+        assert res.evidence and {e.source for e in res.evidence} <= {"frame", "event"}
+        assert not any("no text side" in n for n in res.notes)
+        assert eng.text_embedder() is not None and eng.text_embedder().dim == 384
