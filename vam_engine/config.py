@@ -54,6 +54,7 @@ class EmbedConfig(_Section):
                                                      "or None for the image model's text tower")
     batch_size: int = Field(32, ge=1, le=4096)
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    compile: bool = Field(False, description="torch.compile with CUDA graphs (CUDA only; falls back to eager)")
     cache_dir: str | None = Field(None, description="where ONNX exports and TensorRT plans are cached")
 
 

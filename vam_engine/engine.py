@@ -221,7 +221,8 @@ class Engine:
     # -- search and deletion -------------------------------------------------------------------
     def text_embedder(self):
         if self._text_embedder is None:
-            self._text_embedder = make_text_embedder(self.config.embed, device=self.device)
+            self._text_embedder = make_text_embedder(self.config.embed, device=self.device,
+                                                     image_embedder=self.embedder)
             if self._text_embedder is not None:
                 self.store.check_model("text_embedder", self._text_embedder.model_id)
         return self._text_embedder

@@ -110,7 +110,7 @@ def ivf_nlist(n: int) -> int:
 
 def ivf_nprobe(nlist: int) -> int:
     """Default lists probed per query (recall >= 0.95 in bench_search.py on clustered data)."""
-    return int(max(1, min(nlist, max(16, round(nlist / 16)))))
+    return int(max(1, min(nlist, max(16, round(nlist / 64)))))
 
 
 def _fmt_ids(ids, limit: int = 10) -> str:
