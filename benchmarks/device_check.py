@@ -15,9 +15,12 @@ install log lands next to the results and its tail is copied into the JSON):
 (PIP_BREAK_SYSTEM_PACKAGES lets pip install into a distribution-managed python, and older pips
 ignore it; PIP_NO_INDEX keeps pip off the network, which that machine does not have.)
 
-It takes about 3-4 minutes (the install about 30-60 s of that); give the call a 600 s limit. The
-script stops starting new steps after ``--budget`` seconds (default 360) and, as a last resort, a
-watchdog writes what it has and exits (code 3) after ``--hard-limit`` seconds (default 480).
+It takes about 6-7 minutes (the install about 30-60 s of that, vector_search about 30 s, the
+embedder up to its 150 s budget); give the call a 600 s limit. The script stops starting new steps
+after ``--budget`` seconds (default 360), each of vector_search and embedder also stops at its own
+budget or 45 s before the hard limit, and, as a last resort, a watchdog writes what it has and exits
+(code 3) after ``--hard-limit`` seconds (default 480). To give the embedder's CUDA-graph compiles
+more room, run it alone: ``--steps embedder --embed-budget 400``.
 
 Filling ``.whl/`` (ignored by git, carried to the machine; it holds about 62 MiB of the 64 MiB
 that can be carried), on a machine with PyPI access, from the repository root:
@@ -46,7 +49,23 @@ Steps (each guarded: a failure is recorded with its traceback in the JSON and th
                 frames/s for 1, 2, 4, 7 concurrent streams vs PyAV on the CPUs
 6. engine       Engine(device="cuda") vs Engine(device="cpu") on that clip at 0.5 and 2 fps: x
                 realtime, kept counts, and whether the moments' t_rel lists agree
-7-9. embedder, vector_search, mllm: not built yet (TODO sections at the end of this file)
+7. vector_search  brute-force top-10 over 1e6 and 1e7 random unit rows x 512 resident in fp16 on the GPU
+                (made there, with the exact float32 top-10 of 100 queries kept as the truth): for 1e6,
+                ``VectorSpace(device="cuda")`` itself (built by one ``add`` from a host float32 array;
+                fp16 scan + fp32 re-score on the host); for both sizes, its device body
+                (``vectors._TorchRows.topk`` over the tensor: fp16, no re-score) and a row-blocked
+                alternative tiling for batches. p50/p99 latency of one query (host to host), queries/s
+                at batch 64 and 1024, recall@10 against the float32 truth (``--search-budget`` 90 s)
+8. embedder     ViT-B/16- and ViT-L/14-sized CLIP vision towers (random weights, real sizes, a small text
+                tower) saved to a temp dir and loaded through ``make_image_embedder(body="torch")`` on
+                CUDA: images/s at batch 32 and 128 in fp32 (baseline), fp16 and bf16, end to end on
+                640x360 RGB frames (upload, resize, crop, normalize, model, back to the host), the model
+                alone and the preprocessing alone; then ``compile=True`` (CUDA graphs), fp16 first,
+                each compile only while ``--embed-budget`` (150 s) has room for it (ViT-L/14 ones are
+                estimated at twice a ViT-B/16 compile). Correctness on 16 images: fp16 vs fp32 cosine
+                >= 0.99 (bf16 >= 0.98 soft; also the cosine centred on the images' mean, since random
+                weights map images close together), compiled vs eager >= 0.99 (soft)
+9. mllm         not built yet (a TODO section at the end of this file)
 
 Bandwidth figures: a gate kernel reads the N*H*W frame bytes once (the reference frame stays in
 L2), so its GB/s is N*H*W / time. A copy of those bytes reads and writes them, so the copy's GB/s
@@ -54,8 +73,9 @@ is 2*N*H*W / time (the usual device-to-device figure, ~4.3 TB/s on an H200). "of
 ratio of the two: the fraction of the memory bandwidth the kernel reaches.
 
 ``--dry-run`` (any machine, ~1 minute): every CUDA part is recorded as skipped ("no CUDA"); steps
-1, 3 (C++ body vs reference), 4 (C++ body), 5 (PyAV on a small 640x360 clip) and 6 (device="cpu")
-still run, so the plumbing is tested without a GPU.
+1, 3 (C++ body vs reference), 4 (C++ body), 5 (PyAV on a small 640x360 clip), 6 (device="cpu"),
+7 (1e4 vectors through ``VectorSpace(device="torch-cpu")`` in fp16 and the same bodies) and 8 (a
+tiny CLIP on the CPU, fp32 and fp16, batch 2) still run, so the plumbing is tested without a GPU.
 
 Results: a table per step as it ends, a summary table last, and everything (with tracebacks) in
 ``$OUT/device_check.json`` (``--out`` or ``$OUT``; default benchmarks/results/). The JSON is
@@ -1017,26 +1037,542 @@ def step_engine(run: Run, st: Step) -> None:
 
 
 # ================================================================================================
-# 7-9. TODO: DEVICE.md items 5-7, not built in the engine yet
+# 7. vector_search: brute-force top-k over a resident fp16 tensor (VectorSpace's device body)
 # ================================================================================================
-def step_embedder(run: Run, st: Step) -> None:
-    # TODO(embedder): images/s for ViT-B/16- and ViT-L/14-sized CLIP image towers with random weights
-    # (built from configs: same FLOPs and bytes), fp16 and bf16, batch 64-256, with and without CUDA
-    # graphs; kept frames taken from the engine run above. Fill in once vam_engine has an embedder.
-    st.status = "not built yet"
-    st.headline = "not built yet (TODO: CLIP ViT-B/16, ViT-L/14 images/s, fp16/bf16, CUDA graphs)"
-    print(f"  {st.headline}")
+def _unit_rows(torch, n: int, dim: int, device, seed: int, store_dtype, *, truth_q=None, k: int = 10,
+               host: np.ndarray | None = None, chunk: int = 1 << 18):
+    """n random unit rows (Gaussian, normalized in float32) made on ``device`` a chunk at a time
+    and stored as ``store_dtype``. With ``truth_q`` (M x dim float32 on device): the exact
+    float32 top-k of those queries over the float32 rows, merged across chunks, returned as
+    (scores, rows) numpy arrays. With ``host`` (n x dim float32): the float32 rows copied there."""
+    t = torch.empty((n, dim), dtype=store_dtype, device=device)
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    best_s = best_i = None
+    for r0 in range(0, n, chunk):
+        r1 = min(n, r0 + chunk)
+        x = torch.randn((r1 - r0, dim), generator=g, device=device, dtype=torch.float32)
+        x /= torch.linalg.vector_norm(x, dim=1, keepdim=True)
+        t[r0:r1] = x
+        if host is not None:
+            host[r0:r1] = x.cpu().numpy()
+        if truth_q is not None:
+            s, i = torch.topk(truth_q @ x.T, min(k, r1 - r0), dim=1)
+            i = i + r0
+            if best_s is not None:
+                s, i = torch.cat([best_s, s], 1), torch.cat([best_i, i], 1)
+                s, j = torch.topk(s, min(k, s.shape[1]), dim=1)
+                i = torch.gather(i, 1, j)
+            best_s, best_i = s, i
+        del x
+    truth = None if best_s is None else (best_s.cpu().numpy(), best_i.cpu().numpy().astype(np.int64))
+    return t, truth
+
+
+def _mirror_topk(torch, t, n: int):
+    """VectorSpace's device body over ``t``: vam_engine.memory.vectors._TorchRows.topk when it
+    exists (query chunks of 2^26 / n rows, fp16 matmul + torch.topk, results to the host), else
+    the same computation written out here. Returns fn(q numpy M x dim, k) -> (scores, rows)."""
+    try:
+        from vam_engine.memory.vectors import _TorchRows
+
+        body = _TorchRows(t.shape[1], str(t.device), t.dtype)
+        body.t = t
+        return (lambda q, k: body.topk(q, None, n, k)), "vectors._TorchRows.topk"
+    except (ImportError, AttributeError, TypeError):
+        pass
+
+    def fn(q, k):
+        with torch.no_grad():
+            qt = torch.from_numpy(q).to(t.device, t.dtype)
+            step = max(1, (1 << 26) // max(n, 1))
+            ss, ii = [], []
+            for q0 in range(0, len(qt), step):
+                s, i = torch.topk(qt[q0:q0 + step] @ t[:n].T, min(k, n), dim=1)
+                ss.append(s.float())
+                ii.append(i)
+            return torch.cat(ss).cpu().numpy(), torch.cat(ii).cpu().numpy().astype(np.int64)
+
+    return fn, "local mirror of _TorchRows.topk"
+
+
+def _blocked_topk(torch, t, n: int, budget: int = 1 << 26):
+    """An alternative tiling for batches: blocks of rows (budget / M rows, so one block's scores
+    are at most 2^26 values), each scanned by all M queries at once (the tensor is read once
+    per call instead of once per chunk of 2^26 / n queries), top-k per block, then merged."""
+    def fn(q, k):
+        with torch.no_grad():
+            qt = torch.from_numpy(q).to(t.device, t.dtype)
+            rows = max(k, budget // max(len(qt), 1))
+            ss, ii = [], []
+            for r0 in range(0, n, rows):
+                r1 = min(n, r0 + rows)
+                s, i = torch.topk(qt @ t[r0:r1].T, min(k, r1 - r0), dim=1)
+                ss.append(s.float())
+                ii.append(i + r0)
+            s, i = torch.cat(ss, 1), torch.cat(ii, 1)
+            s, j = torch.topk(s, min(k, s.shape[1]), dim=1)
+            return s.cpu().numpy(), torch.gather(i, 1, j).cpu().numpy().astype(np.int64)
+
+    return fn
+
+
+def _recall(got: np.ndarray, truth: np.ndarray, k: int) -> float:
+    return float(np.mean([len(set(g[:k].tolist()) & set(t[:k].tolist())) / k for g, t in zip(got, truth)]))
+
+
+def _latencies(fn, qs: np.ndarray, warmup: int = 10) -> dict:
+    """Seconds of fn(one query) per query, host to host: p50, p99, mean."""
+    for i in range(min(warmup, len(qs))):
+        fn(qs[i:i + 1])
+    ts = []
+    for i in range(len(qs)):
+        t = time.perf_counter()
+        fn(qs[i:i + 1])
+        ts.append(time.perf_counter() - t)
+    a = np.array(ts)
+    return {"n": len(a), "p50_ms": float(np.percentile(a, 50) * 1e3), "p99_ms": float(np.percentile(a, 99) * 1e3),
+            "mean_ms": float(a.mean() * 1e3)}
 
 
 def step_vector_search(run: Run, st: Step) -> None:
-    # TODO(vector_search): a resident fp16 tensor of 1e6 and 1e7 x 512 on the GPU, torch.topk over
-    # the matmul scores: p50 latency of one query and queries/s batched (e.g. 256 queries).
-    # Fill in once vam_engine has its vector memory.
-    st.status = "not built yet"
-    st.headline = "not built yet (TODO: 1e6/1e7 x 512 fp16 brute-force top-k, p50 latency, batched q/s)"
-    print(f"  {st.headline}")
+    import gc
+
+    import torch
+
+    from vam_engine.config import VectorConfig
+    from vam_engine.memory.vectors import VectorSpace
+
+    a = run.args
+    dim, k = 512, 10
+    gpu = run.cuda
+    deadline = min(time.monotonic() + a.search_budget, run.t0 + a.hard_limit - 45)
+
+    def left() -> float:
+        return deadline - time.monotonic()
+
+    if gpu:
+        dev, space_dev, dtype = "cuda", "cuda", torch.float16
+        sizes = [int(float(s)) for s in a.vec_sizes.split(",")]
+        batches = [int(b) for b in a.vec_batches.split(",")]
+        n_single, n_truth = 200, 100
+    else:
+        st.skip("cuda", "no CUDA: 1e4 vectors on the CPU through the same code (plumbing only)")
+        dev, space_dev, dtype = "cpu", "torch-cpu", torch.float16  # fp16 on the CPU: the re-scoring path runs
+        sizes, batches, n_single, n_truth = [10_000], [64], 30, 20
+    rng = np.random.default_rng([run.seed, 42])
+    Q = rng.standard_normal((max(max(batches), n_single, n_truth), dim)).astype(np.float32)
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    st.data.update(dim=dim, k=k, store_dtype=str(dtype).replace("torch.", ""), device=dev,
+                   queries="random unit vectors, independent of the rows (the smallest score gaps: the "
+                           "hardest case for fp16 scores)",
+                   truth="exact float32 top-10 over the float32 rows (computed while the rows are made)")
+    rows, parts = [], []
+
+    def one_size(n: int) -> None:
+        with_space = n <= a.vec_space_max
+        rec = {"n": n, "tensor_GB": n * dim * 2 / 1e9}
+        st.data.setdefault("sizes", []).append(rec)
+        label = f"{n:.0e}".replace("+0", "").replace("+", "")
+        t0 = time.perf_counter()
+        host = np.empty((n, dim), np.float32) if with_space else None
+        tq = torch.from_numpy(Q[:n_truth]).to(dev)
+        t, truth = _unit_rows(torch, n, dim, dev, run.seed + n, dtype, truth_q=tq, k=k, host=host)
+        if gpu:
+            torch.cuda.synchronize()
+        rec["make_s"] = time.perf_counter() - t0
+        mirror, rec["device_body"] = _mirror_topk(torch, t, n)
+        bodies = [("device body (fp16, no re-score)", mirror, True),
+                  ("row-blocked (alternative)", _blocked_topk(torch, t, n), False)]
+        if with_space:
+            def build():
+                t0 = time.perf_counter()
+                sp = VectorSpace("frame", dim, VectorConfig(index="flat"), device=space_dev, torch_dtype=dtype,
+                                 background_build=False)
+                sp.add(np.arange(n, dtype=np.int64), host)
+                if gpu:
+                    torch.cuda.synchronize()
+                rec["space_build_s"] = time.perf_counter() - t0
+                rec["space_stats"] = {kk: v for kk, v in sp.stats().items()
+                                      if kk in ("n", "device", "exact_body", "index")}
+                return sp
+
+            space = st.guard(f"n={n}: VectorSpace.add", build)
+            del host  # the space holds its own float32 copy
+            if space is not None:
+                body = rec["space_stats"].get("exact_body", "")
+                st.check(f"n={n}: VectorSpace on the device", body.startswith(f"torch-{dev}"),
+                         f"exact body {body!r}, expected torch-{dev}-...")
+                bodies.insert(0, ("VectorSpace.search (fp16 + fp32 re-score)",
+                                  lambda q, kk: space.search(q, kk), True))
+        for name, fn, single in bodies:
+            if left() < 5:
+                st.skip(f"n={n}: {name}", "out of time")
+                continue
+
+            def measure():
+                r = {"n": n, "body": name}
+                r["recall@10"] = _recall(fn(Q[:n_truth], k)[1], truth[1], k)
+                if single:
+                    r["single"] = _latencies(lambda q: fn(q, k), Q[:n_single])
+                    r["scan_GBps"] = n * dim * 2 / (r["single"]["p50_ms"] / 1e3) / 1e9
+                for b in batches:
+                    if left() < 3:
+                        st.skip(f"n={n}: {name} b{b}", "out of time")
+                        continue
+                    s = _timed(lambda: fn(Q[:b], k), None, warmup=1, repeats=3)
+                    r[f"b{b}_ms"] = s * 1e3
+                    r[f"b{b}_qps"] = b / s
+                return r
+
+            r = st.guard(f"n={n}: {name}", measure)
+            if r is None:
+                continue
+            st.data.setdefault("runs", []).append(r)
+            sg = r.get("single", {})
+            bq = r.get(f"b{batches[-1]}_qps")
+            rows.append([label, name, sg.get("p50_ms"), sg.get("p99_ms"), r.get("scan_GBps")]
+                        + [r.get(f"b{b}_qps") for b in batches] + [r["recall@10"]])
+            if name.startswith("VectorSpace"):
+                st.check(f"n={n}: VectorSpace recall@10", r["recall@10"] >= 0.99, f"{r['recall@10']:.4f} < 0.99")
+                parts.append(f"{label} VectorSpace p50 {fmt(sg.get('p50_ms'))} ms p99 {fmt(sg.get('p99_ms'))} ms, "
+                             f"b{batches[-1]} {fmt(bq)} q/s, recall {r['recall@10']:.3f}")
+            elif name.startswith("device body"):
+                st.check(f"n={n}: fp16 recall@10 without re-score", r["recall@10"] >= 0.95,
+                         f"{r['recall@10']:.4f} < 0.95", soft=True)
+                parts.append(f"{label} device body p50 {fmt(sg.get('p50_ms'))} ms ({fmt(r.get('scan_GBps'))} GB/s), "
+                             f"b{batches[-1]} {fmt(bq)} q/s, fp16 recall {r['recall@10']:.3f}")
+            else:
+                parts.append(f"{label} row-blocked b{batches[-1]} {fmt(bq)} q/s")
+        if gpu:
+            rec["max_mem_GiB"] = torch.cuda.max_memory_allocated() / 2 ** 30
+
+    prev_prec = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # the float32 truth without TF32
+    try:
+        for n in sizes:
+            if left() < (40 if n >= 5_000_000 else 15):
+                st.skip(f"n={n}", f"out of time ({left():.0f} s left of the step's budget)")
+                continue
+            if gpu:
+                free = torch.cuda.mem_get_info()[0]
+                if free < n * dim * 2 * 1.3 + (2 << 30):
+                    st.skip(f"n={n}", f"not enough free GPU memory ({free / 2 ** 30:.1f} GiB)")
+                    continue
+            st.guard(f"n={n}", one_size, n)
+            gc.collect()  # the size's tensors, space and closures go with one_size's frame
+            if gpu:
+                torch.cuda.empty_cache()
+    finally:
+        torch.set_float32_matmul_precision(prev_prec)
+    if rows:
+        print(f"  top-{k} over n x {dim} {st.data['store_dtype']} on {dev}; latency: one query, host to host; "
+              f"recall@10 against exact float32")
+        table(["n", "body", "p50 ms", "p99 ms", "scan GB/s"] + [f"b{b} q/s" for b in batches] + ["recall@10"], rows)
+    st.headline = "; ".join(parts) + ("" if gpu else " (CPU plumbing run, no CUDA)")
 
 
+# ================================================================================================
+# 8. embedder: CLIP image towers of the real sizes, random weights, through make_image_embedder
+# ================================================================================================
+# vision towers of the real sizes (the FLOPs and bytes of the trained models); a small text tower
+CLIP_SIZES = {
+    "ViT-B/16": dict(vision=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                                 num_attention_heads=12, patch_size=16, image_size=224), projection_dim=512),
+    "ViT-L/14": dict(vision=dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24,
+                                 num_attention_heads=16, patch_size=14, image_size=224), projection_dim=768),
+}
+CLIP_TINY = {"tiny": dict(vision=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=2, patch_size=8, image_size=32), projection_dim=16)}
+_CLIP_TEXT = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+                  max_position_embeddings=77, bos_token_id=0, eos_token_id=1, pad_token_id=2)
+
+
+def vit_gflops(vision: dict) -> float:
+    """Forward GFLOPs (2 per multiply-add) of one image through a ViT: patch embedding, each
+    block's qkv/out projections and MLP, and its two attention products."""
+    h, i, layers = vision["hidden_size"], vision["intermediate_size"], vision["num_hidden_layers"]
+    p, s = vision["patch_size"], vision["image_size"]
+    g = (s // p) ** 2
+    tok = g + 1
+    block = 2 * tok * (4 * h * h + 2 * h * i) + 4 * tok * tok * h
+    return (2 * g * 3 * p * p * h + layers * block) / 1e9
+
+
+def save_clip(path: Path, spec: dict, device: str, seed: int) -> dict:
+    """A random-weight transformers CLIPModel of ``spec``'s vision size, saved to ``path`` (fp16
+    weights when made on CUDA: half the bytes to write and read; each load casts to its dtype)."""
+    import torch
+    from transformers import CLIPConfig, CLIPModel
+
+    t0 = time.perf_counter()
+    cfg = CLIPConfig(text_config=_CLIP_TEXT, vision_config=spec["vision"], projection_dim=spec["projection_dim"])
+    torch.manual_seed(seed)
+    try:
+        with torch.device(device):  # initialized where it is made: seconds faster for ViT-L on a GPU
+            model = CLIPModel(cfg)
+    except Exception:  # noqa: BLE001 - the default device then
+        model = CLIPModel(cfg)
+    model = model.eval()
+    if str(device).startswith("cuda"):
+        model = model.half()
+    vparams = sum(p.numel() for p in model.vision_model.parameters()) + model.visual_projection.weight.numel()
+    model.save_pretrained(path)
+    del model
+    if str(device).startswith("cuda"):
+        torch.cuda.empty_cache()
+    return {"path": str(path), "vision_params_M": vparams / 1e6, "gflops_per_image": vit_gflops(spec["vision"]),
+            "build_s": time.perf_counter() - t0}
+
+
+def rgb_frames(run: Run, n: int, h: int, w: int, distinct: int = 16) -> np.ndarray:
+    """n RGB uint8 frames (``distinct`` different scenes, repeated)."""
+    key = ("rgb", n, h, w, distinct)
+    if key not in run.cache:
+        rng = np.random.default_rng([run.seed, 3, h, w])
+        base = [np.stack([np.clip(scene_base(rng, h, w), 0, 255) for _ in range(3)], -1).astype(np.uint8)
+                for _ in range(min(n, distinct))]
+        run.cache[key] = np.stack([base[i % len(base)] for i in range(n)])
+    return run.cache[key]
+
+
+def _timed(fn, sync=None, *, warmup: int = 2, repeats: int = 5, iters: int = 1) -> float:
+    """Seconds per call, host-timed (after ``sync`` when given): median over ``repeats`` loops."""
+    for _ in range(warmup):
+        fn()
+    if sync:
+        sync()
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        if sync:
+            sync()
+        ts.append((time.perf_counter() - t) / iters)
+    return statistics.median(ts)
+
+
+def _cos(a: np.ndarray, b: np.ndarray, ref: np.ndarray) -> dict:
+    """Cosines of the rows of a and b (unit rows), plain and centred on ref's mean row (random
+    weights can map all images close together: the centred cosine shows the error against the
+    spread between images)."""
+    cos = np.einsum("ij,ij->i", a, b)
+    mu = ref.mean(0, keepdims=True)
+    ac, bc = a - mu, b - mu
+    cc = np.einsum("ij,ij->i", ac, bc) / np.maximum(np.linalg.norm(ac, axis=1) * np.linalg.norm(bc, axis=1), 1e-30)
+    return {"min_cos": float(cos.min()), "mean_cos": float(cos.mean()), "min_centred_cos": float(cc.min())}
+
+
+def step_embedder(run: Run, st: Step) -> None:
+    import gc
+    import warnings
+
+    import torch
+
+    from vam_engine.config import EmbedConfig
+    from vam_engine.embed import make_image_embedder
+    from vam_engine.embed.models import preprocess
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local directories only; that machine has no network
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep the output tail for the tables
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001 - cosmetic
+        pass
+    a = run.args
+    gpu = run.cuda
+    deadline = min(time.monotonic() + a.embed_budget, run.t0 + a.hard_limit - 45)
+
+    def left() -> float:
+        return deadline - time.monotonic()
+
+    if gpu:
+        models, dev, dtypes = CLIP_SIZES, "cuda", ["float32", "float16", "bfloat16"]
+        batches = [int(b) for b in a.embed_batches.split(",")]
+        n_corr, reps = 16, 5
+        sync = torch.cuda.synchronize
+    else:
+        st.skip("cuda", "no CUDA: the tiny CLIP on the CPU through the same code (plumbing only)")
+        models, dev, dtypes, batches, n_corr, reps = CLIP_TINY, "cpu", ["float32", "float16"], [2], 4, 2
+        sync = None
+    fh, fw = 360, 640  # 640x360 RGB in: every end-to-end figure includes the resize / crop / normalize
+    frames = rgb_frames(run, max(max(batches), n_corr), fh, fw)
+    corr = frames[:n_corr]
+    st.data.update(device=dev, frame=f"{fw}x{fh}", batches=batches, correctness_images=n_corr,
+                   weights="random (transformers CLIPModel from a CLIPConfig of the real vision sizes)")
+    rows, runs, info, outs = [], [], {}, {}
+    st.data["models"], st.data["runs"] = info, runs  # filled in place: a watchdog save keeps what was measured
+    st.data["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+
+    def free():
+        gc.collect()
+        if gpu:
+            torch.cuda.empty_cache()
+
+    def measure(emb, name, dtype, graphs, bs, extra=None):
+        spec = emb.source.spec
+        base = {"model": name, "dtype": dtype, "graphs": graphs, **(extra or {})}
+        for b in bs:
+            if left() < 3:
+                st.skip(f"{name} {dtype} graphs={graphs} b{b}", "out of time")
+                continue
+            fb = frames[:b]
+            r = dict(base, batch=b)
+            t = _timed(lambda: emb.embed_images(fb), sync, warmup=3 if graphs else 2, repeats=reps)
+            r.update(e2e_ms=t * 1e3, e2e_img_s=b / t)
+            x = preprocess(fb, spec, emb.device, emb.dtype)
+            if hasattr(emb, "_run_image"):  # the model alone, on preprocessed input already on the device
+                with torch.inference_mode():
+                    t = _timed(lambda: emb._run_image(x), sync, warmup=3 if graphs else 2, repeats=reps,
+                               iters=3 if gpu else 1)
+                r.update(model_ms=t * 1e3, model_img_s=b / t,
+                         model_TFLOPS=b / t * info[name]["gflops_per_image"] / 1e3)
+            del x
+            t = _timed(lambda: preprocess(fb, spec, emb.device, emb.dtype), sync, warmup=1, repeats=3)
+            r.update(preprocess_ms=t * 1e3, preprocess_img_s=b / t)
+            runs.append(r)
+
+    # -- eager: fp32 (baseline and reference), fp16, bf16 ----------------------------------------
+    for name, spec in models.items():
+        if left() < 20:
+            st.skip(name, f"out of time ({left():.0f} s left of the step's budget)")
+            continue
+        path = run.tmp / ("clip_" + re.sub(r"\W+", "_", name))
+        got = st.guard(f"{name}: build", save_clip, path, spec, dev, run.seed)
+        if got is None:
+            continue
+        info[name] = got
+        outs[name] = {}
+        for dtype in dtypes:
+            if left() < 8:
+                st.skip(f"{name} {dtype}", "out of time")
+                continue
+
+            def eager():
+                t0 = time.perf_counter()
+                emb = make_image_embedder(EmbedConfig(body="torch", model=str(path), dtype=dtype,
+                                                      batch_size=max(batches)), device=dev, compile=False)
+                load_s = time.perf_counter() - t0
+                info[name].setdefault("dim", emb.dim)
+                owner = getattr(getattr(emb, "_image", None), "owner", None)
+                attn = getattr(getattr(owner, "config", None), "_attn_implementation", None)
+                if attn:
+                    info[name]["attn_implementation"] = attn
+                outs[name][dtype] = emb.embed_images(corr)
+                measure(emb, name, dtype, False, batches, {"load_s": load_s})
+                del emb
+
+            st.guard(f"{name} {dtype} eager", eager)
+            free()
+        ref = outs[name].get("float32")
+        for dtype, thr, soft in (("float16", 0.99, False), ("bfloat16", 0.98, True)):
+            if ref is None or dtype not in outs[name]:
+                continue
+            c = _cos(outs[name][dtype], ref, ref)
+            st.data.setdefault("correctness", {})[f"{name} {dtype} vs float32"] = c
+            st.check(f"{name} {dtype} vs float32 cosine", c["min_cos"] >= thr, f"min {c['min_cos']:.5f} < {thr}",
+                     soft=soft)
+        if ref is not None and len(ref) > 1:
+            g = ref @ ref.T
+            st.data.setdefault("correctness", {})[f"{name} spread"] = {
+                "mean_cos_between_images": float((g.sum() - np.trace(g)) / (len(g) * (len(g) - 1)))}
+
+    # -- CUDA graphs: torch.compile(mode="reduce-overhead"), one static batch per embedder -------
+    if gpu:
+        plan = [("ViT-B/16", "float16", max(batches)), ("ViT-B/16", "float16", min(batches)),
+                ("ViT-L/14", "float16", max(batches)), ("ViT-B/16", "bfloat16", max(batches)),
+                ("ViT-L/14", "float16", min(batches)), ("ViT-B/16", "bfloat16", min(batches)),
+                ("ViT-L/14", "bfloat16", max(batches)), ("ViT-L/14", "bfloat16", min(batches))]
+        plan = list(dict.fromkeys(p for p in plan if p[0] in info))
+        est = {"ViT-B/16": 60.0, "ViT-L/14": 120.0}  # compile seconds guessed until one is measured
+        l_measured = [False]
+        for name, dtype, b in plan:
+            need = est[name] + 10
+            if left() < need:
+                st.skip(f"{name} {dtype} graphs b{b}", f"out of time: {left():.0f} s left, compile needs "
+                                                       f"~{est[name]:.0f} s")
+                continue
+
+            def compiled():
+                t0 = time.perf_counter()
+                emb = make_image_embedder(EmbedConfig(body="torch", model=info[name]["path"], dtype=dtype,
+                                                      batch_size=b), device=dev, compile=True)
+                load_s = time.perf_counter() - t0
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    t0 = time.perf_counter()
+                    out = emb.embed_images(corr)  # the first call compiles
+                    sync()
+                    compile_s = time.perf_counter() - t0
+                fell_back = getattr(emb, "_compiled", True) is None
+                why = [str(w.message)[:300] for w in caught if "compile" in str(w.message)]
+                st.check(f"{name} {dtype} b{b} compiled", not fell_back, why[:1] or "fell back to eager")
+                est[name] = compile_s
+                if name == "ViT-B/16" and not l_measured[0]:
+                    est["ViT-L/14"] = 2 * compile_s  # twice the layers, a third more width
+                l_measured[0] |= name == "ViT-L/14"
+                eager_out = outs[name].get(dtype)
+                if eager_out is not None:
+                    c = _cos(out, eager_out, outs[name].get("float32", eager_out))
+                    st.data.setdefault("correctness", {})[f"{name} {dtype} graphs b{b} vs eager"] = c
+                    st.check(f"{name} {dtype} b{b} graphs vs eager cosine", c["min_cos"] >= 0.99,
+                             f"min {c['min_cos']:.5f} < 0.99", soft=True)
+                if not fell_back:
+                    measure(emb, name, dtype, True, [b], {"load_s": load_s, "compile_s": compile_s})
+                del emb
+
+            st.guard(f"{name} {dtype} graphs b{b}", compiled)
+            try:
+                torch._dynamo.reset()  # drop the graphs (and their memory pool) before the next one
+            except Exception:  # noqa: BLE001
+                pass
+            free()
+    else:
+        st.skip("graphs", "no CUDA: CUDA graphs (compile=True) apply on CUDA only")
+
+    by = {(r["model"], r["dtype"], r["graphs"], r["batch"]): r for r in runs}
+    for r in runs:
+        r32 = by.get((r["model"], "float32", False, r["batch"]))
+        eag = by.get((r["model"], r["dtype"], False, r["batch"]))
+        x_fp32 = r["e2e_img_s"] / r32["e2e_img_s"] if r32 else None
+        x_eager = r["e2e_img_s"] / eag["e2e_img_s"] if (eag and r["graphs"]) else None
+        r["e2e_x_fp32"], r["e2e_x_eager"] = x_fp32, x_eager
+        rows.append([r["model"], r["dtype"], "yes" if r["graphs"] else "no", r["batch"], r["e2e_img_s"],
+                     r.get("model_img_s"), r.get("model_TFLOPS"), r["preprocess_img_s"], x_fp32, x_eager,
+                     r.get("compile_s", r.get("load_s"))])
+    if rows:
+        print(f"  images/s on {dev}: e2e = embed_images on {fw}x{fh} RGB (upload, resize, crop, normalize, model, "
+              f"back to the host); model = the image tower alone; x fp32 / x eager: e2e ratios")
+        table(["model", "dtype", "graphs", "batch", "e2e img/s", "model img/s", "TFLOPS", "preproc img/s", "x fp32",
+               "x eager", "load/compile s"], rows)
+    cr = st.data.get("correctness", {})
+    if cr:
+        table(["pair", "min cos", "mean cos", "min centred cos"],
+              [[kk] + [f"{v[q]:.5f}" for q in ("min_cos", "mean_cos", "min_centred_cos")]
+               for kk, v in cr.items() if "min_cos" in v])
+    parts = []
+    for name in info:
+        bmax = max(batches)
+        e = by.get((name, "float16", False, bmax)) or by.get((name, "float32", False, bmax))
+        if e:
+            s = (f"{name} {e['dtype']} b{bmax}: {fmt(e['e2e_img_s'])} img/s e2e, "
+                 f"{fmt(e.get('model_img_s'))} model")
+            gph = by.get((name, "float16", True, bmax))
+            if gph:
+                s += f", graphs {fmt(gph['e2e_img_s'])} e2e / {fmt(gph.get('model_img_s'))} model"
+            c = cr.get(f"{name} float16 vs float32")
+            if c:
+                s += f", fp16 vs fp32 min cos {c['min_cos']:.4f}"
+            parts.append(s)
+    st.headline = "; ".join(parts) + ("" if gpu else " (CPU plumbing run, no CUDA)")
+
+
+# ================================================================================================
+# 9. TODO: DEVICE.md item 7, not built in the engine yet
+# ================================================================================================
 def step_mllm(run: Run, st: Step) -> None:
     # TODO(mllm): a Qwen2.5-VL-7B-sized model with random weights (smaller if memory or time is
     # short): prefill and decode tokens/s, and the coarse->fine continuation from the cached prefix
@@ -1048,7 +1584,7 @@ def step_mllm(run: Run, st: Step) -> None:
 
 STEPS = [("env", step_env), ("tests", step_tests), ("correctness", step_correctness),
          ("throughput", step_throughput), ("decode", step_decode), ("engine", step_engine),
-         ("embedder", step_embedder), ("vector_search", step_vector_search), ("mllm", step_mllm)]
+         ("vector_search", step_vector_search), ("embedder", step_embedder), ("mllm", step_mllm)]
 
 
 # ================================================================================================
@@ -1073,6 +1609,14 @@ def main(argv=None) -> int:
     p.add_argument("--clip-seconds", type=float, default=20.0, help="decode / engine test clip length")
     p.add_argument("--tests-timeout", type=float, default=180.0, help="seconds for the pytest runs together")
     p.add_argument("--decode-timeout", type=float, default=60.0, help="seconds for one decode measurement")
+    p.add_argument("--vec-sizes", default="1e6,1e7", help="vector_search: rows of the resident fp16 tensor")
+    p.add_argument("--vec-batches", default="64,1024", help="vector_search: query batch sizes")
+    p.add_argument("--vec-space-max", type=float, default=1e6,
+                   help="vector_search: sizes up to this also go through VectorSpace itself (host float32 copy)")
+    p.add_argument("--search-budget", type=float, default=90.0, help="vector_search: seconds for the step")
+    p.add_argument("--embed-batches", default="32,128", help="embedder: batch sizes")
+    p.add_argument("--embed-budget", type=float, default=150.0,
+                   help="embedder: seconds for the step (CUDA-graph compiles that would not fit are skipped)")
     p.add_argument("--budget", type=float, default=360.0, help="no new step starts after this many seconds")
     p.add_argument("--hard-limit", type=float, default=480.0,
                    help="write what was measured and exit (code 3) after this many seconds")
