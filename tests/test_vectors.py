@@ -135,7 +135,7 @@ def test_allowed_filter_exact_paths(device):
     sp = space("flat", 32, device)
     sp.add(ids, x)
     rng = np.random.default_rng(0)
-    for size in (3, 50, 800, 3500):  # gather (small, medium) and mask (large) paths
+    for size in (3, 50, 400, 800, 3500):  # gathered (3, 50, 400), masked scans (800, 3500)
         allowed = rng.choice(ids, size, replace=False)
         check_exact(sp, x, ids, q, 10, keep=allowed, allowed=allowed)
     # absent ids in `allowed` are ignored; a list and a set work too
@@ -161,7 +161,7 @@ def test_exact_blocks_merge(monkeypatch):
     check_exact(sp, x, ids, q, 10)
     check_exact(sp, x, ids, q[:1], 10)
     rng = np.random.default_rng(3)
-    for size in (5, 600, 2500):
+    for size in (5, 300, 600, 2500):  # gathered in blocks (5, 300), masked scans (600, 2500)
         allowed = rng.choice(ids, size, replace=False)
         check_exact(sp, x, ids, q, 7, keep=allowed, allowed=allowed)
         check_exact(sp, x, ids, q[:1], 7, keep=allowed, allowed=np.concatenate([allowed, allowed[:3]]))

@@ -20,3 +20,7 @@ class FrameError(VamError):
 
 class StoreError(VamError):
     """The store directory is unusable (wrong schema version, not a store, ...)."""
+
+
+class VectorError(VamError):
+    """A vector or vector index is unusable (wrong dimension, not finite, a corrupt snapshot)."""

@@ -10,9 +10,10 @@ Layout of one space:
   id -> row map (a direct-address table while the ids are dense, as SQLite row ids are; a dict
   otherwise). Removal is a swap-remove (the last rows fill the holes), so the rows stay
   contiguous and an exact search is one matrix product. This is the only copy of the vectors
-  on the CPU path; exact search is a blocked BLAS matmul + argpartition over it (measured
-  about 2x faster than ``faiss.IndexFlatIP`` here, benchmarks/bench_search.py, and without a
-  second copy of the vectors).
+  on the CPU path; exact search is a blocked matmul + argpartition over it (2x faster than
+  ``faiss.IndexFlatIP`` in benchmarks/bench_search.py, without a second copy of the vectors).
+  Scans under ~4M multiply-adds use numpy's single-threaded einsum rather than BLAS, whose
+  threads cost a scheduler slice (~8 ms) per call on a busy machine.
 - Optionally an ANN index (``_Ann``): faiss ``IndexHNSWFlat`` (M=32) or ``IndexIVFFlat`` (nlist
   ~ 4 sqrt(n), spherical k-means) over the same rows. Its labels are insertion positions; a
   removed row's label becomes a tombstone, filtered out of every search with an
@@ -28,11 +29,13 @@ Layout of one space:
 from ``ann_min_size`` on the CPU; exact brute force on a GPU, where 1e6 x 512 fp16 takes well
 under a millisecond to scan).
 
-Filtering: ``search(..., allowed=ids)`` returns only ids of ``allowed``. A small allowed set
-(at most max(20 000, 2% of the space)) is searched exactly (gather its rows + matmul); a larger
-one goes through the ANN index with a bitmap selector of its labels (queries that come back
-short fall back to the exact search), or, without an ANN index, through the exact search with a
-row mask.
+Filtering: ``search(..., allowed=ids)`` returns only ids of ``allowed`` (absent ones ignored).
+A small allowed set (at most max(20 000, 2% of the space)) is searched exactly: its rows are
+gathered block by block and multiplied, or, when it is an eighth of the space or more, the whole
+space is scanned with a row mask. A larger set goes through the ANN index with a bitmap selector
+of its labels, looking wider (efSearch / nprobe up to 4x) the more selective it is; queries that
+come back short fall back to the exact masked scan. Without an ANN index every filtered search
+is exact.
 
 Snapshots (``save``/``load``) are one file: the sections (ids, vectors, ANN labels, the
 serialized faiss index), then a JSON trailer with seq, dim, model_id, kind and each section's
@@ -77,7 +80,7 @@ __all__ = ["VectorSpace", "VectorError"]
 # ANN parameters (benchmarks/bench_search.py measures them on 512-d clustered vectors)
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
-HNSW_EF_SEARCH = 96
+HNSW_EF_SEARCH = 128              # recall@10 0.967 at 1e6 x 512 (bench_search.py); 96 gave 0.947
 IVF_NITER = 10
 SMALL_ALLOWED_MAX = 20_000        # an allowed set this small is searched exactly ...
 SMALL_ALLOWED_FRACTION = 0.02     # ... or one this small relative to the space
@@ -88,6 +91,7 @@ SINGLE_THREAD_MAX = 1 << 22       # exact scans up to this many multiply-adds sk
 SCORE_BLOCK = 1 << 24             # exact scans: scores computed per block (floats)
 GATHER_BLOCK = 1 << 22            # exact scans of a row subset: bytes gathered per block
 MIN_BLOCK = 2048
+GATHER_FRACTION = 8               # gathering a row costs ~8x scanning it: subsets above n/8 are scanned
 
 _MAGIC = b"VAMVEC\x01\n"
 _END = b"VAMVEND1"
@@ -506,20 +510,25 @@ class _Ann:
         np.bitwise_and.at(self.bits, labels >> 3, (~(1 << (labels & 7))).astype(np.uint8))
         self.tombstones += len(labels)
 
-    def search(self, q: np.ndarray, k: int, *, labels: np.ndarray | None, ef_search: int, nprobe: int | None):
-        """Top-k (scores, labels) among ``labels`` (None: all live labels)."""
+    def search(self, q: np.ndarray, k: int, *, label_mask: np.ndarray | None, ef_search: int,
+               nprobe: int | None):
+        """Top-k (scores, labels) among the labels set in ``label_mask`` (None: all live ones).
+        A filtered search looks wider (efSearch / nprobe x min(4, 1/sqrt(selectivity))): its
+        answers rank lower among all vectors than an unfiltered search's."""
         faiss = _faiss()
+        widen = 1.0
+        if label_mask is not None:
+            live = max(1, self.ntotal - self.tombstones)
+            widen = min(4.0, 1.0 / math.sqrt(max(int(label_mask.sum()), 1) / live))
         if self.kind == "hnsw":
             params = faiss.SearchParametersHNSW()
-            params.efSearch = int(max(ef_search, k))
+            params.efSearch = int(max(ef_search * widen, k))
         else:
             params = faiss.SearchParametersIVF()
-            params.nprobe = int(min(self.nlist, nprobe or ivf_nprobe(self.nlist)))
+            params.nprobe = int(min(self.nlist, round((nprobe or ivf_nprobe(self.nlist)) * widen)))
         bits = None
-        if labels is not None:
-            mask = np.zeros(self.ntotal, bool)
-            mask[labels] = True
-            bits = np.packbits(mask, bitorder="little")
+        if label_mask is not None:
+            bits = np.packbits(label_mask, bitorder="little")
         elif self.tombstones:
             bits = self.bits
         if bits is not None:
@@ -939,17 +948,21 @@ class VectorSpace:
     def _search_rows(self, q, k, rows):
         n = self._n
         small = len(rows) <= max(SMALL_ALLOWED_MAX, SMALL_ALLOWED_FRACTION * n)
-        if small and 4 * len(rows) < n:  # gather those rows, exact matmul
+        if small and GATHER_FRACTION * len(rows) < n:  # gather those rows, exact matmul
             s, r = self._exact(q, k, rows=np.unique(rows))
             return s, self._row_ids(r)
-        mask = np.zeros(n, bool)
-        mask[rows] = True
-        if self._ann is None or small:  # a quarter of the space or more: masked exact scan
+        if self._ann is None or small:  # an eighth of the space or more: masked exact scan
+            mask = np.zeros(n, bool)
+            mask[rows] = True
             s, r = self._exact(q, k, mask=mask)
             return s, self._row_ids(r)
-        s, ids = self._ann_search(q, k, self._label[:n][mask])
-        short = (ids >= 0).sum(1) < min(k, int(mask.sum()))
+        lmask = np.zeros(self._ann.ntotal, bool)
+        lmask[self._label[rows]] = True
+        s, ids = self._ann_search(q, k, lmask)
+        short = (ids >= 0).sum(1) < min(k, int(lmask.sum()))
         if short.any():  # too few found through the index: exact for those queries
+            mask = np.zeros(n, bool)
+            mask[rows] = True
             es, er = _pad(*self._exact(q[short], k, mask=mask), k)
             s[short], ids[short] = es, self._row_ids(er)
         return s, ids
@@ -957,10 +970,10 @@ class VectorSpace:
     def _row_ids(self, r: np.ndarray) -> np.ndarray:
         return np.where(r >= 0, self._ids[np.maximum(r, 0)], -1)
 
-    def _ann_search(self, q, k, labels):
+    def _ann_search(self, q, k, label_mask):
         ann = self._ann
         kk = min(k, ann.ntotal)
-        s, lab = ann.search(q, kk, labels=labels, ef_search=self.ef_search, nprobe=self.nprobe)
+        s, lab = ann.search(q, kk, label_mask=label_mask, ef_search=self.ef_search, nprobe=self.nprobe)
         ids = np.where(lab >= 0, ann.label_id[np.maximum(lab, 0)], -1)  # tombstones -> -1 too
         s = np.where(ids >= 0, s, -np.inf).astype(np.float32)
         return _pad(*_top_sorted(s, ids, kk), k)
