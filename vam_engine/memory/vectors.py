@@ -64,14 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import VectorConfig
-from ..errors import VamError
-
-try:  # the shared error module may define it; it is the same class either way for callers
-    from ..errors import VectorError  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the version of errors.py
-    class VectorError(VamError):
-        """A vector space cannot take an input (wrong dim, non-finite, duplicate id) or read a
-        snapshot (missing, truncated, corrupt, another model's)."""
+from ..errors import VectorError
 
 log = logging.getLogger(__name__)
 
