@@ -460,3 +460,38 @@ def test_worker_never_raises_and_respects_enabled(tmp_path):
     assert off.start() is False and not off.running
     off.stop()
     shutil.rmtree(tmp_path / "o", ignore_errors=True)
+
+
+def test_a_pass_over_the_real_moment_store(tmp_path):
+    """The MomentStore implements the retention interface: rows, files and vectors go together,
+    first/last and event keyframes stay, old frames are re-encoded once."""
+    from PIL import Image as _Image
+
+    from _clips import code_frame
+    from vam_engine.engine import Engine
+    from vam_engine.memory.retention import RetentionPass
+
+    t0 = 1_700_000_000.0
+    # every frame passes the gates and the committer (no dedup); events only by the 300 s cap, so
+    # each of the three sessions is one event with 8 protected keyframes
+    commit = {"dedup_fallback_sim": 1.0, "event_fallback_sim": -1.0, "min_history": 100_000}
+    with Engine(tmp_path / "store", {"ingest": {"fps": 10.0}, "gate": {"diff_min_mad": 0.0, "ssim_max": 1.0},
+                                      "commit": commit}, device="cpu") as eng:
+        times = [i * 0.5 for i in range(40)] + [3 * 3600 + i * 0.5 for i in range(20)] + [2 * 86400 + i for i in range(5)]
+        for i, t in enumerate(times):
+            eng.push("cam", code_frame(i, 320, 240, seed=3), t, t_abs=t0 + t)
+        eng.end_push("cam")
+        before = eng.moments("cam")
+        protected = {r.moment_id for r in eng.store.retention_rows("cam") if r.protected}
+        report = RetentionPass(eng.store).run()
+        after = eng.moments("cam")
+        ids = {m.moment_id for m in after}
+        assert not report.errors and report.deleted == len(before) - len(after) > 0
+        assert protected <= ids and before[0].moment_id in ids and before[-1].moment_id in ids
+        assert {r[0] for r in eng.store.vector_rows("frame")} == ids  # thinned frames left the index
+        gone = [m for m in before if m.moment_id not in ids]
+        assert all(not Path(m.frame_path).exists() for m in gone)
+        old = [m for m in after if m.t_abs is not None and m.t_abs < t0 + 2 * 86400 - 86400]
+        assert old and all(m.tier == "long" and max(_Image.open(m.frame_path).size) <= 512 for m in old)
+        assert RetentionPass(eng.store).run().deleted == 0  # a second pass changes nothing
+        assert RetentionPass(eng.store).run().reencoded == 0
