@@ -77,6 +77,7 @@ CREATE TABLE IF NOT EXISTS moments (
 );
 CREATE INDEX IF NOT EXISTS moments_camera_t ON moments (camera_id, t_rel);
 CREATE INDEX IF NOT EXISTS moments_camera_axis ON moments (camera_id, t);
+CREATE INDEX IF NOT EXISTS moments_event ON moments (event_id);
 CREATE TABLE IF NOT EXISTS events (
     event_id INTEGER PRIMARY KEY,
     camera_id TEXT NOT NULL,
@@ -89,6 +90,7 @@ CREATE TABLE IF NOT EXISTS events (
     forest_node_id INTEGER
 );
 CREATE INDEX IF NOT EXISTS events_camera_t ON events (camera_id, t_start);
+CREATE INDEX IF NOT EXISTS events_open ON events (camera_id, closed);
 CREATE TABLE IF NOT EXISTS vectors (
     space TEXT NOT NULL,         -- "frame" | "event" | "summary"
     id INTEGER NOT NULL,         -- moment_id / event_id / summary id
@@ -383,9 +385,12 @@ class MomentStore:
         keyframes = [members[i][0] for i in picks]
         conn.executemany("UPDATE moments SET protected=1 WHERE moment_id=?", [(k,) for k in keyframes])
         conn.execute("UPDATE events SET closed=1, keyframes=? WHERE event_id=?", (json.dumps(keyframes), eid))
-        vecs = [np.frombuffer(r[0], np.float32) for r in conn.execute(
-            "SELECT v.vec FROM vectors v JOIN moments m ON v.space='frame' AND v.id=m.moment_id WHERE m.event_id=?",
-            (eid,))]
+        vecs = []
+        with_vec = [m[0] for m in members if m[1] is not None]
+        for chunk in range(0, len(with_vec), 900):  # by primary key: no scan of the frame space
+            part = with_vec[chunk:chunk + 900]
+            vecs += [np.frombuffer(r[0], np.float32) for r in conn.execute(
+                f"SELECT vec FROM vectors WHERE space='frame' AND id IN ({','.join('?' * len(part))})", part)]
         if vecs:
             mean = np.mean(vecs, axis=0)
             norm = float(np.linalg.norm(mean))
