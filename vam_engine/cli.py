@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .errors import VamError
 
-GATES = ("blur", "low_change", "ssim", "hist")
+GATES = ("blur", "low_change", "ssim", "hist", "dedup")  # image gates, then semantic dedup
 
 
 class _ProgressBar:
@@ -128,6 +128,9 @@ def cmd_info(args) -> int:
     for cam, c in info["cameras"].items():
         print(f"  camera {cam}: {c['moments']} moments, t {c['t_first']:.2f} .. {c['t_last']:.2f} s")
     print("  samples: " + ", ".join(f"{k} {v}" for k, v in sorted(info["samples"].items())))
+    print(f"  events: {info['events']}; vectors: " + (", ".join(f"{k} {v}" for k, v in sorted(info["vectors"].items()))
+                                                      or "none") + "; tiers: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(info["tiers"].items())))
     for s in info["sources"]:
         state = "done" if s["done"] else f"in progress (committed up to t={s['progress_t']})"
         print(f"  source {s['source_id']} [{s['camera_id']}] {s['uri']} ({s['sampling']}): {state}")
