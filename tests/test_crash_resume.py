@@ -8,7 +8,6 @@ gate records an uninterrupted run has up to the committed progress, with every r
 place, decodable and showing the frame whose PTS is the row's t_rel, and no temporary files.
 Resuming must then finish with exactly the uninterrupted run's moments and gate decisions.
 """
-import faulthandler
 import json
 import os
 import random
@@ -33,7 +32,7 @@ CFG = {"ingest": {"fps": 2.0, "batch_size": 4}, "store": {"commit_every": 4, "co
 CAMERA = "cam"
 KILLS = 3
 THROTTLE_S = 0.1  # the child sleeps this long per progress event, so a run lasts a few seconds
-TIMEOUT_S = 120
+WATCHDOG_S = 120
 
 CHILD = """
 import json, sys, time
@@ -44,20 +43,7 @@ with Engine(store, cfg, device="cpu") as eng:
 """
 
 
-@pytest.fixture(autouse=True)
-def watchdog():
-    def expired(signum, frame):
-        raise TimeoutError(f"test still running after {TIMEOUT_S} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(TIMEOUT_S)
-    faulthandler.dump_traceback_later(2 * TIMEOUT_S, exit=True)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+pytestmark = pytest.mark.usefixtures("watchdog")  # a hang fails the test (tests/conftest.py)
 
 
 # -- the clip -----------------------------------------------------------------------------------
