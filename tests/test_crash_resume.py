@@ -279,3 +279,29 @@ def test_reopen_sweeps_temporaries_of_dead_writers_only(tmp_path):
         p.write_bytes(b"partial jpeg")
     MomentStore(store_dir).close()
     assert not any(p.exists() for p in stale) and live.exists()
+
+
+def test_resume_removes_frame_files_no_row_or_held_frame_references(tmp_path):
+    """A kill between a held frame's write and the commit recording it (or between a commit that
+    drops a held frame and its file's removal) leaves a file nothing references: resuming the
+    source removes it and keeps the files of rows and of the held frame."""
+    from vam_engine.memory.records import GateRecord
+    from vam_engine.memory.store import CommitBatch, PendingMoment
+
+    store = MomentStore(tmp_path / "store")
+    try:
+        src = store.open_source(CAMERA, "clip.mp4", "fp", "fps=2").source_id
+        rgb = np.full((8, 8, 3), 128, np.uint8)
+        refs = {t: store.frame_ref(CAMERA, src, t) for t in (0.0, 0.5, 1.0, 1.5)}
+        for ref in refs.values():
+            store.write_frame(ref, rgb, 90)
+        gate = GateRecord(100.0, 50.0, 0.1, float("nan"), None)
+        batch = CommitBatch()
+        batch.moments.append(PendingMoment(CAMERA, src, 0.0, None, 0, refs[0.0], 8, 8, gate))
+        batch.commit_states[CAMERA] = {"held": {"key": {"s": src, "t_rel": 1.0}, "emb": [1.0]}}
+        store.commit(batch)
+        assert store.sweep_source_files(src) == 2
+        left = {p.relative_to(store.root).as_posix() for p in store.root.rglob("*.jpg")}
+        assert left == {refs[0.0], refs[1.0]}
+    finally:
+        store.close()

@@ -152,6 +152,8 @@ class Engine:
                                        resume_after=rep.resumed_from, skip_nonref=ing.skip_nonref,
                                        skip_gops=ing.skip_gops, threads=ing.decode_threads)
                 state = self.store.open_source(cam, uri, fp, sampling)
+                if rep.resumed_from is not None:
+                    self.store.sweep_source_files(state.source_id)
             except SourceError as e:
                 if on_open_error == "raise":
                     for _, dec in started:
@@ -200,6 +202,7 @@ class Engine:
                 sampler = TickSampler(self.config.ingest.fps)
                 if state.progress_t is not None:
                     sampler.resume_after(state.progress_t)
+                    self.store.sweep_source_files(state.source_id)
                 st = (state.source_id, sampler, [state.progress_t])
                 self._push[cam] = st
         self._pipe().register(st[0], SourceReport(cam, f"push:{cam}", decoder="push"), None)

@@ -105,8 +105,9 @@ class SemanticStage:
         lap, mad, ssim, hcorr = key["g"]
         if not d.kept:
             batch.samples.append((cam, sid, t_rel, lap, mad, ssim, hcorr, d.reason or "dedup"))
-            if p["written"]:
-                batch.discard_files.append(ref)  # written as a held frame before: it goes now
+            # Its file may exist even when this run never wrote it: a run killed after writing a
+            # held frame but before the commit recording it leaves the file without any state.
+            batch.discard_files.append(ref)
             return sid, d.reason or "dedup"
         emb = p["emb"]
         if not p["written"]:

@@ -250,6 +250,30 @@ class MomentStore:
                 "VALUES (?, ?, ?, ?, ?, ?)", (camera_id, uri, fingerprint, sampling, now, json.dumps(info or {})))
         return self.find_source(camera_id, fingerprint, sampling)
 
+    def sweep_source_files(self, source_id: int) -> int:
+        """Before resuming a source: remove its frame files that no row and no held frame
+        references. A kill can leave them between a file's write and the commit recording it, or
+        between a commit that drops a held frame and the removal of its file. Returns how many."""
+        conn = self._conn()
+        row = conn.execute("SELECT camera_id FROM sources WHERE source_id=?", (source_id,)).fetchone()
+        if row is None:
+            return 0
+        cam = row[0]
+        folder = (self.root / self.frame_ref(cam, source_id, 0.0)).parent
+        if not folder.is_dir():
+            return 0
+        keep = {r[0] for r in conn.execute("SELECT frame_ref FROM moments WHERE source_id=?", (source_id,))}
+        held = (self.load_commit_state(cam) or {}).get("held")
+        if held is not None and held["key"]["s"] == source_id:
+            keep.add(self.frame_ref(cam, source_id, held["key"]["t_rel"]))
+        removed = 0
+        for p in folder.glob("*.jpg"):
+            ref = f"{folder.relative_to(self.root).as_posix()}/{p.name}"
+            if ref not in keep:
+                self._unlink(ref)
+                removed += 1
+        return removed
+
     def check_model(self, role: str, model_id: str) -> None:
         """A store keeps one embedding model per role: vectors of two models do not compare."""
         key = f"model:{role}"
