@@ -80,6 +80,37 @@ class RetentionConfig(_Section):
     disk_budget_bytes: int | None = Field(None, ge=0, description="thin the oldest tier first above this")
 
 
+class LLMConfig(_Section):
+    backend: Literal["none", "local", "openai"] = Field(
+        "none", description="none: no event documents or forest summaries are written")
+    model: str | None = Field(None, description="local: path of a Qwen-VL model; openai: the model name")
+    url: str | None = Field(None, description="openai: base URL of the server, e.g. http://127.0.0.1:8000/v1")
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the server's key")
+    timeout_s: float = Field(120.0, gt=0, description="one request, connect to last byte")
+    max_retries: int = Field(4, ge=0, description="retries of a request on 429/5xx/timeouts, with backoff")
+    concurrency: int = Field(8, ge=1, description="requests in flight to a server at once")
+    max_batch: int = Field(8, ge=1, description="requests per generate() call")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    kv_cache_bytes: int = Field(2 << 30, ge=0, description="local: memory for cached prefixes (LRU); 0 = off")
+    max_image_side: int = Field(1280, ge=16, description="images are resized to fit this square")
+    max_image_bytes: int = Field(5 << 20, ge=1024, description="images are recompressed below this")
+
+
+class WriterConfig(_Section):
+    enabled: bool = Field(True, description="write event documents and forest summaries when an LLM is set")
+    frames_per_event: int = Field(8, ge=1, le=32, description="representative frames sent per event")
+    queue_events: int = Field(256, ge=1, description="events waiting for the writer before ingest is slowed")
+    retry_base_s: float = Field(5.0, gt=0, description="first retry delay of a failed write; doubles each try")
+    retry_max_s: float = Field(600.0, gt=0)
+    max_attempts: int = Field(8, ge=1, description="tries before an event gets a placeholder document")
+
+
+class ForestConfig(_Section):
+    root_cap: int = Field(4, ge=1, description="roots per camera; above it the best adjacent pair merges")
+    keyframes: int = Field(16, ge=1, description="keyframes per node, spread evenly in time")
+    merge_lambda: float = Field(0.1, ge=0, description="merge score: cos(e_j, e_k) - lambda (d_j + d_k)")
+
+
 class EngineConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     gate: GateConfig = GateConfig()
@@ -89,6 +120,9 @@ class EngineConfig(_Section):
     commit: CommitConfig = CommitConfig()
     vectors: VectorConfig = VectorConfig()
     retention: RetentionConfig = RetentionConfig()
+    llm: LLMConfig = LLMConfig()
+    writer: WriterConfig = WriterConfig()
+    forest: ForestConfig = ForestConfig()
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None, env: dict | None = None, **overrides) -> "EngineConfig":

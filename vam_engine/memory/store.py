@@ -19,6 +19,7 @@ Readers open their own connections (one per thread) and query while a writer com
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import re
 import sqlite3
@@ -32,7 +33,7 @@ import numpy as np
 from ..errors import StoreError
 from .records import GateRecord, Moment
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -85,12 +86,27 @@ CREATE TABLE IF NOT EXISTS events (
     t_end REAL NOT NULL,
     closed INTEGER NOT NULL DEFAULT 0,
     keyframes TEXT,              -- JSON list of moment ids, spread over the event
-    doc TEXT,
-    doc_embedding_id INTEGER,
-    forest_node_id INTEGER
+    doc TEXT,                    -- the writer's retrieval document, NULL until written
+    doc_embedding_id INTEGER,    -- id in the "event" vector space (= event_id)
+    forest_node_id INTEGER,
+    doc_attempts INTEGER NOT NULL DEFAULT 0,
+    doc_next_try REAL,           -- wall time before which a failed write is not retried
+    doc_error TEXT               -- why the last attempt failed
 );
 CREATE INDEX IF NOT EXISTS events_camera_t ON events (camera_id, t_start);
 CREATE INDEX IF NOT EXISTS events_open ON events (camera_id, closed);
+CREATE INDEX IF NOT EXISTS events_undocumented ON events (closed, doc) WHERE doc IS NULL;
+CREATE TABLE IF NOT EXISTS summaries (
+    summary_id INTEGER PRIMARY KEY,
+    camera_id TEXT,              -- NULL: every camera
+    t0 REAL NOT NULL, t1 REAL NOT NULL,   -- the window, camera axis
+    granularity_s REAL NOT NULL,
+    prompt TEXT NOT NULL,
+    structure TEXT,              -- optional label the planner can filter on
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    UNIQUE (camera_id, t0, t1, prompt)
+);
 CREATE TABLE IF NOT EXISTS vectors (
     space TEXT NOT NULL,         -- "frame" | "event" | "summary"
     id INTEGER NOT NULL,         -- moment_id / event_id / summary id
@@ -200,11 +216,26 @@ class MomentStore:
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) == 1:  # version 2 added the writer's bookkeeping (tables come from _SCHEMA)
+                for col in ("doc_attempts INTEGER NOT NULL DEFAULT 0", "doc_next_try REAL", "doc_error TEXT"):
+                    conn.execute(f"ALTER TABLE events ADD COLUMN {col}")
+                conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(f"{self.root}: store schema version {row[0]}, this vam_engine reads {SCHEMA_VERSION}")
         self._sweep_temp_files()
 
     # -- connections ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self):
+        """A write transaction on this thread's connection, serialized with the store's commits."""
+        conn = self._conn()
+        with self._write_lock, conn:
+            yield conn
+
+    def reader(self) -> sqlite3.Connection:
+        """This thread's connection, for reads."""
+        return self._conn()
+
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:

@@ -1,0 +1,118 @@
+"""The MLLM contract every body implements.
+
+A request is a list of chat messages whose content is a sequence of parts: text, images and
+optionally a short clip. A body takes a batch of requests and returns one response per request,
+in order, with token counts and timings. Bodies: ``LocalQwenVL`` (transformers, prefix KV cache),
+``OpenAIChat`` (an OpenAI-compatible server), ``ScriptedLLM`` (tests and benchmarks).
+
+Prefix reuse is automatic and content-addressed: a body that caches prefixes reuses the longest
+cached prefix of a request's rendered prompt (images included, by content hash), so callers only
+keep their prompts prefix-stable (fixed system prompt first, stable ordering, new material last).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, Union
+
+import numpy as np
+
+from ..errors import VamError
+
+
+class LLMError(VamError):
+    """A model call failed in a way the caller can act on (auth, malformed reply, unreachable)."""
+
+    def __init__(self, backend: str, problem: str, *, retryable: bool = False):
+        self.backend = backend
+        self.problem = problem
+        self.retryable = retryable
+        super().__init__(f"{backend}: {problem}")
+
+
+@dataclass(frozen=True)
+class Image:
+    """An RGB image: an H x W x 3 uint8 array, or a path to an image file (read when needed)."""
+    data: object  # np.ndarray | str | os.PathLike
+
+    def array(self) -> np.ndarray:
+        if isinstance(self.data, np.ndarray):
+            return self.data
+        from PIL import Image as PILImage
+        with PILImage.open(self.data) as im:
+            return np.asarray(im.convert("RGB"))
+
+    def digest(self) -> str:
+        """Content hash (of the pixels, so a path and the same array hash alike)."""
+        a = np.ascontiguousarray(self.array())
+        return hashlib.blake2b(a.tobytes() + repr(a.shape).encode(), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class Clip:
+    """A short clip as frames with their times (seconds). Bodies that cannot take video send
+    the frames as images, each preceded by its time."""
+    frames: tuple  # of Image
+    times: tuple   # of float, one per frame
+
+    def __post_init__(self):
+        if len(self.frames) != len(self.times) or not self.frames:
+            raise ValueError(f"a clip needs one time per frame and at least one frame, got "
+                             f"{len(self.frames)} frames and {len(self.times)} times")
+
+
+Part = Union[str, Image, Clip]
+
+
+@dataclass
+class Message:
+    role: str  # "system" | "user" | "assistant"
+    content: list  # of Part
+
+    def __post_init__(self):
+        if self.role not in ("system", "user", "assistant"):
+            raise ValueError(f"message role must be system, user or assistant, got {self.role!r}")
+        if isinstance(self.content, (str, Image, Clip)):
+            self.content = [self.content]
+        for p in self.content:
+            if not isinstance(p, (str, Image, Clip)):
+                raise TypeError(f"a message part must be str, Image or Clip, got {type(p).__name__}")
+
+
+@dataclass
+class Sampling:
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int | None = None
+    json_object: bool = False  # ask the server for a JSON object where it supports that
+
+
+@dataclass
+class LLMRequest:
+    messages: list  # of Message
+    sampling: Sampling = field(default_factory=Sampling)
+    tag: str = ""  # what the request is for (role name); recorded in timings and by the scripted body
+
+
+@dataclass
+class LLMResponse:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0      # prompt tokens served from a prefix cache (not prefilled again)
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    total_s: float = 0.0
+    finish_reason: str = "stop"  # "stop" | "length"
+
+
+class LLM(Protocol):
+    name: str  # e.g. "local:/models/qwen2-vl-2b" or "openai:http://127.0.0.1:8000/v1#model"
+
+    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMResponse]:
+        """One response per request, in order. Raises LLMError when the batch cannot be served;
+        ``retryable`` says whether trying again later may succeed."""
+        ...
+
+    def close(self) -> None: ...
