@@ -88,8 +88,35 @@ def _engine(args):
         over["ingest"]["fps"] = args.fps
     if getattr(args, "keyframes_only", False):
         over["ingest"]["keyframes_only"] = True
+    if getattr(args, "llm", None):
+        from .llm import parse_llm_spec
+
+        over["llm"] = parse_llm_spec(args.llm)
+    if getattr(args, "text_model", None):
+        over["embed"] = {"text_model": args.text_model}
     cfg = EngineConfig.load(args.config, device=args.device, **over)
     return Engine(args.store, cfg)
+
+
+def _wait_for_documents(eng, quiet: bool) -> None:
+    """After indexing with a model: show the writer draining its queue, then its figures."""
+    if eng.writer is None:
+        return
+    from tqdm import tqdm
+
+    start = eng.writer.stats()
+    total = start.pending_events
+    with tqdm(total=total, unit="doc", desc="documents", disable=quiet or total == 0) as bar:
+        while not eng.wait_for_documents(timeout=0.5):
+            s = eng.writer.stats()
+            bar.n = max(0, total - s.pending_events)
+            bar.set_postfix(stale_nodes=s.stale_nodes, failures=s.failures, refresh=False)
+            bar.refresh()
+        bar.n = total
+    s = eng.writer.stats()
+    print(f"writer: {s.documents} event documents, {s.merges} forest summaries, {s.failures} failed attempts "
+          f"(retried), {s.model_s:.1f} s in the model, tokens {s.prompt_tokens} in ({s.cached_tokens} cached) / "
+          f"{s.completion_tokens} out")
 
 
 def cmd_index(args) -> int:
@@ -99,6 +126,7 @@ def cmd_index(args) -> int:
             reports = eng.index_files(args.videos, args.camera or None, progress=bar, on_open_error="report")
         finally:
             bar.close()
+        _wait_for_documents(eng, args.quiet)
     print(_summary(reports))
     for r in reports:
         if r.failed and r.sampled == 0 and not r.already_done:
@@ -128,7 +156,8 @@ def cmd_info(args) -> int:
     for cam, c in info["cameras"].items():
         print(f"  camera {cam}: {c['moments']} moments, t {c['t_first']:.2f} .. {c['t_last']:.2f} s")
     print("  samples: " + ", ".join(f"{k} {v}" for k, v in sorted(info["samples"].items())))
-    print(f"  events: {info['events']}; vectors: " + (", ".join(f"{k} {v}" for k, v in sorted(info["vectors"].items()))
+    print(f"  events: {info['events']} ({info['documented_events']} documented), summaries: {info['summaries']}; "
+          "vectors: " + (", ".join(f"{k} {v}" for k, v in sorted(info["vectors"].items()))
                                                       or "none") + "; tiers: "
           + ", ".join(f"{k} {v}" for k, v in sorted(info["tiers"].items())))
     for s in info["sources"]:
@@ -162,6 +191,16 @@ def cmd_search(args) -> int:
         frame = ev.frame_paths[0] if ev.frame_paths else "-"
         print(f"{i:>3}  {ev.source:6}  {ev.camera_id[:12]:12}  {_fmt_t(ev.t_start):>19}  {_fmt_t(ev.t_end):>19}  "
               f"{ev.score:7.4f}  {frame}")
+    return 0
+
+
+def cmd_summarize(args) -> int:
+    with _engine(args) as eng:
+        docs = eng.summarize((args.t0, args.t1), args.granularity, args.prompt, cameras=args.camera,
+                             structure=args.structure)
+    for d in docs:
+        print(f"[{d['camera_id']}] {_fmt_t(d['t0'])} .. {_fmt_t(d['t1'])}\n  " + d["text"].replace("\n", "\n  "))
+    print(f"{len(docs)} summary documents written")
     return 0
 
 
@@ -203,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="decode keyframes only, taking the nearest keyframe to each tick")
         sp.add_argument("--config", help="JSON or TOML config file")
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+        sp.add_argument("--llm", help="model that writes documents: openai:URL#MODEL (an OpenAI-compatible "
+                                      "server) or local:PATH (a Qwen-VL checkpoint directory)")
+        sp.add_argument("--text-model", help="text embedder for documents, e.g. 'minilm'")
 
     sp = sub.add_parser("index", help="index video files or stream URLs (concurrently, one camera each)")
     sp.add_argument("videos", nargs="+")
@@ -226,6 +268,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--t1", type=float, help="interval end")
     sp.add_argument("--as-of", type=float, help="nothing that ends after this time")
     sp.set_defaults(func=cmd_search)
+
+    sp = sub.add_parser("summarize", help="write searchable summary documents per time window (needs --llm)")
+    sp.add_argument("prompt", help="what the summaries should focus on")
+    common(sp)
+    sp.add_argument("--t0", type=float, required=True, help="range start (camera axis, seconds)")
+    sp.add_argument("--t1", type=float, required=True, help="range end")
+    sp.add_argument("--granularity", type=float, default=60.0, help="window length in seconds (default 60)")
+    sp.add_argument("--camera", action="append", help="only these cameras (repeatable)")
+    sp.add_argument("--structure", help="a label stored with the summaries, for later filtering")
+    sp.set_defaults(func=cmd_summarize)
 
     sp = sub.add_parser("delete", help="delete moments, frames and vectors of cameras / a time range")
     common(sp)

@@ -21,6 +21,7 @@ from .memory.records import Moment
 from .memory.search import SOURCES, SearchResult, search
 from .memory.store import MomentStore
 from .memory.vector_memory import VectorMemory
+from .llm import make_llm
 from .pipeline import IndexPipeline, Progress, SourceReport, fingerprint
 
 __all__ = ["Engine", "SourceReport", "Progress"]
@@ -50,7 +51,10 @@ class Engine:
     """
 
     def __init__(self, store_dir: str | os.PathLike, config: EngineConfig | dict | str | None = None,
-                 *, device: str | None = None):
+                 *, device: str | None = None, llm=None):
+        """``llm``: an object implementing the MLLM contract (vam_engine.llm), overriding the
+        config's ``llm`` section; with one, the memory writer documents events and keeps the
+        event forest."""
         if isinstance(config, EngineConfig):
             cfg = config
         elif isinstance(config, dict):
@@ -76,20 +80,44 @@ class Engine:
             self._retention.start()
         self._pipeline: IndexPipeline | None = None
         self._lock = threading.Lock()
+        self.llm = llm if llm is not None else make_llm(cfg.llm, device=self.device)
+        self.forest = None
+        self.writer = None
+        if self.llm is not None and cfg.writer.enabled:
+            from .memory.forest import EventForest
+            from .reason.writer import MemoryWriter
+
+            texts = self.text_embedder()
+            if texts is None:
+                raise VamError("the memory writer embeds its documents with a text embedder, and none is configured: "
+                               "set embed.text_model (for example 'minilm') or use an image model with a text side")
+            self.forest = EventForest(self.store, cfg.forest)
+            self.writer = MemoryWriter(self.store, texts, self.llm, self.forest, cfg.writer,
+                                       max_batch=cfg.llm.max_batch).start()
         self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
 
     # -- lifetime ------------------------------------------------------------------------------
     def _pipe(self) -> IndexPipeline:
         with self._lock:
             if self._pipeline is None:
-                self._pipeline = IndexPipeline(self.store, self._cascade, self.config, self.embedder)
+                self._pipeline = IndexPipeline(self.store, self._cascade, self.config, self.embedder,
+                                               after_commit=self._after_commit)
             return self._pipeline
+
+    def _after_commit(self) -> None:
+        if self.writer is not None:
+            self.writer.notify()
+            self.writer.wait_for_room()
 
     def close(self) -> None:
         with self._lock:
             pipe, self._pipeline = self._pipeline, None
         if pipe is not None:
             pipe.close()
+        if self.writer is not None:
+            self.writer.close()
+        if self.llm is not None:
+            self.llm.close()
         if self._retention is not None:
             self._retention.stop()
         self.vectors.close()
@@ -235,7 +263,7 @@ class Engine:
         """Evidence for a text and/or image query (image: H x W x 3 uint8 array or a path), fused
         across the frame, event and summary spaces. Times are on each camera's axis (absolute
         seconds when known); ``as_of`` returns nothing that ends after it."""
-        texts = self.text_embedder() if text is not None and "summary" in sources else None
+        texts = self.text_embedder() if text is not None and {"event", "summary"} & set(sources) else None
         return search(self.store, self.vectors, self.embedder, texts, text=text, image=image, top_k=top_k,
                       time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of)
 
@@ -249,11 +277,62 @@ class Engine:
         if self._pipeline is not None:
             self._pipeline.flush()  # nothing in flight may re-add what is deleted
         t0, t1 = time_range if time_range is not None else (None, None)
-        out = self.store.delete(cameras, t0, t1)
+        if self.writer is None:
+            out = self.store.delete(cameras, t0, t1)
+        else:
+            with self.writer.lock:  # summaries over deleted events must not survive them
+                out = self.store.delete(cameras, t0, t1)
+                for cam in set(self.forest.cameras()) & set(cameras or self.forest.cameras()):
+                    if time_range is None:
+                        self.forest.remove_camera(cam)
+                    else:
+                        self._rebuild_forest(cam)
         self._cascade.forget(out["cameras"])
         if self._pipeline is not None:
             self._pipeline.semantic.reset(out["cameras"])
         return out
+
+    def _rebuild_forest(self, cam: str) -> None:
+        """Re-insert a camera's remaining documented events; the writer rewrites the merges."""
+        texts = self.text_embedder()
+        leaves = []
+        for e in self.store.documented_events(cam):
+            vec = e["vec"] if e["vec"] is not None else texts.embed_texts([e["doc"]])[0]
+            times = self.store.moment_times(e["keyframes"])
+            leaves.append((e["event_id"], e["t_start"], e["t_end"],
+                           [(k, times[k]) for k in e["keyframes"] if k in times], e["doc"], vec))
+        self.forest.rebuild(cam, leaves)
+        self.writer.notify()
+
+    # -- documents -----------------------------------------------------------------------------
+    def summarize(self, time_range: tuple[float, float], granularity_s: float, prompt: str, *,
+                  cameras=None, structure: str | None = None) -> list[dict]:
+        """Write reusable summary documents: one per camera per window of ``granularity_s``
+        seconds over ``time_range`` (camera axis), from the window's frames and the event
+        documents overlapping it. They are searchable (source "summary"). Returns them."""
+        if self.writer is None:
+            raise VamError("summarize needs an LLM: set llm.backend (local or openai) or pass llm=...")
+        t0, t1 = (float(x) for x in time_range)
+        if not (math.isfinite(t0) and math.isfinite(t1) and t0 < t1):
+            raise VamError(f"time_range must be two finite times with start < end, got {time_range}")
+        if not 0 < granularity_s <= 86400:
+            raise VamError(f"granularity_s must be in (0, 86400], got {granularity_s}")
+        if (t1 - t0) / granularity_s > 10_000:
+            raise VamError(f"{(t1 - t0) / granularity_s:.0f} windows requested; at most 10000 per call")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise VamError("summarize needs a non-empty prompt (what the summaries should focus on)")
+        self.flush()
+        cams = [cameras] if isinstance(cameras, str) else list(cameras or self.store.cameras())
+        ids = [i for cam in cams for i in self.writer.summarize(cam, t0, t1, granularity_s, prompt.strip(),
+                                                                 structure)]
+        found = self.store.summaries_by_id(ids)
+        return [found[i] for i in ids]
+
+    def wait_for_documents(self, timeout: float | None = None) -> bool:
+        """Wait until every committed event has its document and the forest's summaries are
+        current. False on timeout; True at once without a writer."""
+        self.flush()
+        return True if self.writer is None else self.writer.wait_idle(timeout)
 
     # -- reads ---------------------------------------------------------------------------------
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:
@@ -265,6 +344,10 @@ class Engine:
         out["gate_body"] = self._body.name
         out["embedder"] = self.embedder.name
         out["vector_warnings"] = list(self.vectors.warnings)
+        out["llm"] = self.llm.name if self.llm is not None else None
+        if self.writer is not None:
+            out["writer"] = vars(self.writer.stats())
+            out["forest_nodes"] = len(self.forest)
         return out
 
 

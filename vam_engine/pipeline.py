@@ -110,8 +110,10 @@ class _Source:
 
 
 class IndexPipeline:
-    def __init__(self, store: MomentStore, cascade: GateCascade, cfg: EngineConfig, embedder):
+    def __init__(self, store: MomentStore, cascade: GateCascade, cfg: EngineConfig, embedder, *,
+                 after_commit=None):
         self.store = store
+        self.after_commit = after_commit  # called on the commit thread after each transaction (the writer)
         self.cascade = cascade
         self.cfg = cfg
         self._queue: queue.Queue = queue.Queue(maxsize=cfg.ingest.queue_frames)
@@ -286,6 +288,8 @@ class IndexPipeline:
                     w.result()  # every file is in place before its row commits
                 batch.refs = {cam: (t, _host(g)) for cam, (t, g) in batch.refs.items()}
                 self.store.commit(batch)
+                if self.after_commit is not None:
+                    self.after_commit()
             except BaseException as e:  # noqa: BLE001
                 self._fail(e)
                 return

@@ -1,9 +1,10 @@
 """Search over the three vector spaces, fused by rank.
 
 Frames and events are searched in the image embedder's space (by an image, or by text through
-the embedder's text tower); summary documents in the text embedder's space. Cosines from
-different spaces are not comparable, so each (query, space) list contributes by rank only:
-reciprocal rank fusion, score = sum over lists of 1 / (RRF_K + rank).
+the embedder's text tower); event documents and summary documents in the text embedder's space.
+Cosines from different spaces are not comparable, so each (query, space) list contributes by
+rank only: reciprocal rank fusion, score = sum over lists of 1 / (RRF_K + rank). An event found
+both by its frames and by its document counts once, with both ranks summed.
 Filters (cameras, time range, ``as_of``) are resolved in SQLite into the ids a space may return,
 so a query never sees evidence outside them (``as_of``: nothing that ends after it).
 """
@@ -64,18 +65,21 @@ def search(store, vectors, embedder, text_embedder, *, text=None, image=None, to
                 queries += [(s, q) for s in image_spaces]
             else:
                 notes.append(f"the image embedder ({embedder.name}) has no text side: text searched documents only")
-        if "summary" in sources:
+        doc_spaces = [s for s, src in (("event_doc", "event"), ("summary", "summary")) if src in sources]
+        if doc_spaces:
             if text_embedder is None:
-                notes.append("no text embedder is configured: summary documents were not searched")
+                notes.append("no text embedder is configured: documents were not searched")
             else:
-                queries.append(("summary", text_embedder.embed_texts([text])[0]))
+                q = text_embedder.embed_texts([text])[0]
+                queries += [(s, q) for s in doc_spaces]
     fused: dict[tuple[str, int], float] = {}
     fetch = max(top_k * 3, top_k + 10)
     for space, q in queries:
         allowed = store.allowed_ids(space, cameras, t0, t1, as_of)
         _, ids = vectors.search(space, q, fetch, allowed)
+        kind = "event" if space == "event_doc" else space
         for rank, vid in enumerate(ids.tolist()):
-            fused[(space, vid)] = fused.get((space, vid), 0.0) + 1.0 / (RRF_K + rank + 1)
+            fused[(kind, vid)] = fused.get((kind, vid), 0.0) + 1.0 / (RRF_K + rank + 1)
     best = sorted(fused.items(), key=lambda kv: -kv[1])[:top_k]
     return SearchResult(_evidence(store, best), notes)
 
@@ -83,7 +87,9 @@ def search(store, vectors, embedder, text_embedder, *, text=None, image=None, to
 def _evidence(store, best) -> list[Evidence]:
     moments = store.moments_by_id([vid for (space, vid), _ in best if space == "frame"])
     events = store.events_by_id([vid for (space, vid), _ in best if space == "event"])
-    key_moments = store.moments_by_id([k for e in events.values() for k in e["keyframes"]])
+    summaries = store.summaries_by_id([vid for (space, vid), _ in best if space == "summary"])
+    key_moments = store.moments_by_id([k for e in events.values() for k in e["keyframes"]] +
+                                      [k for s in summaries.values() for k in s["moments"]])
     out = []
     for (space, vid), score in best:
         if space == "frame" and vid in moments:
@@ -95,4 +101,9 @@ def _evidence(store, best) -> list[Evidence]:
             kms = [key_moments[k] for k in e["keyframes"] if k in key_moments]
             out.append(Evidence(e["camera_id"], e["t_start"], e["t_end"], tuple(m.moment_id for m in kms),
                                 tuple(m.frame_path for m in kms), score, "event", e["doc"]))
+        elif space == "summary" and vid in summaries:
+            sm = summaries[vid]
+            kms = [key_moments[k] for k in sm["moments"] if k in key_moments]
+            out.append(Evidence(sm["camera_id"] or "*", sm["t0"], sm["t1"], tuple(m.moment_id for m in kms),
+                                tuple(m.frame_path for m in kms), score, "summary", sm["text"]))
     return out

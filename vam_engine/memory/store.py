@@ -91,7 +91,8 @@ CREATE TABLE IF NOT EXISTS events (
     forest_node_id INTEGER,
     doc_attempts INTEGER NOT NULL DEFAULT 0,
     doc_next_try REAL,           -- wall time before which a failed write is not retried
-    doc_error TEXT               -- why the last attempt failed
+    doc_error TEXT,              -- why the last attempt failed
+    closed_at REAL               -- wall time of the close: the writer's lag is measured from it
 );
 CREATE INDEX IF NOT EXISTS events_camera_t ON events (camera_id, t_start);
 CREATE INDEX IF NOT EXISTS events_open ON events (camera_id, closed);
@@ -104,6 +105,7 @@ CREATE TABLE IF NOT EXISTS summaries (
     prompt TEXT NOT NULL,
     structure TEXT,              -- optional label the planner can filter on
     text TEXT NOT NULL,
+    moments TEXT NOT NULL,       -- JSON list of the moment ids whose frames the writer saw
     created_at REAL NOT NULL,
     UNIQUE (camera_id, t0, t1, prompt)
 );
@@ -217,7 +219,8 @@ class MomentStore:
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif int(row[0]) == 1:  # version 2 added the writer's bookkeeping (tables come from _SCHEMA)
-                for col in ("doc_attempts INTEGER NOT NULL DEFAULT 0", "doc_next_try REAL", "doc_error TEXT"):
+                for col in ("doc_attempts INTEGER NOT NULL DEFAULT 0", "doc_next_try REAL", "doc_error TEXT",
+                            "closed_at REAL"):
                     conn.execute(f"ALTER TABLE events ADD COLUMN {col}")
                 conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
             elif int(row[0]) != SCHEMA_VERSION:
@@ -439,7 +442,8 @@ class MomentStore:
         picks = sorted({round(i * (n - 1) / max(1, min(8, n) - 1)) for i in range(min(8, n))}) if n else []
         keyframes = [members[i][0] for i in picks]
         conn.executemany("UPDATE moments SET protected=1 WHERE moment_id=?", [(k,) for k in keyframes])
-        conn.execute("UPDATE events SET closed=1, keyframes=? WHERE event_id=?", (json.dumps(keyframes), eid))
+        conn.execute("UPDATE events SET closed=1, keyframes=?, closed_at=? WHERE event_id=?",
+                     (json.dumps(keyframes), time.time(), eid))
         vecs = []
         with_vec = [m[0] for m in members if m[1] is not None]
         for chunk in range(0, len(with_vec), 900):  # by primary key: no scan of the frame space
@@ -545,6 +549,153 @@ class MomentStore:
         found = self.events_by_id(ids)
         return [found[i] for i in ids]
 
+    # -- the memory writer's interface (reason/writer.py) ---------------------------------------
+    def undocumented_events(self, limit: int, now: float | None = None) -> list[dict]:
+        """Closed events without a document whose retry time has come, oldest first, with their
+        keyframes as (frame path, t) pairs."""
+        rows = self._conn().execute(
+            "SELECT event_id, closed_at FROM events WHERE closed=1 AND doc IS NULL"
+            " AND (doc_next_try IS NULL OR doc_next_try<=?) ORDER BY t_end LIMIT ?",
+            (time.time() if now is None else now, int(limit))).fetchall()
+        events = self.events_by_id([r[0] for r in rows])
+        moments = self.moments_by_id([k for e in events.values() for k in e["keyframes"]])
+        out = []
+        for eid, closed_at in rows:
+            e = events[eid]
+            e["closed_at"] = closed_at
+            e["frames"] = [(moments[k].frame_path, moments[k].t_abs if moments[k].t_abs is not None
+                            else moments[k].t_rel) for k in e["keyframes"] if k in moments]
+            out.append(e)
+        return out
+
+    def writer_backlog(self) -> tuple[int, float | None]:
+        """(closed events without a document, wall time the oldest of them closed)."""
+        n, oldest = self._conn().execute(
+            "SELECT COUNT(*), MIN(closed_at) FROM events WHERE closed=1 AND doc IS NULL").fetchone()
+        return int(n), oldest
+
+    def set_event_docs(self, docs) -> int:
+        """``docs``: (event_id, text, vector or None). One transaction; the vector goes to the
+        "event_doc" space. Events deleted meanwhile are skipped. Returns how many were stored."""
+        changes: list = []
+        stored = 0
+        conn = self._conn()
+        with self._write_lock:
+            with conn:
+                for eid, text, vec in docs:
+                    row = conn.execute("SELECT camera_id, t_start, t_end FROM events WHERE event_id=?",
+                                       (eid,)).fetchone()
+                    if row is None:
+                        continue
+                    conn.execute("UPDATE events SET doc=?, doc_embedding_id=?, doc_error=NULL WHERE event_id=?",
+                                 (text, None if vec is None else eid, eid))
+                    if vec is not None:
+                        self._put_vector(conn, "event_doc", eid, row[0], row[1], row[2],
+                                         np.ascontiguousarray(vec, np.float32), changes)
+                    stored += 1
+            self._notify(changes)
+        return stored
+
+    def fail_event_docs(self, failures) -> None:
+        """``failures``: (event_id, error text, next try wall time)."""
+        with self.transaction() as conn:
+            conn.executemany("UPDATE events SET doc_attempts=doc_attempts+1, doc_error=?, doc_next_try=? "
+                             "WHERE event_id=?", [(err[:500], nxt, eid) for eid, err, nxt in failures])
+
+    def doc_attempts(self, event_id: int) -> int:
+        row = self._conn().execute("SELECT doc_attempts FROM events WHERE event_id=?", (event_id,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def set_event_forest_node(self, pairs) -> None:
+        with self.transaction() as conn:
+            conn.executemany("UPDATE events SET forest_node_id=? WHERE event_id=?", [(n, e) for e, n in pairs])
+
+    def first_undocumented_start(self, camera_id: str) -> float | None:
+        """Start of the camera's earliest closed event still without a document."""
+        row = self._conn().execute("SELECT MIN(t_start) FROM events WHERE camera_id=? AND closed=1 AND doc IS NULL",
+                                   (camera_id,)).fetchone()
+        return row[0]
+
+    def moment_times(self, ids) -> dict[int, float]:
+        """Moment id -> time on its camera's axis."""
+        ids = [int(i) for i in ids]
+        out = {}
+        for chunk in range(0, len(ids), 900):
+            part = ids[chunk:chunk + 900]
+            out.update(self._conn().execute(
+                f"SELECT moment_id, t FROM moments WHERE moment_id IN ({','.join('?' * len(part))})", part).fetchall())
+        return out
+
+    def moments_on_axis(self, camera_id: str, t0: float, t1: float) -> list[Moment]:
+        """A camera's moments with t0 <= t < t1 on its axis (absolute seconds when known)."""
+        return self._select_moments("camera_id = ? AND t >= ? AND t < ?", [camera_id, float(t0), float(t1)],
+                                    " ORDER BY t, moment_id")
+
+    def documented_events(self, camera_id: str) -> list[dict]:
+        """A camera's closed events with a document, in time order, with their document vectors."""
+        conn = self._conn()
+        rows = conn.execute("SELECT event_id FROM events WHERE camera_id=? AND closed=1 AND doc IS NOT NULL "
+                            "ORDER BY t_start", (camera_id,)).fetchall()
+        events = self.events_by_id([r[0] for r in rows])
+        vecs = {i: v for i, v in self.vector_rows_by_id("event_doc", [r[0] for r in rows])}
+        out = []
+        for (eid,) in rows:
+            e = events[eid]
+            e["vec"] = vecs.get(eid)
+            out.append(e)
+        return out
+
+    def vector_rows_by_id(self, space: str, ids) -> list[tuple[int, np.ndarray]]:
+        ids = [int(i) for i in ids]
+        out = []
+        for chunk in range(0, len(ids), 900):
+            part = ids[chunk:chunk + 900]
+            out += [(i, np.frombuffer(v, np.float32)) for i, v in self._conn().execute(
+                f"SELECT id, vec FROM vectors WHERE space=? AND id IN ({','.join('?' * len(part))})", [space, *part])]
+        return out
+
+    def add_summary(self, camera_id: str | None, t0: float, t1: float, granularity_s: float, prompt: str,
+                    structure: str | None, text: str, moment_ids, vec) -> int:
+        """Store (or replace) the summary document of one window; its vector goes to the
+        "summary" space. Returns its id."""
+        changes: list = []
+        conn = self._conn()
+        with self._write_lock:
+            with conn:
+                old = conn.execute("SELECT summary_id FROM summaries WHERE camera_id IS ? AND t0=? AND t1=? AND prompt=?",
+                                   (camera_id, t0, t1, prompt)).fetchone()
+                if old is not None:
+                    self._drop_vectors(conn, "summary", [old[0]], changes)
+                    conn.execute("DELETE FROM summaries WHERE summary_id=?", (old[0],))
+                sid = conn.execute(
+                    "INSERT INTO summaries (camera_id, t0, t1, granularity_s, prompt, structure, text, moments,"
+                    " created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (camera_id, t0, t1, granularity_s, prompt, structure, text,
+                     json.dumps([int(m) for m in moment_ids]), time.time())).lastrowid
+                if vec is not None:
+                    self._put_vector(conn, "summary", sid, camera_id or "*", t0, t1,
+                                     np.ascontiguousarray(vec, np.float32), changes)
+            self._notify(changes)
+        return sid
+
+    def summaries_by_id(self, ids) -> dict[int, dict]:
+        ids = [int(i) for i in ids]
+        out = {}
+        for chunk in range(0, len(ids), 900):
+            part = ids[chunk:chunk + 900]
+            for r in self._conn().execute(
+                    "SELECT summary_id, camera_id, t0, t1, granularity_s, prompt, structure, text, moments FROM "
+                    f"summaries WHERE summary_id IN ({','.join('?' * len(part))})", part):
+                out[r[0]] = {"summary_id": r[0], "camera_id": r[1], "t0": r[2], "t1": r[3], "granularity_s": r[4],
+                             "prompt": r[5], "structure": r[6], "text": r[7], "moments": json.loads(r[8])}
+        return out
+
+    def summaries(self, camera_id: str | None = None) -> list[dict]:
+        sql = "SELECT summary_id FROM summaries" + (" WHERE camera_id IS ?" if camera_id else "") + " ORDER BY t0"
+        ids = [r[0] for r in self._conn().execute(sql, (camera_id,) if camera_id else ())]
+        found = self.summaries_by_id(ids)
+        return [found[i] for i in ids]
+
     def delete(self, cameras=None, t0: float | None = None, t1: float | None = None) -> dict:
         """Remove moments (rows, files, vectors), overlapping events and samples of the given
         cameras (all when None) in [t0, t1] on the camera axis (everything when both None)."""
@@ -570,6 +721,20 @@ class MomentStore:
                 events = [r[0] for r in conn.execute(f"SELECT event_id FROM events{eq}", eargs)]
                 self._drop_vectors(conn, "frame", [r[0] for r in rows], changes)
                 self._drop_vectors(conn, "event", events, changes)
+                self._drop_vectors(conn, "event_doc", events, changes)
+                # a summary overlapping the range may describe what is deleted: it goes too
+                sw, sargs = [], []
+                if cameras:
+                    sw.append(f"(camera_id IS NULL OR camera_id IN ({','.join('?' * len(cameras))}))")
+                    sargs += list(cameras)
+                if t0 is not None:
+                    sw.append("t1>=?"); sargs.append(float(t0))
+                if t1 is not None:
+                    sw.append("t0<=?"); sargs.append(float(t1))
+                sq = " WHERE " + " AND ".join(sw) if sw else ""
+                summaries = [r[0] for r in conn.execute(f"SELECT summary_id FROM summaries{sq}", sargs)]
+                self._drop_vectors(conn, "summary", summaries, changes)
+                conn.executemany("DELETE FROM summaries WHERE summary_id=?", [(i,) for i in summaries])
                 conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
                 conn.executemany("DELETE FROM events WHERE event_id=?", [(e,) for e in events])
                 conn.executemany("UPDATE moments SET event_id=NULL WHERE event_id=?", [(e,) for e in events])
@@ -586,7 +751,8 @@ class MomentStore:
             self._notify(changes)
         for r in rows:
             self._unlink(r[1])
-        return {"moments": len(rows), "events": len(events), "vectors": len(changes), "cameras": sorted(cams)}
+        return {"moments": len(rows), "events": len(events), "summaries": len(summaries), "vectors": len(changes),
+                "cameras": sorted(cams)}
 
     # the retention pass's interface (memory/retention.py: RetentionStore)
     def cameras(self) -> list[str]:
@@ -683,9 +849,11 @@ class MomentStore:
                    for r in c.execute("SELECT source_id, camera_id, uri, sampling, progress_t, done FROM sources")]
         for s in sources:
             s["done"] = bool(s["done"])
-        events = c.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+        events, documented = c.execute("SELECT COUNT(*), COUNT(doc) FROM events").fetchone()
+        summaries = c.execute("SELECT COUNT(*) FROM summaries").fetchone()[0]
         vectors = dict(c.execute("SELECT space, COUNT(*) FROM vectors GROUP BY space").fetchall())
         tiers = dict(c.execute("SELECT tier, COUNT(*) FROM moments GROUP BY tier").fetchall())
         return {"root": str(self.root), "schema_version": SCHEMA_VERSION, "cameras": cams,
                 "moments": sum(v["moments"] for v in cams.values()), "samples": drops, "events": events,
+                "documented_events": documented, "summaries": summaries,
                 "vectors": vectors, "tiers": tiers, "sources": sources, "frame_bytes": self.frame_bytes()}

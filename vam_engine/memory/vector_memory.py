@@ -18,7 +18,7 @@ import numpy as np
 from ..config import VectorConfig
 from .vectors import VectorError, VectorSpace
 
-SPACES = ("frame", "event", "summary")
+SPACES = ("frame", "event", "event_doc", "summary")  # event_doc, summary: the text embedder's space
 
 
 class VectorMemory:

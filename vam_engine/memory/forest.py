@@ -1,0 +1,934 @@
+"""The Event Forest: a per-camera hierarchy of event summaries (OASIS section 3.1), kept
+balanced, persisted in the store, and searched with greedy lineage pruning (OASIS 3.2 /
+Algorithm 1).
+
+Nodes. A node R = ([t_start, t_end], keyframes F, summary s, embedding e, height d). Leaves are
+events (height 0); an internal node has exactly two children, earlier one first, and covers
+their union. F is at most ``cfg.keyframes`` moment ids chosen from the children's keyframes and
+spread evenly in time. s and e come from an LLM writer (``s = Merge(s_j, s_k)``, ``e = E(s)``)
+that runs later and elsewhere: until it delivers, a node is *stale* (``written_version !=
+summary_version``), keeps a placeholder summary, and is scored with a placeholder embedding,
+the n_leaves-weighted normalized mean of its children's (current or placeholder) embeddings.
+
+Which pair merges. Each camera keeps at most ``cfg.root_cap`` roots. A new event becomes the
+newest root; when that makes one root too many, the adjacent pair of roots with the best seed
+score ``cos(e_j, e_k) - lambda (d_j + d_k)`` is merged. That choice is the paper's.
+
+How a pair merges (our change). The paper merges by putting a new parent over the two roots.
+With a small root cap that degenerates: whatever rule picks the pair, a left-to-right
+construction that keeps a bounded number of roots and only ever puts new parents over them
+builds trees of bounded Strahler number, so depth grows polynomially in the number of events
+(measured: the seed's rule reaches depth ~0.2 N, i.e. a chain; even picking the pair that
+minimizes the resulting depth still gives ~sqrt(N), 139 at N = 1e4). A deep chain makes every
+old event sit under ~N/5 ancestors whose summaries the writer must produce and a retrieval has
+to prune. So two roots L (earlier) and R are *joined* as balanced (AVL) trees instead:
+
+- if |h(L) - h(R)| <= 1: a new node (L, R), as in the paper;
+- if h(L) > h(R) + 1: walk down L's right spine to the first node c with h(c) <= h(R) + 1,
+  put a new node (c, R) in c's place, then walk back up to L's root, recomputing each node and
+  rotating (standard single/double AVL rotations) where its children's heights differ by more
+  than 1; rotations keep the in-order sequence of leaves, which is time order;
+- if h(R) > h(L) + 1: the mirror image on R's left spine.
+
+Every tree then stays AVL-balanced: an AVL tree of height h has at least Fib(h + 2) leaves, so
+h <= 1.4405 log2(n_leaves) - 0.33 < 1.45 log2(n_leaves + 2). The price: a join changes the
+nodes on the path it walks (their leaves grow, rotations regroup them), O(log N) nodes, which
+all become stale (benchmarks/bench_forest.py measures ~11 per event at N = 1e4, against exactly
+one new node per event under the seed's policy); the writer rewrites them bottom-up (``stale_nodes`` only offers a
+node once its children are current) and ``set_summary`` ignores a summary written for a version
+that has changed meanwhile, so repeated changes to one node coalesce into one write.
+
+The reference implementation also never set parent pointers and used recursion that
+overflowed on its chains; here every node has its parent, and every walk is iterative.
+
+Persistence. Nodes live in the store's SQLite database (``forest_nodes``, see FOREST_SCHEMA),
+embeddings as float32 blobs. Each public mutating call writes its changes in one transaction
+(``MomentStore.transaction``); if that fails, the in-memory forest is reloaded from the
+database, so memory and disk always hold the state before or after the call, never a mix.
+``EventForest(None, cfg)`` keeps a forest in memory only (simulations, benchmarks).
+
+Retrieval. Each camera has a contiguous float32 matrix of its nodes' (current or placeholder)
+embeddings, updated in place as nodes change. Every node also knows the range of leaf
+ordinals (time order within its camera) it covers; within a camera those ranges are laminar
+(nested or disjoint), so "ancestor or descendant of the picked node" is exactly "range
+overlaps the picked node's range": the greedy pruning is a few vectorized comparisons. Scoring
+is one matrix-vector product per camera (numpy's single-threaded einsum for small matrices, as
+in vectors.py, BLAS above ``SINGLE_THREAD_MAX`` multiply-adds).
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import threading
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..config import ForestConfig
+from .vectors import SINGLE_THREAD_MAX
+
+FOREST_SCHEMA = """
+CREATE TABLE IF NOT EXISTS forest_nodes (
+    node_id INTEGER PRIMARY KEY,
+    camera_id TEXT NOT NULL,
+    t_start REAL NOT NULL,       -- camera axis
+    t_end REAL NOT NULL,
+    keyframes TEXT NOT NULL,     -- JSON [[moment_id, t], ...], sorted by t
+    summary TEXT NOT NULL,       -- the writer's summary, or a placeholder while stale
+    embedding BLOB,              -- float32, L2-normalized; NULL while pending
+    height INTEGER NOT NULL,     -- 0 for a leaf
+    n_leaves INTEGER NOT NULL,
+    leaf_lo INTEGER NOT NULL,    -- ordinals (per camera, time order) of the first and last leaf
+    leaf_hi INTEGER NOT NULL,
+    parent INTEGER,              -- NULL for a root
+    left_child INTEGER,          -- NULL for a leaf
+    right_child INTEGER,
+    event_id INTEGER UNIQUE,     -- leaves only
+    summary_version INTEGER NOT NULL,
+    written_version INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS forest_nodes_camera ON forest_nodes (camera_id);
+CREATE TABLE IF NOT EXISTS forest_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+# Placeholder summaries of pending nodes are the children's summaries joined, cut to this size.
+PLACEHOLDER_CHARS = 1000
+_SEP = " / "
+
+
+@dataclass
+class ForestNode:
+    node_id: int
+    camera_id: str
+    t_start: float
+    t_end: float
+    keyframes: list[int]             # moment ids, sorted by time, at most cfg.keyframes
+    keyframe_times: list[float]      # their times (camera axis)
+    summary: str                     # placeholder while stale
+    embedding: np.ndarray | None     # float32, L2-normalized; None while pending
+    height: int                      # 0 for a leaf
+    n_leaves: int
+    parent: int | None
+    children: tuple[int, ...]        # (earlier, later); empty for a leaf
+    event_id: int | None             # leaves only
+    summary_version: int             # bumps whenever the node's content changes
+    written_version: int             # the version the summary was written for (0: never)
+    leaf_lo: int = 0                 # ordinals of the first and last leaf covered
+    leaf_hi: int = 0
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    @property
+    def stale(self) -> bool:
+        return self.written_version != self.summary_version
+
+
+def _public(n: ForestNode) -> ForestNode:
+    """A copy callers may keep and mutate without touching the forest (embeddings are
+    read-only arrays, shared)."""
+    return replace(n, keyframes=list(n.keyframes), keyframe_times=list(n.keyframe_times))
+
+
+def _unit(v, dim: int | None, what: str) -> np.ndarray:
+    """``v`` as a read-only float32 unit vector; ValueError naming ``what`` when unusable."""
+    try:
+        a = np.asarray(v, dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what}: embedding is not a numeric vector ({e})") from None
+    if np.asarray(v).ndim != 1:
+        raise ValueError(f"{what}: embedding must be 1-D, got shape {np.asarray(v).shape}")
+    if dim is not None and a.shape[0] != dim:
+        raise ValueError(f"{what}: embedding has dimension {a.shape[0]}, the forest holds {dim}")
+    if a.shape[0] == 0 or not np.all(np.isfinite(a)):
+        raise ValueError(f"{what}: embedding is empty or not finite")
+    norm = float(np.linalg.norm(a))
+    if norm < 1e-12:
+        raise ValueError(f"{what}: embedding is the zero vector (no direction to compare)")
+    a = (a / norm).astype(np.float32)
+    a.flags.writeable = False
+    return a
+
+
+def _mean_direction(ea: np.ndarray, na: int, eb: np.ndarray, nb: int) -> np.ndarray:
+    """n-weighted normalized mean of two unit vectors. Two exactly opposite halves average to
+    nothing: then the larger (earlier on a tie) child's direction stands for the node."""
+    m = ea * np.float32(na) + eb * np.float32(nb)
+    norm = math.sqrt(float(m @ m))
+    if norm < 1e-6 * (na + nb):
+        return ea if na >= nb else eb
+    m = (m / norm).astype(np.float32)
+    m.flags.writeable = False
+    return m
+
+
+def _spread(times: list[float], budget: int) -> list[int]:
+    """Indices of at most ``budget`` of the sorted ``times``, spread evenly in time: for each of
+    ``budget`` evenly spaced target times, the nearest candidate that keeps the picks strictly
+    increasing and leaves enough candidates for the targets after it. (Pure Python: it runs on
+    ~32 candidates for every changed node, where numpy's call overhead dominates.)"""
+    n = len(times)
+    if n <= budget:
+        return list(range(n))
+    if budget == 1:
+        return [0]
+    t0, step = times[0], (times[-1] - times[0]) / (budget - 1)
+    picks, prev = [], -1
+    for i in range(budget):
+        tt = t0 + step * i
+        j = bisect.bisect_left(times, tt, prev + 1)
+        if j > prev + 1 and (j == n or tt - times[j - 1] <= times[j] - tt):
+            j -= 1
+        j = min(max(j, prev + 1), n - (budget - i))
+        picks.append(j)
+        prev = j
+    return picks
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: max(0, n - 1)] + "\u2026"
+
+
+class _CameraIndex:
+    """One camera's nodes as contiguous arrays for retrieval: row r holds a node's current or
+    placeholder embedding, its id, t_end and leaf-ordinal range. Rows are only appended (a
+    camera loses nodes only by being removed or rebuilt as a whole)."""
+
+    def __init__(self, dim: int):
+        cap = 64
+        self.n = 0
+        self.emb = np.zeros((cap, dim), np.float32)
+        self.ids = np.zeros(cap, np.int64)
+        self.t_end = np.zeros(cap, np.float64)
+        self.lo = np.zeros(cap, np.int64)
+        self.hi = np.zeros(cap, np.int64)
+        self.row: dict[int, int] = {}
+
+    def _grow(self) -> None:
+        cap = 2 * len(self.ids)
+        for name in ("emb", "ids", "t_end", "lo", "hi"):
+            old = getattr(self, name)
+            new = np.zeros((cap,) + old.shape[1:], old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+    def put(self, node: ForestNode, eff: np.ndarray) -> None:
+        r = self.row.get(node.node_id)
+        if r is None:
+            if self.n == len(self.ids):
+                self._grow()
+            r = self.n
+            self.n += 1
+            self.row[node.node_id] = r
+            self.ids[r] = node.node_id
+        self.emb[r] = eff
+        self.t_end[r] = node.t_end
+        self.lo[r] = node.leaf_lo
+        self.hi[r] = node.leaf_hi
+
+    def eff(self, node_id: int) -> np.ndarray:
+        return self.emb[self.row[node_id]]
+
+    def greedy(self, q: np.ndarray, k: int, as_of: float | None) -> list[tuple[int, float]]:
+        """Algorithm 1 on this camera: best node, drop every node whose leaf range overlaps its
+        range (its ancestors and descendants), repeat."""
+        n = self.n
+        if n * len(q) <= SINGLE_THREAD_MAX:
+            # numpy's own single-threaded loop: waking BLAS threads costs a scheduler slice
+            # (~8 ms) on a busy machine, far more than a small scan (as in vectors.py)
+            s = np.einsum("nd,d->n", self.emb[:n], q)
+        else:
+            s = self.emb[:n] @ q
+        if as_of is not None:
+            s[self.t_end[:n] > as_of] = -np.inf
+        lo, hi = self.lo[:n], self.hi[:n]
+        out = []
+        for _ in range(k):
+            j = int(np.argmax(s))
+            if not np.isfinite(s[j]):
+                break
+            out.append((int(self.ids[j]), float(s[j])))
+            s[(lo <= hi[j]) & (hi >= lo[j])] = -np.inf
+        return out
+
+
+class EventForest:
+    def __init__(self, store, cfg: ForestConfig | None = None):
+        self.store = store
+        self.cfg = cfg if cfg is not None else ForestConfig()
+        self._lock = threading.RLock()
+        if store is not None:
+            with store.transaction() as conn:
+                conn.executescript(FOREST_SCHEMA)
+        self._load()
+
+    # -- state ---------------------------------------------------------------------------------
+    def _reset(self) -> None:
+        self._nodes: dict[int, ForestNode] = {}
+        self._roots: dict[str, list[int]] = {}
+        self._index: dict[str, _CameraIndex] = {}
+        self._by_event: dict[int, int] = {}
+        self._last_end: dict[str, float] = {}      # t_end of the camera's newest leaf
+        self._next_ordinal: dict[str, int] = {}    # leaf ordinal the camera's next leaf gets
+        self._stale: set[int] = set()
+        self._dim: int | None = None
+        self._next_id = 1
+        # per-operation bookkeeping: nodes to write, cameras to delete first, nodes changed
+        self._dirty: set[int] = set()
+        self._changed: list[int] = []
+        self._changed_set: set[int] = set()
+        self._deleted_cameras: set[str] = set()
+
+    def _load(self) -> None:
+        """(Re)build every in-memory structure from the database."""
+        self._reset()
+        if self.store is None:
+            return
+        conn = self.store.reader()
+        row = conn.execute("SELECT value FROM forest_meta WHERE key='next_node_id'").fetchone()
+        if row is not None:
+            self._next_id = int(row[0])
+        rows = conn.execute(
+            "SELECT node_id, camera_id, t_start, t_end, keyframes, summary, embedding, height, n_leaves,"
+            " leaf_lo, leaf_hi, parent, left_child, right_child, event_id, summary_version, written_version"
+            " FROM forest_nodes").fetchall()
+        for (nid, cam, t0, t1, kf, summ, blob, h, nl, lo, hi, par, lc, rc, ev, sv, wv) in rows:
+            pairs = json.loads(kf)
+            emb = None
+            if blob is not None:
+                emb = np.frombuffer(blob, dtype=np.float32).copy()
+                emb.flags.writeable = False
+                self._dim = len(emb)
+            node = ForestNode(nid, cam, t0, t1, [int(p[0]) for p in pairs], [float(p[1]) for p in pairs],
+                              summ, emb, h, nl, par, () if lc is None else (lc, rc), ev, sv, wv, lo, hi)
+            self._nodes[nid] = node
+            self._next_id = max(self._next_id, nid + 1)
+            if ev is not None:
+                self._by_event[ev] = nid
+            if node.stale:
+                self._stale.add(nid)
+            if par is None:
+                self._roots.setdefault(cam, []).append(nid)
+            if not node.children:
+                if hi + 1 > self._next_ordinal.get(cam, 0):
+                    self._next_ordinal[cam] = hi + 1
+                    self._last_end[cam] = t1
+        for cam, ids in self._roots.items():
+            ids.sort(key=lambda i: self._nodes[i].leaf_lo)
+        # placeholder embeddings need the children's first: fill the indexes by height
+        for node in sorted(self._nodes.values(), key=lambda n: n.height):
+            self._index_put(node)
+
+    def _index_put(self, node: ForestNode) -> None:
+        """Store the node's current embedding, or its placeholder from its children's."""
+        if node.embedding is not None and not node.stale:
+            eff = node.embedding
+        else:
+            l, r = (self._nodes[c] for c in node.children)
+            idx = self._index[node.camera_id]
+            eff = _mean_direction(idx.eff(l.node_id), l.n_leaves, idx.eff(r.node_id), r.n_leaves)
+        idx = self._index.get(node.camera_id)
+        if idx is None:
+            idx = self._index[node.camera_id] = _CameraIndex(len(eff))
+        idx.put(node, eff)
+
+    def _eff(self, node_id: int) -> np.ndarray:
+        return self._index[self._nodes[node_id].camera_id].eff(node_id)
+
+    # -- one transaction per public mutation ---------------------------------------------------
+    def _run(self, fn):
+        """Apply ``fn`` in memory, then write what it changed in one transaction. On any failure
+        the database rolled back, so memory is reloaded from it."""
+        with self._lock:
+            self._dirty, self._changed, self._changed_set = set(), [], set()
+            self._deleted_cameras = set()
+            try:
+                result = fn()
+                if self.store is not None:
+                    with self.store.transaction() as conn:
+                        self._persist(conn)
+            except BaseException:
+                self._load()
+                raise
+            finally:
+                self._dirty, self._changed, self._changed_set = set(), [], set()
+                self._deleted_cameras = set()
+            return result
+
+    def _persist(self, conn) -> None:
+        for cam in sorted(self._deleted_cameras):
+            conn.execute("DELETE FROM forest_nodes WHERE camera_id=?", (cam,))
+        rows = []
+        for nid in sorted(self._dirty):
+            n = self._nodes.get(nid)
+            if n is None:
+                continue
+            kf = json.dumps([[m, t] for m, t in zip(n.keyframes, n.keyframe_times)])
+            blob = None if n.embedding is None else n.embedding.astype(np.float32).tobytes()
+            lc, rc = n.children if n.children else (None, None)
+            rows.append((nid, n.camera_id, n.t_start, n.t_end, kf, n.summary, blob, n.height, n.n_leaves,
+                         n.leaf_lo, n.leaf_hi, n.parent, lc, rc, n.event_id, n.summary_version,
+                         n.written_version))
+        conn.executemany("INSERT OR REPLACE INTO forest_nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        conn.execute("INSERT OR REPLACE INTO forest_meta VALUES ('next_node_id', ?)", (self._next_id,))
+
+    # -- validation ------------------------------------------------------------------------------
+    def _check_leaf(self, camera_id, event_id, t_start, t_end, keyframes, summary, embedding,
+                    last_end: float | None, seen: set) -> tuple:
+        """Validated (t_start, t_end, sorted keyframe pairs, summary, unit embedding) of one event;
+        ValueError naming the event otherwise."""
+        if not isinstance(camera_id, str) or not camera_id:
+            raise ValueError(f"camera_id must be a non-empty string, got {camera_id!r}")
+        if isinstance(event_id, bool) or not isinstance(event_id, (int, np.integer)):
+            raise ValueError(f"event_id must be an integer, got {event_id!r}")
+        what = f"event {event_id} (camera {camera_id!r})"
+        if int(event_id) in self._by_event or int(event_id) in seen:
+            raise ValueError(f"{what}: already in the forest (duplicate event_id)")
+        try:
+            t0, t1 = float(t_start), float(t_end)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: times must be numbers, got {t_start!r}, {t_end!r}") from None
+        if not (math.isfinite(t0) and math.isfinite(t1)) or t1 < t0:
+            raise ValueError(f"{what}: bad interval [{t0}, {t1}] (must be finite, t_end >= t_start)")
+        if last_end is not None and t0 < last_end:
+            raise ValueError(f"{what}: starts at {t0}, before the camera's previous event ends ({last_end}); "
+                             f"events must arrive in time order without overlapping")
+        pairs = []
+        for kf in keyframes or []:
+            try:
+                mid, t = kf
+                mid_i, t_f = int(mid), float(t)
+            except (TypeError, ValueError):
+                raise ValueError(f"{what}: keyframes must be (moment_id, t) pairs, got {kf!r}") from None
+            if not (t0 <= t_f <= t1):
+                raise ValueError(f"{what}: keyframe {mid_i} at t={t_f} lies outside the event [{t0}, {t1}]")
+            pairs.append((t_f, mid_i))
+        pairs.sort()
+        pairs = [pairs[i] for i in _spread([p[0] for p in pairs], self.cfg.keyframes)]
+        if not isinstance(summary, str):
+            raise ValueError(f"{what}: summary must be a string, got {type(summary).__name__}")
+        if embedding is None:
+            raise ValueError(f"{what}: a leaf needs its event's embedding")
+        emb = _unit(embedding, self._dim, what)
+        return t0, t1, pairs, summary, emb
+
+    # -- building --------------------------------------------------------------------------------
+    def _new_id(self) -> int:
+        nid = self._next_id
+        self._next_id += 1
+        return nid
+
+    def _add_leaf(self, camera_id: str, event_id: int, t0: float, t1: float, pairs, summary: str,
+                  emb: np.ndarray, node_id: int | None = None) -> int:
+        if self._dim is None:
+            self._dim = len(emb)
+        ordinal = self._next_ordinal.get(camera_id, 0)
+        nid = self._new_id() if node_id is None else node_id
+        node = ForestNode(nid, camera_id, t0, t1, [m for _, m in pairs], [t for t, _ in pairs], summary, emb,
+                          0, 1, None, (), int(event_id), 1, 1, ordinal, ordinal)
+        self._nodes[nid] = node
+        self._by_event[int(event_id)] = nid
+        self._next_ordinal[camera_id] = ordinal + 1
+        self._last_end[camera_id] = t1
+        self._roots.setdefault(camera_id, []).append(nid)
+        self._index_put(node)
+        self._dirty.add(nid)
+        # too many roots: join the best-scoring adjacent pair (one join per new leaf suffices)
+        roots = self._roots[camera_id]
+        while len(roots) > self.cfg.root_cap:
+            i = self._best_pair(roots)
+            roots[i:i + 2] = [self._join(roots[i], roots[i + 1])]
+        return nid
+
+    def _best_pair(self, roots: list[int]) -> int:
+        """Index i of the adjacent pair (roots[i], roots[i+1]) with the best seed score
+        cos(e_j, e_k) - lambda (d_j + d_k); the earliest pair on a tie."""
+        lam = self.cfg.merge_lambda
+        best_i, best_s = 0, -math.inf
+        for i in range(len(roots) - 1):
+            a, b = roots[i], roots[i + 1]
+            s = float(self._eff(a) @ self._eff(b)) - lam * (self._nodes[a].height + self._nodes[b].height)
+            if s > best_s:
+                best_i, best_s = i, s
+        return best_i
+
+    def _h(self, nid: int) -> int:
+        return self._nodes[nid].height
+
+    def _join(self, left: int, right: int) -> int:
+        """Join two AVL trees, every leaf of ``left`` earlier than every leaf of ``right``; returns
+        the joined tree's root (see the module docstring)."""
+        hl, hr = self._h(left), self._h(right)
+        if abs(hl - hr) <= 1:
+            return self._new_internal(left, right)
+        if hl > hr:
+            c = left
+            while self._h(c) > hr + 1:       # L's right spine
+                c = self._nodes[c].children[1]
+            p = self._nodes[c].parent
+            n = self._new_internal(c, right)
+        else:
+            c = right
+            while self._h(c) > hl + 1:       # R's left spine
+                c = self._nodes[c].children[0]
+            p = self._nodes[c].parent
+            n = self._new_internal(left, c)
+        self._set_parent(n, p)
+        self._replace_child(p, c, n)
+        # walk back up: every node on the way gained leaves; rebalance where needed
+        top = p
+        while p is not None:
+            top = self._rebalance(p)
+            p = self._nodes[top].parent
+        return top
+
+    def _new_internal(self, left: int, right: int) -> int:
+        nid = self._new_id()
+        ln = self._nodes[left]
+        self._nodes[nid] = ForestNode(nid, ln.camera_id, 0.0, 0.0, [], [], "", None, 0, 0, None,
+                                      (left, right), None, 0, 0)
+        self._set_parent(left, nid)
+        self._set_parent(right, nid)
+        self._refresh(nid)
+        return nid
+
+    def _set_parent(self, child: int, parent: int | None) -> None:
+        # a parent pointer is part of the child's row: the child must be written too
+        self._nodes[child].parent = parent
+        self._dirty.add(child)
+
+    def _replace_child(self, parent: int | None, old: int, new: int) -> None:
+        if parent is not None:
+            p = self._nodes[parent]
+            p.children = tuple(new if c == old else c for c in p.children)
+            self._dirty.add(parent)
+
+    def _rebalance(self, x: int) -> int:
+        """Recompute node x after a change below it, rotating if its children's heights differ by
+        more than 1; returns the node now at x's place."""
+        l, r = self._nodes[x].children
+        bal = self._h(l) - self._h(r)
+        if bal > 1:
+            ll, lr = self._nodes[l].children
+            if self._h(lr) > self._h(ll):
+                self._rotate_left(l)
+            return self._rotate_right(x)
+        if bal < -1:
+            rl, rr = self._nodes[r].children
+            if self._h(rl) > self._h(rr):
+                self._rotate_right(r)
+            return self._rotate_left(x)
+        self._refresh(x)
+        return x
+
+    def _rotate_left(self, x: int) -> int:
+        """x = (A, r), r = (B, C)  ->  r = (x, C), x = (A, B). Leaf order A B C is kept."""
+        xn = self._nodes[x]
+        r = xn.children[1]
+        rn = self._nodes[r]
+        a, b, c = xn.children[0], rn.children[0], rn.children[1]
+        parent = xn.parent
+        xn.children = (a, b)
+        self._set_parent(b, x)
+        rn.children = (x, c)
+        self._set_parent(x, r)
+        self._set_parent(r, parent)
+        self._replace_child(parent, x, r)
+        self._refresh(x)
+        self._refresh(r)
+        return r
+
+    def _rotate_right(self, x: int) -> int:
+        """x = (l, C), l = (A, B)  ->  l = (A, x), x = (B, C)."""
+        xn = self._nodes[x]
+        l = xn.children[0]
+        ln = self._nodes[l]
+        a, b, c = ln.children[0], ln.children[1], xn.children[1]
+        parent = xn.parent
+        xn.children = (b, c)
+        self._set_parent(b, x)
+        ln.children = (a, x)
+        self._set_parent(x, l)
+        self._set_parent(l, parent)
+        self._replace_child(parent, x, l)
+        self._refresh(x)
+        self._refresh(l)
+        return l
+
+    def _refresh(self, nid: int) -> None:
+        """Recompute an internal node from its children: interval, height, leaves, keyframes,
+        placeholder summary and embedding; its content changed, so its summary is stale."""
+        n = self._nodes[nid]
+        l, r = (self._nodes[c] for c in n.children)
+        n.t_start, n.t_end = l.t_start, r.t_end
+        n.height = max(l.height, r.height) + 1
+        n.n_leaves = l.n_leaves + r.n_leaves
+        n.leaf_lo, n.leaf_hi = l.leaf_lo, r.leaf_hi
+        # keyframes lie inside their leaves (checked on insert) and the children are ordered
+        # in time, so the concatenation is sorted
+        times, ids = l.keyframe_times + r.keyframe_times, l.keyframes + r.keyframes
+        picks = _spread(times, self.cfg.keyframes)
+        n.keyframe_times = [times[i] for i in picks]
+        n.keyframes = [ids[i] for i in picks]
+        if n.written_version == 0:  # never written: the children's summaries stand in for it
+            half = (PLACEHOLDER_CHARS - len(_SEP)) // 2
+            n.summary = _clip(l.summary, half) + _SEP + _clip(r.summary, half)
+        # else keep the last written summary as the placeholder: closer than a concatenation
+        n.embedding = None
+        if nid not in self._changed_set:  # one version per change, however many steps it took
+            n.summary_version += 1
+            self._changed_set.add(nid)
+            self._changed.append(nid)
+        self._stale.add(nid)
+        self._dirty.add(nid)
+        self._index_put(n)
+
+    # -- public mutations ------------------------------------------------------------------------
+    def insert_event(self, camera_id: str, event_id: int, t_start: float, t_end: float, keyframes,
+                     summary: str, embedding) -> list[int]:
+        """Add an event as the newest leaf of its camera (events arrive in time order per camera)
+        and merge roots while there are more than ``cfg.root_cap``. ``keyframes``: (moment_id, t)
+        pairs inside the event. Returns the ids of the nodes whose summary became stale."""
+        with self._lock:
+            args = self._check_leaf(camera_id, event_id, t_start, t_end, keyframes, summary, embedding,
+                                    self._last_end.get(camera_id), set())
+
+            def op():
+                self._add_leaf(camera_id, event_id, *args)
+                return [nid for nid in self._changed if nid in self._nodes]
+
+            return self._run(op)
+
+    def set_summary(self, node_id: int, version: int, summary: str, embedding) -> bool:
+        """Deliver the writer's summary for ``version`` of an internal node. Refused (False) when
+        the node changed since that version was handed out; the newer version is still stale."""
+        with self._lock:
+            n = self._nodes.get(node_id)
+            if n is None:
+                raise KeyError(f"no forest node {node_id}")
+            if n.is_leaf:
+                raise ValueError(f"forest node {node_id} is a leaf: it takes its summary from event "
+                                 f"{n.event_id}; rebuild the camera to change it")
+            if not isinstance(summary, str):
+                raise ValueError(f"forest node {node_id}: summary must be a string")
+            emb = _unit(embedding, self._dim, f"forest node {node_id}")
+            if version != n.summary_version:
+                return False
+
+            def op():
+                n.summary, n.embedding, n.written_version = summary, emb, version
+                self._stale.discard(node_id)
+                self._dirty.add(node_id)
+                # the node's own embedding replaces its placeholder, and pending ancestors'
+                # placeholders are built from it
+                self._index_put(n)
+                p = n.parent
+                while p is not None and self._nodes[p].stale:
+                    self._index_put(self._nodes[p])
+                    p = self._nodes[p].parent
+                return True
+
+            return self._run(op)
+
+    def remove_camera(self, camera_id: str) -> int:
+        """Drop every node of a camera; returns how many."""
+        with self._lock:
+            if camera_id not in self._roots:
+                return 0
+
+            def op():
+                count = self._drop_camera(camera_id)
+                self._deleted_cameras.add(camera_id)
+                return count
+
+            return self._run(op)
+
+    def _drop_camera(self, camera_id: str) -> int:
+        ids = [nid for nid, n in self._nodes.items() if n.camera_id == camera_id]
+        for nid in ids:
+            n = self._nodes.pop(nid)
+            if n.event_id is not None:
+                self._by_event.pop(n.event_id, None)
+            self._stale.discard(nid)
+        for d in (self._roots, self._index, self._last_end, self._next_ordinal):
+            d.pop(camera_id, None)
+        if not self._nodes:
+            self._dim = None  # as a reload would find it: the next event sets the dimension
+        return len(ids)
+
+    def rebuild(self, camera_id: str, leaves) -> list[int]:
+        """Replace a camera's forest by one built from ``leaves`` (event_id, t_start, t_end,
+        keyframes, summary, embedding), in time order, e.g. the events left after a deletion.
+        Leaves of events already in the camera keep their node ids; every internal node is new
+        and stale. Returns the stale node ids."""
+        with self._lock:
+            old_leaf = {n.event_id: n.node_id for n in self._nodes.values()
+                        if n.camera_id == camera_id and n.event_id is not None}
+            checked, seen, last_end = [], set(), None
+            # the camera's own events may come back: validate against the other cameras only
+            hidden = {ev: self._by_event.pop(ev) for ev in old_leaf}
+            try:
+                for leaf in leaves:
+                    if len(leaf) != 6:
+                        raise ValueError(f"rebuild({camera_id!r}): each leaf is (event_id, t_start, t_end, "
+                                         f"keyframes, summary, embedding), got {len(leaf)} fields")
+                    ev = leaf[0]
+                    args = self._check_leaf(camera_id, ev, *leaf[1:], last_end, seen)
+                    seen.add(int(ev))
+                    last_end = args[1]
+                    checked.append((int(ev), args))
+            finally:
+                self._by_event.update(hidden)
+
+            def op():
+                self._drop_camera(camera_id)
+                self._deleted_cameras.add(camera_id)
+                for ev, args in checked:
+                    self._add_leaf(camera_id, ev, *args, node_id=old_leaf.get(ev))
+                return [nid for nid in self._changed if nid in self._nodes]
+
+            return self._run(op)
+
+    # -- reads -----------------------------------------------------------------------------------
+    def node(self, node_id: int) -> ForestNode:
+        with self._lock:
+            n = self._nodes.get(node_id)
+            if n is None:
+                raise KeyError(f"no forest node {node_id}")
+            return _public(n)
+
+    def leaf_for_event(self, event_id: int) -> ForestNode | None:
+        with self._lock:
+            nid = self._by_event.get(event_id)
+            return None if nid is None else _public(self._nodes[nid])
+
+    def roots(self, camera_id: str) -> list[ForestNode]:
+        """The camera's roots, oldest first."""
+        with self._lock:
+            return [_public(self._nodes[i]) for i in self._roots.get(camera_id, [])]
+
+    def children(self, node_id: int) -> list[ForestNode]:
+        with self._lock:
+            return [_public(self._nodes[c]) for c in self.node(node_id).children]
+
+    def ancestors(self, node_id: int) -> list[ForestNode]:
+        """Parent first, root last."""
+        with self._lock:
+            out, p = [], self.node(node_id).parent
+            while p is not None:
+                out.append(_public(self._nodes[p]))
+                p = self._nodes[p].parent
+            return out
+
+    def leaves(self, node_id: int) -> list[ForestNode]:
+        """The leaves under a node, in time order."""
+        with self._lock:
+            self.node(node_id)
+            out, stack = [], [node_id]
+            while stack:
+                n = self._nodes[stack.pop()]
+                if n.children:
+                    stack.append(n.children[1])   # popped after the whole left subtree
+                    stack.append(n.children[0])
+                else:
+                    out.append(_public(n))
+            return out
+
+    def cameras(self) -> list[str]:
+        with self._lock:
+            return sorted(self._roots)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def stale_nodes(self, limit: int | None = None, camera_id: str | None = None) -> list[ForestNode]:
+        """Internal nodes waiting for a summary whose children are all current, lowest first, so
+        summaries get written bottom-up. Pass each node's ``summary_version`` to set_summary."""
+        with self._lock:
+            ready = []
+            for nid in self._stale:
+                n = self._nodes[nid]
+                if camera_id is not None and n.camera_id != camera_id:
+                    continue
+                if all(not self._nodes[c].stale for c in n.children):
+                    ready.append(n)
+            ready.sort(key=lambda n: (n.height, n.camera_id, n.t_start, n.node_id))
+            if limit is not None:
+                ready = ready[: max(0, limit)]
+            return [_public(n) for n in ready]
+
+    def retrieve(self, query_emb, k: int = 2, camera_id: str | None = None,
+                 as_of: float | None = None) -> list[tuple[ForestNode, float]]:
+        """The ``k`` nodes most similar (cosine) to the query such that none is an ancestor or
+        descendant of another (greedy, best first; OASIS Algorithm 1). ``camera_id`` restricts
+        to one camera, ``as_of`` to nodes ending at or before that time. Pending nodes are scored
+        with their placeholder embedding."""
+        if k < 1:
+            return []
+        with self._lock:
+            if self._dim is None:
+                return []
+            q = _unit(query_emb, self._dim, "retrieve query")
+            if camera_id is not None:
+                idx = self._index.get(camera_id)
+                picks = [] if idx is None else idx.greedy(q, k, as_of)
+            else:
+                # lineage only exists within a camera: the global greedy order is the merge of
+                # each camera's own greedy picks
+                picks = []
+                for idx in self._index.values():
+                    picks.extend(idx.greedy(q, k, as_of))
+                picks.sort(key=lambda p: -p[1])
+                picks = picks[:k]
+            return [(_public(self._nodes[nid]), s) for nid, s in picks]
+
+    # -- invariants ------------------------------------------------------------------------------
+    def check(self) -> None:
+        """Verify every structural invariant; AssertionError with a message on the first broken
+        one. O(N), iterative."""
+        with self._lock:
+            self._check()
+
+    def _check(self) -> None:
+        nodes, budget = self._nodes, self.cfg.keyframes
+
+        def fail(msg):
+            raise AssertionError(msg)
+
+        # every node reachable exactly once from its camera's roots: no cycles, no orphans
+        seen: set[int] = set()
+        for cam, roots in self._roots.items():
+            if len(roots) > self.cfg.root_cap:
+                fail(f"camera {cam!r}: {len(roots)} roots > root_cap {self.cfg.root_cap}")
+            prev = None
+            for rid in roots:
+                r = nodes.get(rid)
+                if r is None:
+                    fail(f"camera {cam!r}: root {rid} does not exist")
+                if r.parent is not None:
+                    fail(f"root {rid} has parent {r.parent}")
+                if r.camera_id != cam:
+                    fail(f"root {rid} belongs to camera {r.camera_id!r}, listed under {cam!r}")
+                if prev is not None and (r.t_start < prev.t_end or r.leaf_lo != prev.leaf_hi + 1):
+                    fail(f"camera {cam!r}: roots {prev.node_id} and {rid} out of order or overlapping")
+                prev = r
+                stack = [rid]
+                while stack:
+                    nid = stack.pop()
+                    if nid in seen:
+                        fail(f"node {nid} reached twice (cycle or shared child)")
+                    seen.add(nid)
+                    n = nodes.get(nid)
+                    if n is None:
+                        fail(f"node {nid} is referenced but does not exist")
+                    if n.camera_id != cam:
+                        fail(f"node {nid} of camera {n.camera_id!r} sits in a tree of {cam!r}")
+                    for c in n.children:
+                        if c not in nodes:
+                            fail(f"node {nid}: child {c} does not exist")
+                        if nodes[c].parent != nid:
+                            fail(f"node {c}: parent pointer {nodes[c].parent}, but it is a child of {nid}")
+                    stack.extend(n.children)
+            if roots and nodes[roots[0]].leaf_lo != 0:
+                fail(f"camera {cam!r}: leaf ordinals do not start at 0")
+        if len(seen) != len(nodes):
+            orphans = sorted(set(nodes) - seen)[:5]
+            fail(f"{len(nodes) - len(seen)} nodes unreachable from any root, e.g. {orphans}")
+        for cam in self._roots:
+            if cam not in self._index or self._index[cam].n != sum(1 for n in nodes.values() if n.camera_id == cam):
+                fail(f"camera {cam!r}: retrieval index does not hold exactly the camera's nodes")
+        if set(self._index) != set(self._roots):
+            fail("retrieval indexes and cameras differ")
+
+        for nid, n in nodes.items():
+            if nid >= self._next_id:
+                fail(f"node {nid} >= next id {self._next_id}")
+            if not (n.t_start <= n.t_end):
+                fail(f"node {nid}: interval [{n.t_start}, {n.t_end}]")
+            if len(n.keyframes) != len(n.keyframe_times) or len(n.keyframes) > budget:
+                fail(f"node {nid}: {len(n.keyframes)} keyframes (budget {budget}) / {len(n.keyframe_times)} times")
+            if any(a > b for a, b in zip(n.keyframe_times, n.keyframe_times[1:])):
+                fail(f"node {nid}: keyframes not sorted by time")
+            if (nid in self._stale) != n.stale:
+                fail(f"node {nid}: stale set disagrees with its versions")
+            idx = self._index[n.camera_id]
+            r = idx.row.get(nid)
+            if r is None or idx.ids[r] != nid or idx.t_end[r] != n.t_end or idx.lo[r] != n.leaf_lo \
+                    or idx.hi[r] != n.leaf_hi:
+                fail(f"node {nid}: retrieval index row out of date")
+            if not n.children:
+                if n.height != 0 or n.n_leaves != 1 or n.event_id is None or n.leaf_lo != n.leaf_hi:
+                    fail(f"leaf {nid}: height {n.height}, n_leaves {n.n_leaves}, event {n.event_id}")
+                if self._by_event.get(n.event_id) != nid:
+                    fail(f"leaf {nid}: event map does not point at it")
+                if n.stale or n.embedding is None:
+                    fail(f"leaf {nid}: leaves are never pending")
+                if any(not (n.t_start <= t <= n.t_end) for t in n.keyframe_times):
+                    fail(f"leaf {nid}: a keyframe lies outside its interval")
+                if not np.allclose(idx.emb[r], n.embedding, atol=1e-6):
+                    fail(f"leaf {nid}: retrieval index holds a different embedding")
+                continue
+            if len(n.children) != 2:
+                fail(f"node {nid}: {len(n.children)} children (nodes are binary)")
+            if n.event_id is not None:
+                fail(f"internal node {nid} has event {n.event_id}")
+            l, rr = nodes[n.children[0]], nodes[n.children[1]]
+            if l.t_end > rr.t_start or l.leaf_hi + 1 != rr.leaf_lo:
+                fail(f"node {nid}: children {l.node_id}, {rr.node_id} out of order or overlapping")
+            if (n.t_start, n.t_end) != (l.t_start, rr.t_end):
+                fail(f"node {nid}: interval [{n.t_start}, {n.t_end}] != children's [{l.t_start}, {rr.t_end}]")
+            if (n.leaf_lo, n.leaf_hi) != (l.leaf_lo, rr.leaf_hi):
+                fail(f"node {nid}: leaf range differs from its children's")
+            if n.height != max(l.height, rr.height) + 1:
+                fail(f"node {nid}: height {n.height}, children {l.height}, {rr.height}")
+            if abs(l.height - rr.height) > 1:
+                fail(f"node {nid}: AVL balance broken (children heights {l.height}, {rr.height})")
+            if n.n_leaves != l.n_leaves + rr.n_leaves or n.n_leaves != n.leaf_hi - n.leaf_lo + 1:
+                fail(f"node {nid}: n_leaves {n.n_leaves} != {l.n_leaves} + {rr.n_leaves}")
+            if n.height > 1.45 * math.log2(n.n_leaves + 2):
+                fail(f"node {nid}: height {n.height} > 1.45 log2({n.n_leaves} + 2)")
+            # a subset of the children's keyframes is, by induction, a subset of the leaves'
+            pool = set(zip(l.keyframes, l.keyframe_times)) | set(zip(rr.keyframes, rr.keyframe_times))
+            if not set(zip(n.keyframes, n.keyframe_times)) <= pool:
+                fail(f"node {nid}: keyframes not taken from its children's")
+            if len(n.keyframes) != min(budget, len(l.keyframes) + len(rr.keyframes)):
+                fail(f"node {nid}: {len(n.keyframes)} keyframes, expected "
+                     f"{min(budget, len(l.keyframes) + len(rr.keyframes))}")
+            if n.stale:
+                if n.embedding is not None:
+                    fail(f"node {nid}: pending but has an embedding")
+                want = _mean_direction(idx.eff(l.node_id), l.n_leaves, idx.eff(rr.node_id), rr.n_leaves)
+            else:
+                if n.embedding is None:
+                    fail(f"node {nid}: current but has no embedding")
+                want = n.embedding
+            if not np.allclose(idx.emb[r], want, atol=1e-5):
+                fail(f"node {nid}: retrieval index embedding out of date")
+        if set(self._by_event.values()) - set(nodes):
+            fail("event map points at missing nodes")
+
+
+def reference_policy_depth(embeddings, root_cap: int = 4, lam: float = 0.1) -> list[int]:
+    """The seed's policy, simulated for comparison: each new event becomes the newest root;
+    while roots exceed ``root_cap``, the adjacent pair with the best cos(e_j, e_k) - lam (d_j +
+    d_k) gets a new parent over both (d = max + 1, placeholder embedding = n_leaves-weighted
+    normalized mean). Returns the largest depth in the forest after each insert."""
+    roots: list[tuple[np.ndarray, int, int]] = []   # (unit embedding, depth, n_leaves)
+    out, deepest = [], 0
+    for i, e in enumerate(embeddings):
+        roots.append((_unit(e, None, f"embedding {i}"), 0, 1))
+        while len(roots) > root_cap:
+            best_i, best_s = 0, -math.inf
+            for j in range(len(roots) - 1):
+                (ea, da, _), (eb, db, _) = roots[j], roots[j + 1]
+                s = float(ea @ eb) - lam * (da + db)
+                if s > best_s:
+                    best_i, best_s = j, s
+            (ea, da, na), (eb, db, nb) = roots[best_i], roots[best_i + 1]
+            d = max(da, db) + 1
+            deepest = max(deepest, d)
+            roots[best_i:best_i + 2] = [(_mean_direction(ea, na, eb, nb), d, na + nb)]
+        out.append(deepest)
+    return out

@@ -1,0 +1,305 @@
+"""The memory writer: turns committed events into retrieval documents, keeps the event forest's
+summaries current, and writes summary documents over time windows.
+
+It runs on its own thread, off the ingest path. Its queue is durable: a closed event without a
+document is the work item (SQLite), so a crash or restart loses nothing and the writer picks up
+where it stopped. Each round takes up to ``llm.max_batch`` items across events, cameras and
+forest merges, makes one batched model call, embeds the replies in one text-embedder call and
+stores them in one transaction per kind. A failed or timed-out write is retried with exponential
+backoff; after ``writer.max_attempts`` tries the event gets a placeholder document naming the
+failure, so the camera's forest does not stall behind it (the event, its frames and its vectors
+are untouched).
+
+Backpressure: ingest never waits for a model call, but when more than ``writer.queue_events``
+events wait for a document, ``wait_for_room`` (called by the pipeline after a commit) holds the
+committing thread until the writer catches up, so a file indexed faster than its documents can be
+written slows to the writer's pace instead of growing an unbounded backlog.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import WriterConfig
+from ..llm import prompts
+from ..llm.base import Image, LLMError
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER = "[no document: the model failed {n} times; last error: {err}]"
+
+
+@dataclass
+class WriterStats:
+    pending_events: int          # closed events waiting for a document
+    lag_s: float                 # how long the oldest of them has waited
+    stale_nodes: int             # forest nodes whose summary is being (re)written
+    documents: int               # event documents written by this writer
+    merges: int                  # forest summaries written by this writer
+    failures: int                # failed attempts (each retried later)
+    model_s: float               # time spent in model calls
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+
+
+class MemoryWriter:
+    def __init__(self, store, text_embedder, llm, forest, cfg: WriterConfig, *, max_batch: int = 8):
+        self.store = store
+        self.text_embedder = text_embedder
+        self.llm = llm
+        self.forest = forest
+        self.cfg = cfg
+        self.max_batch = max_batch
+        self._wake = threading.Event()
+        self._room = threading.Condition()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._node_retry: dict[int, float] = {}  # node id -> wall time of its next try
+        self._node_tries: dict[int, int] = {}
+        self._counts = dict(documents=0, merges=0, failures=0, model_s=0.0, prompt_tokens=0,
+                            completion_tokens=0, cached_tokens=0)
+        self._idle = threading.Event()
+        self._healthy = True  # the last model call succeeded
+        self.lags = deque(maxlen=4096)  # seconds from an event's close to its stored document
+        # held while replies are stored; a deletion holds it so nothing it removes comes back
+        self.lock = threading.RLock()
+        self.error: BaseException | None = None
+
+    # -- lifetime ------------------------------------------------------------------------------
+    def start(self) -> "MemoryWriter":
+        self._thread = threading.Thread(target=self._run, name="vam-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop = True
+        self._wake.set()
+        with self._room:
+            self._room.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def notify(self) -> None:
+        """New work may exist (the pipeline committed, an event closed)."""
+        self._idle.clear()
+        self._wake.set()
+
+    # -- flow control --------------------------------------------------------------------------
+    def wait_for_room(self, timeout: float | None = None) -> bool:
+        """Block while more than ``queue_events`` events wait for a document. False on timeout.
+        While the model is failing ingest is not held: the backlog is durable and drains later."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._room:
+            while (not self._stop and self.error is None and self._healthy
+                   and self.store.writer_backlog()[0] > self.cfg.queue_events):
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._wake.set()
+                self._room.wait(0.5 if left is None else min(0.5, left))
+        return True
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no event waits for a document and no forest summary is stale (items
+        waiting for a retry count as pending). False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.notify()
+            s = self.stats()
+            if s.pending_events == 0 and s.stale_nodes == 0:
+                return True
+            if self.error is not None:
+                raise RuntimeError(f"the memory writer stopped: {self.error}") from self.error
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            self._idle.wait(0.05)
+
+    def stats(self) -> WriterStats:
+        n, oldest = self.store.writer_backlog()
+        stale = len(self.forest.stale_nodes()) if self.forest is not None else 0
+        return WriterStats(n, 0.0 if oldest is None else max(0.0, time.time() - oldest), stale, **self._counts)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            with self.lock:
+                self._insert_documented()  # events documented before a crash, not yet in the forest
+            while not self._stop:
+                self._wake.clear()
+                did = self._round()
+                with self._room:
+                    self._room.notify_all()
+                if not did:
+                    self._idle.set()
+                    self._wake.wait(1.0)
+        except BaseException as e:  # noqa: BLE001 - reported through stats/wait_idle, never silent
+            log.exception("memory writer stopped")
+            self.error = e
+            self._idle.set()
+            with self._room:
+                self._room.notify_all()
+
+    def _round(self) -> bool:
+        now = time.time()
+        events = self.store.undocumented_events(self.max_batch, now)
+        nodes = []
+        if self.forest is not None and len(events) < self.max_batch:
+            nodes = [n for n in self.forest.stale_nodes() if self._node_retry.get(n.node_id, 0.0) <= now]
+            nodes = nodes[: self.max_batch - len(events)]
+        if not events and not nodes:
+            return False
+        requests = [prompts.event_document(e["camera_id"], e["t_start"], e["t_end"],
+                                           [(Image(p), t) for p, t in e["frames"]],
+                                           absolute=e["t_start"] > 1e9)
+                    for e in events]
+        requests += [prompts.merge_summaries(n.camera_id, [(c.t_start, c.t_end, c.summary)
+                                                           for c in self.forest.children(n.node_id)])
+                     for n in nodes]
+        replies = self._generate(requests)
+        texts, ok = [], []
+        for i, r in enumerate(replies):
+            try:
+                if isinstance(r, Exception):
+                    raise r
+                self._counts["prompt_tokens"] += r.prompt_tokens
+                self._counts["completion_tokens"] += r.completion_tokens
+                self._counts["cached_tokens"] += r.cached_tokens
+                texts.append(prompts.clean_document(r.text))
+                ok.append(i)
+            except Exception as e:  # noqa: BLE001 - a model or input failure is retried, never lost
+                why = str(e) if isinstance(e, (LLMError, ValueError)) else f"{type(e).__name__}: {e}"
+                item = events[i] if i < len(events) else nodes[i - len(events)]
+                self._failed([item] if i < len(events) else [], [] if i < len(events) else [item], why)
+        self._healthy = bool(ok) or not replies
+        vecs = self.text_embedder.embed_texts(texts) if texts else np.zeros((0, 0), np.float32)
+        with self.lock:
+            self._store_replies(events, nodes, texts, vecs, ok)
+        return True
+
+    def _generate(self, requests) -> list:
+        """One reply or exception per request. A failed batch is retried request by request, so
+        one bad item (an unreadable frame, a prompt the server rejects) fails alone."""
+        t0 = time.monotonic()
+        try:
+            return self.llm.generate(requests)
+        except Exception as e:  # noqa: BLE001
+            if len(requests) == 1:
+                return [e]
+            out = []
+            for r in requests:
+                try:
+                    out += self.llm.generate([r])
+                except Exception as e1:  # noqa: BLE001
+                    out.append(e1)
+            return out
+        finally:
+            self._counts["model_s"] += time.monotonic() - t0
+
+    def _store_replies(self, events, nodes, texts, vecs, ok) -> None:
+        docs, merged = [], []
+        for text, vec, i in zip(texts, vecs, ok):
+            if i < len(events):
+                docs.append((events[i]["event_id"], text, vec))
+            else:
+                merged.append((nodes[i - len(events)], text, vec))
+        if docs:
+            self._counts["documents"] += self.store.set_event_docs(docs)
+            now = time.time()
+            self.lags.extend(now - events[i]["closed_at"] for i in ok
+                             if i < len(events) and events[i]["closed_at"] is not None)
+            self._insert_documented({events[i]["camera_id"] for i in ok if i < len(events)})
+        for node, text, vec in merged:
+            if self.forest.set_summary(node.node_id, node.summary_version, text, vec):
+                self._counts["merges"] += 1
+            self._node_retry.pop(node.node_id, None)
+            self._node_tries.pop(node.node_id, None)
+
+    def _failed(self, events, nodes, error: str) -> None:
+        with self.lock:
+            self._record_failure(events, nodes, error)
+
+    def _record_failure(self, events, nodes, error: str) -> None:
+        now = time.time()
+        self._counts["failures"] += len(events) + len(nodes)
+        retry, give_up = [], []
+        for e in events:
+            n = self.store.doc_attempts(e["event_id"]) + 1
+            if n >= self.cfg.max_attempts:
+                give_up.append((e, n))
+            delay = min(self.cfg.retry_max_s, self.cfg.retry_base_s * 2 ** (n - 1))
+            retry.append((e["event_id"], error, now + delay))
+        self.store.fail_event_docs(retry)
+        if give_up:
+            texts = [PLACEHOLDER.format(n=n, err=error[:200]) for _, n in give_up]
+            vecs = self.text_embedder.embed_texts(texts)
+            # a placeholder is not a document anyone should find by search: no event_doc vector
+            self.store.set_event_docs([(e["event_id"], t, None) for (e, _), t in zip(give_up, texts)])
+            self._insert_documented({e["camera_id"] for e, _ in give_up},
+                                    {e["event_id"]: v for (e, _), v in zip(give_up, vecs)})
+        for n in nodes:  # a stale node keeps its placeholder summary until a retry succeeds
+            tries = self._node_tries[n.node_id] = self._node_tries.get(n.node_id, 0) + 1
+            self._node_retry[n.node_id] = now + min(self.cfg.retry_max_s, self.cfg.retry_base_s * 2 ** (tries - 1))
+        log.warning("memory writer: %d item(s) failed, retried later: %s", len(events) + len(nodes), error)
+
+    def _insert_documented(self, cameras=None, vectors: dict | None = None) -> None:
+        """Insert documented events into their camera's forest, in time order, stopping at the
+        first closed event still without a document (the forest takes leaves in order)."""
+        if self.forest is None:
+            return
+        vectors = vectors or {}
+        for cam in sorted(self.store.cameras() if cameras is None else cameras):
+            pending = [e for e in self.store.documented_events(cam) if self.forest.leaf_for_event(e["event_id"]) is None]
+            if not pending:
+                continue
+            first_missing = self.store.first_undocumented_start(cam)
+            inserted = []
+            for e in pending:
+                if first_missing is not None and e["t_start"] > first_missing:
+                    break
+                vec = e["vec"] if e["vec"] is not None else vectors.get(e["event_id"])
+                if vec is None:
+                    vec = self.text_embedder.embed_texts([e["doc"]])[0]
+                times = self.store.moment_times(e["keyframes"])
+                self.forest.insert_event(cam, e["event_id"], e["t_start"], e["t_end"],
+                                         [(k, times[k]) for k in e["keyframes"] if k in times], e["doc"], vec)
+                inserted.append((e["event_id"], self.forest.leaf_for_event(e["event_id"]).node_id))
+            self.store.set_event_forest_node(inserted)
+
+    # -- summary documents ---------------------------------------------------------------------
+    def summarize(self, camera_id: str, t0: float, t1: float, granularity_s: float, focus: str,
+                  structure: str | None = None, frames_per_window: int = 8) -> list[int]:
+        """Write one summary document per window of ``granularity_s`` over [t0, t1] for one
+        camera (windows with no moment are skipped). Runs in the caller's thread, batched."""
+        windows = []
+        a = t0
+        while a < t1:
+            b = min(t1, a + granularity_s)
+            ms = self.store.moments_on_axis(camera_id, a, b)
+            if ms:
+                step = max(1, len(ms) / frames_per_window)
+                picks = [ms[int(i * step)] for i in range(min(frames_per_window, len(ms)))]
+                docs = [(e["t_start"], e["t_end"], e["doc"]) for e in self.store.events(camera_id)
+                        if e["doc"] and e["t_end"] >= a and e["t_start"] <= b]
+                windows.append((a, b, picks, docs))
+            a = b
+        ids = []
+        for chunk in range(0, len(windows), self.max_batch):
+            part = windows[chunk:chunk + self.max_batch]
+            reqs = [prompts.summary_window(camera_id, a, b, granularity_s, focus, docs,
+                                           [(Image(m.frame_path), m.t_abs if m.t_abs is not None else m.t_rel)
+                                            for m in picks], structure=structure)
+                    for a, b, picks, docs in part]
+            replies = self.llm.generate(reqs)
+            texts = [prompts.clean_document(r.text) for r in replies]
+            vecs = self.text_embedder.embed_texts(texts)
+            for (a, b, picks, _), text, vec in zip(part, texts, vecs):
+                ids.append(self.store.add_summary(camera_id, a, b, granularity_s, focus, structure, text,
+                                                  [m.moment_id for m in picks], vec))
+        return ids
