@@ -505,3 +505,35 @@ def test_make_llm(server, monkeypatch):
             llm.generate([ask()])
     finally:
         llm.close()
+
+
+def test_cli_index_with_a_server_documents_every_event_then_summarizes(server, tmp_path, capsys):
+    """End to end: `vam-engine index --llm openai:URL#model` against the loopback server; every
+    event gets the server's document, and `summarize` writes window documents."""
+    from vam_engine.cli import main
+    from vam_engine.demo import make_demo_clip
+    from vam_engine.memory import MomentStore
+
+    def script(n, body):
+        content = body["messages"][1]["content"]  # a lone text part goes as a plain string
+        payload = json.loads(content if isinstance(content, str) else content[0]["text"])
+        return reply(f"document {n} for task {payload['task']}")
+
+    server.script = script
+    clip = make_demo_clip(tmp_path / "demo.mp4")["path"]
+    spec = f"openai:{server.url}#test-model"
+    store = str(tmp_path / "store")
+    common = ["--store", store, "--text-model", "minilm", "--llm", spec, "-q", "--device", "cpu"]
+    assert main(["index", clip, "--camera", "cam", *common]) == 0
+    out = capsys.readouterr().out
+    assert "event documents" in out
+    s = MomentStore(store, create=False)
+    try:
+        events = s.events()
+        assert events and all(e["doc"].startswith("document ") and "event_document" in e["doc"] for e in events)
+    finally:
+        s.close()
+    assert {b["model"] for _, _, b in server.calls} == {"test-model"}
+    assert main(["summarize", "what happens", "--t0", "0", "--t1", "40", "--granularity", "20", *common]) == 0
+    out = capsys.readouterr().out
+    assert "summary documents written" in out and "window_summary" in out
