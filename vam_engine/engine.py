@@ -73,11 +73,6 @@ class Engine:
         self.vectors = VectorMemory(self.store, cfg.vectors, device=self.device)
         self._text_embedder = None
         self._retention = None
-        if cfg.retention.enabled:
-            from .memory.retention import RetentionWorker
-
-            self._retention = RetentionWorker(self.store, cfg=cfg.retention)
-            self._retention.start()
         self._pipeline: IndexPipeline | None = None
         self._lock = threading.Lock()
         self.llm = llm if llm is not None else make_llm(cfg.llm, device=self.device)
@@ -89,11 +84,18 @@ class Engine:
 
             texts = self.text_embedder()
             if texts is None:
+                self.vectors.close()
+                self.store.close()
                 raise VamError("the memory writer embeds its documents with a text embedder, and none is configured: "
                                "set embed.text_model (for example 'minilm') or use an image model with a text side")
             self.forest = EventForest(self.store, cfg.forest)
             self.writer = MemoryWriter(self.store, texts, self.llm, self.forest, cfg.writer,
                                        max_batch=cfg.llm.max_batch).start()
+        if cfg.retention.enabled:
+            from .memory.retention import RetentionWorker
+
+            self._retention = RetentionWorker(self.store, cfg=cfg.retention)
+            self._retention.start()
         self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -112,6 +114,8 @@ class Engine:
     def close(self) -> None:
         with self._lock:
             pipe, self._pipeline = self._pipeline, None
+        if self.writer is not None:
+            self.writer.stop_holding()  # closing must not wait for the writer's backlog to drain
         if pipe is not None:
             pipe.close()
         if self.writer is not None:

@@ -66,6 +66,7 @@ class MemoryWriter:
                             completion_tokens=0, cached_tokens=0)
         self._idle = threading.Event()
         self._healthy = True  # the last model call succeeded
+        self._hold = True  # backpressure on
         self.lags = deque(maxlen=4096)  # seconds from an event's close to its stored document
         # held while replies are stored; a deletion holds it so nothing it removes comes back
         self.lock = threading.RLock()
@@ -86,6 +87,12 @@ class MemoryWriter:
             self._thread.join()
             self._thread = None
 
+    def stop_holding(self) -> None:
+        """Backpressure off for good (the engine is closing)."""
+        self._hold = False
+        with self._room:
+            self._room.notify_all()
+
     def notify(self) -> None:
         """New work may exist (the pipeline committed, an event closed)."""
         self._idle.clear()
@@ -97,7 +104,7 @@ class MemoryWriter:
         While the model is failing ingest is not held: the backlog is durable and drains later."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._room:
-            while (not self._stop and self.error is None and self._healthy
+            while (self._hold and not self._stop and self.error is None and self._healthy
                    and self.store.writer_backlog()[0] > self.cfg.queue_events):
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
