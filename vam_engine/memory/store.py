@@ -18,8 +18,9 @@ Readers open their own connections (one per thread) and query while a writer com
 """
 from __future__ import annotations
 
-import json
 import contextlib
+import json
+import math
 import os
 import re
 import sqlite3
@@ -631,11 +632,17 @@ class MomentStore:
         return self._select_moments("camera_id = ? AND t >= ? AND t < ?", [camera_id, float(t0), float(t1)],
                                     " ORDER BY t, moment_id")
 
-    def documented_events(self, camera_id: str) -> list[dict]:
-        """A camera's closed events with a document, in time order, with their document vectors."""
+    def documented_events(self, camera_id: str, *, unlinked_only: bool = False) -> list[dict]:
+        """A camera's closed events with a document, in time order, with their document vectors;
+        ``unlinked_only``: only those starting at or after the last one linked to a forest leaf."""
         conn = self._conn()
+        after = -math.inf
+        if unlinked_only:
+            row = conn.execute("SELECT MAX(t_start) FROM events WHERE camera_id=? AND forest_node_id IS NOT NULL",
+                               (camera_id,)).fetchone()
+            after = -math.inf if row[0] is None else row[0]
         rows = conn.execute("SELECT event_id FROM events WHERE camera_id=? AND closed=1 AND doc IS NOT NULL "
-                            "ORDER BY t_start", (camera_id,)).fetchall()
+                            "AND t_start>=? ORDER BY t_start", (camera_id, after)).fetchall()
         events = self.events_by_id([r[0] for r in rows])
         vecs = {i: v for i, v in self.vector_rows_by_id("event_doc", [r[0] for r in rows])}
         out = []

@@ -262,7 +262,8 @@ class MemoryWriter:
             return
         vectors = vectors or {}
         for cam in sorted(self.store.cameras() if cameras is None else cameras):
-            pending = [e for e in self.store.documented_events(cam) if self.forest.leaf_for_event(e["event_id"]) is None]
+            pending = [e for e in self.store.documented_events(cam, unlinked_only=True)
+                       if self.forest.leaf_for_event(e["event_id"]) is None]
             if not pending:
                 continue
             first_missing = self.store.first_undocumented_start(cam)
@@ -285,6 +286,7 @@ class MemoryWriter:
         """Write one summary document per window of ``granularity_s`` over [t0, t1] for one
         camera (windows with no moment are skipped). Runs in the caller's thread, batched."""
         windows = []
+        documented = [(e["t_start"], e["t_end"], e["doc"]) for e in self.store.events(camera_id) if e["doc"]]
         a = t0
         while a < t1:
             b = min(t1, a + granularity_s)
@@ -292,8 +294,7 @@ class MemoryWriter:
             if ms:
                 step = max(1, len(ms) / frames_per_window)
                 picks = [ms[int(i * step)] for i in range(min(frames_per_window, len(ms)))]
-                docs = [(e["t_start"], e["t_end"], e["doc"]) for e in self.store.events(camera_id)
-                        if e["doc"] and e["t_end"] >= a and e["t_start"] <= b]
+                docs = [d for d in documented if d[1] >= a and d[0] <= b]
                 windows.append((a, b, picks, docs))
             a = b
         ids = []
