@@ -138,6 +138,9 @@ def test_ingest_never_waits_for_the_model(clip, tmp_path):
     with _engine(tmp_path / "s", ScriptedLLM(gate)) as eng:
         rep = eng.index_file(clip["path"], camera_id="cam")  # would hang if ingest waited for the model
         assert rep.failed is None and rep.kept > 0
+        deadline = time.monotonic() + 30
+        while gate.calls == 0 and time.monotonic() < deadline:  # the writer picks the events up on its own thread
+            time.sleep(0.01)
         s = eng.writer.stats()
         assert s.pending_events >= 3 and s.documents == 0 and gate.calls >= 1
         gate.open.set()
