@@ -147,6 +147,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999
+
+
+def _select_in(conn, sql: str, ids, *head) -> list:
+    """All rows of ``sql`` for ``ids``, queried in chunks; ``{ids}`` in ``sql`` stands for the
+    IN list, ``head`` for the parameters before it."""
+    ids = [int(i) for i in ids]
+    rows: list = []
+    for k in range(0, len(ids), _MAX_VARS):
+        part = ids[k:k + _MAX_VARS]
+        rows += conn.execute(sql.format(ids=",".join("?" * len(part))), [*head, *part]).fetchall()
+    return rows
+
+
 def _nan_to_none(x: float | None) -> float | None:
     return None if x is None or x != x else float(x)
 
@@ -445,12 +459,9 @@ class MomentStore:
         conn.executemany("UPDATE moments SET protected=1 WHERE moment_id=?", [(k,) for k in keyframes])
         conn.execute("UPDATE events SET closed=1, keyframes=?, closed_at=? WHERE event_id=?",
                      (json.dumps(keyframes), time.time(), eid))
-        vecs = []
         with_vec = [m[0] for m in members if m[1] is not None]
-        for chunk in range(0, len(with_vec), 900):  # by primary key: no scan of the frame space
-            part = with_vec[chunk:chunk + 900]
-            vecs += [np.frombuffer(r[0], np.float32) for r in conn.execute(
-                f"SELECT vec FROM vectors WHERE space='frame' AND id IN ({','.join('?' * len(part))})", part)]
+        vecs = [np.frombuffer(r[0], np.float32) for r in _select_in(  # by primary key: no scan of the space
+            conn, "SELECT vec FROM vectors WHERE space='frame' AND id IN ({ids})", with_vec)]
         if vecs:
             mean = np.mean(vecs, axis=0)
             norm = float(np.linalg.norm(mean))
@@ -523,26 +534,18 @@ class MomentStore:
 
     def moments_by_id(self, ids) -> dict[int, Moment]:
         ids = [int(i) for i in ids]
-        if not ids:
-            return {}
         out = {}
-        for chunk in range(0, len(ids), 900):
-            part = ids[chunk:chunk + 900]
-            for m in self._select_moments(f"moment_id IN ({','.join('?' * len(part))})", part):
-                out[m.moment_id] = m
+        for k in range(0, len(ids), _MAX_VARS):
+            part = ids[k:k + _MAX_VARS]
+            out.update((m.moment_id, m) for m in self._select_moments(f"moment_id IN ({','.join('?' * len(part))})", part))
         return out
 
     def events_by_id(self, ids) -> dict[int, dict]:
-        ids = [int(i) for i in ids]
-        out = {}
-        for chunk in range(0, len(ids), 900):
-            part = ids[chunk:chunk + 900]
-            for eid, cam, t0, t1, kf, doc in self._conn().execute(
-                    f"SELECT event_id, camera_id, t_start, t_end, keyframes, doc FROM events "
-                    f"WHERE event_id IN ({','.join('?' * len(part))})", part):
-                out[eid] = {"event_id": eid, "camera_id": cam, "t_start": t0, "t_end": t1,
-                            "keyframes": json.loads(kf) if kf else [], "doc": doc}
-        return out
+        return {eid: {"event_id": eid, "camera_id": cam, "t_start": t0, "t_end": t1,
+                      "keyframes": json.loads(kf) if kf else [], "doc": doc}
+                for eid, cam, t0, t1, kf, doc in _select_in(
+                    self._conn(), "SELECT event_id, camera_id, t_start, t_end, keyframes, doc FROM events "
+                                  "WHERE event_id IN ({ids})", ids)}
 
     def events(self, camera_id: str | None = None) -> list[dict]:
         sql = "SELECT event_id FROM events" + (" WHERE camera_id=?" if camera_id else "") + " ORDER BY camera_id, t_start"
@@ -619,13 +622,7 @@ class MomentStore:
 
     def moment_times(self, ids) -> dict[int, float]:
         """Moment id -> time on its camera's axis."""
-        ids = [int(i) for i in ids]
-        out = {}
-        for chunk in range(0, len(ids), 900):
-            part = ids[chunk:chunk + 900]
-            out.update(self._conn().execute(
-                f"SELECT moment_id, t FROM moments WHERE moment_id IN ({','.join('?' * len(part))})", part).fetchall())
-        return out
+        return dict(_select_in(self._conn(), "SELECT moment_id, t FROM moments WHERE moment_id IN ({ids})", ids))
 
     def moments_on_axis(self, camera_id: str, t0: float, t1: float) -> list[Moment]:
         """A camera's moments with t0 <= t < t1 on its axis (absolute seconds when known)."""
@@ -653,13 +650,8 @@ class MomentStore:
         return out
 
     def vector_rows_by_id(self, space: str, ids) -> list[tuple[int, np.ndarray]]:
-        ids = [int(i) for i in ids]
-        out = []
-        for chunk in range(0, len(ids), 900):
-            part = ids[chunk:chunk + 900]
-            out += [(i, np.frombuffer(v, np.float32)) for i, v in self._conn().execute(
-                f"SELECT id, vec FROM vectors WHERE space=? AND id IN ({','.join('?' * len(part))})", [space, *part])]
-        return out
+        return [(i, np.frombuffer(v, np.float32)) for i, v in _select_in(
+            self._conn(), "SELECT id, vec FROM vectors WHERE space=? AND id IN ({ids})", ids, space)]
 
     def add_summary(self, camera_id: str | None, t0: float, t1: float, granularity_s: float, prompt: str,
                     structure: str | None, text: str, moment_ids, vec) -> int:
@@ -686,16 +678,11 @@ class MomentStore:
         return sid
 
     def summaries_by_id(self, ids) -> dict[int, dict]:
-        ids = [int(i) for i in ids]
-        out = {}
-        for chunk in range(0, len(ids), 900):
-            part = ids[chunk:chunk + 900]
-            for r in self._conn().execute(
-                    "SELECT summary_id, camera_id, t0, t1, granularity_s, prompt, structure, text, moments FROM "
-                    f"summaries WHERE summary_id IN ({','.join('?' * len(part))})", part):
-                out[r[0]] = {"summary_id": r[0], "camera_id": r[1], "t0": r[2], "t1": r[3], "granularity_s": r[4],
-                             "prompt": r[5], "structure": r[6], "text": r[7], "moments": json.loads(r[8])}
-        return out
+        return {r[0]: {"summary_id": r[0], "camera_id": r[1], "t0": r[2], "t1": r[3], "granularity_s": r[4],
+                       "prompt": r[5], "structure": r[6], "text": r[7], "moments": json.loads(r[8])}
+                for r in _select_in(self._conn(), "SELECT summary_id, camera_id, t0, t1, granularity_s, prompt, "
+                                                  "structure, text, moments FROM summaries WHERE summary_id IN ({ids})",
+                                    ids)}
 
     def summaries(self, camera_id: str | None = None) -> list[dict]:
         sql = "SELECT summary_id FROM summaries" + (" WHERE camera_id IS ?" if camera_id else "") + " ORDER BY t0"
@@ -780,14 +767,11 @@ class MomentStore:
         conn = self._conn()
         with self._write_lock:
             with conn:
-                refs = []
-                for chunk in range(0, len(ids), 900):  # protected moments are never deleted here
-                    part = [int(i) for i in ids[chunk:chunk + 900]]
-                    rows = conn.execute(f"SELECT moment_id, frame_ref FROM moments WHERE protected=0 AND "
-                                        f"moment_id IN ({','.join('?' * len(part))})", part).fetchall()
-                    refs += [r[1] for r in rows]
-                    self._drop_vectors(conn, "frame", [r[0] for r in rows], changes)
-                    conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
+                rows = _select_in(conn, "SELECT moment_id, frame_ref FROM moments WHERE protected=0 "  # never those
+                                        "AND moment_id IN ({ids})", ids)
+                refs = [r[1] for r in rows]
+                self._drop_vectors(conn, "frame", [r[0] for r in rows], changes)
+                conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
             self._notify(changes)
         for r in refs:
             self._unlink(r)
