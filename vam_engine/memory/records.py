@@ -44,3 +44,4 @@ class Evidence:
     score: float  # fused rank score (reciprocal rank fusion): comparable within one result list only
     source: str  # "frame" | "event" | "summary"
     text: str | None = None  # the document, for event/summary hits that have one
+    similarity: float | None = None  # the best cosine with the query in any space that found it

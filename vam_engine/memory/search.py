@@ -73,18 +73,20 @@ def search(store, vectors, embedder, text_embedder, *, text=None, image=None, to
                 q = text_embedder.embed_texts([text])[0]
                 queries += [(s, q) for s in doc_spaces]
     fused: dict[tuple[str, int], float] = {}
+    cosine: dict[tuple[str, int], float] = {}
     fetch = max(top_k * 3, top_k + 10)
     for space, q in queries:
         allowed = store.allowed_ids(space, cameras, t0, t1, as_of)
-        _, ids = vectors.search(space, q, fetch, allowed)
+        sims, ids = vectors.search(space, q, fetch, allowed)
         kind = "event" if space == "event_doc" else space
-        for rank, vid in enumerate(ids.tolist()):
+        for rank, (sim, vid) in enumerate(zip(sims.tolist(), ids.tolist())):
             fused[(kind, vid)] = fused.get((kind, vid), 0.0) + 1.0 / (RRF_K + rank + 1)
+            cosine[(kind, vid)] = max(cosine.get((kind, vid), -1.0), float(sim))
     best = sorted(fused.items(), key=lambda kv: -kv[1])[:top_k]
-    return SearchResult(_evidence(store, best), notes)
+    return SearchResult(_evidence(store, best, cosine), notes)
 
 
-def _evidence(store, best) -> list[Evidence]:
+def _evidence(store, best, cosine) -> list[Evidence]:
     moments = store.moments_by_id([vid for (space, vid), _ in best if space == "frame"])
     events = store.events_by_id([vid for (space, vid), _ in best if space == "event"])
     summaries = store.summaries_by_id([vid for (space, vid), _ in best if space == "summary"])
@@ -95,15 +97,16 @@ def _evidence(store, best) -> list[Evidence]:
         if space == "frame" and vid in moments:
             m = moments[vid]
             t = m.t_abs if m.t_abs is not None else m.t_rel
-            out.append(Evidence(m.camera_id, t, t, (vid,), (m.frame_path,), score, "frame"))
+            out.append(Evidence(m.camera_id, t, t, (vid,), (m.frame_path,), score, "frame",
+                                similarity=cosine[(space, vid)]))
         elif space == "event" and vid in events:
             e = events[vid]
             kms = [key_moments[k] for k in e["keyframes"] if k in key_moments]
             out.append(Evidence(e["camera_id"], e["t_start"], e["t_end"], tuple(m.moment_id for m in kms),
-                                tuple(m.frame_path for m in kms), score, "event", e["doc"]))
+                                tuple(m.frame_path for m in kms), score, "event", e["doc"], cosine[(space, vid)]))
         elif space == "summary" and vid in summaries:
             sm = summaries[vid]
             kms = [key_moments[k] for k in sm["moments"] if k in key_moments]
             out.append(Evidence(sm["camera_id"] or "*", sm["t0"], sm["t1"], tuple(m.moment_id for m in kms),
-                                tuple(m.frame_path for m in kms), score, "summary", sm["text"]))
+                                tuple(m.frame_path for m in kms), score, "summary", sm["text"], cosine[(space, vid)]))
     return out
