@@ -204,6 +204,24 @@ def cmd_summarize(args) -> int:
     return 0
 
 
+def cmd_ask(args) -> int:
+    with _engine(args) as eng:
+        ans = eng.ask(args.question, as_of=args.as_of, camera=args.camera, mode=args.mode, max_turns=args.max_turns)
+    if args.json:
+        print(json.dumps({"text": ans.text, "found": ans.found, "mode": ans.mode,
+                          "evidence": [e.__dict__ for e in ans.evidence], "trace": ans.trace,
+                          "tokens": ans.tokens, "timings": ans.timings}, indent=2, default=str))
+        return 0 if ans.found else 1
+    print(ans.text)
+    for i, e in enumerate(ans.evidence[:args.citations]):
+        frames = ", ".join(e.frame_paths[:3]) + (" ..." if len(e.frame_paths) > 3 else "")
+        print(f"  [{i + 1}] {e.camera_id} {_fmt_t(e.t_start)} .. {_fmt_t(e.t_end)} ({e.source}) {frames}")
+    stages = ", ".join(f"{k} {v:.2f} s" for k, v in ans.timings.items())
+    print(f"{ans.mode}: {len(ans.trace)} turns; tokens {ans.tokens['prompt']} in ({ans.tokens['cached']} cached) / "
+          f"{ans.tokens['completion']} out; {stages}")
+    return 0 if ans.found else 1
+
+
 def cmd_delete(args) -> int:
     if not args.yes:
         raise VamError("delete removes frames, rows and vectors for good: add --yes to confirm")
@@ -278,6 +296,17 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--camera", action="append", help="only these cameras (repeatable)")
     sp.add_argument("--structure", help="a label stored with the summaries, for later filtering")
     sp.set_defaults(func=cmd_summarize)
+
+    sp = sub.add_parser("ask", help="answer a question from the memory, with cited intervals and frames (needs --llm)")
+    sp.add_argument("question")
+    common(sp)
+    sp.add_argument("--as-of", type=float, help="answer as of this time: nothing later is seen")
+    sp.add_argument("--camera", action="append", help="only these cameras (repeatable)")
+    sp.add_argument("--mode", choices=("auto", "two_phase", "agentic"), default="auto")
+    sp.add_argument("--max-turns", type=int, default=6, help="planner turns at most (agentic)")
+    sp.add_argument("--citations", type=int, default=5, help="evidence lines to print")
+    sp.add_argument("--json", action="store_true", help="print the whole answer (trace included) as JSON")
+    sp.set_defaults(func=cmd_ask)
 
     sp = sub.add_parser("delete", help="delete moments, frames and vectors of cameras / a time range")
     common(sp)

@@ -97,13 +97,17 @@ class Engine:
             self._retention = RetentionWorker(self.store, cfg=cfg.retention)
             self._retention.start()
         self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
+        from .reason.working import WorkingMemory
+
+        self.working = WorkingMemory()  # the present of each camera: a short window and a medium buffer
+        self._qa = None  # the question-answer history, opened at the first question
 
     # -- lifetime ------------------------------------------------------------------------------
     def _pipe(self) -> IndexPipeline:
         with self._lock:
             if self._pipeline is None:
                 self._pipeline = IndexPipeline(self.store, self._cascade, self.config, self.embedder,
-                                               after_commit=self._after_commit)
+                                               after_commit=self._after_commit, observe=self.working.observe)
             return self._pipeline
 
     def _after_commit(self) -> None:
@@ -220,6 +224,8 @@ class Engine:
             raise FrameError(f"camera {cam!r}: t={t} is not after the previous frame's t={last[0]}")
         rgb, gray = _pushed_frame(cam, frame)
         last[0] = t
+        if isinstance(rgb, np.ndarray):  # every pushed frame feeds the present (it keeps 2 fps)
+            self.working.observe(cam, float(t_abs if t_abs is not None else t), rgb)
         if not sampler.accept(float(t)):
             return False
         f = Frame(cam, float(t), t_abs, None, gray, lambda: rgb)
@@ -337,6 +343,60 @@ class Engine:
         current. False on timeout; True at once without a writer."""
         self.flush()
         return True if self.writer is None else self.writer.wait_idle(timeout)
+
+    # -- questions -----------------------------------------------------------------------------
+    def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *,
+            max_turns: int = 6) -> "Answer":
+        """Answer a question from the memory, with cited evidence (camera, interval, moment ids,
+        frame paths), the trace of every model turn, token counts and timings per stage.
+
+        ``mode``: "two_phase" (coarse answer from the present and the forest's roots, fine
+        retrieval of forest nodes when needed, continuing from the coarse KV cache), "agentic"
+        (router + search/inspect/summarize/answer planner loop), or "auto": two-phase, then the
+        agentic loop when two-phase finds nothing. ``as_of``: nothing later than it is seen by
+        any stage. ``camera``: one camera id or a list (default: all)."""
+        from .reason.view import MemoryView
+
+        if not isinstance(question, str) or not question.strip():
+            raise VamError("ask needs a non-empty question")
+        if len(question) > 4000:
+            raise VamError(f"the question is {len(question)} characters long; at most 4000")
+        if mode not in ("auto", "two_phase", "agentic"):
+            raise VamError(f"mode must be auto, two_phase or agentic, got {mode!r}")
+        if as_of is not None and not (isinstance(as_of, (int, float)) and math.isfinite(as_of)):
+            raise VamError(f"as_of must be a finite time in seconds, got {as_of!r}")
+        if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
+            raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
+        if self.llm is None:
+            raise VamError("ask needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
+        self.flush()
+        t0 = time.perf_counter()
+        view = MemoryView(self.store, self.vectors, self.embedder, self.text_embedder(), self.forest, self.writer,
+                          as_of=as_of, cameras=camera)
+        answer = None
+        if mode in ("auto", "two_phase"):
+            answer = self._two_phase().answer(question.strip(), view)
+        if mode == "agentic" or (mode == "auto" and not answer.found):
+            from .reason.agent import AgenticAnswerer
+
+            agentic = AgenticAnswerer(self.llm, max_turns=max_turns).answer(question.strip(), view)
+            if answer is not None:  # auto: keep the two-phase turns in the trace
+                agentic.trace = answer.trace + agentic.trace
+                for k, v in answer.tokens.items():
+                    agentic.tokens[k] += v
+                for k, v in answer.timings.items():
+                    agentic.add_time(k, v)
+            answer = agentic
+        answer.timings["total"] = time.perf_counter() - t0
+        return answer
+
+    def _two_phase(self):
+        from .reason.two_phase import TwoPhaseAnswerer
+        from .reason.working import QAHistory
+
+        if self._qa is None:
+            self._qa = QAHistory(self.store)
+        return TwoPhaseAnswerer(self.llm, self.working, self._qa, self.text_embedder())
 
     # -- reads ---------------------------------------------------------------------------------
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:

@@ -111,7 +111,7 @@ class _Source:
 
 class IndexPipeline:
     def __init__(self, store: MomentStore, cascade: GateCascade, cfg: EngineConfig, embedder, *,
-                 after_commit=None):
+                 after_commit=None, observe=None):
         self.store = store
         self.after_commit = after_commit  # called on the commit thread after each transaction (the writer)
         self.cascade = cascade
@@ -120,7 +120,7 @@ class IndexPipeline:
         self._sources: dict[int, _Source] = {}
         self._lock = threading.Lock()
         self._encoder = ThreadPoolExecutor(cfg.store.encode_threads, thread_name_prefix="vam-jpeg")
-        self.semantic = SemanticStage(store, embedder, cfg, self._encoder)
+        self.semantic = SemanticStage(store, embedder, cfg, self._encoder, observe=observe)
         self._stop = threading.Event()
         self._flush_requested = threading.Event()
         self._error: BaseException | None = None

@@ -31,8 +31,9 @@ def _ident(key: dict) -> tuple:
 
 
 class SemanticStage:
-    def __init__(self, store: MomentStore, embedder, cfg: EngineConfig, encoder: Executor):
+    def __init__(self, store: MomentStore, embedder, cfg: EngineConfig, encoder: Executor, *, observe=None):
         self.store = store
+        self.observe = observe  # observe(camera, t, rgb) for each frame that passed the gates (working memory)
         self.embedder = embedder
         self.cfg = cfg
         self.encoder = encoder
@@ -62,6 +63,9 @@ class SemanticStage:
         if not passed:
             return []
         rgbs = [f.rgb() for f, _, _ in passed]
+        if self.observe is not None:
+            for (f, _, _), rgb in zip(passed, rgbs):
+                self.observe(f.camera_id, f.t_abs if f.t_abs is not None else f.t_rel, rgb)
         embs = np.empty((len(passed), 0), np.float32)
         by_shape: dict[tuple, list[int]] = defaultdict(list)
         for i, rgb in enumerate(rgbs):

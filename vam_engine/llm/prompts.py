@@ -149,3 +149,223 @@ def parse_anchor(text: str) -> AnchorVerdict:
     except ValidationError as e:
         raise ValueError(f"anchor verdict does not match its schema: {e.errors()[0]['msg']} "
                          f"at {'.'.join(map(str, e.errors()[0]['loc'])) or 'top level'}") from None
+
+
+# -- two-phase reasoning (OASIS 3.2) ---------------------------------------------------------
+# Coarse: one fixed system prompt, then the context that changes least first; fine: the coarse
+# messages and reply unchanged, plus one user message (so a prefix cache serves the coarse part).
+# The forest's roots sit in their own user turn, closed by a fixed assistant acknowledgement:
+# a "prime" request of just [system, roots] (one token) leaves a cache entry that ends exactly
+# there, so the next question's coarse request reuses it (LocalQwenVL's cache is addressed by
+# whole request prefixes, not by arbitrary common prefixes).
+SAMPLING.update({
+    "two_phase_prime": Sampling(temperature=0.0, max_tokens=1),
+    "two_phase_coarse": Sampling(temperature=0.0, max_tokens=200, json_object=True),
+    "two_phase_fine": Sampling(temperature=0.0, max_tokens=400, json_object=True),
+    "qa_summarizer": Sampling(temperature=0.2, max_tokens=300),
+})
+
+TWO_PHASE_SYSTEM = """You answer questions about video streams from a visual memory.
+You receive the event memory (the top-level summaries of each camera's history, each with its time range), a summary of earlier questions and answers, and each camera's recent frames: a slower buffer of the recent past, then a faster short window up to now, every frame preceded by its time. Then the question and the current time.
+If that is enough to answer, reply with ONLY {"answer": "<your answer>"}.
+If the answer needs older or finer memory, reply with ONLY {"retrieve": "<what to look for>"}: a short description of the people, objects, actions or scene to search the memory for (for "Was anyone here just now?" over a living room: "people in the living room"), not the question itself.
+Exactly one JSON object with exactly one of these two keys; nothing else."""
+
+TWO_PHASE_FINE = """Above is the memory retrieved for that search: event nodes (summary, time range, keyframes with their times) and earlier questions with their answers.
+Answer the question now from everything you have seen. Reply with ONLY {"answer": "<your answer>"}; if the memory does not show the answer, say so in the answer."""
+
+QA_SUMMARIZER = """You keep a short running summary of the questions asked about video streams and their answers.
+You receive the current summary (possibly empty) and one new question with its answer and time.
+Return the updated summary: keep what the answers established and what was asked, with times; merge repetition; a few short lines of plain text, no JSON."""
+
+JSON_REPAIR = """That reply was not usable: {problem}
+Reply again with ONLY the JSON object the instructions ask for, e.g. {example}, and nothing else."""
+
+_REPAIR_EXAMPLES = {"two_phase_coarse": '{"answer": "..."} or {"retrieve": "..."}',
+                    "two_phase_fine": '{"answer": "..."}'}
+
+
+TWO_PHASE_ACK = "Noted."
+
+
+def _two_phase_memory(memory_parts: list) -> list:
+    return [Message("system", [TWO_PHASE_SYSTEM]), Message("user", list(memory_parts))]
+
+
+def two_phase_prime(memory_parts: list) -> LLMRequest:
+    """[system, memory] alone, one token: warms a prefix cache for the coarse request."""
+    return LLMRequest(_two_phase_memory(memory_parts), replace(SAMPLING["two_phase_prime"]), tag="two_phase_prime")
+
+
+def two_phase_coarse(memory_parts: list, parts: list) -> LLMRequest:
+    """``memory_parts``: the forest's roots (changes least); ``parts``: the QA summary, the frames
+    and last the question."""
+    messages = _two_phase_memory(memory_parts) + [Message("assistant", [TWO_PHASE_ACK]), Message("user", list(parts))]
+    return LLMRequest(messages, replace(SAMPLING["two_phase_coarse"]), tag="two_phase_coarse")
+
+
+def two_phase_fine(prefix: LLMRequest, reply: str, parts: list) -> LLMRequest:
+    """The fine request: ``prefix``'s messages and its ``reply`` unchanged, then one user message
+    of the retrieved ``parts`` and the instruction to answer."""
+    messages = list(prefix.messages) + [Message("assistant", [reply]), Message("user", [*parts, TWO_PHASE_FINE])]
+    return LLMRequest(messages, replace(SAMPLING["two_phase_fine"]), tag="two_phase_fine")
+
+
+def json_repair(request: LLMRequest, reply: str, problem: str) -> LLMRequest:
+    """One retry of a JSON role: the request's messages, its bad reply, and what was wrong."""
+    role = request.tag.removesuffix("_repair")
+    example = _REPAIR_EXAMPLES.get(role, "{...}")
+    messages = list(request.messages) + [Message("assistant", [reply]),
+                                         Message("user", [JSON_REPAIR.format(problem=problem[:300], example=example)])]
+    return LLMRequest(messages, replace(request.sampling), tag=f"{role}_repair")
+
+
+def qa_summary_update(previous: str, question: str, answer: str, t: float) -> LLMRequest:
+    payload = _payload(task="update_qa_summary", summary=previous, new={"t_s": round(t, 3), "question": question,
+                                                                        "answer": answer})
+    return _request("qa_summarizer", QA_SUMMARIZER, [payload])
+
+
+class CoarseReply(BaseModel):
+    """{"answer": ...} or {"retrieve": ...}: exactly one, non-empty."""
+    model_config = ConfigDict(extra="forbid", strict=True)
+    answer: str | None = Field(None, min_length=1, max_length=4000)
+    retrieve: str | None = Field(None, min_length=1, max_length=500)
+
+
+class FineReply(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    answer: str = Field(min_length=1, max_length=4000)
+
+
+def _schema_error(what: str, e: ValidationError) -> ValueError:
+    err = e.errors()[0]
+    return ValueError(f"{what} does not match its schema: {err['msg']} at "
+                      f"{'.'.join(map(str, err['loc'])) or 'top level'}")
+
+
+def parse_coarse(text: str) -> CoarseReply:
+    try:
+        r = CoarseReply.model_validate(extract_json(text))
+    except ValidationError as e:
+        raise _schema_error("coarse reply", e) from None
+    if (r.answer is None) == (r.retrieve is None):
+        raise ValueError('coarse reply must have exactly one of "answer" and "retrieve"')
+    if not (r.answer or r.retrieve).strip():
+        raise ValueError("coarse reply is blank")
+    return r
+
+
+def parse_fine(text: str) -> FineReply:
+    try:
+        r = FineReply.model_validate(extract_json(text))
+    except ValidationError as e:
+        raise _schema_error("fine reply", e) from None
+    if not r.answer.strip():
+        raise ValueError("fine reply has a blank answer")
+    return r
+
+
+# -- agentic retrieval: router and planner (VAM B.7.1 / B.7.2 roles, in our own words) ----------
+SAMPLING.update({
+    "router": Sampling(temperature=0.0, max_tokens=300, json_object=True),
+    "planner": Sampling(temperature=0.1, max_tokens=500, json_object=True),
+})
+
+ROUTER = """You route requests to a visual memory of video streams. You receive one user request, the cameras, and the current time on the memory's timeline, and choose exactly one next step.
+Reply with ONLY one JSON object, one of:
+1. {"type": "final", "text": "..."}
+   Only for a request that needs nothing from the memory (a greeting, a question about you).
+2. {"type": "tool", "name": "retrieve", "args": {"question": "..."}}
+   The default: any question about what the cameras recorded (objects, people, actions, places, times, counts, "what happened").
+   Rewrite the request as one clear English question for retrieval; keep its objects, attributes, actions and time clues, including relative ones such as "before X", "after Y" or "when Z happened".
+3. {"type": "tool", "name": "summarize", "args": {"min_time": 0.0, "max_time": 1800.0, "time_mode": "relative", "granularity_seconds": 60.0, "prompt": "...", "summary_structure": "..."}}
+   Only when the user explicitly asks for a timeline or a window-by-window summary of a stated span ("minute by minute for the first half hour", "a 5-minute timeline of the last hour").
+   It writes one searchable summary document per window, for this and later questions.
+   min_time and max_time bound the span (leave out max_time for "up to now"); granularity_seconds is the window size (60 for every minute);
+   prompt says what each summary should focus on, in English; summary_structure is an optional short label.
+Rules:
+- time_mode is "relative" (seconds from the start of the recording) unless the user gives clock times ("absolute": the timeline's own seconds).
+- min_time >= 0; max_time >= min_time; 0 < granularity_seconds <= 86400; summary_structure at most 64 characters.
+- "retrieve" args have exactly one key, question.
+- No empty strings and no keys other than those shown."""
+
+PLANNER = """You plan retrieval over a visual memory of video streams to answer one question. The memory holds frames, event documents (one per event of a camera) and summary documents (one per time window).
+Each turn, choose ONE action and reply with ONLY one JSON object.
+
+Actions:
+- search (the default for questions):
+  {"action": "search", "queries": [{"q": "...", "top_k": 10, "inspect_k": 2, "threshold": 0.3}], "time_range": {...}, "sources": ["frame", "event", "summary"], "summary_filter": {"summary_structure": "...", "granularity_seconds": 60.0}, "thought": "..."}
+  1 to 8 queries in English. top_k: results per query, 1..200. inspect_k: how many of a query's best new results a visual inspector looks at directly, 0..50.
+  threshold: results whose similarity (cosine) is below it are dropped, >= 0. time_range, sources and summary_filter are optional.
+- inspect (look at frames directly):
+  {"action": "inspect", "prompt": "...", "time_range": {...}, "max_frames": 8, "thought": "..."}
+  or {"action": "inspect", "prompt": "...", "ref": {"turn_idx": 1, "result_idx": 0}, "max_frames": 8, "thought": "..."}
+  Exactly one of time_range or ref; max_frames 1..16. Prefer it when the time or the result is already known.
+- summarize (write summary documents, one per window):
+  {"action": "summarize", "time_range": {...}, "granularity_seconds": 60.0, "prompt": "...", "summary_structure": "...", "thought": "..."}
+  Only when the question wants a timeline or a window-by-window account. 0 < granularity_seconds <= 86400.
+- answer (finish):
+  {"action": "answer", "response": "...", "best_ref": {"turn_idx": 1, "result_idx": 0}, "thought": "..."}
+  best_ref points at the result that supports the answer most.
+
+A time_range is one of:
+- {"mode": "relative", "start": 10.0, "end": 60.0}: "relative" counts seconds from the start of the recording, "absolute" uses the timeline's own seconds as shown in the context; leave out end for "until now".
+- {"anchor": {"description": "...", "occurrence_index": 1, "verification_prompt": "...", "top_k": 10, "inspect_k": 4}, "before_s": 300.0, "after_s": 0.0}:
+  a window around the occurrence_index-th time (1..100, in time order) that the described event happened; before_s and after_s in 0..604800; verification_prompt at most 400 characters.
+- {"start_anchor": {...}, "end_anchor": {...}}: from one event to another.
+Never mix a direct interval with anchors, or a single anchor with start_anchor / end_anchor.
+
+Rules:
+- Results are numbered [turn_idx.result_idx] in the context: turn_idx counts from 1, result_idx from 0.
+- Answer only when the evidence is specific enough to support the claim; if it is weak or only loosely related, search differently (other words, other sources, a time range) or inspect.
+- Do not guess which occurrence of an event is meant: find the candidates, look at their times, then use those times or refs.
+- Do not repeat a call that found nothing; change the method.
+- Write queries, prompts and anchor descriptions in English; write the answer in the user's language.
+- No keys other than those shown, no empty strings."""
+
+PLANNER_STATE = """Question: {question}
+
+Context (what was found so far):
+{context}
+
+Remaining turns: {turns_left}
+{advice}
+What is the next step?"""
+
+REPAIR = """That reply could not be used: {error}
+Reply again with ONLY one valid JSON object that follows the schema in the instructions, and nothing else."""
+
+_REPAIR_REPLY_CHARS = 2000  # the bad reply is echoed back cut short: it may be a runaway 100k-character string
+
+
+def route(question: str, now: float | None, cameras) -> LLMRequest:
+    """The router's request: fixed system prompt, then cameras, the present and the request."""
+    payload = _payload(task="route", cameras=list(cameras), now_s=None if now is None else round(now, 3),
+                       request=question)
+    return _request("router", ROUTER, [payload])
+
+
+def plan(question: str, context_text: str, turns_left: int, images=None) -> LLMRequest:
+    """One planner turn. Prefix-stable across turns: the fixed system prompt, then the question,
+    then the context (which only grows at its end), then the turn budget and any images."""
+    if turns_left <= 0:
+        advice = "No turns left: reply with action \"answer\" now, citing the best result above."
+    elif turns_left <= 2:
+        advice = "Few turns left: if the context already holds useful evidence, answer."
+    else:
+        advice = "If results stopped improving, answer with the best evidence found."
+    if not context_text.strip():  # said after the context, not in it: the context stays a prefix of later ones
+        advice = "Nothing has been searched yet. " + advice
+    text = PLANNER_STATE.format(question=question, context=context_text.strip(),
+                                turns_left=max(0, turns_left), advice=advice)
+    return _request("planner", PLANNER, [text, *_frames(images or [])])
+
+
+def repair(request: LLMRequest, bad_reply: str, error: str) -> LLMRequest:
+    """The same request, its bad reply as the assistant's turn, and a user message naming what
+    was wrong and asking for ONLY one valid JSON object. Tagged ``<role>_repair``."""
+    bad = (bad_reply or "")[:_REPAIR_REPLY_CHARS]
+    messages = list(request.messages) + [Message("assistant", [bad]),
+                                         Message("user", [REPAIR.format(error=str(error)[:300])])]
+    return LLMRequest(messages, replace(request.sampling), tag=f"{request.tag}_repair")

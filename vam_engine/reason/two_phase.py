@@ -1,0 +1,354 @@
+"""Two-phase reasoning (OASIS 3.2): a coarse pass over what is immediately at hand, and a fine
+pass over retrieved long-term memory only when the coarse pass asks for it.
+
+Coarse. One request whose parts go from what changes least to what changes most, so
+consecutive questions share the longest prompt prefix (a prefix KV cache, local or server-side,
+then skips it): the fixed system prompt; a user turn with the forest's root summaries (by
+camera, then time, each with its interval) closed by a fixed assistant acknowledgement; then a
+user turn with the rolling QA summary, for each camera in view its medium buffer and its short
+window (each frame preceded by ``t=...s``), and last the current time and the question. The
+model replies ``{"answer": ...}`` when that suffices, or ``{"retrieve": <a short retrieval
+intent>}``.
+
+Sharing across questions with ``LocalQwenVL``. Its cache is addressed by whole earlier
+requests (a request hits when it extends an earlier request's prompt, or prompt + reply), not by
+any common prefix. So with a body that has a prefix cache (``cache_info()`` with a budget), each
+question first sends a one-token "prime" request of just [system, roots]: when the roots did not
+change since the last question it is an exact repeat served from the cache (no prefill), and
+the coarse request then starts from its KV; when they changed, the prime prefills the roots
+once, as the coarse request would have. Servers with block-level prefix caching (vLLM) need no
+prime, so it is only sent to bodies that expose ``cache_info`` (``prime_cache`` overrides).
+
+Fine. The intent retrieves ``k_f`` forest nodes (greedy lineage pruning: no two in one lineage)
+and ``k_q`` QA records. The fine request is the coarse request's messages and reply unchanged
+plus ONE user message (node summaries with intervals and up to 4 keyframes each, the QA
+records, the instruction to answer), so ``LocalQwenVL`` continues from the coarse request's KV
+cache and prefills only the new tokens; each stage's cached tokens and prefill time are in the
+trace and timings.
+
+Where the present's frames come from. From ``WorkingMemory`` (the ring buffers ingest fills)
+when it covers the camera's present (see ``WorkingMemory.covers``); otherwise (after a restart,
+or an ``as_of`` in the past) from the store: the moments of the same spans, thinned to the same
+rates. Without ``as_of``, a camera's present is the newest of its newest moment and its newest
+buffered frame (the gates may hold back still scenes for minutes); with it, ``as_of``. The
+medium buffer's frames inside the short window's span are left out of the prompt (the short
+window shows those seconds at a higher rate), which saves ~8 images per question.
+
+Replies are strict JSON (pydantic, extra keys forbidden); an invalid reply gets one repair
+request, then the coarse stage falls back to retrieval with the question as the intent, and the
+fine stage to the raw reply text. Model errors never escape ``answer``: they end in a "Not
+found: the model failed" answer with the error in the trace. After answering, the question and
+answer are added to the QA history at the question's present and the rolling QA summary is
+rewritten by one more model call (``update_qa``).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..errors import VamError
+from ..llm import prompts
+from ..llm.base import Image, LLMError, LLMRequest
+from ..memory.records import Evidence
+from .view import Answer, MemoryView, moment_evidence
+
+# defaults when no WorkingMemory is given (DESIGN.md section 6, OASIS 4.2)
+_SHORT_S, _SHORT_FPS, _MEDIUM_S, _MEDIUM_FPS = 8.0, 2.0, 32.0, 1.0
+_REPLY_CHARS = 2000  # replies are cut to this in the trace
+_QA_SUMMARY_CHARS = 2000
+
+
+def _t(m) -> float:
+    return m.t_abs if m.t_abs is not None else m.t_rel
+
+
+def _thin(moments: list, fps: float) -> list:
+    """Moments in time order, keeping one only if it is >= 1/fps after the last kept (the ring
+    buffers' rule)."""
+    out, last = [], -math.inf
+    for m in moments:
+        if _t(m) - last >= 1.0 / fps - 1e-6:
+            out.append(m)
+            last = _t(m)
+    return out
+
+
+def _spread(items: list, n: int) -> list:
+    if len(items) <= n:
+        return list(items)
+    idx = np.linspace(0, len(items) - 1, n).round().astype(int)
+    return [items[i] for i in sorted(set(idx.tolist()))]
+
+
+class _Recent:
+    """One camera's present: medium and short frames as (Image, t), where they came from, and
+    the moments behind them when they came from the store."""
+
+    def __init__(self, camera_id: str, now: float | None):
+        self.camera_id = camera_id
+        self.now = now
+        self.medium: list = []
+        self.short: list = []
+        self.source = "none"       # "buffer" | "store" | "none"
+        self.short_moments: list = []
+        self.medium_moments: list = []
+
+
+class TwoPhaseAnswerer:
+    def __init__(self, llm, working=None, qa=None, text_embedder=None, *, k_f: int = 2, k_q: int = 1,
+                 update_qa: bool = True, keyframes_per_node: int = 4, prime_cache: bool | None = None):
+        if llm is None:
+            raise ValueError("TwoPhaseAnswerer needs an LLM")
+        for name, v in (("k_f", k_f), ("k_q", k_q)):
+            if not isinstance(v, int) or v < 0:
+                raise ValueError(f"TwoPhaseAnswerer: {name} must be an int >= 0, got {v!r}")
+        if not isinstance(keyframes_per_node, int) or keyframes_per_node < 0:
+            raise ValueError(f"TwoPhaseAnswerer: keyframes_per_node must be an int >= 0, got {keyframes_per_node!r}")
+        self.llm = llm
+        self.working = working
+        self.qa = qa
+        self.text_embedder = text_embedder
+        self.k_f, self.k_q = k_f, k_q
+        self.update_qa = update_qa
+        self.keyframes_per_node = keyframes_per_node
+        if prime_cache is None:  # only bodies whose cache is addressed by whole requests need it
+            info = getattr(llm, "cache_info", None)
+            prime_cache = callable(info) and info().get("budget", 0) > 0
+        self.prime_cache = bool(prime_cache)
+        if working is not None:
+            self.short_s, self.short_fps = working.short_s, working.short_fps
+            self.medium_s, self.medium_fps = working.medium_s, working.medium_fps
+        else:
+            self.short_s, self.short_fps, self.medium_s, self.medium_fps = _SHORT_S, _SHORT_FPS, _MEDIUM_S, _MEDIUM_FPS
+
+    # -- the question --------------------------------------------------------------------------
+    def answer(self, question: str, view: MemoryView) -> Answer:
+        ans = Answer(text="", found=False, evidence=[], mode="two_phase")
+        t0 = time.perf_counter()
+        now = None
+        try:
+            now = self._run(question, view, ans)
+        except LLMError as e:
+            ans.trace.append({"stage": "error", "error": f"LLMError: {e}"})
+            ans.text, ans.found, ans.evidence = f"Not found: the model failed: {e}", False, []
+            ans.add_time("two_phase", time.perf_counter() - t0)
+            return ans  # nothing worth remembering as a QA pair
+        except VamError as e:  # the memory (store, embedder) failed: say so, do not raise
+            ans.trace.append({"stage": "error", "error": f"{type(e).__name__}: {e}"})
+            ans.text, ans.found, ans.evidence = f"Not found: the memory failed: {e}", False, []
+            ans.add_time("two_phase", time.perf_counter() - t0)
+            return ans
+        if self.update_qa and self.qa is not None:
+            self._remember(question, ans, view, now)
+        ans.add_time("two_phase", time.perf_counter() - t0)
+        return ans
+
+    def _run(self, question: str, view: MemoryView, ans: Answer) -> float | None:
+        # -- coarse context
+        t = time.perf_counter()
+        recents = [self._recent(view, cam) for cam in view.camera_ids()]
+        nows = [r.now for r in recents if r.now is not None]
+        now = view.as_of if view.as_of is not None else (max(nows) if nows else view.now())
+        roots = sorted(view.forest_roots(), key=lambda n: (n.camera_id, n.t_start, n.node_id))
+        qa_summary = self.qa.summary(as_of=view.as_of) if self.qa is not None else ""
+        memory_parts = self._memory_parts(roots)
+        coarse = prompts.two_phase_coarse(memory_parts, self._coarse_parts(question, now, qa_summary, recents))
+        ans.add_time("context", time.perf_counter() - t)
+        if self.prime_cache:
+            self._call(prompts.two_phase_prime(memory_parts), ans, "prime")
+        context = {"roots": [n.node_id for n in roots], "qa_summary_chars": len(qa_summary), "now": now,
+                   "frames": {r.camera_id: {"from": r.source, "medium": len(r.medium), "short": len(r.short)}
+                              for r in recents}}
+
+        # -- coarse pass (one repair), then answer or fall back to retrieval
+        parsed, last_req, last_text = self._ask_json(coarse, prompts.parse_coarse, ans, "coarse", context)
+        if parsed is not None and parsed.answer is not None:
+            ans.text, ans.found = parsed.answer.strip(), True
+            ans.evidence = [e for e in (self._present_evidence(r) for r in recents) if e is not None]
+            ans.trace[-1]["action"] = "answer"
+            return now
+        intent = parsed.retrieve.strip() if parsed is not None else question
+        ans.trace[-1]["action"] = "retrieve" if parsed is not None else "fallback_retrieve"
+        ans.trace[-1]["intent"] = intent
+
+        # -- fine: retrieve forest nodes and QA records for the intent
+        t = time.perf_counter()
+        hits = view.forest_retrieve(intent, self.k_f) if self.k_f else []
+        ans.add_time("forest", time.perf_counter() - t)
+        records = []
+        if self.qa is not None and self.k_q and self.text_embedder is not None:
+            t = time.perf_counter()
+            q = self.text_embedder.embed_texts([intent])[0]
+            ans.add_time("embed", time.perf_counter() - t)
+            t = time.perf_counter()
+            records = self.qa.retrieve(q, self.k_q, as_of=view.as_of)
+            ans.add_time("qa_retrieval", time.perf_counter() - t)
+        t = time.perf_counter()
+        evidence, parts = self._fine_parts(intent, hits, records, view)
+        fine = prompts.two_phase_fine(last_req, last_text, parts)
+        ans.add_time("fine_context", time.perf_counter() - t)
+        retrieved = {"intent": intent, "nodes": [[n.node_id, round(s, 4)] for n, s in hits],
+                     "qa": [r["qa_id"] for r in records]}
+
+        parsed, _, last_text = self._ask_json(fine, prompts.parse_fine, ans, "fine", retrieved)
+        ans.evidence = evidence
+        if parsed is not None:
+            ans.text, ans.found = parsed.answer.strip(), True
+            ans.trace[-1]["action"] = "answer"
+        elif hits and last_text.strip():
+            # the model answered with the evidence in view, just not as JSON: keep its words
+            ans.text, ans.found = last_text.strip()[:4000], True
+            ans.trace[-1]["action"] = "raw_answer"
+        else:
+            ans.text, ans.found = f"Not found: no memory matched {intent[:200]!r} and the model gave no answer", False
+            ans.trace[-1]["action"] = "not_found"
+        return now
+
+    # -- model calls -----------------------------------------------------------------------------
+    def _call(self, req: LLMRequest, ans: Answer, stage: str, info: dict | None = None):
+        t = time.perf_counter()
+        try:
+            resp = self.llm.generate([req])[0]
+        except LLMError as e:
+            ans.add_time(stage, time.perf_counter() - t)
+            ans.trace.append({"stage": stage, "tag": req.tag, "error": str(e)})
+            raise
+        ans.add_time(stage, time.perf_counter() - t)
+        ans.add_time(f"{stage}_prefill", resp.prefill_s)
+        ans.add_usage(resp)
+        entry = {"stage": stage, "tag": req.tag, "prompt_tokens": resp.prompt_tokens,
+                 "cached_tokens": resp.cached_tokens, "completion_tokens": resp.completion_tokens,
+                 "prefill_s": resp.prefill_s, "total_s": resp.total_s, "finish_reason": resp.finish_reason,
+                 "reply": resp.text[:_REPLY_CHARS]}
+        if info:
+            entry.update(info)
+        ans.trace.append(entry)
+        return resp
+
+    def _ask_json(self, req: LLMRequest, parse, ans: Answer, stage: str, info: dict):
+        """Send ``req``; on an invalid reply send one repair. Returns (parsed or None, the last
+        request sent, its reply text): the next stage continues from exactly those."""
+        resp = self._call(req, ans, stage, info)
+        try:
+            return parse(resp.text), req, resp.text
+        except ValueError as e:
+            ans.trace[-1]["invalid"] = str(e)
+            repair = prompts.json_repair(req, resp.text, str(e))
+        resp = self._call(repair, ans, stage)
+        ans.trace[-1]["repair"] = True
+        try:
+            return parse(resp.text), repair, resp.text
+        except ValueError as e:
+            ans.trace[-1]["invalid"] = str(e)
+            return None, repair, resp.text
+
+    # -- context ---------------------------------------------------------------------------------
+    def _camera_now(self, view: MemoryView, cam: str) -> float | None:
+        if view.as_of is not None:
+            return view.as_of
+        row = view.store.reader().execute("SELECT MAX(t) FROM moments WHERE camera_id=?", (cam,)).fetchone()
+        ts = [row[0]] if row is not None and row[0] is not None else []
+        if self.working is not None:
+            latest = self.working.latest(cam)
+            if latest is not None:
+                ts.append(latest)
+        return max(ts) if ts else None
+
+    def _recent(self, view: MemoryView, cam: str) -> _Recent:
+        r = _Recent(cam, self._camera_now(view, cam))
+        if r.now is None:
+            return r
+        if self.working is not None and self.working.covers(cam, r.now):
+            short, medium = self.working.window(cam, r.now)
+            r.short = [(Image(a), t) for a, t in short]
+            r.medium = [(Image(a), t) for a, t in medium if t <= r.now - self.short_s]
+            r.source = "buffer"
+            return r
+        # the store: the same spans, thinned to the same rates (view.frames clips to as_of)
+        def span(seconds: float, fps: float) -> list:
+            cap = int(seconds * fps * 4) + 4  # generous: _thin does the real selection
+            ms = [m for m in view.frames(r.now - seconds, r.now, cap, camera=cam) if _t(m) > r.now - seconds]
+            return _thin(ms, fps)
+        r.short_moments = span(self.short_s, self.short_fps)
+        r.medium_moments = [m for m in span(self.medium_s, self.medium_fps) if _t(m) <= r.now - self.short_s]
+        r.short = [(Image(m.frame_path), _t(m)) for m in r.short_moments]
+        r.medium = [(Image(m.frame_path), _t(m)) for m in r.medium_moments]
+        r.source = "store" if (r.short or r.medium) else "none"
+        return r
+
+    @staticmethod
+    def _memory_parts(roots) -> list:
+        lines = [f"- camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]: {n.summary}" for n in roots]
+        return ["Event memory (top-level summaries, per camera, oldest first):\n" + ("\n".join(lines) or "(empty)")]
+
+    def _coarse_parts(self, question: str, now, qa_summary: str, recents) -> list:
+        parts = ["Earlier questions and answers:\n" + (qa_summary.strip() or "(none)")]
+        for r in recents:
+            if not (r.medium or r.short):
+                parts.append(f"Camera {r.camera_id}: no recent frames.")
+                continue
+            parts.append(f"Camera {r.camera_id}, recent buffer (up to {self.medium_fps:g} fps):")
+            for img, t in r.medium:
+                parts += [f"t={t:.2f}s", img]
+            parts.append(f"Camera {r.camera_id}, short window (last {self.short_s:g} s, up to {self.short_fps:g} fps):")
+            for img, t in r.short:
+                parts += [f"t={t:.2f}s", img]
+        when = "unknown (the memory is empty)" if now is None else f"t={now:.2f}s"
+        parts.append(f"Current time: {when}\nQuestion: {question}")
+        return parts
+
+    def _present_evidence(self, r: _Recent) -> Evidence | None:
+        """What a coarse answer saw of a camera's present: its short window (else its medium
+        buffer). Store frames cite their moments; buffered frames only camera and interval."""
+        if r.source == "store":
+            return moment_evidence(r.short_moments or r.medium_moments)
+        frames = r.short or r.medium
+        if not frames:
+            return None
+        return Evidence(r.camera_id, frames[0][1], frames[-1][1], (), (), 0.0, "frame", None)
+
+    def _fine_parts(self, intent: str, hits, records, view: MemoryView):
+        """(evidence, parts) for the retrieved nodes and QA records."""
+        ids = [k for n, _ in hits for k in n.keyframes]
+        moments = view.store.moments_by_id(ids) if ids else {}
+        parts: list = [f"Memory retrieved for: {intent}"]
+        evidence = []
+        if not hits:
+            parts.append("No memory node matched.")
+        for i, (n, score) in enumerate(hits, 1):
+            kind = "event" if n.is_leaf else "summary"
+            have = [(k, t) for k, t in zip(n.keyframes, n.keyframe_times) if k in moments]
+            evidence.append(Evidence(n.camera_id, n.t_start, n.t_end, tuple(k for k, _ in have),
+                                     tuple(moments[k].frame_path for k, _ in have), float(score),
+                                     kind, n.summary, similarity=float(score)))
+            label = "event" if n.is_leaf else "summary of several events"
+            parts.append(f"Node {i} ({label}), camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]:\n{n.summary}")
+            for k, t in _spread(have, self.keyframes_per_node):
+                parts += [f"t={t:.2f}s", Image(moments[k].frame_path)]
+        for rec in records:
+            parts.append(f"Earlier question at t={rec['t']:.2f}s: {rec['question']}\nIts answer: {rec['answer']}")
+        return evidence, parts
+
+    # -- QA history ------------------------------------------------------------------------------
+    def _remember(self, question: str, ans: Answer, view: MemoryView, now) -> None:
+        """Add the pair to the QA history and rewrite the rolling summary (OASIS:
+        s_qa <- LLM(s_qa, (q, a))). A failure here never changes the answer."""
+        t_q = float(now) if now is not None else 0.0
+        try:
+            t = time.perf_counter()
+            emb = self.text_embedder.embed_texts([f"{question}\n{ans.text}"])[0] if self.text_embedder else None
+            ans.add_time("embed", time.perf_counter() - t)
+            t = time.perf_counter()
+            self.qa.add(t_q, question, ans.text, emb, cameras=view.cameras)
+            previous = self.qa.summary(as_of=t_q)
+            ans.add_time("qa_update", time.perf_counter() - t)
+            resp = self._call(prompts.qa_summary_update(previous, question, ans.text, t_q), ans, "qa_summary")
+            text = resp.text.strip()[:_QA_SUMMARY_CHARS]
+            if text:
+                t = time.perf_counter()
+                self.qa.update_summary(t_q, text)
+                ans.add_time("qa_update", time.perf_counter() - t)
+        except VamError as e:
+            ans.trace.append({"stage": "qa_summary", "error": f"{type(e).__name__}: {e}"})
