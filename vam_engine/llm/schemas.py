@@ -1,0 +1,263 @@
+"""Strict schemas of the router's and the planner's replies (the VAM seed's B.4/B.6 bounds).
+
+Every reply is untrusted: it is parsed into these models or rejected with a ValueError that names
+the first problem (so a repair request can say what to fix). Extra keys are errors, types are
+strict (no "5" for 5), numbers are finite and bounded, and every string has a length cap, so a
+runaway reply is rejected instead of being stored or sent on.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+
+from .prompts import extract_json
+
+MAX_REPLY_CHARS = 50_000  # longer replies are rejected before JSON parsing (no field may be this long)
+MAX_QUERIES = 8           # search queries per action: each one is a search (and maybe inspections)
+DAY_S = 86_400.0          # granularity_seconds is in (0, DAY_S]
+WEEK_S = 604_800.0        # anchor windows: at most seven days on each side
+SOURCES = ("frame", "event", "summary")
+
+
+def _text(max_chars: int):
+    """A non-empty (after trimming) string of at most ``max_chars``."""
+    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=max_chars)]
+
+
+Question = _text(2000)
+QueryText = _text(1000)
+Prompt = _text(2000)
+Description = _text(1000)
+Label = _text(64)         # summary_structure (B.7.1: at most 64 characters)
+Response = _text(8000)
+Thought = Annotated[str, StringConstraints(max_length=2000)]  # may be empty: it is only logged
+Seconds = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Granularity = Annotated[float, Field(gt=0.0, le=DAY_S, allow_inf_nan=False)]
+Window = Annotated[float, Field(ge=0.0, le=WEEK_S, allow_inf_nan=False)]
+TimeMode = Literal["relative", "absolute"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# -- router ------------------------------------------------------------------------------------
+class RouteFinal(Strict):
+    type: Literal["final"]
+    text: Response
+
+
+class RetrieveArgs(Strict):
+    question: Question
+
+
+class RouteRetrieve(Strict):
+    type: Literal["tool"]
+    name: Literal["retrieve"]
+    args: RetrieveArgs
+
+
+class SummarizeArgs(Strict):
+    min_time: Seconds
+    max_time: Optional[Seconds] = None  # None: up to the question's present
+    time_mode: TimeMode = "relative"
+    granularity_seconds: Granularity
+    prompt: Prompt
+    summary_structure: Optional[Label] = None
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.max_time is not None and self.max_time < self.min_time:
+            raise ValueError(f"max_time {self.max_time} is before min_time {self.min_time}")
+        return self
+
+
+class RouteSummarize(Strict):
+    type: Literal["tool"]
+    name: Literal["summarize"]
+    args: SummarizeArgs
+
+
+Route = Union[RouteFinal, RouteRetrieve, RouteSummarize]
+
+
+# -- time ranges -------------------------------------------------------------------------------
+class Anchor(Strict):
+    """An event whose time defines a range: the occurrence_index-th distinct occurrence in time order."""
+    description: Description
+    occurrence_index: int = Field(1, ge=1, le=100)
+    verification_prompt: Optional[Annotated[str, StringConstraints(strip_whitespace=True, max_length=400)]] = None
+    top_k: int = Field(10, ge=1, le=50)     # candidates retrieved for the anchor
+    inspect_k: int = Field(4, ge=0, le=20)  # candidates a verifier checks; clipped to top_k
+
+    @model_validator(mode="after")
+    def _clip(self):
+        self.inspect_k = min(self.inspect_k, self.top_k)
+        return self
+
+
+class TimeRange(Strict):
+    """Exactly one form: a direct interval (start[, end]), a single anchor (with before_s /
+    after_s windows), or a pair of anchors (start_anchor, end_anchor)."""
+    mode: TimeMode = "relative"
+    start: Optional[Seconds] = None
+    end: Optional[Seconds] = None  # None with a direct start: up to the present
+    anchor: Optional[Anchor] = None
+    before_s: Optional[Window] = None
+    after_s: Optional[Window] = None
+    start_anchor: Optional[Anchor] = None
+    end_anchor: Optional[Anchor] = None
+
+    @model_validator(mode="after")
+    def _one_form(self):
+        direct = self.start is not None or self.end is not None
+        single = self.anchor is not None
+        between = self.start_anchor is not None or self.end_anchor is not None
+        if direct + single + between != 1:
+            raise ValueError("time_range must be exactly one of: a direct interval (start, end), a single anchor "
+                             "(anchor, before_s, after_s), or two anchors (start_anchor, end_anchor)")
+        if direct:
+            if self.start is None:
+                raise ValueError("a direct time_range needs start")
+            if self.end is not None and self.end < self.start:
+                raise ValueError(f"time_range end {self.end} is before start {self.start}")
+        if between and (self.start_anchor is None or self.end_anchor is None):
+            raise ValueError("an anchored time_range between two events needs both start_anchor and end_anchor")
+        if not single and (self.before_s is not None or self.after_s is not None):
+            raise ValueError("before_s / after_s apply to a single anchor only")
+        return self
+
+
+# -- planner actions ---------------------------------------------------------------------------
+class Ref(Strict):
+    turn_idx: int = Field(ge=1, le=1000)   # 1-based, as numbered in the context
+    result_idx: int = Field(ge=0, le=10_000)  # 0-based within that turn
+
+
+class SearchQuery(Strict):
+    q: QueryText
+    top_k: int = Field(10, ge=1, le=200)
+    inspect_k: int = Field(0, ge=0, le=50)  # clipped to top_k, not rejected (B.4)
+    threshold: float = Field(0.65, ge=0.0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _clip(self):
+        self.inspect_k = min(self.inspect_k, self.top_k)
+        return self
+
+
+class SummaryFilter(Strict):
+    summary_structure: Optional[Label] = None
+    granularity_seconds: Optional[Granularity] = None
+
+
+class AnswerAction(Strict):
+    action: Literal["answer"]
+    response: Response
+    best_ref: Optional[Ref] = None
+    thought: Thought = ""
+
+
+class SearchAction(Strict):
+    action: Literal["search"]
+    queries: list[SearchQuery] = Field(min_length=1, max_length=MAX_QUERIES)
+    time_range: Optional[TimeRange] = None
+    sources: list[Literal["frame", "event", "summary"]] = Field(default_factory=lambda: list(SOURCES),
+                                                                min_length=1, max_length=3)
+    summary_filter: Optional[SummaryFilter] = None
+    thought: Thought = ""
+
+    @model_validator(mode="after")
+    def _distinct_sources(self):
+        if len(set(self.sources)) != len(self.sources):
+            raise ValueError(f"sources must not repeat, got {self.sources}")
+        return self
+
+
+class InspectAction(Strict):
+    action: Literal["inspect"]
+    prompt: Prompt
+    time_range: Optional[TimeRange] = None
+    ref: Optional[Ref] = None
+    max_frames: int = Field(8, ge=1, le=16)
+    thought: Thought = ""
+
+    @model_validator(mode="after")
+    def _target(self):
+        if (self.time_range is None) == (self.ref is None):
+            raise ValueError("inspect needs exactly one of time_range or ref")
+        return self
+
+
+class SummarizeAction(Strict):
+    action: Literal["summarize"]
+    time_range: TimeRange
+    granularity_seconds: Granularity
+    prompt: Prompt
+    summary_structure: Optional[Label] = None
+    thought: Thought = ""
+
+
+Action = Union[AnswerAction, SearchAction, InspectAction, SummarizeAction]
+_ACTIONS = {"answer": AnswerAction, "search": SearchAction, "inspect": InspectAction, "summarize": SummarizeAction}
+
+
+# -- parsing -----------------------------------------------------------------------------------
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    where = ".".join(map(str, err["loc"])) or "top level"
+    # the message only: pydantic's "input" may be a 50k-character string
+    return f"{where}: {err['msg']}"
+
+
+def _show(value) -> str:
+    """A short rendering of a reply's value for an error message (a container could be huge or
+    deeply nested: only its type is named)."""
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return repr(value)[:60]
+    return type(value).__name__
+
+
+def _object(text: str, what: str) -> dict:
+    if not isinstance(text, str):
+        raise ValueError(f"{what} must be text, got {type(text).__name__}")
+    if len(text) > MAX_REPLY_CHARS:
+        raise ValueError(f"{what} is {len(text)} characters long; at most {MAX_REPLY_CHARS}")
+    try:
+        return extract_json(text)
+    except RecursionError:  # json.loads recurses once per nesting level: "[[[[..." overflows
+        raise ValueError(f"{what} nests too deeply to be an action") from None
+
+
+def parse_action(text: str) -> Action:
+    """The planner's reply as one action. Raises ValueError naming the first problem."""
+    obj = _object(text, "planner reply")
+    kind = obj.get("action")
+    model = _ACTIONS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise ValueError(f"action: must be one of {sorted(_ACTIONS)}, got {_show(kind)}")
+    try:
+        return model.model_validate(obj)
+    except ValidationError as e:
+        raise ValueError(f"invalid {kind} action: {_first_error(e)}") from None
+
+
+def parse_route(text: str) -> Route:
+    """The router's reply. Raises ValueError naming the first problem."""
+    obj = _object(text, "router reply")
+    kind, name = obj.get("type"), obj.get("name")
+    if kind == "final":
+        model = RouteFinal
+    elif kind == "tool" and name == "retrieve":
+        model = RouteRetrieve
+    elif kind == "tool" and name == "summarize":
+        model = RouteSummarize
+    elif kind == "tool":
+        raise ValueError(f"name: a tool must be 'retrieve' or 'summarize', got {_show(name)}")
+    else:
+        raise ValueError(f"type: must be 'final' or 'tool', got {_show(kind)}")
+    try:
+        return model.model_validate(obj)
+    except ValidationError as e:
+        raise ValueError(f"invalid {kind if kind == 'final' else name} route: {_first_error(e)}") from None

@@ -1,0 +1,630 @@
+"""Agentic answering: a router, then a bounded planner loop of search / inspect / summarize /
+answer actions over one question's ``MemoryView`` (VAM seed 3.4, B.4, B.6).
+
+Every model reply is untrusted. A reply is parsed against the strict schemas of
+``llm.schemas``; an invalid one gets ONE repair request; a reply still invalid on the first
+planner turn becomes a permissive search, on a later turn the loop ends with the best evidence.
+A failing model (``LLMError``) ends the loop with the best evidence found so far, or "not found".
+The loop stops on an answer, on the turn budget, or after two consecutive turns that add no new
+evidence. Everything reads the memory through the view, so ``as_of`` and the camera filter hold
+for every stage, anchors and inspections included.
+
+Model calls per ``answer()`` are bounded (``max_model_calls``):
+    router 2 (reply + repair) + router summary documents MAX_SUMMARY_DOCS
+    + per planner turn: 2 (reply + repair) + anchor checks 2 * MAX_ANCHOR_CHECKS
+                        + max(search inspections MAX_INSPECTIONS_PER_TURN, inspect 1,
+                              summary documents MAX_SUMMARY_DOCS)
+    + 1 final answer request.
+Summary documents are written by the memory writer's model; every other call goes to ``llm``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from ..errors import VamError
+from ..llm import prompts
+from ..llm.base import Image, LLMError
+from ..llm.schemas import (AnswerAction, InspectAction, RouteFinal, RouteRetrieve, SearchAction, TimeRange,
+                           parse_action, parse_route)
+from ..memory.records import Evidence
+from .view import Answer, MemoryView
+
+NOT_FOUND = "Not found:"
+MAX_NEW_PER_TURN = 12          # new results kept per turn: the context stays readable and bounded
+MAX_INSPECTIONS_PER_TURN = 8   # inspect_k across all queries of one search, in one batch
+INSPECT_FRAMES = 8             # frames per inspection of a search hit
+MAX_ANCHOR_CHECKS = 4          # verifier calls per anchor
+MAX_SUMMARY_DOCS = 16          # summary documents one summarize may write (windows x cameras)
+ANCHOR_GAP_S = 2.0             # hits closer than this in time are one occurrence of an anchor event
+ANCHOR_RELATIVE_FLOOR = 0.8    # anchor candidates must score at least this fraction of the best of their source
+POINT_PAD_S = 1.0              # an instant (a frame hit) is widened by this on each side before looking at it
+CONTEXT_TEXT_CHARS = 300       # of each result's text shown to the planner
+MAX_NOTE_CHARS = 2000          # of an inspector reply kept
+MAX_CITED = 10                 # evidence records an answer cites
+PERMISSIVE = {"top_k": 20, "inspect_k": 0, "threshold": 0.0}  # the fallback search of an unparsable first turn
+
+
+def max_model_calls(max_turns: int) -> int:
+    """The most model requests one ``answer()`` can make (see the module docstring)."""
+    per_turn = 2 + 2 * MAX_ANCHOR_CHECKS + max(MAX_INSPECTIONS_PER_TURN, 1, MAX_SUMMARY_DOCS)
+    return 2 + MAX_SUMMARY_DOCS + max_turns * per_turn + 1
+
+
+class _ModelDown(Exception):
+    """An LLMError on the way: the loop ends with what it has (never escapes ``answer``)."""
+
+    def __init__(self, stage: str, error: Exception):
+        self.stage = stage
+        self.error = error
+        super().__init__(f"{stage}: {error}")
+
+
+@dataclass
+class Found:
+    """One result in the planner's context: [turn_idx.result_idx]."""
+    turn_idx: int
+    result_idx: int
+    evidence: Evidence
+    via: str                 # "search" | "inspect" | "summarize"
+    note: str | None = None  # the inspector's reply, when the result was looked at
+
+    @property
+    def ref(self) -> str:
+        return f"{self.turn_idx}.{self.result_idx}"
+
+
+@dataclass
+class _Run:
+    """The state of one question."""
+    question: str
+    goal: str
+    view: MemoryView
+    out: Answer
+    blocks: list = field(default_factory=list)    # per context turn: list[Found]
+    context: list = field(default_factory=list)   # rendered text per context turn (append-only: prefix-stable)
+    seen: set = field(default_factory=set)        # dedupe keys of every result so far
+    calls: int = 0
+    origin: float | None = None                   # "relative" time zero, computed when first needed
+    failure: Exception | None = None              # a model failure to raise once the turn's results are kept
+
+    def findings(self) -> list[Found]:
+        return [f for b in self.blocks for f in b]
+
+    def lookup(self, turn_idx: int, result_idx: int) -> Found | None:
+        if 1 <= turn_idx <= len(self.blocks) and 0 <= result_idx < len(self.blocks[turn_idx - 1]):
+            return self.blocks[turn_idx - 1][result_idx]
+        return None
+
+
+def _t(m) -> float:
+    return m.t_abs if m.t_abs is not None else m.t_rel
+
+
+def _key(ev: Evidence, kind: str | None = None, extra: str = "") -> tuple:
+    """Results are the same evidence when source, camera and interval agree (ms precision)."""
+    return (kind or ev.source, ev.camera_id, round(ev.t_start, 3), round(ev.t_end, 3), extra)
+
+
+def _rank(f: Found) -> float:
+    """The fallback order: highest similarity first; results without one (inspections,
+    summaries) after every scored result."""
+    return f.evidence.similarity if f.evidence.similarity is not None else -math.inf
+
+
+class AgenticAnswerer:
+    def __init__(self, llm, *, max_turns: int = 6):
+        if llm is None:
+            raise VamError("the agentic answerer needs an LLM: set llm.backend (local or openai) or pass llm=...")
+        if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
+            raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
+        self.llm = llm
+        self.max_turns = max_turns
+
+    @property
+    def max_calls(self) -> int:
+        return max_model_calls(self.max_turns)
+
+    # -- entry ---------------------------------------------------------------------------------
+    def answer(self, question: str, view: MemoryView) -> Answer:
+        """Answer ``question`` from ``view`` (mode "agentic"). Never raises for anything a
+        model replies; raises VamError only for a blank question."""
+        if not isinstance(question, str) or not question.strip():
+            raise VamError("the question must be a non-empty string")
+        start = time.perf_counter()
+        question = question.strip()
+        run = _Run(question, question, view, Answer("", False, [], "agentic"))
+        try:
+            self._route_and_plan(run)
+        except _ModelDown as e:
+            run.out.trace.append({"stage": e.stage, "error": f"model failed: {e.error}"})
+            self._best_effort(run, f"the model failed ({e.error})")
+        run.out.trace.append({"stage": "done", "model_calls": run.calls, "found": run.out.found})
+        run.out.timings["total"] = time.perf_counter() - start
+        return run.out
+
+    def _route_and_plan(self, run: _Run) -> None:
+        if self._route(run):
+            return
+        stale = 0  # consecutive turns without new evidence
+        for turn in range(1, self.max_turns + 1):
+            entry = {"stage": "planner", "turn": turn, "turns_left": self.max_turns - turn + 1}
+            run.out.trace.append(entry)
+            request = prompts.plan(run.goal, self._context(run), self.max_turns - turn + 1)
+            action = self._ask(run, "planning", request, lambda text: self._parse_action(run, text), entry)
+            if action is None:
+                if turn == 1:
+                    # B.6: an unparsable first turn does not end the loop; search for the question itself
+                    action = SearchAction.model_validate({"action": "search", "queries": [
+                        {"q": run.goal[:1000], **PERMISSIVE}]})
+                    entry["fallback"] = "permissive search"
+                else:
+                    entry["fallback"] = "answer with the best evidence"
+                    self._finish(run, "the planner's reply was invalid twice")
+                    return
+            entry["action"] = action.action
+            if isinstance(action, AnswerAction):
+                self._answer(run, action, entry)
+                return
+            added = self._execute(run, action, entry)
+            stale = 0 if added else stale + 1
+            if stale >= 2:
+                entry["stop"] = "two consecutive turns added no new evidence"
+                self._finish(run, "two consecutive turns added no new evidence")
+                return
+        self._finish(run, f"the turn budget ({self.max_turns}) is spent")
+
+    # -- model calls ---------------------------------------------------------------------------
+    @contextmanager
+    def _timed(self, run: _Run, stage: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            run.out.add_time(stage, time.perf_counter() - t0)
+
+    def _call(self, run: _Run, stage: str, requests: list) -> list[str]:
+        """Reply texts, in order. Any model failure becomes _ModelDown."""
+        if not requests:
+            return []
+        run.calls += len(requests)
+        with self._timed(run, stage):
+            try:
+                responses = self.llm.generate(requests)
+            except LLMError as e:
+                raise _ModelDown(stage, e) from None
+        if len(responses) != len(requests):
+            raise _ModelDown(stage, LLMError(getattr(self.llm, "name", "llm"),
+                                             f"{len(responses)} responses for {len(requests)} requests"))
+        for r in responses:
+            run.out.add_usage(r)
+        return [r.text if isinstance(r.text, str) else "" for r in responses]
+
+    def _ask(self, run: _Run, stage: str, request, parse, entry: dict):
+        """A parsed reply, with one repair request when the first is invalid; None when both are."""
+        reply = self._call(run, stage, [request])[0]
+        entry["reply"] = reply[:500]
+        try:
+            parsed = parse(reply)
+            entry.update(error=None, repaired=False)
+            return parsed
+        except ValueError as e:
+            entry.update(error=str(e)[:500], repaired=False)
+        reply = self._call(run, stage, [prompts.repair(request, reply, entry["error"])])[0]
+        entry["repair_reply"] = reply[:500]
+        try:
+            parsed = parse(reply)
+            entry["repaired"] = True
+            return parsed
+        except ValueError as e:
+            entry["repair_error"] = str(e)[:500]
+            return None
+
+    def _parse_action(self, run: _Run, text: str):
+        """A planner action whose references exist (a dangling inspect ref is an invalid action)."""
+        action = parse_action(text)
+        if isinstance(action, InspectAction) and action.ref is not None:
+            if run.lookup(action.ref.turn_idx, action.ref.result_idx) is None:
+                raise ValueError(f"ref: [{action.ref.turn_idx}.{action.ref.result_idx}] is not a result in the "
+                                 f"context (turns 1..{len(run.blocks)})")
+        return action
+
+    # -- router --------------------------------------------------------------------------------
+    def _route(self, run: _Run) -> bool:
+        """True when the router answered by itself."""
+        entry = {"stage": "router"}
+        run.out.trace.append(entry)
+        request = prompts.route(run.question, run.view.now(), run.view.camera_ids())
+        route = self._ask(run, "routing", request, parse_route, entry)
+        if route is None:
+            entry["fallback"] = "retrieve with the question as asked"
+            return False
+        if isinstance(route, RouteFinal):
+            entry["action"] = "final"
+            run.out.text, run.out.found = route.text, True
+            return True
+        if isinstance(route, RouteRetrieve):
+            entry["action"] = "retrieve"
+            run.goal = route.args.question
+            return False
+        entry["action"] = "summarize"
+        args = route.args
+        rng = TimeRange(mode=args.time_mode, start=args.min_time, end=args.max_time)
+        found = self._guarded(run, entry, lambda: self._summarize(run, rng, args.granularity_seconds, args.prompt,
+                                                                  args.summary_structure, entry))
+        self._add_block(run, "router summarize", found, entry)
+        return False
+
+    # -- actions -------------------------------------------------------------------------------
+    def _execute(self, run: _Run, action, entry: dict) -> int:
+        """Run one search / inspect / summarize action; its new results become the next
+        context turn. Returns how many results are new."""
+        if isinstance(action, SearchAction):
+            found = self._guarded(run, entry, lambda: self._search(run, action, entry))
+        elif isinstance(action, InspectAction):
+            found = self._guarded(run, entry, lambda: self._inspect(run, action, entry))
+        else:
+            found = self._guarded(run, entry, lambda: self._summarize(
+                run, action.time_range, action.granularity_seconds, action.prompt, action.summary_structure, entry))
+        self._add_block(run, action.action, found, entry)
+        if run.failure is not None:
+            raise run.failure
+        return len(found)
+
+    def _guarded(self, run: _Run, entry: dict, fn) -> list:
+        """An action's results; a memory-side failure (bad range, missing file) becomes a note
+        the planner sees instead of an exception."""
+        try:
+            return fn()
+        except _ModelDown:
+            raise
+        except LLMError as e:  # the writer's model (summaries)
+            raise _ModelDown("summarize", e) from None
+        except (VamError, ValueError, OSError) as e:
+            entry.setdefault("notes", []).append(f"failed: {e}"[:300])
+            return []
+
+    def _add_block(self, run: _Run, label: str, found: list, entry: dict) -> None:
+        turn_idx = len(run.blocks) + 1
+        block = []
+        for i, (ev, via, note, key) in enumerate(found):
+            run.seen.add(key)
+            block.append(Found(turn_idx, i, ev, via, note))
+        run.blocks.append(block)
+        entry["context_turn"] = turn_idx
+        entry["added"] = [f.ref for f in block]
+        inspected = {f.ref: f.note for f in block if f.note}
+        if inspected:
+            entry["inspections"] = inspected
+        run.context.append(self._render_block(turn_idx, label, block, entry.get("notes", [])))
+
+    def _search(self, run: _Run, action: SearchAction, entry: dict) -> list:
+        rng = self._resolve(run, action.time_range, entry) if action.time_range is not None else (None, None)
+        if rng is None:
+            return []
+        allowed = self._summary_filter(run, action.summary_filter)
+        new, keys = [], set()
+        for qi, q in enumerate(action.queries):
+            with self._timed(run, "retrieval"):
+                hits = run.view.search(q.q, top_k=q.top_k, time_range=None if rng == (None, None) else rng,
+                                       sources=tuple(action.sources))
+            rank = 0
+            for h in hits:
+                sim = h.similarity if h.similarity is not None else 0.0
+                if sim < q.threshold:
+                    continue
+                if h.source == "summary" and allowed is not None and (h.camera_id, h.t_start, h.t_end) not in allowed:
+                    continue
+                key = _key(h)
+                if key in run.seen or key in keys:
+                    continue
+                keys.add(key)
+                new.append((h, qi, rank))
+                rank += 1
+        dropped = max(0, len(new) - MAX_NEW_PER_TURN)
+        new = sorted(new, key=lambda x: -(x[0].similarity or 0.0))[:MAX_NEW_PER_TURN]
+        if dropped:
+            entry.setdefault("notes", []).append(f"{dropped} more new results not kept (at most {MAX_NEW_PER_TURN})")
+        # look-ahead inspection (B.4): each query's best inspect_k new results, within the turn's budget
+        picks = [i for i, (h, qi, rank) in enumerate(new) if rank < action.queries[qi].inspect_k]
+        picks = sorted(picks, key=lambda i: (new[i][2], new[i][1]))[:MAX_INSPECTIONS_PER_TURN]
+        try:
+            notes = self._inspect_many(run, [new[i][0] for i in picks])
+        except _ModelDown as e:  # keep the hits found; the loop ends once they are in the context
+            run.failure, notes = e, {}
+        out = []
+        for i, (h, _, _) in enumerate(new):
+            note = notes.get(picks.index(i)) if i in picks else None
+            out.append((h, "search", note, _key(h)))
+        return out
+
+    def _summary_filter(self, run: _Run, flt) -> set | None:
+        """(camera, t0, t1) of the summaries that pass ``summary_filter`` (None: no filter)."""
+        if flt is None or (flt.summary_structure is None and flt.granularity_seconds is None):
+            return None
+        out = set()
+        for s in run.view.store.summaries():
+            if flt.summary_structure is not None and s["structure"] != flt.summary_structure:
+                continue
+            if flt.granularity_seconds is not None and not math.isclose(s["granularity_s"], flt.granularity_seconds):
+                continue
+            out.add((s["camera_id"] or "*", s["t0"], s["t1"]))
+        return out
+
+    def _inspect_many(self, run: _Run, hits: list) -> dict:
+        """Inspector notes {index in hits: text} for search hits, in one batch."""
+        requests, idx = [], []
+        for i, h in enumerate(hits):
+            ms = self._frames(run, h.t_start, h.t_end, INSPECT_FRAMES, h.camera_id)
+            if ms:
+                requests.append(prompts.inspect(run.goal, [(Image(m.frame_path), _t(m)) for m in ms]))
+                idx.append(i)
+        texts = self._call(run, "inspection", requests)
+        return {i: t.strip()[:MAX_NOTE_CHARS] for i, t in zip(idx, texts) if t.strip()}
+
+    def _frames(self, run: _Run, t0: float, t1: float | None, n: int, camera: str | None = None) -> list:
+        """Up to ``n`` moments of [t0, t1] (None: up to now) in time order, through the view.
+        A single instant is widened a little: one frame alone rarely shows an action."""
+        if t1 is None:
+            t1 = run.view.now()
+            if t1 is None:
+                return []
+        if t1 - t0 <= 1e-6:
+            t0, t1 = t0 - POINT_PAD_S, t1 + POINT_PAD_S
+        with self._timed(run, "inspection"):
+            ms = run.view.frames(t0, t1, n, None if camera in (None, "*") else camera)
+        if len(ms) > n:  # several cameras: spread the budget over all of them
+            step = len(ms) / n
+            ms = [ms[int(i * step)] for i in range(n)]
+        return sorted(ms, key=_t)
+
+    def _inspect(self, run: _Run, action: InspectAction, entry: dict) -> list:
+        if action.ref is not None:
+            ev = run.lookup(action.ref.turn_idx, action.ref.result_idx).evidence
+            t0, t1, camera = ev.t_start, ev.t_end, ev.camera_id
+        else:
+            rng = self._resolve(run, action.time_range, entry)
+            if rng is None:
+                return []
+            (t0, t1), camera = rng, None
+        ms = self._frames(run, t0, t1, action.max_frames, camera)
+        if not ms:
+            entry.setdefault("notes", []).append("no frames in that range")
+            return []
+        text = self._call(run, "inspection", [prompts.inspect(action.prompt, [(Image(m.frame_path), _t(m))
+                                                                               for m in ms])])[0]
+        text = text.strip()[:MAX_NOTE_CHARS]
+        if not text:
+            entry.setdefault("notes", []).append("the inspector replied nothing")
+            return []
+        out = []
+        for cam in dict.fromkeys(m.camera_id for m in ms):
+            mine = [m for m in ms if m.camera_id == cam]
+            ts = [_t(m) for m in mine]
+            ev = Evidence(cam, min(ts), max(ts), tuple(m.moment_id for m in mine), tuple(m.frame_path for m in mine),
+                          0.0, "frame", text)
+            key = _key(ev, "inspect", action.prompt.lower())  # the same look with the same question is nothing new
+            if key not in run.seen:
+                out.append((ev, "inspect", text, key))
+        return out
+
+    def _summarize(self, run: _Run, rng: TimeRange, granularity: float, prompt: str, structure, entry: dict) -> list:
+        resolved = self._resolve(run, rng, entry)
+        if resolved is None:
+            return []
+        t0, t1 = resolved
+        now = run.view.now()
+        if now is None:
+            entry.setdefault("notes", []).append("the memory is empty")
+            return []
+        t1 = now if t1 is None else min(t1, now)
+        if t1 <= t0:
+            entry.setdefault("notes", []).append(f"nothing to summarize in [{t0:.2f}, {t1:.2f}]")
+            return []
+        cams = len(run.view.camera_ids())
+        if cams > MAX_SUMMARY_DOCS:
+            entry.setdefault("notes", []).append(f"{cams} cameras: at most {MAX_SUMMARY_DOCS} summary documents "
+                                                 "per call; ask about fewer cameras")
+            return []
+        per_camera = MAX_SUMMARY_DOCS // max(1, cams)
+        # Bounded cost: coarser windows rather than hundreds of model calls. The writer steps
+        # a += granularity, and float drift can add one sliver window past ceil(span / g): so
+        # ceil must stay below the budget, and widened windows get a 1e-9 slack to reach t1.
+        if math.ceil((t1 - t0) / granularity) >= per_camera:
+            wider = (t1 - t0) / per_camera * (1 + 1e-9)
+            if wider > granularity * (1 + 1e-6):
+                entry.setdefault("notes", []).append(f"windows widened to {wider:.1f} s "
+                                                     f"(at most {MAX_SUMMARY_DOCS} documents)")
+            granularity = wider
+        if structure is not None:
+            entry.setdefault("notes", []).append("summary_structure is not stored by this memory view")
+        with self._timed(run, "summarize"):
+            docs = run.view.summarize(t0, t1, granularity, prompt)
+        if not docs:
+            entry.setdefault("notes", []).append("no summary written (no frames in range, or no writer)")
+        moments = run.view.store.moments_by_id([m for d in docs for m in d["moments"]])
+        out = []
+        for d in docs:
+            ms = [moments[m] for m in d["moments"] if m in moments]
+            ev = Evidence(d["camera_id"] or "*", d["t0"], d["t1"], tuple(m.moment_id for m in ms),
+                          tuple(m.frame_path for m in ms), 0.0, "summary", d["text"])
+            key = _key(ev)
+            if key not in run.seen:
+                out.append((ev, "summarize", None, key))
+        return out
+
+    # -- time ranges ---------------------------------------------------------------------------
+    def _resolve(self, run: _Run, rng: TimeRange, entry: dict):
+        """(t0, t1 or None for "until now") on the cameras' axis, or None when an anchor cannot
+        be found (the reason goes to the entry's notes)."""
+        if rng.anchor is not None:
+            occ = self._anchor(run, rng.anchor, entry)
+            if occ is None:
+                return None
+            return occ[0] - (rng.before_s or 0.0), occ[1] + (rng.after_s or 0.0)
+        if rng.start_anchor is not None:
+            a = self._anchor(run, rng.start_anchor, entry)
+            b = self._anchor(run, rng.end_anchor, entry) if a is not None else None
+            if a is None or b is None:
+                return None
+            if b[1] < a[0]:
+                entry.setdefault("notes", []).append(f"end anchor ({b[0]:.2f} s) is before start anchor "
+                                                     f"({a[0]:.2f} s)")
+                return None
+            return a[0], b[1]
+        off = self._origin(run) if rng.mode == "relative" else 0.0
+        return rng.start + off, None if rng.end is None else rng.end + off
+
+    def _origin(self, run: _Run) -> float:
+        """Time zero of "relative" times: 0 on a relative axis; on an absolute (unix) axis, the
+        first moment in view (no later than ``as_of``)."""
+        if run.origin is None:
+            cams = run.view.camera_ids()
+            run.origin = 0.0
+            if cams:
+                sql = (f"SELECT MIN(t), MAX(t_abs IS NOT NULL) FROM moments WHERE camera_id IN "
+                       f"({','.join('?' * len(cams))})")
+                args = list(cams)
+                if run.view.as_of is not None:
+                    sql += " AND t <= ?"
+                    args.append(run.view.as_of)
+                first, absolute = run.view.store.reader().execute(sql, args).fetchone()
+                if first is not None and absolute:
+                    run.origin = float(first)
+        return run.origin
+
+    def _anchor(self, run: _Run, anchor, entry: dict):
+        """(t0, t1) of the anchor's occurrence_index-th occurrence, or None.
+
+        Candidates: a search for the description; hits scoring below ANCHOR_RELATIVE_FLOOR of
+        the best of their source are dropped (a search always returns top_k hits, related or
+        not). Hits within ANCHOR_GAP_S of each other form one occurrence; occurrences are counted
+        in time order. The first min(inspect_k, MAX_ANCHOR_CHECKS) occurrences are checked by the
+        verifier on their frames (one call each, one batch): rejected ones do not count, an
+        unreadable verdict counts as unverified; later occurrences count unverified."""
+        notes = entry.setdefault("notes", [])
+        with self._timed(run, "retrieval"):
+            hits = run.view.search(anchor.description, top_k=anchor.top_k)
+        best: dict = {}
+        for h in hits:
+            best[h.source] = max(best.get(h.source, -math.inf), h.similarity or 0.0)
+        hits = [h for h in hits if (h.similarity or 0.0) >= ANCHOR_RELATIVE_FLOOR * max(best[h.source], 0.0)]
+        occurrences: list[list] = []  # [t0, t1, camera or None]
+        for h in sorted(hits, key=lambda h: (h.t_start, h.t_end)):
+            if occurrences and h.t_start <= occurrences[-1][1] + ANCHOR_GAP_S:
+                last = occurrences[-1]
+                last[1] = max(last[1], h.t_end)
+                if last[2] != h.camera_id:
+                    last[2] = None
+            else:
+                occurrences.append([h.t_start, h.t_end, h.camera_id])
+        label = f"anchor {anchor.description[:80]!r}"
+        checks = min(anchor.inspect_k, MAX_ANCHOR_CHECKS, len(occurrences))
+        verdicts = self._verify(run, anchor, occurrences[:checks], notes)
+        kept = [occ for i, occ in enumerate(occurrences) if i >= checks or verdicts[i] is not False]
+        if len(kept) < anchor.occurrence_index:
+            notes.append(f"{label}: {len(kept)} occurrence(s) found, occurrence {anchor.occurrence_index} asked for")
+            return None
+        t0, t1, _ = kept[anchor.occurrence_index - 1]
+        notes.append(f"{label} #{anchor.occurrence_index} at {t0:.2f}-{t1:.2f} s")
+        return t0, t1
+
+    def _verify(self, run: _Run, anchor, occurrences: list, notes: list) -> list:
+        """True / False / None (no frames or an unreadable verdict) per occurrence."""
+        target = anchor.description
+        if anchor.verification_prompt:
+            target += f" (verify: {anchor.verification_prompt})"
+        requests, idx = [], []
+        for i, (t0, t1, cam) in enumerate(occurrences):
+            ms = self._frames(run, t0, t1, INSPECT_FRAMES, cam)
+            if ms:
+                requests.append(prompts.anchor(target, [(Image(m.frame_path), _t(m)) for m in ms]))
+                idx.append(i)
+        out: list = [None] * len(occurrences)
+        for i, text in zip(idx, self._call(run, "inspection", requests)):
+            try:
+                v = prompts.parse_anchor(text)
+                out[i] = bool(v.match and v.confidence >= 0.5)
+            except (ValueError, RecursionError) as e:  # RecursionError: a deeply nested JSON reply
+                notes.append(f"anchor verdict unreadable ({str(e)[:120]}): counted unverified")
+        return out
+
+    # -- endings -------------------------------------------------------------------------------
+    def _answer(self, run: _Run, action: AnswerAction, entry: dict) -> None:
+        found = run.findings()
+        if not found:
+            entry["note"] = "answer without any evidence"
+            run.out.text = (f"{NOT_FOUND} no evidence in memory supports an answer "
+                            f"(the planner said: {action.response[:300]})")
+            run.out.found = False
+            return
+        best = None
+        if action.best_ref is not None:
+            best = run.lookup(action.best_ref.turn_idx, action.best_ref.result_idx)
+        if best is None:
+            best = max(found, key=_rank)
+            entry["best_ref_fallback"] = best.ref
+        entry["best_ref"] = best.ref
+        run.out.text, run.out.found = action.response, True
+        run.out.evidence = self._cite(run, best)
+
+    def _cite(self, run: _Run, best: Found) -> list[Evidence]:
+        rest = sorted((f for f in run.findings() if f is not best), key=_rank, reverse=True)
+        return [best.evidence] + [f.evidence for f in rest[:MAX_CITED - 1]]
+
+    def _finish(self, run: _Run, reason: str) -> None:
+        """Forced end: one final answer request when there is evidence, else not found."""
+        entry = {"stage": "final", "reason": reason}
+        run.out.trace.append(entry)
+        if not run.findings():
+            run.out.text, run.out.found = f"{NOT_FOUND} no evidence in memory supports an answer ({reason})", False
+            return
+        reply = self._call(run, "planning", [prompts.plan(run.goal, self._context(run), 0)])[0]
+        entry["reply"] = reply[:500]
+        try:
+            action = self._parse_action(run, reply)
+        except ValueError as e:
+            entry["error"] = str(e)[:500]
+            action = None
+        if isinstance(action, AnswerAction):
+            entry["action"] = "answer"
+            self._answer(run, action, entry)
+        else:
+            entry.setdefault("error", f"expected an answer, got {getattr(action, 'action', None)}")
+            self._best_effort(run, reason)
+
+    def _best_effort(self, run: _Run, reason: str) -> None:
+        """An ending with no model answer: the best evidence as the answer, or not found."""
+        found = run.findings()
+        if not found:
+            run.out.text, run.out.found, run.out.evidence = (f"{NOT_FOUND} no evidence in memory supports an "
+                                                             f"answer ({reason})"), False, []
+            return
+        best = max(found, key=_rank)
+        ev = best.evidence
+        what = (best.note or ev.text or f"{len(ev.moment_ids)} frame(s)")[:CONTEXT_TEXT_CHARS]
+        run.out.text = (f"Best evidence ({reason}): camera {ev.camera_id}, {ev.t_start:.2f}-{ev.t_end:.2f} s, "
+                        f"{ev.source}: {what}")
+        run.out.found = True
+        run.out.evidence = self._cite(run, best)
+
+    # -- context -------------------------------------------------------------------------------
+    def _context(self, run: _Run) -> str:
+        return "\n".join(run.context)
+
+    @staticmethod
+    def _render_block(turn_idx: int, label: str, block: list, notes: list) -> str:
+        lines = [f"Turn {turn_idx} ({label}): " + (f"{len(block)} new result(s)" if block else "no new results")]
+        lines += [f"  note: {n}" for n in notes]
+        for f in block:
+            ev = f.evidence
+            kind = "inspection" if f.via == "inspect" else ev.source
+            sim = "" if ev.similarity is None else f", similarity {ev.similarity:.3f}"
+            text = (ev.text or "").replace("\n", " ")[:CONTEXT_TEXT_CHARS] if f.via != "inspect" else ""
+            line = f"  [{f.ref}] camera {ev.camera_id}, {ev.t_start:.2f}-{ev.t_end:.2f} s, {kind}{sim}"
+            lines.append(line + (f": {text}" if text else ""))
+            if f.note:
+                lines.append(f"    looked at: {f.note.replace(chr(10), ' ')[:CONTEXT_TEXT_CHARS]}")
+        return "\n".join(lines)
