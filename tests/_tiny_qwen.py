@@ -129,3 +129,9 @@ def build_tiny_qwen2_vl(path) -> str:
             "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
         }, f, indent=1)
     return path
+
+
+if __name__ == "__main__":  # a model directory for trying the local body without weights: python tests/_tiny_qwen.py DIR
+    import sys
+
+    print(build_tiny_qwen2_vl(sys.argv[1] if len(sys.argv) > 1 else "tiny-qwen2-vl"))
