@@ -537,3 +537,33 @@ def test_cli_index_with_a_server_documents_every_event_then_summarizes(server, t
     assert main(["summarize", "what happens", "--t0", "0", "--t1", "40", "--granularity", "20", *common]) == 0
     out = capsys.readouterr().out
     assert "summary documents written" in out and "window_summary" in out
+
+
+def test_cli_ask_against_a_server_prints_the_answer_with_citations_and_timings(server, tmp_path, capsys):
+    from vam_engine.cli import main
+    from vam_engine.demo import make_demo_clip
+    from vam_engine.llm import prompts
+
+    def text_of(content):
+        return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+
+    def script(n, body):
+        system = text_of(body["messages"][0]["content"])
+        if system == prompts.TWO_PHASE_SYSTEM:
+            return reply(json.dumps({"answer": "a textured scene that pans"}))
+        return reply("a textured scene")  # documents, merges, the QA summary
+
+    server.script = script
+    clip = make_demo_clip(tmp_path / "demo.mp4")["path"]
+    common = ["--store", str(tmp_path / "store"), "--text-model", "minilm", "--llm",
+              f"openai:{server.url}#test-model", "-q", "--device", "cpu"]
+    assert main(["index", clip, "--camera", "cam", *common]) == 0
+    capsys.readouterr()
+    assert main(["ask", "what is on the camera?", *common]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "a textured scene that pans"
+    assert any(line.strip().startswith("[1] cam") for line in out)
+    assert any(line.startswith("two_phase:") and "total" in line for line in out)
+    assert main(["ask", "what is on the camera?", "--as-of", "5", "--json", *common]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["found"] and all(e["t_end"] <= 5 for e in got["evidence"])
