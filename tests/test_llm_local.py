@@ -1,9 +1,11 @@
 """LocalQwenVL on a tiny random-weight Qwen2-VL built here (tests/_tiny_qwen.py, no downloads):
 generation, batching equal to single runs, images and clips, the content-addressed prefix KV
-cache (reuse equal to a cold run, digests in the key, LRU under a byte budget) and the errors."""
+cache (reuse equal to a cold run, shared messages hit at their last common boundary, digests in
+the key, LRU under a byte budget, consistent bookkeeping) and the errors."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -60,6 +62,40 @@ def _req(messages, max_tokens=6, **sampling) -> LLMRequest:
 
 def _one(llm, messages, max_tokens=6, **sampling):
     return llm.generate([_req(messages, max_tokens, **sampling)])[0]
+
+
+def _head(llm, messages) -> int:
+    """Token length of ``messages`` at the head of a longer prompt (no generation prompt): the
+    message boundary right after them."""
+    return len(llm.tokenize(messages)) - len(llm.tokenize([]))
+
+
+def _lcp(a, b) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _check_cache(llm):
+    """The prefix cache's bookkeeping: every key indexed in the one entry holding it, the
+    length counts, each entry's KV exactly as long as its longest mark, the bytes (KV + logits)
+    summed right and within the budget."""
+    c = llm._cache
+    lengths, total, keys = Counter(), 0, 0
+    for eid, e in c._entries.items():
+        assert e.marks, "an entry without marks should have been freed"
+        assert e.kv[0][0].shape[2] == max(m.length for m in e.marks.values())
+        for key, m in e.marks.items():
+            assert c._index[key] == eid
+            lengths[m.length] += 1
+        keys += len(e.marks)
+        nbytes = (sum(k.nbytes + v.nbytes for k, v in e.kv)
+                  + sum(m.logits.nbytes for m in e.marks.values() if m.logits is not None))
+        assert e.nbytes == nbytes
+        total += nbytes
+    assert keys == len(c._index) and lengths == c._lengths
+    assert c.nbytes == total <= c.budget
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +285,7 @@ def test_image_digest_is_part_of_the_key(warm, cold, tmp_path):
     other = [SYSTEM, Message("user", [_img(31), "Describe the image."])]
     assert warm.tokenize(other) == warm.tokenize(A)
     o = _one(warm, other)
-    assert o.cached_tokens == 0
+    assert o.cached_tokens == _head(warm, [SYSTEM])  # the common system message, not the image
     assert o.token_ids == _one(cold, other).token_ids
     # the same pixels from a file (a different object): a hit
     path = tmp_path / "same.png"
@@ -259,7 +295,8 @@ def test_image_digest_is_part_of_the_key(warm, cold, tmp_path):
 
 
 def test_lru_eviction_under_a_byte_budget(model_dir):
-    A, C, D = ([SYSTEM, Message("user", [_img(40 + i), q])]
+    # no common first message (a shared system prompt would hit at its boundary): each miss is a miss
+    A, C, D = ([Message("user", [_img(40 + i), q])]
                for i, q in enumerate(["Describe the image.", "What is in the room?", "Who is there?"]))
     # B extends A: it hits A's prompt and takes that prefix into its own entry; A's entry stays
     # (it still holds A's prompt + reply) and, hit last, is now more recent than C's
@@ -271,6 +308,7 @@ def test_lru_eviction_under_a_byte_budget(model_dir):
         assert _one(llm, C, max_tokens=4).cached_tokens == 0
         assert _one(llm, B, max_tokens=4).cached_tokens == L_A
         assert _one(llm, D, max_tokens=4).cached_tokens == 0
+        _check_cache(llm)
         return llm.cache_info()
 
     probe = LocalQwenVL(model_dir)
@@ -293,6 +331,7 @@ def test_lru_eviction_under_a_byte_budget(model_dir):
         # that hit made B's entry recent; storing A's new entry pushed out D, now the oldest
         assert llm.cache_info()["bytes"] <= budget
         assert _one(llm, D, max_tokens=4).cached_tokens == 0
+        _check_cache(llm)
     finally:
         llm.close()
 
@@ -304,6 +343,140 @@ def test_lru_eviction_under_a_byte_budget(model_dir):
         assert _one(tiny, A, max_tokens=4).cached_tokens == 0
     finally:
         tiny.close()
+
+
+def test_shared_messages_hit_at_their_last_boundary(warm, cold):
+    # the same system prompt and frames, another question (the two-phase coarse request's shape)
+    frames = Message("user", ["Frames:", "t=1.00s", _img(70), "t=2.00s", _img(71, 112)])
+    first = [SYSTEM, frames, Message("user", ["What is on the table?"])]
+    second = [SYSTEM, frames, Message("user", ["Who walked in?"])]
+    assert _one(warm, first).cached_tokens == 0
+    shared = _head(warm, [SYSTEM, frames])
+    assert shared > _head(warm, [SYSTEM]) > 0
+    assert _lcp(warm.tokenize(first), warm.tokenize(second)) > shared  # the next turn's header too
+    b = _one(warm, second, max_tokens=8)
+    assert b.cached_tokens == shared
+    ref = _one(cold, second, max_tokens=8)
+    assert b.token_ids == ref.token_ids and b.text == ref.text and ref.cached_tokens == 0
+    _check_cache(warm)
+
+    # the same head with other pixels behind the same tokens: only the system message hits
+    other = [SYSTEM, Message("user", ["Frames:", "t=1.00s", _img(75), "t=2.00s", _img(71, 112)]),
+             Message("user", ["Who walked in?"])]
+    assert warm.tokenize(other) == warm.tokenize(second)
+    o = _one(warm, other)
+    assert o.cached_tokens == _head(warm, [SYSTEM])
+    assert o.token_ids == _one(cold, other).token_ids
+
+    # a prompt that ends right after the shared messages: the boundary serves all but the
+    # generation prompt
+    head_only = _one(warm, [SYSTEM, frames])
+    assert head_only.cached_tokens == shared < head_only.prompt_tokens
+    assert head_only.token_ids == _one(cold, [SYSTEM, frames]).token_ids
+
+    # a continuation of the second request still starts from its whole prompt, not the boundary
+    third = second + [Message("assistant", ["Nobody."]), Message("user", ["Look again.", _img(76)])]
+    c = _one(warm, third, max_tokens=8)
+    assert c.cached_tokens == len(warm.tokenize(second))
+    assert c.token_ids == _one(cold, third, max_tokens=8).token_ids
+    _check_cache(warm)
+
+    # a boundary mark has no next-token logits: it never serves a prompt ending exactly there
+    p = warm._render(first, "probe")
+    # the streamed keys are the keys
+    assert warm._keys(p, p.bounds) == {b: warm._key(p, b) for b in p.bounds} and len(p.bounds) == 3
+    p.ids = p.ids[:shared]
+    hit = warm._lookup(p, touch=False)
+    assert hit is not None and hit[0] < shared and hit[3].logits is None
+    assert hit[0] == _head(warm, [SYSTEM])
+
+
+def test_common_prefix_inside_a_message_hits_only_at_the_boundary_before(warm, cold):
+    img = _img(80)
+    a = [SYSTEM, Message("user", [img, "Describe the image in one sentence."])]
+    b = [SYSTEM, Message("user", [img, "Describe the image in two sentences."])]
+    common = _lcp(warm.tokenize(a), warm.tokenize(b))
+    assert common > _head(warm, [SYSTEM]) + 6  # the image and some words are common too
+    assert _one(warm, a).cached_tokens == 0
+    rb = _one(warm, b)
+    assert rb.cached_tokens == _head(warm, [SYSTEM])  # not `common`: that is inside a message
+    assert rb.token_ids == _one(cold, b).token_ids
+    # the same holds one message further: [SYSTEM, user] common, the next turns differ inside
+    c = a + [Message("assistant", ["A cat on a mat."]), Message("user", ["Is it asleep?"])]
+    d = a + [Message("assistant", ["A cat on a sofa."]), Message("user", ["Is it asleep?"])]
+    _one(warm, c)
+    rd = _one(warm, d)
+    assert rd.cached_tokens == len(warm.tokenize(a))  # a's whole prompt (its prompt mark), no further
+    assert _lcp(warm.tokenize(c), warm.tokenize(d)) > rd.cached_tokens
+    assert rd.token_ids == _one(cold, d).token_ids
+    _check_cache(warm)
+
+
+def test_a_short_shared_head_does_not_break_up_a_batch(model_dir, cold):
+    llm = LocalQwenVL(model_dir, max_batch=8)
+    try:
+        frames = Message("user", ["Frames:", _img(90), _img(91)])
+        _one(llm, [SYSTEM, frames, Message("user", ["Anything new?"])])
+        # three prompts that share only the system message with the cache: prefilled together
+        reqs = [_req([SYSTEM, Message("user", [_img(92 + i, 112), _img(95 + i, 112), f"Question {i}?"])])
+                for i in range(3)]
+        # one that shares the system message and the frames (most of its prompt): runs from the cache
+        long_hit = _req([SYSTEM, frames, Message("user", ["Who is there?"])])
+        for r in reqs:
+            assert 2 * _head(llm, [SYSTEM]) < len(llm.tokenize(r.messages))
+        assert 2 * _head(llm, [SYSTEM, frames]) >= len(llm.tokenize(long_hit.messages))
+        got = llm.generate(reqs + [long_hit])
+        assert [r.cached_tokens for r in got[:3]] == [0, 0, 0]
+        assert got[3].cached_tokens == _head(llm, [SYSTEM, frames])
+        for r, g in zip(reqs + [long_hit], got):
+            assert g.token_ids == cold.generate([r])[0].token_ids
+        # alone, a short head is worth using
+        alone = _one(llm, [SYSTEM, Message("user", [_img(99), "Question 9?"])])
+        assert alone.cached_tokens == _head(llm, [SYSTEM])
+        _check_cache(llm)
+    finally:
+        llm.close()
+
+
+def test_boundary_marks_under_a_byte_budget(model_dir, cold):
+    heads = [[SYSTEM, Message("user", ["Frames:", _img(100 + i), _img(110 + i)])] for i in range(3)]
+    questions = ["What is on the table?", "Who walked in?", "Did the lights change?", "Where is the cup?"]
+    probe = LocalQwenVL(model_dir)
+    try:
+        _one(probe, heads[0] + [Message("user", [questions[0]])])
+        one_entry = probe.cache_info()["bytes"]
+    finally:
+        probe.close()
+    budget = int(2.5 * one_entry)  # about two entries: the sequence below keeps evicting
+    llm = LocalQwenVL(model_dir, kv_cache_bytes=budget)
+    try:
+        S, H = _head(llm, [SYSTEM]), _head(llm, heads[0])  # the heads differ only in pixels
+        got, expected = [], []
+        for step in range(10):
+            head = heads[step % 3 if step < 6 else 0]
+            msgs = head + [Message("user", [questions[step % 4]])]
+            if step % 5 == 4:  # now and then a follow-up to the previous answer
+                msgs = prev + [Message("assistant", [r.text]), Message("user", ["And then?"])]
+            r = _one(llm, msgs)
+            got.append(r.cached_tokens)
+            assert r.token_ids == _one(cold, msgs).token_ids
+            _check_cache(llm)  # within the budget, bookkeeping intact
+            assert 1 <= llm.cache_info()["entries"] <= 2
+            prev = msgs
+        L3 = len(llm.tokenize(heads[0] + [Message("user", [questions[3]])]))
+        L8 = len(llm.tokenize(heads[0] + [Message("user", [questions[0]])]))
+        # 0-2: three heads, each new pixels: only the system message; 3: head 0 again, but its
+        # entry was evicted (the budget holds two); 4: a follow-up starts from its whole prompt;
+        # 5: head 2 was evicted too; 6: head 0 sits in step 4's entry: its boundary; 7: step 3's
+        # prompt again, an exact repeat (step 4's entry holds its prompt mark); 8: head 0, another
+        # question; 9: a follow-up of step 8
+        assert got == [0, S, S, S, L3, S, H, L3, H, L8]
+        # the same head twice in a row with another question: a hit at the head's boundary
+        _one(llm, heads[1] + [Message("user", ["One?"])])
+        assert _one(llm, heads[1] + [Message("user", ["Two?"])]).cached_tokens == H
+        _check_cache(llm)
+    finally:
+        llm.close()
 
 
 def test_zero_budget_disables_the_cache(cold):

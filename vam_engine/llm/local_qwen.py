@@ -22,7 +22,7 @@ How a batch runs:
 * Requests whose prompt has no cached prefix are prefilled together (left padding + attention
   mask), ``max_batch`` at a time, then decoded together; a row that stops leaves the batch.
   Requests with a cached prefix run one at a time (the cached KV has a different length per
-  request; correctness first).
+  request; correctness first); see "Batching and the cache" below for which do.
 * Decoding is greedy at temperature 0, else temperature / top-p sampling with a per-request
   ``torch.Generator`` (seeded by ``Sampling.seed``), so a seeded request samples the same tokens
   whether it runs alone or in a batch. A request stops at ``<|im_end|>`` / eos
@@ -31,19 +31,33 @@ How a batch runs:
   ignored (no constrained decoding here).
 
 The prefix cache (see ``_PrefixCache``): after a request, its KV (prompt + generated tokens but
-the last) is kept, addressable by several "marks": the prompt's length, the full length, and the
-prefix it reused. A mark's key hashes the token ids up to its length and the content digests of
-the images inside that prefix (``Image.digest()``), so the same pixels hit whether they came
-from a path or an array, and different pixels of the same size do not. A mark also keeps the
-logits for the next token (so an exact repeat needs no prefill at all) and the M-RoPE position
-offset (``rope_delta``) of the prefix. Lookup tries only the lengths present in the cache,
-longest first, skipping lengths that end inside an image's tokens. A hit copies the cached KV
-(the entry is never written), and only the remaining tokens are prefilled, with pixels only for
-images in that remainder and their 3D positions sliced from positions computed over the whole
-sequence. The new entry takes over the reused prefix's mark (a key lives in its newest entry;
-an entry whose longest mark moved on is cut down to what its remaining marks reach, and one
-left without marks is freed). Entries are evicted least-recently-used (a hit counts as a use)
-to stay within ``kv_cache_bytes``, logits included (0 disables the cache).
+the last) is kept, addressable by several "marks": every message boundary of the prompt (the
+offset right after each message's ``<|im_end|>\\n``), the prompt's length, the full length, and
+the prefix it reused. So a later request that shares only the first messages of an earlier
+one (the same system prompt and context, another question) starts from the last message
+boundary they have in common, and a request that extends an earlier prompt (or prompt +
+reply) starts from all of it; a common prefix that ends inside a message is only reused up to
+the boundary before it. A mark's key hashes the token ids up to its length and the content
+digests of the images inside that prefix (``Image.digest()``), so the same pixels hit whether
+they came from a path or an array, and different pixels of the same size do not. A mark keeps
+the M-RoPE position offset (``rope_delta``) at its end (for a boundary: the position of the
+token after it, from the positions computed over the whole prompt, minus its offset), and,
+except at a boundary, the logits for the next token (so an exact repeat needs no prefill at
+all; a boundary mark only serves a prompt with tokens left to prefill). Lookup tries only the
+lengths present in the cache, longest first, skipping lengths that end inside an image's
+tokens (a boundary never does). A hit copies the cached KV (the entry is never written), and
+only the remaining tokens are prefilled, with pixels only for images in that remainder and
+their 3D positions sliced from positions computed over the whole sequence. The new entry takes
+over the reused prefix's mark and any boundary it shares with older entries (a key lives in its
+newest entry; an entry whose longest mark moved on is cut down to what its remaining marks
+reach, and one left without marks is freed). Entries are evicted least-recently-used (a hit
+counts as a use) to stay within ``kv_cache_bytes``, logits included (0 disables the cache).
+
+Batching and the cache: within one ``generate`` call, a request runs alone from its cached
+prefix when the call has only it, when the prefix is a whole earlier prompt (or prompt +
+reply), or when it is a message boundary covering at least half its prompt; otherwise (a short
+shared head such as a system prompt) it is prefilled in the batch of uncached requests, since
+batched decoding is worth more than the few tokens saved.
 
 Public API: ``generate`` (the ``LLM`` contract; responses are ``QwenResponse``, which add the
 generated ``token_ids``), ``tokenize(messages)`` (the prompt ids ``generate`` would feed),
@@ -90,6 +104,13 @@ class _Prompt:
     digests: list = field(default_factory=list)  # Image.digest() of each image
     spans: list = field(default_factory=list)    # [start, end) of each image's pad run
     grids: list = field(default_factory=list)    # (t, h, w) patch grid of each image
+    bounds: list = field(default_factory=list)   # offset after each message's <|im_end|>\n
+    _arr: object = None                          # ids as int64 (for keys), built on first use
+
+    def array(self):
+        if self._arr is None or len(self._arr) != len(self.ids):
+            self._arr = np.asarray(self.ids, dtype=np.int64)
+        return self._arr
 
 
 @dataclass
@@ -97,7 +118,12 @@ class _Mark:
     """One addressable prefix of a cache entry."""
     length: int
     rope_delta: int     # M-RoPE position of token i (text) is i + rope_delta after this prefix
-    logits: object      # torch.Tensor (vocab,): logits for the token after the prefix
+    logits: object      # torch.Tensor (vocab,): logits for the token after the prefix; None for
+                        # a message boundary (usable only with tokens left to prefill)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.logits is None else self.logits.nbytes
 
 
 @dataclass
@@ -127,15 +153,21 @@ class _PrefixCache:
         return sorted(self._lengths, reverse=True)
 
     def get(self, key: bytes):
+        """(entry, mark) under ``key`` or None; does not count as a use (see ``touch``)."""
         eid = self._index.get(key)
         if eid is None:
             return None
-        self._entries.move_to_end(eid)  # a hit makes the entry recently used
         entry = self._entries[eid]
         return entry, entry.marks[key]
 
+    def touch(self, key: bytes):
+        """A hit on ``key`` makes its entry the most recently used."""
+        eid = self._index.get(key)
+        if eid is not None:
+            self._entries.move_to_end(eid)
+
     def put(self, kv: list, marks: dict) -> bool:
-        nbytes = sum(k.nbytes + v.nbytes for k, v in kv) + sum(m.logits.nbytes for m in marks.values())
+        nbytes = sum(k.nbytes + v.nbytes for k, v in kv) + sum(m.nbytes for m in marks.values())
         if not marks or nbytes > self.budget:
             return False
         for key in marks:
@@ -166,8 +198,8 @@ class _PrefixCache:
         entry = self._entries[eid]
         mark = entry.marks.pop(key)
         self._forget(key, mark)
-        entry.nbytes -= mark.logits.nbytes
-        self.nbytes -= mark.logits.nbytes
+        entry.nbytes -= mark.nbytes
+        self.nbytes -= mark.nbytes
         if not entry.marks:
             self._evict(eid)
             return
@@ -305,7 +337,7 @@ class LocalQwenVL:
                 raise LLMError(self.name, "generate() after close()")
             t0 = time.perf_counter()
             works = [self._prepare(i, r) for i, r in enumerate(requests)]  # all checked before any compute
-            found = [self._lookup(w.prompt) is not None for w in works]
+            found = [self._worth_alone(w.prompt, len(works)) for w in works]
             misses = [w for w, f in zip(works, found) if not f]
             hits = [w for w, f in zip(works, found) if f]
             try:
@@ -317,6 +349,21 @@ class LocalQwenVL:
             except self._torch.cuda.OutOfMemoryError as e:
                 raise LLMError(self.name, f"out of GPU memory: {e}", retryable=True) from e
             return [self._response(w, t0) for w in works]
+
+    def _worth_alone(self, p: _Prompt, n_requests: int) -> bool:
+        """Whether ``p`` runs alone from its longest cached prefix rather than in the batch of
+        uncached prompts: always when it is alone anyway or the prefix is a whole earlier prompt
+        (or prompt + reply); a message boundary only when it covers at least half the prompt
+        (batched decoding is worth more than skipping a short shared head such as a system
+        prompt)."""
+        hit = self._lookup(p, touch=False)
+        if hit is None:
+            return False
+        length, key, _, mark = hit
+        if n_requests == 1 or mark.logits is not None or 2 * length >= len(p.ids):
+            self._cache.touch(key)
+            return True
+        return False
 
     def tokenize(self, messages: Sequence[Message]) -> list:
         """The prompt token ids ``generate`` would feed for these messages (generation prompt
@@ -376,6 +423,7 @@ class LocalQwenVL:
                     raise LLMError(self.name, f"{where}: message {mi} part {pi} is a "
                                               f"{type(part).__name__}, not str, Image or Clip")
             p.ids += self._text_ids(f"{_IM_END}\n", content=False)
+            p.bounds.append(len(p.ids))
         p.ids += self._text_ids(f"{_IM_START}assistant\n", content=False)
         return p
 
@@ -413,38 +461,71 @@ class LocalQwenVL:
     def _key(p: _Prompt, length: int, gen: Sequence[int] = ()) -> bytes:
         """Content address of the first ``length`` tokens of ``p.ids + gen``: the token ids and
         the digests of the images inside (a prefix never ends inside an image)."""
-        ids = (list(p.ids) + list(gen))[:length]
-        h = hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=16)
+        ids = p.array()
+        if length > len(ids):
+            ids = np.concatenate([ids, np.asarray(list(gen), dtype=np.int64)])
+        h = hashlib.blake2b(ids[:length].tobytes(), digest_size=16)
         for (start, end), digest in zip(p.spans, p.digests):
             if end <= length:
                 h.update(digest.encode())
         return h.digest()
 
-    def _lookup(self, p: _Prompt):
-        """(length, key, entry, mark) of the longest cached prefix of ``p``, or None."""
+    @staticmethod
+    def _keys(p: _Prompt, lengths) -> dict:
+        """``{length: _key(p, length)}`` for several prefixes of ``p``'s prompt, in one pass over
+        the ids (the hash is streamed: each key is a copy of it at that length, plus digests)."""
+        ids = p.array()
+        h = hashlib.blake2b(digest_size=16)
+        out, done = {}, 0
+        for length in sorted(set(lengths)):
+            h.update(ids[done:length].tobytes())
+            done = length
+            k = h.copy()
+            for (start, end), digest in zip(p.spans, p.digests):
+                if end <= length:
+                    k.update(digest.encode())
+            out[length] = k.digest()
+        return out
+
+    def _lookup(self, p: _Prompt, touch: bool = True):
+        """(length, key, entry, mark) of the longest cached prefix of ``p``, or None. ``touch``:
+        the hit counts as a use of its entry (LRU)."""
         if not self._cache.budget:
             return None
-        for length in self._cache.lengths():
-            if length > len(p.ids) or any(s < length < e for s, e in p.spans):
-                continue
-            key = self._key(p, length)
+        L = len(p.ids)
+        lengths = [n for n in self._cache.lengths() if n <= L and not any(s < n < e for s, e in p.spans)]
+        keys = self._keys(p, lengths)
+        for length in lengths:  # longest first
+            key = keys[length]
             found = self._cache.get(key)
-            if found is not None:
-                return (length, key) + found
+            if found is None or (length == L and found[1].logits is None):
+                continue  # a boundary mark has no next-token logits: it cannot serve an exact repeat
+            if touch:
+                self._cache.touch(key)
+            return (length, key) + found
         return None
 
     def _store(self, w: _Work, kv: list, final_logits):
-        """Keep a finished row's KV (prompt + generated tokens but the last) under its marks."""
+        """Keep a finished row's KV (prompt + generated tokens but the last) under its marks:
+        the reused prefix, the prompt end, the generated end and every message boundary."""
         if not self._cache.budget:
             return
-        L = len(w.prompt.ids)
+        p = w.prompt
+        L = len(p.ids)
         fed = L + len(w.gen) - 1
         marks = {}
         if w.hit_mark is not None and w.cached < L:
             marks[w.hit_key] = w.hit_mark  # the reused prefix now also lives in this entry
-        marks[self._key(w.prompt, L)] = _Mark(L, w.rope_delta, w.prompt_logits)
+        marks[self._key(p, L)] = _Mark(L, w.rope_delta, w.prompt_logits)
         if fed > L:
-            marks[self._key(w.prompt, fed, w.gen)] = _Mark(fed, w.rope_delta, final_logits.clone())
+            marks[self._key(p, fed, w.gen)] = _Mark(fed, w.rope_delta, final_logits.clone())
+        bounds = [b for b in p.bounds if 0 < b < L and not any(s < b < e for s, e in p.spans)]
+        if bounds:
+            if w.positions is None:  # an exact repeat ran no prefill: no positions computed yet
+                w.positions, _ = self._positions(p)
+            for b, key in self._keys(p, bounds).items():
+                # the rope delta at the boundary: the position of the token after it, minus its offset
+                marks.setdefault(key, _Mark(b, int(w.positions[0, b]) - b, None))
         self._cache.put(kv, marks)
 
     # ---- running ---------------------------------------------------------------------------
@@ -514,7 +595,8 @@ class LocalQwenVL:
             w.pad = Lmax - len(w.prompt.ids)
             ids[r, w.pad:] = torch.tensor(w.prompt.ids)
             attn[r, w.pad:] = 1
-            pos[:, r, w.pad:], w.rope_delta = self._positions(w.prompt)
+            w.positions, w.rope_delta = self._positions(w.prompt)
+            pos[:, r, w.pad:] = w.positions
             arrays += w.prompt.arrays  # row by row, in order: the model fills image tokens so
             grids += w.prompt.grids
         pixels, grid_t = self._pixels(arrays, grids) if arrays else (None, None)
@@ -544,6 +626,7 @@ class LocalQwenVL:
         # Positions over the whole prompt (all images' grids), fed from `length` on. The
         # prefix's keys were rotated with the same positions: check that at the seam.
         pos, w.rope_delta = self._positions(w.prompt)
+        w.positions = pos
         if int(pos[0, length]) != length + mark.rope_delta:
             raise LLMError(self.name, f"cached prefix of {length} tokens ends at M-RoPE position "
                                       f"{length + mark.rope_delta - 1}, the prompt continues at "

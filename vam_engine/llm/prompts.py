@@ -152,21 +152,19 @@ def parse_anchor(text: str) -> AnchorVerdict:
 
 
 # -- two-phase reasoning (OASIS 3.2) ---------------------------------------------------------
-# Coarse: one fixed system prompt, then the context that changes least first; fine: the coarse
-# messages and reply unchanged, plus one user message (so a prefix cache serves the coarse part).
-# The forest's roots sit in their own user turn, closed by a fixed assistant acknowledgement:
-# a "prime" request of just [system, roots] (one token) leaves a cache entry that ends exactly
-# there, so the next question's coarse request reuses it (LocalQwenVL's cache is addressed by
-# whole request prefixes, not by arbitrary common prefixes).
+# Coarse: one fixed system prompt, then the context in user messages that change least first
+# (the forest's roots, the recent frames, then the QA summary, the time and the question), each
+# its own message so that a prefix cache addressed by message boundaries (LocalQwenVL) or by
+# blocks (vLLM) serves whatever the next question shares; fine: the coarse messages and reply
+# unchanged, plus one user message (so the cache serves the whole coarse part).
 SAMPLING.update({
-    "two_phase_prime": Sampling(temperature=0.0, max_tokens=1),
     "two_phase_coarse": Sampling(temperature=0.0, max_tokens=200, json_object=True),
     "two_phase_fine": Sampling(temperature=0.0, max_tokens=400, json_object=True),
     "qa_summarizer": Sampling(temperature=0.2, max_tokens=300),
 })
 
 TWO_PHASE_SYSTEM = """You answer questions about video streams from a visual memory.
-You receive the event memory (the top-level summaries of each camera's history, each with its time range), a summary of earlier questions and answers, and each camera's recent frames: a slower buffer of the recent past, then a faster short window up to now, every frame preceded by its time. Then the question and the current time.
+You receive the event memory (the top-level summaries of each camera's history, each with its time range), then each camera's recent frames: a slower buffer of the recent past, then a faster short window up to now, every frame preceded by its time. Then a summary of earlier questions and answers, the current time and the question.
 If that is enough to answer, reply with ONLY {"answer": "<your answer>"}.
 If the answer needs older or finer memory, reply with ONLY {"retrieve": "<what to look for>"}: a short description of the people, objects, actions or scene to search the memory for (for "Was anyone here just now?" over a living room: "people in the living room"), not the question itself.
 Exactly one JSON object with exactly one of these two keys; nothing else."""
@@ -185,22 +183,13 @@ _REPAIR_EXAMPLES = {"two_phase_coarse": '{"answer": "..."} or {"retrieve": "..."
                     "two_phase_fine": '{"answer": "..."}'}
 
 
-TWO_PHASE_ACK = "Noted."
-
-
-def _two_phase_memory(memory_parts: list) -> list:
-    return [Message("system", [TWO_PHASE_SYSTEM]), Message("user", list(memory_parts))]
-
-
-def two_phase_prime(memory_parts: list) -> LLMRequest:
-    """[system, memory] alone, one token: warms a prefix cache for the coarse request."""
-    return LLMRequest(_two_phase_memory(memory_parts), replace(SAMPLING["two_phase_prime"]), tag="two_phase_prime")
-
-
-def two_phase_coarse(memory_parts: list, parts: list) -> LLMRequest:
-    """``memory_parts``: the forest's roots (changes least); ``parts``: the QA summary, the frames
-    and last the question."""
-    messages = _two_phase_memory(memory_parts) + [Message("assistant", [TWO_PHASE_ACK]), Message("user", list(parts))]
+def two_phase_coarse(memory_parts: list, frame_parts: list, question_parts: list) -> LLMRequest:
+    """[system, user(memory_parts), user(frame_parts), user(question_parts)], from what changes
+    least to what changes most: the forest's roots; the recent frames; the QA summary, the
+    current time and the question. Consecutive user messages are deliberate: each message end is
+    a place a prefix cache can resume from."""
+    messages = [Message("system", [TWO_PHASE_SYSTEM]), Message("user", list(memory_parts)),
+                Message("user", list(frame_parts)), Message("user", list(question_parts))]
     return LLMRequest(messages, replace(SAMPLING["two_phase_coarse"]), tag="two_phase_coarse")
 
 

@@ -1,23 +1,16 @@
 """Two-phase reasoning (OASIS 3.2): a coarse pass over what is immediately at hand, and a fine
 pass over retrieved long-term memory only when the coarse pass asks for it.
 
-Coarse. One request whose parts go from what changes least to what changes most, so
-consecutive questions share the longest prompt prefix (a prefix KV cache, local or server-side,
-then skips it): the fixed system prompt; a user turn with the forest's root summaries (by
-camera, then time, each with its interval) closed by a fixed assistant acknowledgement; then a
-user turn with the rolling QA summary, for each camera in view its medium buffer and its short
-window (each frame preceded by ``t=...s``), and last the current time and the question. The
-model replies ``{"answer": ...}`` when that suffices, or ``{"retrieve": <a short retrieval
-intent>}``.
-
-Sharing across questions with ``LocalQwenVL``. Its cache is addressed by whole earlier
-requests (a request hits when it extends an earlier request's prompt, or prompt + reply), not by
-any common prefix. So with a body that has a prefix cache (``cache_info()`` with a budget), each
-question first sends a one-token "prime" request of just [system, roots]: when the roots did not
-change since the last question it is an exact repeat served from the cache (no prefill), and
-the coarse request then starts from its KV; when they changed, the prime prefills the roots
-once, as the coarse request would have. Servers with block-level prefix caching (vLLM) need no
-prime, so it is only sent to bodies that expose ``cache_info`` (``prime_cache`` overrides).
+Coarse. One request of four messages that go from what changes least to what changes most,
+so consecutive questions share the longest prompt prefix and a prefix KV cache (``LocalQwenVL``'s,
+which resumes at message boundaries, or a server's block cache) skips it: the fixed system
+prompt; a user message with the forest's root summaries (by camera, then time, each with its
+interval); a user message with, for each camera in view, its medium buffer and its short window
+(each frame preceded by ``t=...s``); and a user message with the rolling QA summary, the current
+time and the question. The QA summary changes after every question, so it comes after the
+frames: while the memory stands still (an ``as_of``, or no new frames or roots), the next
+question reuses system + roots + frames and prefills only its last message. The model replies
+``{"answer": ...}`` when that suffices, or ``{"retrieve": <a short retrieval intent>}``.
 
 Fine. The intent retrieves ``k_f`` forest nodes (greedy lineage pruning: no two in one lineage)
 and ``k_q`` QA records. The fine request is the coarse request's messages and reply unchanged
@@ -98,7 +91,7 @@ class _Recent:
 
 class TwoPhaseAnswerer:
     def __init__(self, llm, working=None, qa=None, text_embedder=None, *, k_f: int = 2, k_q: int = 1,
-                 update_qa: bool = True, keyframes_per_node: int = 4, prime_cache: bool | None = None):
+                 update_qa: bool = True, keyframes_per_node: int = 4):
         if llm is None:
             raise ValueError("TwoPhaseAnswerer needs an LLM")
         for name, v in (("k_f", k_f), ("k_q", k_q)):
@@ -113,10 +106,6 @@ class TwoPhaseAnswerer:
         self.k_f, self.k_q = k_f, k_q
         self.update_qa = update_qa
         self.keyframes_per_node = keyframes_per_node
-        if prime_cache is None:  # only bodies whose cache is addressed by whole requests need it
-            info = getattr(llm, "cache_info", None)
-            prime_cache = callable(info) and info().get("budget", 0) > 0
-        self.prime_cache = bool(prime_cache)
         if working is not None:
             self.short_s, self.short_fps = working.short_s, working.short_fps
             self.medium_s, self.medium_fps = working.medium_s, working.medium_fps
@@ -153,11 +142,9 @@ class TwoPhaseAnswerer:
         now = view.as_of if view.as_of is not None else (max(nows) if nows else view.now())
         roots = sorted(view.forest_roots(), key=lambda n: (n.camera_id, n.t_start, n.node_id))
         qa_summary = self.qa.summary(as_of=view.as_of) if self.qa is not None else ""
-        memory_parts = self._memory_parts(roots)
-        coarse = prompts.two_phase_coarse(memory_parts, self._coarse_parts(question, now, qa_summary, recents))
+        coarse = prompts.two_phase_coarse(self._memory_parts(roots), self._frame_parts(recents),
+                                          self._question_parts(question, now, qa_summary))
         ans.add_time("context", time.perf_counter() - t)
-        if self.prime_cache:
-            self._call(prompts.two_phase_prime(memory_parts), ans, "prime")
         context = {"roots": [n.node_id for n in roots], "qa_summary_chars": len(qa_summary), "now": now,
                    "frames": {r.camera_id: {"from": r.source, "medium": len(r.medium), "short": len(r.short)}
                               for r in recents}}
@@ -283,8 +270,8 @@ class TwoPhaseAnswerer:
         lines = [f"- camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]: {n.summary}" for n in roots]
         return ["Event memory (top-level summaries, per camera, oldest first):\n" + ("\n".join(lines) or "(empty)")]
 
-    def _coarse_parts(self, question: str, now, qa_summary: str, recents) -> list:
-        parts = ["Earlier questions and answers:\n" + (qa_summary.strip() or "(none)")]
+    def _frame_parts(self, recents) -> list:
+        parts = []
         for r in recents:
             if not (r.medium or r.short):
                 parts.append(f"Camera {r.camera_id}: no recent frames.")
@@ -295,9 +282,13 @@ class TwoPhaseAnswerer:
             parts.append(f"Camera {r.camera_id}, short window (last {self.short_s:g} s, up to {self.short_fps:g} fps):")
             for img, t in r.short:
                 parts += [f"t={t:.2f}s", img]
+        return parts or ["No camera is in view."]
+
+    @staticmethod
+    def _question_parts(question: str, now, qa_summary: str) -> list:
         when = "unknown (the memory is empty)" if now is None else f"t={now:.2f}s"
-        parts.append(f"Current time: {when}\nQuestion: {question}")
-        return parts
+        return ["Earlier questions and answers:\n" + (qa_summary.strip() or "(none)"),
+                f"Current time: {when}\nQuestion: {question}"]
 
     def _present_evidence(self, r: _Recent) -> Evidence | None:
         """What a coarse answer saw of a camera's present: its short window (else its medium
