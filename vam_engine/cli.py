@@ -126,8 +126,8 @@ def cmd_index(args) -> int:
             reports = eng.index_files(args.videos, args.camera or None, progress=bar, on_open_error="report")
         finally:
             bar.close()
+        print(_summary(reports))
         _wait_for_documents(eng, args.quiet)
-    print(_summary(reports))
     for r in reports:
         if r.failed and r.sampled == 0 and not r.already_done:
             print(f"vam-engine: error: {r.uri}: {r.failed}", file=sys.stderr)
