@@ -772,3 +772,25 @@ def test_relative_times_on_an_absolute_axis_count_from_the_first_moment(tmp_path
         first, second = [_times(r) for r in llm.sent if r.tag == "inspector"]
         assert first and all(t0 <= t <= t0 + 2.0 for t in first)
         assert second and all(t0 + 4.0 <= t <= t0 + 5.5 for t in second)
+
+
+def test_tiny_local_model_runs_the_whole_loop_within_its_budget(eng, tmp_path, monkeypatch):
+    """A random-weight Qwen2-VL never writes valid JSON: every turn goes through the repair and
+    the fallbacks, and the run still ends within its budget with an answer or "Not found"."""
+    from _tiny_qwen import build_tiny_qwen2_vl
+    from vam_engine.llm.base import Sampling
+    from vam_engine.llm.local_qwen import LocalQwenVL
+
+    for role in ("router", "planner", "inspector", "anchor_adjudicator"):  # short replies keep it fast
+        monkeypatch.setitem(prompts.SAMPLING, role, Sampling(temperature=0.0, max_tokens=16, json_object=True))
+    llm = LocalQwenVL(build_tiny_qwen2_vl(tmp_path / "tiny"))
+    try:
+        ans = AgenticAnswerer(llm, max_turns=3).answer("Who opened the blue door?", _view(eng, as_of=25.0))
+    finally:
+        llm.close()
+    assert ans.mode == "agentic" and ans.text
+    assert ans.found != ans.text.startswith(NOT_FOUND)
+    entries = _planner_entries(ans)
+    assert 1 <= len(entries) <= 3 and any(e.get("repaired") or e.get("fallback") for e in entries)
+    assert all(e.t_end <= 25.0 for e in ans.evidence)
+    assert ans.tokens["prompt"] > 0 and ans.tokens["cached"] > 0  # repairs continue from the cached prompt
