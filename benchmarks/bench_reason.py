@@ -67,6 +67,7 @@ from vam_engine.reason.view import MemoryView  # noqa: E402
 from vam_engine.reason.working import QAHistory, WorkingMemory  # noqa: E402
 
 TEXT_DIM = 384
+FRAME_DIM = 64  # the synthetic frame vectors (and so the event vectors, their means)
 LLM_STAGES = ("coarse", "fine", "qa_summary")
 QUESTIONS = ["Who came through the door?", "What is on the table now?", "Did the lights change?",
              "Where did the person with the bag go?", "How many cars are parked outside?"]
@@ -78,27 +79,52 @@ class HashEmbedder:
     """Deterministic bag-of-words text vectors (each word a seeded random direction): costs
     microseconds, so the overhead table is the engine's own."""
 
-    name = model_id = "hash-bow"
-    dim = TEXT_DIM
-
-    def __init__(self):
+    def __init__(self, dim: int = TEXT_DIM):
+        self.dim = dim
+        self.name = self.model_id = "hash-bow" if dim == TEXT_DIM else f"hash-bow-{dim}"
         self._words: dict[str, np.ndarray] = {}
 
     def _word(self, w: str) -> np.ndarray:
         v = self._words.get(w)
         if v is None:
             seed = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
-            v = np.random.default_rng(seed).standard_normal(TEXT_DIM).astype(np.float32)
+            v = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
             self._words[w] = v
         return v
 
     def embed_texts(self, texts) -> np.ndarray:
-        out = np.zeros((len(texts), TEXT_DIM), np.float32)
+        out = np.zeros((len(texts), self.dim), np.float32)
         for i, t in enumerate(texts):
             for w in t.lower().split()[:64]:
                 out[i] += self._word(w)
             n = np.linalg.norm(out[i])
             out[i] = out[i] / n if n > 0 else self._word("<empty>") / np.linalg.norm(self._word("<empty>"))
+        return out
+
+
+class HashImageEmbedder:
+    """A stand-in image embedder for the frame/event spaces (FRAME_DIM, like the synthetic frame
+    vectors): its text side is the hashing bag-of-words in FRAME_DIM (microseconds, deterministic),
+    images map to a seeded random direction of their bytes (no query here uses one). The
+    synthetic frame vectors are random, so what a query finds is arbitrary, but every source
+    returns top_k hits and every stage downstream runs on them."""
+
+    has_text = True
+
+    def __init__(self, dim: int = FRAME_DIM):
+        self.dim = dim
+        self.name = self.model_id = f"hash-image-{dim}"
+        self._text = HashEmbedder(dim)
+
+    def embed_texts(self, texts) -> np.ndarray:
+        return self._text.embed_texts(texts)
+
+    def embed_images(self, frames) -> np.ndarray:
+        out = np.zeros((len(frames), self.dim), np.float32)
+        for i, f in enumerate(frames):
+            seed = int.from_bytes(hashlib.blake2b(np.ascontiguousarray(f).tobytes(), digest_size=8).digest(), "little")
+            v = np.random.default_rng(seed).standard_normal(self.dim)
+            out[i] = v / np.linalg.norm(v)
         return out
 
 
@@ -124,7 +150,7 @@ def build_memory(root: Path, n: int, *, event_len: int, files: bool, seed: int =
     gate = GateRecord(lap_var=120.0, mad=25.0, ssim=0.5, hist_corr=None, dropped_by=None)
     chunk = 5000
     for start in range(0, n, chunk):
-        vecs = _unit_rows(rng, min(chunk, n - start), 64)
+        vecs = _unit_rows(rng, min(chunk, n - start), FRAME_DIM)
         batch = CommitBatch()
         for j, v in enumerate(vecs):
             i = start + j
@@ -273,8 +299,7 @@ def part_kv(args, tmp: Path) -> dict:
 
 # -- part 2: engine overhead with a scripted model ---------------------------------------------------
 
-def part_overhead(args, tmp: Path) -> dict:
-    store, forest, build_s = build_memory(tmp / f"big{args.moments}", args.moments, event_len=30, files=False)
+def part_overhead(args, store, forest, build_s: float) -> dict:
     end = float(args.moments - 1)
     emb = HashEmbedder()
     qa = QAHistory(store)
@@ -345,8 +370,10 @@ def main() -> None:
     ap.add_argument("--image-px", type=int, default=224, help="part 1: the tiny model's image bound (side)")
     ap.add_argument("--max-new", type=int, default=16, help="part 1: reply tokens")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (tiny model, MiniLM)")
-    ap.add_argument("--skip-kv", action="store_true", help="part 2 only")
-    ap.add_argument("--skip-overhead", action="store_true", help="part 1 only")
+    ap.add_argument("--agentic-questions", type=int, default=30, help="part 3 questions per case")
+    ap.add_argument("--skip-kv", action="store_true", help="skip part 1 (the slow one)")
+    ap.add_argument("--skip-overhead", action="store_true", help="skip part 2 (two-phase overhead)")
+    ap.add_argument("--skip-agentic", action="store_true", help="skip part 3 (agentic overhead)")
     args = ap.parse_args()
     args.moments = int(args.moments)
     import torch
@@ -357,8 +384,13 @@ def main() -> None:
         tmp = Path(d)
         if not args.skip_kv:
             result["kv"] = part_kv(args, tmp)
-        if not args.skip_overhead:
-            result["overhead"] = part_overhead(args, tmp)
+        if not (args.skip_overhead and args.skip_agentic):
+            store, forest, build_s = build_memory(tmp / f"big{args.moments}", args.moments, event_len=30,
+                                                  files=False)
+            if not args.skip_overhead:
+                result["overhead"] = part_overhead(args, store, forest, build_s)
+            if not args.skip_agentic:
+                result["agentic"] = part_agentic(args, store, forest, build_s)
     name = "bench_reason" if args.moments == 10_000 else f"bench_reason_{args.moments}"
     print(f"\nwrote {write_json(name, result)}")
 

@@ -299,6 +299,19 @@ def table(headers, rows, *, max_col: int = 80) -> str:
     return text
 
 
+def _quiet_hf() -> None:
+    """Hugging Face offline (that machine has no network) and without progress bars (they would
+    push the tables out of the output's tail)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001 - cosmetic
+        pass
+
+
 def _version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
@@ -1388,14 +1401,7 @@ def step_embedder(run: Run, st: Step) -> None:
     from vam_engine.embed import make_image_embedder
     from vam_engine.embed.models import preprocess
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local directories only; that machine has no network
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep the output tail for the tables
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    except Exception:  # noqa: BLE001 - cosmetic
-        pass
+    _quiet_hf()
     a = run.args
     gpu = run.cuda
     deadline = min(time.monotonic() + a.embed_budget, run.t0 + a.hard_limit - 45)
@@ -1792,14 +1798,7 @@ def step_mllm(run: Run, st: Step) -> None:
     from vam_engine.llm.base import Image, LLMRequest, Message, Sampling
     from vam_engine.llm.local_qwen import LocalQwenVL
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local directories only; that machine has no network
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    except Exception:  # noqa: BLE001 - cosmetic
-        pass
+    _quiet_hf()
     a = run.args
     gpu = run.cuda
     deadline = min(time.monotonic() + a.mllm_budget, run.t0 + a.hard_limit - 45)
@@ -1912,7 +1911,10 @@ def step_mllm(run: Run, st: Step) -> None:
 
     def request(n_images: int) -> LLMRequest:
         n_req[0] += 1
-        return LLMRequest([system, Message("user", images(n_images) + [text(n_req[0])])], greedy)
+        # its own system text too: the body caches every message boundary, and a shared system
+        # message would be a (small) hit, not the full prefill this part measures
+        own = Message("system", [f"{system.content[0]} Request {n_req[0]}."])
+        return LLMRequest([own, Message("user", images(n_images) + [text(n_req[0])])], greedy)
 
     # -- warm-up (CUDA context, cuBLAS and SDPA kernels), not measured ---------------------------
     def warmup():
