@@ -1,4 +1,10 @@
-"""Reasoning over the memory: the memory writer (documents, forest summaries)."""
+"""Reasoning over the memory: the memory writer, the present (working memory, QA history), and
+the two ways of answering a question (two-phase coarse/fine, the agentic loop)."""
+from .agent import AgenticAnswerer
+from .two_phase import TwoPhaseAnswerer
+from .view import Answer, MemoryView
+from .working import QAHistory, WorkingMemory
 from .writer import MemoryWriter, WriterStats
 
-__all__ = ["MemoryWriter", "WriterStats"]
+__all__ = ["AgenticAnswerer", "Answer", "MemoryView", "MemoryWriter", "QAHistory", "TwoPhaseAnswerer",
+           "WorkingMemory", "WriterStats"]
