@@ -33,8 +33,28 @@ milliseconds over ``--repeats`` questions, for the present read from the ring bu
 None) and from the store (as_of one hour back). Engine overhead = the answer's time minus the
 model calls and text embedding. Target: under 20 ms at 1e5 moments.
 
+Part 3, agentic overhead (``--agentic-questions`` 30 per case, same store as part 2). The store
+gets what a search of every source needs: ``VectorMemory`` over it (frame and event vectors are
+the store's own, FRAME_DIM=64; flat exact search below its 200k ANN threshold), an event document
+with a hashed 384-d vector for every event, and one summary document per 600 s window (the
+``summary`` space). Queries are embedded by the hashing embedder (documents) and
+``HashImageEmbedder``, a stand-in image embedder whose text side hashes into the 64-d frame space
+(deterministic, microseconds; random frame vectors, so what a query finds is arbitrary, but every
+source returns hits). ``AgenticAnswerer`` runs a fixed script per question with a ``ScriptedLLM``
+that replies at once: router -> retrieve; planner turn 1 -> search (2 queries, top_k 20,
+inspect_k 2, threshold 0, all sources); turn 2 -> inspect [1.0], 8 frames; turn 3 -> answer citing
+[2.0]; inspector requests -> a fixed note. Every run is checked to have followed the script.
+Engine time per stage = the stage's wall time minus the time inside the model: routing (the
+router step), retrieval (the search action without its look-ahead inspections), inspection
+(look-ahead inspections and the inspect action), planning (the rest: planner prompts, parsing,
+context, answer). Per turn: from a planner request to the next. Three cases: all cameras at the
+present (what ``engine.ask`` does by default), camera "cam" at the present, camera "cam" one hour
+back (a camera filter or ``as_of`` makes the search filter ids in SQLite). Target: under 20 ms of
+engine time per turn at 1e5 moments.
+
     python benchmarks/bench_reason.py                    # ~1 min on 2 cores
     python benchmarks/bench_reason.py --moments 100000   # the 1e5 row (~2 min more)
+    python benchmarks/bench_reason.py --skip-kv          # parts 2 and 3 only (seconds)
 
 Prints the tables and writes benchmarks/results/bench_reason.json.
 """
@@ -44,10 +64,12 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -140,6 +162,14 @@ def _picture(i: int, h: int = 252, w: int = 448) -> np.ndarray:
     return np.repeat(np.repeat(small, h // 9 + 1, 0), w // 16 + 1, 1)[:h, :w]
 
 
+WORDS = ["door", "table", "person", "car", "bag", "light", "dog", "window", "chair", "screen"]
+
+
+def _event_text(k: int) -> str:
+    """The synthetic document of the k-th event (forest leaf summary and event document)."""
+    return f"event {k}: " + " ".join(WORDS[(k * 7 + j) % len(WORDS)] for j in range(12))
+
+
 def build_memory(root: Path, n: int, *, event_len: int, files: bool, seed: int = 0):
     """A store of ``n`` 1-fps moments of camera "cam" in events of ``event_len``, and a forest
     over the events. Returns (store, forest, seconds to build)."""
@@ -168,11 +198,10 @@ def build_memory(root: Path, n: int, *, event_len: int, files: bool, seed: int =
     for ev, mid, t in rows:
         by_event.setdefault(ev, []).append((mid, t))
     embs = _unit_rows(rng, len(by_event), TEXT_DIM)
-    words = ["door", "table", "person", "car", "bag", "light", "dog", "window", "chair", "screen"]
     for k, (ev, ms) in enumerate(sorted(by_event.items())):
         idx = np.linspace(0, len(ms) - 1, min(16, len(ms))).round().astype(int)
         kf = [ms[i] for i in sorted(set(idx.tolist()))]
-        summary = f"event {k}: " + " ".join(words[(k * 7 + j) % len(words)] for j in range(12))
+        summary = _event_text(k)
         forest.insert_event("cam", ev, ms[0][1], ms[-1][1], kf, summary, embs[k])
     return store, forest, time.perf_counter() - t0
 
@@ -359,6 +388,235 @@ def part_overhead(args, store, forest, build_s: float) -> dict:
     except Exception as e:  # noqa: BLE001 - optional line
         print(f"(MiniLM latency not measured: {type(e).__name__}: {e})")
     return out
+
+
+# -- part 3: agentic engine overhead with a scripted model -------------------------------------------
+
+AGENT_TURNS = ("search", "inspect", "answer")  # the scripted planner's turns, in order
+INSPECTOR_NOTE = ("The frames show a person carrying a dark bag walk from the table to the door at "
+                  "t=1.00s and leave; the door stays open afterwards.")
+SUMMARY_WINDOW_S = 600.0
+
+
+def _agent_reply(state: dict, max_turns: int):
+    """The fixed script of question ``state["i"]``: router -> retrieve; planner turn 1 -> search
+    (2 queries, top_k 20, inspect_k 2, threshold 0, all sources); turn 2 -> inspect [1.0] with
+    8 frames; turn 3 -> answer citing [2.0] (the inspection); every inspector request -> a fixed
+    note. Which planner turn a request is comes from its "Remaining turns" line."""
+    def reply(req) -> str:
+        i = state["i"]
+        q, intent = QUESTIONS[i % len(QUESTIONS)], INTENTS[i % len(INTENTS)]
+        if req.tag == "router":
+            return json.dumps({"type": "tool", "name": "retrieve", "args": {"question": q}})
+        if req.tag == "inspector":
+            return INSPECTOR_NOTE
+        if req.tag != "planner":
+            return ""  # off-script (a repair, an anchor check): the run's checks reject it
+        text = next(p for p in req.messages[-1].content if isinstance(p, str))
+        turn = max_turns - int(re.search(r"Remaining turns: (\d+)", text).group(1)) + 1
+        if turn == 1:
+            return json.dumps({"action": "search", "queries": [
+                {"q": intent, "top_k": 20, "inspect_k": 2, "threshold": 0.0},
+                {"q": f"{WORDS[i % len(WORDS)]} and {WORDS[(i + 3) % len(WORDS)]} near the {intent}",
+                 "top_k": 20, "inspect_k": 2, "threshold": 0.0}],
+                "sources": ["frame", "event", "summary"], "thought": "look in every source"})
+        if turn == 2:
+            return json.dumps({"action": "inspect", "prompt": f"Look closely: {q}",
+                               "ref": {"turn_idx": 1, "result_idx": 0}, "max_frames": 8, "thought": ""})
+        return json.dumps({"action": "answer", "response": f"scripted answer {i}",
+                           "best_ref": {"turn_idx": 2, "result_idx": 0}, "thought": ""})
+    return reply
+
+
+class TimedLLM:
+    """Wraps the scripted body: records (tag, requests, start, end) of every generate call, so
+    the time spent inside the model can be taken out of each stage."""
+
+    def __init__(self, llm):
+        self.llm, self.name, self.calls = llm, llm.name, []
+
+    def generate(self, requests):
+        t0 = time.perf_counter()
+        out = self.llm.generate(requests)
+        self.calls.append((requests[0].tag if requests else "", len(requests), t0, time.perf_counter()))
+        return out
+
+    def model_s(self, *tags) -> float:
+        return sum(t1 - t0 for tag, _, t0, t1 in self.calls if not tags or tag in tags)
+
+
+def _timed_agent_class():
+    from vam_engine.reason.agent import AgenticAnswerer
+
+    class TimedAgent(AgenticAnswerer):
+        """Adds wall clocks around the router, the search action, the look-ahead inspections of a
+        search and the inspect action (model calls inside included; subtracted afterwards).
+        Changes nothing the answerer does."""
+
+        wall: dict = {}
+
+        def _clock(self, key, fn, *a):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a)
+            finally:
+                self.wall[key] = self.wall.get(key, 0.0) + time.perf_counter() - t0
+
+        def _route(self, run):
+            return self._clock("route", super()._route, run)
+
+        def _search(self, run, action, entry):
+            return self._clock("search", super()._search, run, action, entry)
+
+        def _inspect_many(self, run, hits):
+            return self._clock("inspect_many", super()._inspect_many, run, hits)
+
+        def _inspect(self, run, action, entry):
+            if action.ref is not None:  # what the inspect turn looks at: [1.0]'s source and span
+                ev = run.lookup(action.ref.turn_idx, action.ref.result_idx).evidence
+                self.wall["inspect_target"] = (ev.source, ev.t_end - ev.t_start)
+            return self._clock("inspect", super()._inspect, run, action, entry)
+
+    return TimedAgent
+
+
+def _fill_searchable(store, text_emb: HashEmbedder) -> dict:
+    """What the agentic search needs beyond part 2's store: an event document (and its
+    "event_doc" vector) for every closed event, and one summary document per SUMMARY_WINDOW_S
+    window (its "summary" vector, up to 8 moments each). Frame and event vectors are there
+    already (FRAME_DIM, the store's own on commit)."""
+    t0 = time.perf_counter()
+    conn = store.reader()
+    events = [r[0] for r in conn.execute("SELECT event_id FROM events WHERE closed=1 ORDER BY t_start")]
+    texts = [_event_text(k) for k in range(len(events))]
+    store.set_event_docs(list(zip(events, texts, text_emb.embed_texts(texts))))
+    end = conn.execute("SELECT MAX(t) FROM moments").fetchone()[0]
+    n_sum = 0
+    for k, a in enumerate(np.arange(0.0, end, SUMMARY_WINDOW_S)):
+        b = min(a + SUMMARY_WINDOW_S, end)
+        ids = [r[0] for r in conn.execute("SELECT moment_id FROM moments WHERE camera_id='cam' AND t>=? AND t<? "
+                                          "ORDER BY t", (float(a), float(b)))]
+        if not ids:
+            continue
+        picks = [ids[j] for j in sorted(set(np.linspace(0, len(ids) - 1, min(8, len(ids))).round().astype(int)))]
+        text = (f"window {a:.0f}-{b:.0f} s: " + ", ".join(f"{WORDS[(k + j) % len(WORDS)]} seen" for j in range(6)) +
+                f"; {INTENTS[k % len(INTENTS)]}")
+        store.add_summary("cam", float(a), float(b), SUMMARY_WINDOW_S, "what happened", "timeline", text, picks,
+                          text_emb.embed_texts([text])[0])
+        n_sum += 1
+    return {"event_docs": len(events), "summaries": n_sum, "fill_s": time.perf_counter() - t0}
+
+
+def _pct(xs, q) -> float:
+    return float(np.percentile(xs, q)) if xs else float("nan")
+
+
+def _check_run(ans, llm: TimedLLM) -> dict:
+    """The run followed the script (router retrieve; search, inspect, answer; no repair, no
+    fallback), or RuntimeError: a table of an off-script run would measure something else."""
+    planner = [e for e in ans.trace if e.get("stage") == "planner"]
+    router = [e for e in ans.trace if e.get("stage") == "router"]
+    bad = [e for e in ans.trace if e.get("error") or e.get("repaired") or e.get("fallback")
+           or e.get("best_ref_fallback") or e.get("stage") == "final"]
+    actions = [e.get("action") for e in planner]
+    if (not ans.found or bad or actions != list(AGENT_TURNS) or [e.get("action") for e in router] != ["retrieve"]
+            or not planner[0].get("added") or not planner[1].get("added")):
+        raise RuntimeError(f"the agentic run left the script: actions {actions}, found {ans.found}, "
+                           f"trace {[{k: v for k, v in e.items() if k != 'reply'} for e in ans.trace]}")
+    return {"turn1_results": len(planner[0]["added"]), "lookahead_inspections": len(planner[0].get("inspections", {})),
+            "model_calls": sum(n for _, n, _, _ in llm.calls)}
+
+
+def part_agentic(args, store, forest, build_s: float) -> dict:
+    from vam_engine.config import VectorConfig
+    from vam_engine.memory.vector_memory import VectorMemory
+
+    end = float(args.moments - 1)
+    text_emb, img_emb = HashEmbedder(), HashImageEmbedder()
+    t0 = time.perf_counter()
+    vm = VectorMemory(store, VectorConfig())  # loads the frame/event vectors; follows the fills below
+    fill = _fill_searchable(store, text_emb)
+    fill["vectors_s"] = time.perf_counter() - t0 - fill["fill_s"]
+    fill["spaces"] = {name: vm.size(name) for name in ("frame", "event", "event_doc", "summary")}
+    fill["index"] = VectorConfig().index
+
+    max_turns = 6
+    state = {"i": 0}
+    llm = TimedLLM(ScriptedLLM(_agent_reply(state, max_turns)))
+    agent = _timed_agent_class()(llm, max_turns=max_turns)
+    n_turns = len(AGENT_TURNS)
+    cases = {"all cameras, now": (None, None), "camera cam, now": (None, ["cam"]),
+             "camera cam, as_of=-1h": (end - 3600.0, ["cam"])}
+    stages = ["routing", "planning", "retrieval", "inspection"]
+    segs = ["routing seg", "turn 1 (search)", "turn 2 (inspect)", "turn 3 (answer)"]
+    table, turn_table, raw = [], [], {}
+    for case, (as_of, cams) in cases.items():
+        per: dict = {k: [] for k in stages + segs + ["engine", "engine_per_turn", "model", "total", "view_search",
+                                                     "turn1_results", "lookahead_inspections", "model_calls",
+                                                     "inspect_target"]}
+        for r in range(args.agentic_questions + 1):
+            state["i"] = r
+            agent.wall, llm.calls = {}, []
+            view = MemoryView(store, vm, img_emb, text_emb, forest, None, as_of=as_of, cameras=cams)
+            t_start = time.perf_counter()
+            ans = agent.answer(QUESTIONS[r % len(QUESTIONS)], view)
+            t_end = time.perf_counter()
+            info = _check_run(ans, llm)
+            if r == 0:
+                continue  # warm-up: first reads of the SQLite pages, word vectors
+            w = agent.wall
+            per["inspect_target"].append(w.pop("inspect_target", None))
+            total = t_end - t_start
+            model = llm.model_s()
+            st = {"routing": w.get("route", 0.0) - llm.model_s("router"),
+                  "retrieval": w.get("search", 0.0) - w.get("inspect_many", 0.0),
+                  "inspection": w.get("inspect_many", 0.0) + w.get("inspect", 0.0) - llm.model_s("inspector"),
+                  "planning": (total - w.get("route", 0.0) - w.get("search", 0.0) - w.get("inspect", 0.0)
+                               - llm.model_s("planner"))}
+            # per turn: from the start of a planner request to the start of the next (or the end),
+            # less the model time inside; the routing segment runs up to the first planner request
+            bounds = [t_start] + [c[2] for c in llm.calls if c[0] == "planner"] + [t_end]
+            seg = [(b - a) - sum(max(0.0, min(c1, b) - max(c0, a)) for _, _, c0, c1 in llm.calls)
+                   for a, b in zip(bounds, bounds[1:])]
+            for k, v in st.items():
+                per[k].append(v)
+            for k, v in zip(segs, seg):
+                per[k].append(v)
+            per["engine"].append(total - model)
+            per["engine_per_turn"].append((total - model) / n_turns)
+            per["model"].append(model)
+            per["total"].append(total)
+            per["view_search"].append(ans.timings.get("retrieval", 0.0))
+            for k, v in info.items():
+                per[k].append(v)
+        raw[case] = per
+        ms = lambda k: statistics.mean(per[k]) * 1e3  # noqa: E731
+        table.append([case] + [ms(s) / n_turns for s in stages] +
+                     [ms("engine_per_turn"), _pct(per["engine_per_turn"], 50) * 1e3,
+                      _pct(per["engine_per_turn"], 90) * 1e3, _pct(per["engine"], 50) * 1e3,
+                      ms("model"), statistics.median(per["model_calls"])])
+        turn_table.append([case] + [x for s in segs for x in (_pct(per[s], 50) * 1e3, _pct(per[s], 90) * 1e3)] +
+                          [_pct(per["view_search"], 50) * 1e3, statistics.median(per["turn1_results"]),
+                           statistics.median(per["lookahead_inspections"]),
+                           " ".join(f"{src}:{n}" for src, n in sorted(Counter(
+                               t[0] for t in per["inspect_target"] if t).items()))])
+    print(f"\nAgentic engine overhead, ms ({args.agentic_questions} questions per case; {args.moments:,} moments, "
+          f"{fill['spaces']['event_doc']:,} event docs, {fill['summaries']:,} summaries, scripted model, hashing "
+          f"embedders; stage columns: mean engine ms per planner turn ({n_turns} turns), the router's share "
+          f"included)")
+    t4 = print_table(["case"] + stages + ["engine/turn", "p50", "p90", "engine/question p50", "model (scripted)",
+                                          "model calls"], table)
+    print("\nPer turn, engine ms p50 / p90 (a turn: its planner request to the next; routing seg: up to the "
+          "first planner request); view.search: ms in the searches of a question")
+    t5 = print_table(["case"] + [f"{s} {q}" for s in segs for q in ("p50", "p90")] +
+                     ["view.search p50", "turn-1 results", "look-ahead inspections", "[1.0] inspected"],
+                     turn_table)
+    return {"moments": args.moments, "questions": args.agentic_questions, "turns": n_turns, "setup": fill,
+            "table": t4, "table_turns": t5,
+            "per_turn_ms": {row[0]: dict(zip(stages + ["engine_per_turn_mean", "engine_per_turn_p50",
+                                                      "engine_per_turn_p90", "engine_per_question_p50",
+                                                      "model_ms", "model_calls"], row[1:])) for row in table},
+            "raw_s": raw}
 
 
 def main() -> None:
