@@ -159,3 +159,37 @@ def test_text_search_through_a_clip_text_tower_and_minilm_documents(tmp_path, de
         assert res.evidence and {e.source for e in res.evidence} <= {"frame", "event"}
         assert not any("no text side" in n for n in res.notes)
         assert eng.text_embedder() is not None and eng.text_embedder().dim == 384
+
+
+def test_filter_ids_follow_every_change_of_the_vectors(tmp_path):
+    """Filtered searches reuse the allowed ids while the memory is unchanged; a commit, a deletion
+    or a pruned log never leaves them stale."""
+    from vam_engine.memory import MomentStore
+    from vam_engine.memory.records import GateRecord
+    from vam_engine.memory.store import CommitBatch, PendingMoment
+
+    store = MomentStore(tmp_path / "s")
+    gate = GateRecord(100.0, 40.0, 0.2, float("nan"), None)
+    src = {cam: store.open_source(cam, cam, cam, "fps=1").source_id for cam in ("a", "b")}
+
+    def add(cam, t):
+        b = CommitBatch()
+        ref = store.frame_ref(cam, src[cam], t)
+        store.write_frame(ref, np.zeros((8, 8, 3), np.uint8), 80)
+        b.moments.append(PendingMoment(cam, src[cam], t, None, None, ref, 8, 8, gate, embedding=np.ones(4, np.float32)))
+        store.commit(b)
+
+    try:
+        add("a", 1.0)
+        add("b", 2.0)
+        first = store.allowed_ids("frame", ["a"], as_of=5.0)
+        assert len(first) == 1 and store.allowed_ids("frame", ["a"], as_of=5.0) is first  # reused
+        assert store.allowed_ids("frame", ["a", "b"]) is None  # every camera: no filter
+        assert store.allowed_ids("frame", as_of=10.0) is None  # nothing ends after it
+        add("a", 3.0)
+        assert len(store.allowed_ids("frame", ["a"], as_of=5.0)) == 2
+        store.prune_vector_log(store.vector_seq())
+        store.delete(["a"], 2.5, 4.0)
+        assert len(store.allowed_ids("frame", ["a"], as_of=5.0)) == 1
+    finally:
+        store.close()

@@ -118,6 +118,8 @@ CREATE TABLE IF NOT EXISTS vectors (
     vec BLOB NOT NULL,           -- float32
     PRIMARY KEY (space, id)
 ) WITHOUT ROWID;
+-- filters (camera, time, as_of) read this index alone, never the vectors
+CREATE INDEX IF NOT EXISTS vectors_filter ON vectors (space, camera_id, t1, t0);
 CREATE TABLE IF NOT EXISTS vector_log (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     space TEXT NOT NULL, id INTEGER NOT NULL,
@@ -227,6 +229,8 @@ class MomentStore:
         self._db_path = str(db)
         self._local = threading.local()
         self._write_lock = threading.RLock()  # held across a commit and its vector notification
+        self._allowed: dict = {}  # recent allowed_ids results (insertion order: oldest first)
+        self._allowed_lock = threading.Lock()
         conn = self._conn()
         with self._write_lock, conn:
             conn.executescript(_SCHEMA)
@@ -510,6 +514,32 @@ class MomentStore:
     def allowed_ids(self, space: str, cameras=None, t0=None, t1=None, as_of=None) -> np.ndarray | None:
         """Ids of a space that pass the filters (None: no filter). Intervals must lie in
         [t0, t1] overlap-wise; with as_of, nothing that ends after it."""
+        # the same filter is asked for again by each query and turn of a question: remember the
+        # last few, keyed by the vector log's last sequence number (every add or removal takes a
+        # new one, and pruning the log never lowers it)
+        row = self._conn().execute("SELECT seq FROM sqlite_sequence WHERE name='vector_log'").fetchone()
+        key = (space, tuple(sorted(cameras)) if cameras else None, t0, t1, as_of, row and row[0])
+        with self._allowed_lock:
+            hit = self._allowed.get(key, False)
+        if hit is not False:
+            return hit
+        out = self._allowed_ids(space, cameras, t0, t1, as_of)
+        with self._allowed_lock:
+            self._allowed[key] = out
+            while len(self._allowed) > 32:
+                self._allowed.pop(next(iter(self._allowed)))
+        return out
+
+    def _allowed_ids(self, space: str, cameras, t0, t1, as_of) -> np.ndarray | None:
+        conn = self._conn()
+        if cameras and set(cameras) >= {r[0] for r in conn.execute("SELECT camera_id FROM cameras")}:
+            cameras = None  # every camera: no filter to build
+        if as_of is not None and t1 is None:
+            newest = max((r[0] for r in conn.execute(
+                "SELECT (SELECT MAX(t1) FROM vectors WHERE space=? AND camera_id=c.camera_id) FROM cameras c",
+                (space,)) if r[0] is not None), default=None)
+            if newest is None or newest <= as_of:
+                as_of = None  # nothing ends after it
         where, args = ["space=?"], [space]
         if cameras:
             where.append(f"camera_id IN ({','.join('?' * len(cameras))})")
@@ -525,8 +555,8 @@ class MomentStore:
             args.append(float(as_of))
         if len(where) == 1:
             return None
-        return np.array([r[0] for r in self._conn().execute(
-            f"SELECT id FROM vectors WHERE {' AND '.join(where)}", args)], np.int64)
+        cur = conn.execute(f"SELECT id FROM vectors INDEXED BY vectors_filter WHERE {' AND '.join(where)}", args)
+        return np.fromiter((r[0] for r in cur), np.int64)
 
     def load_commit_state(self, camera_id: str) -> dict | None:
         row = self._conn().execute("SELECT state FROM commit_state WHERE camera_id=?", (camera_id,)).fetchone()
