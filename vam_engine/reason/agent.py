@@ -324,7 +324,9 @@ class AgenticAnswerer:
                 new.append((h, qi, rank))
                 rank += 1
         dropped = max(0, len(new) - MAX_NEW_PER_TURN)
-        new = sorted(new, key=lambda x: -(x[0].similarity or 0.0))[:MAX_NEW_PER_TURN]
+        # each query's own ranking (fused, so comparable within its list; cosines of different
+        # spaces are not), taken round-robin across queries
+        new = sorted(new, key=lambda x: (x[2], x[1]))[:MAX_NEW_PER_TURN]
         if dropped:
             entry.setdefault("notes", []).append(f"{dropped} more new results not kept (at most {MAX_NEW_PER_TURN})")
         # look-ahead inspection (B.4): each query's best inspect_k new results, within the turn's budget
