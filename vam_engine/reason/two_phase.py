@@ -161,14 +161,16 @@ class TwoPhaseAnswerer:
         ans.trace[-1]["intent"] = intent
 
         # -- fine: retrieve forest nodes and QA records for the intent
-        t = time.perf_counter()
-        hits = view.forest_retrieve(intent, self.k_f) if self.k_f else []
-        ans.add_time("forest", time.perf_counter() - t)
-        records = []
-        if self.qa is not None and self.k_q and self.text_embedder is not None:
+        q = None
+        if self.text_embedder is not None:  # one embedding of the intent serves the forest and the QA history
             t = time.perf_counter()
             q = self.text_embedder.embed_texts([intent])[0]
             ans.add_time("embed", time.perf_counter() - t)
+        t = time.perf_counter()
+        hits = view.forest_retrieve(intent, self.k_f, query=q) if self.k_f else []
+        ans.add_time("forest", time.perf_counter() - t)
+        records = []
+        if self.qa is not None and self.k_q and q is not None:
             t = time.perf_counter()
             records = self.qa.retrieve(q, self.k_q, as_of=view.as_of)
             ans.add_time("qa_retrieval", time.perf_counter() - t)

@@ -109,11 +109,12 @@ class MemoryView:
         return [n for cam in self.camera_ids() for n in self.forest.roots(cam)
                 if self.as_of is None or n.t_end <= self.as_of]
 
-    def forest_retrieve(self, text: str, k: int = 2) -> list[tuple]:
-        """(node, score) of the k best forest nodes for ``text``, no two in one lineage."""
+    def forest_retrieve(self, text: str, k: int = 2, *, query=None) -> list[tuple]:
+        """(node, score) of the k best forest nodes for ``text`` (or its embedding ``query``, when
+        the caller has it already), no two in one lineage."""
         if self.forest is None or self.text_embedder is None or not len(self.forest):
             return []
-        q = self.text_embedder.embed_texts([text])[0]
+        q = self.text_embedder.embed_texts([text])[0] if query is None else query
         if self.cameras and len(self.cameras) == 1:
             return self.forest.retrieve(q, k=k, camera_id=self.cameras[0], as_of=self.as_of)
         hits = self.forest.retrieve(q, k=k, as_of=self.as_of)
