@@ -5,8 +5,8 @@ every ~20 events, plus noise), one camera, events 8 s long every 10 s with 4 key
 
 Rows, per N (1e2, 1e3, 1e4; ``--full`` adds 1e5), measured in one process on the same data:
 
-- insert µs/event: ``EventForest(store)`` (every insert one SQLite transaction in a fresh
-  MomentStore) and ``EventForest(None)`` (in memory only: the joins and bookkeeping alone);
+- insert µs/event: ``EventForest(ForestNodeRepository(store.db))`` (every insert one SQLite transaction in a fresh
+  Store) and ``EventForest(None)`` (in memory only: the joins and bookkeeping alone);
 - stale/ins: internal nodes made stale per insert (summaries the writer owes: 1 per merge under
   the seed's new-parent policy, the balanced join changes the nodes on the path it walks);
 - depth: the forest's largest height, against 1.45 log2(N + 2) (the AVL bound), 2 log2 N, and the
@@ -47,8 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import print_table, write_json  # noqa: E402
 
 from vam_engine.config import ForestConfig  # noqa: E402
-from vam_engine.memory import MomentStore  # noqa: E402
-from vam_engine.memory.forest import EventForest, reference_policy_depth  # noqa: E402
+from vam_engine.memory import Store  # noqa: E402
+from vam_engine.memory.forest import EventForest
+from vam_engine.memory.forest_nodes import ForestNodeRepository, reference_policy_depth  # noqa: E402
 
 
 def make_events(n: int, d: int, seed: int):
@@ -119,12 +120,12 @@ def main(argv=None) -> int:
         embs = make_events(n, a.dim, a.seed)
         tmp = Path(tempfile.mkdtemp(prefix="bench_forest_"))
         try:
-            store = MomentStore(tmp / "store")
-            forest = EventForest(store, cfg)
+            store = Store(tmp / "store")
+            forest = EventForest(ForestNodeRepository(store.db), cfg)
             sql_s, stale = feed(forest, embs)
             forest.check()
             t0 = time.perf_counter()
-            reopened = EventForest(store, cfg)
+            reopened = EventForest(ForestNodeRepository(store.db), cfg)
             reopen_s = time.perf_counter() - t0
             assert len(reopened) == len(forest)
             del reopened

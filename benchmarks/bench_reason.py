@@ -22,7 +22,7 @@ with ``kv_cache_bytes=0`` (the baseline: no reuse), in the same order.
   prefilled again and the ratio stays a little above 1).
 
 Part 2, engine overhead (``--moments``, default 1e4; ``--moments 100000`` for 1e5). Synthetic
-moments committed through ``MomentStore``/``CommitBatch`` (1 fps, random 64-d frame vectors, no
+moments committed through ``Store``/``CommitBatch`` (1 fps, random 64-d frame vectors, no
 JPEG files: the scripted model never reads them), events of 30 moments, an ``EventForest``
 over them (random 384-d document embeddings), 200 QA records, and a ``ScriptedLLM`` that
 replies at once (coarse asks for retrieval, so every stage runs). Text embedding uses a
@@ -80,13 +80,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _common import print_table, write_json  # noqa: E402
 
 from vam_engine.llm import ScriptedLLM, prompts  # noqa: E402
-from vam_engine.memory import MomentStore  # noqa: E402
-from vam_engine.memory.forest import EventForest  # noqa: E402
+from vam_engine.memory import Store  # noqa: E402
+from vam_engine.memory.forest import EventForest
+from vam_engine.memory.forest_nodes import ForestNodeRepository  # noqa: E402
 from vam_engine.memory.records import GateRecord  # noqa: E402
-from vam_engine.memory.store import CommitBatch, PendingMoment  # noqa: E402
+from vam_engine.memory.commit import CommitBatch  # noqa: E402
+from vam_engine.memory.records import PendingMoment  # noqa: E402
 from vam_engine.reason.two_phase import TwoPhaseAnswerer  # noqa: E402
-from vam_engine.reason.view import MemoryView  # noqa: E402
-from vam_engine.reason.working import QAHistory, WorkingMemory  # noqa: E402
+from vam_engine.memory.view import MemoryView  # noqa: E402
+from vam_engine.reason.working import WorkingMemory  # noqa: E402
 
 TEXT_DIM = 384
 FRAME_DIM = 64  # the synthetic frame vectors (and so the event vectors, their means)
@@ -175,8 +177,8 @@ def build_memory(root: Path, n: int, *, event_len: int, files: bool, seed: int =
     over the events. Returns (store, forest, seconds to build)."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    store = MomentStore(root)
-    src = store.open_source("cam", "synthetic://cam", "synthetic", "fps=1").source_id
+    store = Store(root)
+    src = store.sources.open("cam", "synthetic://cam", "synthetic", "fps=1").source_id
     gate = GateRecord(lap_var=120.0, mad=25.0, ssim=0.5, hist_corr=None, dropped_by=None)
     chunk = 5000
     for start in range(0, n, chunk):
@@ -184,16 +186,16 @@ def build_memory(root: Path, n: int, *, event_len: int, files: bool, seed: int =
         batch = CommitBatch()
         for j, v in enumerate(vecs):
             i = start + j
-            ref = store.frame_ref("cam", src, float(i))
+            ref = store.frames.ref("cam", src, float(i))
             if files:
-                store.write_frame(ref, _picture(i), 80)
+                store.frames.write(ref, _picture(i), 80)
             batch.moments.append(PendingMoment("cam", src, float(i), None, i, ref, 448, 252, gate, v,
                                                event_start=(i % event_len == 0)))
         batch.progress[src] = float(start + len(vecs) - 1)
         store.commit(batch)
     store.commit(CommitBatch(close_events={"cam"}))
-    forest = EventForest(store)
-    rows = store.reader().execute("SELECT event_id, moment_id, t FROM moments ORDER BY t").fetchall()
+    forest = EventForest(ForestNodeRepository(store.db))
+    rows = store.db.conn().execute("SELECT event_id, moment_id, t FROM moments ORDER BY t").fetchall()
     by_event: dict = {}
     for ev, mid, t in rows:
         by_event.setdefault(ev, []).append((mid, t))
@@ -276,7 +278,7 @@ def part_kv(args, tmp: Path) -> dict:
     emb = HashEmbedder()
     view = MemoryView(store, None, None, emb, forest, None, cameras=["cam"])
     warm = JsonActor(LocalQwenVL(path, kv_cache_bytes=4 << 30))
-    answerer = TwoPhaseAnswerer(warm, wm, QAHistory(store), emb)
+    answerer = TwoPhaseAnswerer(warm, wm, emb)
     answers = []
     for q in range(args.questions):
         warm.q = q
@@ -331,7 +333,7 @@ def part_kv(args, tmp: Path) -> dict:
 def part_overhead(args, store, forest, build_s: float) -> dict:
     end = float(args.moments - 1)
     emb = HashEmbedder()
-    qa = QAHistory(store)
+    qa = store.qa
     for i in range(200):
         t = end * i / 200
         qa.add(t, f"old question {i} about the {INTENTS[i % 5]}", f"old answer {i}", emb.embed_texts([f"q {i}"])[0])
@@ -344,7 +346,7 @@ def part_overhead(args, store, forest, build_s: float) -> dict:
                 "two_phase_fine": '{"answer": "they left through the door"}'}.get(req.tag, "summary line")
 
     llm = ScriptedLLM(reply)
-    answerer = TwoPhaseAnswerer(llm, wm, qa, emb)
+    answerer = TwoPhaseAnswerer(llm, wm, emb)
     cases = {"buffer (as_of=None)": None, "store (as_of=-1h)": end - 3600.0}
     stages = ["context", "forest", "qa_retrieval", "fine_context", "qa_update", "embed", "llm (scripted)"]
     table, raw = [], {}
@@ -486,10 +488,10 @@ def _fill_searchable(store, text_emb: HashEmbedder) -> dict:
     window (its "summary" vector, up to 8 moments each). Frame and event vectors are there
     already (FRAME_DIM, the store's own on commit)."""
     t0 = time.perf_counter()
-    conn = store.reader()
+    conn = store.db.conn()
     events = [r[0] for r in conn.execute("SELECT event_id FROM events WHERE closed=1 ORDER BY t_start")]
     texts = [_event_text(k) for k in range(len(events))]
-    store.set_event_docs(list(zip(events, texts, text_emb.embed_texts(texts))))
+    store.doc_queue.set_docs(list(zip(events, texts, text_emb.embed_texts(texts))))
     end = conn.execute("SELECT MAX(t) FROM moments").fetchone()[0]
     n_sum = 0
     for k, a in enumerate(np.arange(0.0, end, SUMMARY_WINDOW_S)):
@@ -501,7 +503,7 @@ def _fill_searchable(store, text_emb: HashEmbedder) -> dict:
         picks = [ids[j] for j in sorted(set(np.linspace(0, len(ids) - 1, min(8, len(ids))).round().astype(int)))]
         text = (f"window {a:.0f}-{b:.0f} s: " + ", ".join(f"{WORDS[(k + j) % len(WORDS)]} seen" for j in range(6)) +
                 f"; {INTENTS[k % len(INTENTS)]}")
-        store.add_summary("cam", float(a), float(b), SUMMARY_WINDOW_S, "what happened", "timeline", text, picks,
+        store.summaries.add("cam", float(a), float(b), SUMMARY_WINDOW_S, "what happened", "timeline", text, picks,
                           text_emb.embed_texts([text])[0])
         n_sum += 1
     return {"event_docs": len(events), "summaries": n_sum, "fill_s": time.perf_counter() - t0}
@@ -534,7 +536,7 @@ def part_agentic(args, store, forest, build_s: float) -> dict:
     end = float(args.moments - 1)
     text_emb, img_emb = HashEmbedder(), HashImageEmbedder()
     t0 = time.perf_counter()
-    vm = VectorMemory(store, VectorConfig())  # loads the frame/event vectors; follows the fills below
+    vm = VectorMemory(store.vector_table, store.root / "vectors", VectorConfig())  # loads the frame/event vectors; follows the fills below
     fill = _fill_searchable(store, text_emb)
     fill["vectors_s"] = time.perf_counter() - t0 - fill["fill_s"]
     fill["spaces"] = {name: vm.size(name) for name in ("frame", "event", "event_doc", "summary")}

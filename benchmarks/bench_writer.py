@@ -40,9 +40,12 @@ from _common import machine_info, print_table, write_json  # noqa: E402
 from vam_engine.config import EngineConfig  # noqa: E402
 from vam_engine.embed.text import SentenceTransformerEmbedder  # noqa: E402
 from vam_engine.llm import ScriptedLLM  # noqa: E402
-from vam_engine.memory.forest import EventForest  # noqa: E402
+from vam_engine.memory.forest import EventForest
+from vam_engine.memory.forest_nodes import ForestNodeRepository  # noqa: E402
 from vam_engine.memory.records import GateRecord  # noqa: E402
-from vam_engine.memory.store import CommitBatch, MomentStore, PendingMoment  # noqa: E402
+from vam_engine.memory.commit import CommitBatch
+from vam_engine.memory.records import PendingMoment  # noqa: E402
+from vam_engine.memory.store import Store  # noqa: E402
 from vam_engine.memory.vector_memory import VectorMemory  # noqa: E402
 from vam_engine.reason.writer import MemoryWriter  # noqa: E402
 
@@ -58,12 +61,12 @@ def _frame(rng) -> np.ndarray:
 def run_rate(body: str, rate: float, seconds: float, batch: int, llm, texts) -> dict:
     cfg = EngineConfig()
     with tempfile.TemporaryDirectory() as d:
-        store = MomentStore(d)
-        vectors = VectorMemory(store, cfg.vectors)
-        forest = EventForest(store, cfg.forest)
+        store = Store(d)
+        vectors = VectorMemory(store.vector_table, store.root / "vectors", cfg.vectors)
+        forest = EventForest(ForestNodeRepository(store.db), cfg.forest)
         writer = MemoryWriter(store, texts, llm, forest, cfg.writer.model_copy(update={"queue_events": 10**9}),
                               max_batch=batch).start()
-        src = store.open_source("cam", "bench", "bench", "bench").source_id
+        src = store.sources.open("cam", "bench", "bench", "bench").source_id
         rng = np.random.default_rng(0)
         n = max(2, int(rate * seconds))
         t_start = time.perf_counter()
@@ -75,15 +78,15 @@ def run_rate(body: str, rate: float, seconds: float, batch: int, llm, texts) -> 
             batch_rows = CommitBatch()
             for j in range(2):
                 t = i * 2.0 + j
-                ref = store.frame_ref("cam", src, t)
-                store.write_frame(ref, _frame(rng), 80)
+                ref = store.frames.ref("cam", src, t)
+                store.frames.write(ref, _frame(rng), 80)
                 v = rng.standard_normal(64).astype(np.float32)
                 batch_rows.moments.append(PendingMoment("cam", src, t, None, None, ref, 160, 120, GATE,
                                                         embedding=v / np.linalg.norm(v), event_start=j == 0))
             store.commit(batch_rows)
             writer.notify()
         arrivals_s = time.perf_counter() - t_start
-        backlog = store.writer_backlog()[0]
+        backlog = store.doc_queue.backlog().pending
         close = CommitBatch()
         close.close_events.add("cam")
         store.commit(close)

@@ -16,7 +16,7 @@ from vam_engine.llm.base import Image
 from vam_engine.llm.schemas import (MAX_REPLY_CHARS, AnswerAction, InspectAction, SearchAction, SummarizeAction,
                                     parse_action, parse_route)
 from vam_engine.reason.agent import NOT_FOUND, AgenticAnswerer, max_model_calls
-from vam_engine.reason.view import MemoryView
+from vam_engine.memory.view import MemoryView
 
 pytestmark = pytest.mark.usefixtures("watchdog")
 WATCHDOG_S = 120
@@ -79,7 +79,8 @@ def sum_eng(tmp_path_factory):
 
 
 def _view(e, *, as_of=None, cameras=None, writer=False):
-    return MemoryView(e.store, e.vectors, e.embedder, e.text_embedder(), e.forest, e.writer if writer else None,
+    return MemoryView(e.store, e.vectors, e.embedder, e.text_embedder(), e.forest,
+                      e.writer.summarize if writer and e.writer else None,
                       as_of=as_of, cameras=cameras)
 
 
@@ -479,7 +480,7 @@ def test_nothing_after_as_of_is_seen_or_sent(sum_eng):
     ans, llm = _ask(view, plan)
     assert ans.found and ans.evidence
     assert all(e.t_end <= as_of for e in ans.evidence)
-    times = {m.frame_path: (m.t_abs if m.t_abs is not None else m.t_rel) for m in sum_eng.store.moments("cam")}
+    times = {m.frame_path: (m.t_abs if m.t_abs is not None else m.t_rel) for m in sum_eng.store.moments.list("cam")}
     sent = [p for r in llm.sent for m in r.messages for p in m.content if isinstance(p, Image)]
     assert sent and all(times[p.data] <= as_of for p in sent)
     assert all(t <= as_of for r in llm.sent for t in _times(r))

@@ -16,7 +16,7 @@ from PIL import Image
 from _clips import code_frame, read_code, write_clip
 from vam_engine.engine import Engine
 from vam_engine.errors import SourceError
-from vam_engine.memory import MomentStore
+from vam_engine.memory import Store
 
 CFG = {"ingest": {"fps": 2.0}, "store": {"commit_interval_s": 0.1}}  # short idle wait: quick close
 STEP_MS = 100  # test clips: 10 frames per second, frame i at i * 100 ms, keyframe every 10 frames
@@ -273,11 +273,11 @@ def test_cli_missing_file_is_one_line_on_stderr(tmp_path):
 
 
 def _snapshot(store_dir, camera):
-    s = MomentStore(store_dir, create=False)
+    s = Store(store_dir, create=False)
     try:
         return [(m.moment_id, m.t_rel, m.frame_path, m.width, m.height, m.gate,
-                 hashlib.sha1(Path(m.frame_path).read_bytes()).hexdigest()) for m in s.moments(camera)], \
-            [r for r in s.gate_log(camera)]
+                 hashlib.sha1(Path(m.frame_path).read_bytes()).hexdigest()) for m in s.moments.list(camera)], \
+            [r for r in s.moments.gate_log(camera)]
     finally:
         s.close()
 

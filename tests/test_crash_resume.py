@@ -24,7 +24,7 @@ import pytest
 from PIL import Image
 
 from vam_engine.engine import Engine
-from vam_engine.memory import MomentStore
+from vam_engine.memory import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 W, H, FPS, SECONDS, BITS = 640, 360, 30, 60, 12
@@ -92,7 +92,7 @@ def reference(clip, tmp_path_factory):
     with Engine(store, CFG, device="cpu") as eng:
         rep = eng.index_file(clip, camera_id=CAMERA)
         times = [m.t_rel for m in eng.moments()]
-        log = eng.store.gate_log()
+        log = eng.store.moments.gate_log()
     assert rep.failed is None and rep.sampled == SECONDS * 2
     assert 20 < len(times) < rep.sampled, "the clip should keep some samples and drop others"
     return times, log
@@ -109,26 +109,26 @@ def same_log(got, want):
 
 def check_consistent(store_dir, reference, frames_of=None):
     """What a reopened store must hold after a crash; returns the committed progress."""
-    store = MomentStore(store_dir, create=False)  # sweeps temporaries of dead writers
+    store = Store(store_dir, create=False)  # sweeps temporaries of dead writers
     try:
         assert not list(Path(store_dir).rglob("*.tmp")), "temporary files left after reopen"
         (src,) = store.info()["sources"]
         progress = src["progress_t"]
-        ms = store.moments()
+        ms = store.moments.list()
         times = [m.t_rel for m in ms]
         assert len(times) == len(set(times)), "duplicate moments"
         want_times, want_log = reference
         done_up_to = -1.0 if progress is None else progress
-        state = store.load_commit_state(src["camera_id"]) or {}
+        state = store.sources.commit_state(src["camera_id"]) or {}
         held = (state.get("held") or {}).get("key", {}).get("t_rel")
         # exactly the uninterrupted run's moments and gate records up to the committed progress,
         # but for a frame the online committer still holds (its decision waits for the next frame)
         assert times == [t for t in want_times if t <= done_up_to and t != held]
         if held is not None:
-            assert Path(store.root, store.frame_ref(src["camera_id"], src["source_id"], held)).is_file()
-        vec_ids = {r[0] for r in store.vector_rows("frame")}
+            assert Path(store.root, store.frames.ref(src["camera_id"], src["source_id"], held)).is_file()
+        vec_ids = {r[0] for r in store.vector_table.rows("frame")}
         assert vec_ids == {m.moment_id for m in ms}, "every row has its vector and every vector its row"
-        same_log([r for r in store.gate_log() if r[1] != held],
+        same_log([r for r in store.moments.gate_log() if r[1] != held],
                  [r for r in want_log if r[1] <= done_up_to and r[1] != held])
         for m in ms:
             assert Path(m.frame_path).is_file(), m.frame_path
@@ -151,9 +151,9 @@ def poll_until(store_dir, target_t, child, after_t):
     while time.monotonic() < deadline:
         if child.poll() is not None:
             return None
-        s = MomentStore(store_dir, create=False)
+        s = Store(store_dir, create=False)
         try:
-            ms = s.moments()
+            ms = s.moments.list()
         finally:
             s.close()
         reads += 1
@@ -174,7 +174,7 @@ def test_kill_9_at_random_points_then_resume_equals_an_uninterrupted_run(clip, r
     seed = int(os.environ.get("VAM_CRASH_SEED", time.time_ns() % 1_000_000))
     rng = random.Random(seed)
     store_dir = tmp_path / "store"
-    MomentStore(store_dir).close()  # the store exists before the first writer: readers never create it
+    Store(store_dir).close()  # the store exists before the first writer: readers never create it
     targets = sorted(rng.uniform(0.5, SECONDS - 8) for _ in range(KILLS))
     progress = []
     for k, target in enumerate(targets):
@@ -204,11 +204,11 @@ def test_kill_9_at_random_points_then_resume_equals_an_uninterrupted_run(clip, r
         assert rep.sampled == sum(1 for r in reference[1] if r[1] > progress[-1])
     p, done = check_consistent(store_dir, reference)
     assert done and p == reference[1][-1][1]
-    store = MomentStore(store_dir, create=False)
+    store = Store(store_dir, create=False)
     try:
-        ms = store.moments()
+        ms = store.moments.list()
         assert [m.t_rel for m in ms] == reference[0]
-        same_log(store.gate_log(), reference[1])
+        same_log(store.moments.gate_log(), reference[1])
         # every frame file on disk belongs to a row: frames written before a kill but never
         # committed were written again, under the same name, by the resumed run
         assert {str(p) for p in Path(store_dir, "frames").rglob("*.jpg")} == {m.frame_path for m in ms}
@@ -222,24 +222,24 @@ def test_indexing_a_finished_file_again_does_nothing(clip, reference, tmp_path):
         first = eng.index_file(clip, camera_id=CAMERA)
         assert not first.already_done and first.kept == len(reference[0])
         before = [(m.moment_id, m.t_rel, m.frame_path) for m in eng.moments()]
-        log = eng.store.gate_log()
+        log = eng.store.moments.gate_log()
     with Engine(store_dir, CFG, device="cpu") as eng:  # a new process would see the same
         again = eng.index_file(clip, camera_id=CAMERA)
         assert again.already_done and again.sampled == again.kept == again.decoded == 0
         assert [(m.moment_id, m.t_rel, m.frame_path) for m in eng.moments()] == before
-        assert eng.store.gate_log() == log
+        assert eng.store.moments.gate_log() == log
         assert eng.info()["sources"][0]["done"]
 
 
 def test_killed_before_any_commit_resumes_from_the_start(clip, reference, tmp_path):
     """Killed right after start: a store with at most a source row; the rerun does everything."""
     store_dir = tmp_path / "store"
-    MomentStore(store_dir).close()
+    Store(store_dir).close()
     child = start_child(clip, store_dir, tmp_path / "child.log")
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and child.poll() is None:
-            s = MomentStore(store_dir, create=False)
+            s = Store(store_dir, create=False)
             try:
                 if s.info()["sources"]:
                     break
@@ -257,9 +257,9 @@ def test_killed_before_any_commit_resumes_from_the_start(clip, reference, tmp_pa
     with Engine(store_dir, CFG, device="cpu") as eng:
         eng.index_file(clip, camera_id=CAMERA)
     assert check_consistent(store_dir, reference)[1]
-    s = MomentStore(store_dir, create=False)
+    s = Store(store_dir, create=False)
     try:
-        assert [m.t_rel for m in s.moments()] == reference[0]
+        assert [m.t_rel for m in s.moments.list()] == reference[0]
     finally:
         s.close()
 
@@ -268,7 +268,7 @@ def test_reopen_sweeps_temporaries_of_dead_writers_only(tmp_path):
     """A temporary JPEG names its writer's pid: a dead writer's is swept on open, a live one's
     (another process indexing into the store right now) is left alone."""
     store_dir = tmp_path / "store"
-    MomentStore(store_dir).close()
+    Store(store_dir).close()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     d = store_dir / "frames" / "cam" / "1"
@@ -277,7 +277,7 @@ def test_reopen_sweeps_temporaries_of_dead_writers_only(tmp_path):
     live = d / f"000000001000000.jpg.{os.getpid()}.tmp"
     for p in stale + [live]:
         p.write_bytes(b"partial jpeg")
-    MomentStore(store_dir).close()
+    Store(store_dir).close()
     assert not any(p.exists() for p in stale) and live.exists()
 
 
@@ -286,21 +286,22 @@ def test_resume_removes_frame_files_no_row_or_held_frame_references(tmp_path):
     drops a held frame and its file's removal) leaves a file nothing references: resuming the
     source removes it and keeps the files of rows and of the held frame."""
     from vam_engine.memory.records import GateRecord
-    from vam_engine.memory.store import CommitBatch, PendingMoment
+    from vam_engine.memory.commit import CommitBatch
+    from vam_engine.memory.records import PendingMoment
 
-    store = MomentStore(tmp_path / "store")
+    store = Store(tmp_path / "store")
     try:
-        src = store.open_source(CAMERA, "clip.mp4", "fp", "fps=2").source_id
+        src = store.sources.open(CAMERA, "clip.mp4", "fp", "fps=2").source_id
         rgb = np.full((8, 8, 3), 128, np.uint8)
-        refs = {t: store.frame_ref(CAMERA, src, t) for t in (0.0, 0.5, 1.0, 1.5)}
+        refs = {t: store.frames.ref(CAMERA, src, t) for t in (0.0, 0.5, 1.0, 1.5)}
         for ref in refs.values():
-            store.write_frame(ref, rgb, 90)
+            store.frames.write(ref, rgb, 90)
         gate = GateRecord(100.0, 50.0, 0.1, float("nan"), None)
         batch = CommitBatch()
         batch.moments.append(PendingMoment(CAMERA, src, 0.0, None, 0, refs[0.0], 8, 8, gate))
         batch.commit_states[CAMERA] = {"held": {"key": {"s": src, "t_rel": 1.0}, "emb": [1.0]}}
         store.commit(batch)
-        assert store.sweep_source_files(src) == 2
+        assert store.sources.sweep_files(src) == 2
         left = {p.relative_to(store.root).as_posix() for p in store.root.rglob("*.jpg")}
         assert left == {refs[0.0], refs[1.0]}
     finally:

@@ -11,7 +11,7 @@ from _clips import code_frame, read_code, write_clip
 from vam_engine.config import EngineConfig
 from vam_engine.engine import Engine
 from vam_engine.errors import FrameError
-from vam_engine.memory import MomentStore
+from vam_engine.memory import Store
 
 
 def changing_clip(path, seconds=20, fps=10, seed=0):
@@ -72,7 +72,7 @@ def test_pushed_frames_are_sampled_gated_and_stored(tmp_path):
         with pytest.raises(FrameError, match="H x W x 3 uint8"):
             eng.push("robot", rng.random((8, 8, 3)), 10.0)
     assert sum(sampled) == 8 + 4
-    log = MomentStore(tmp_path / "store").gate_log("robot")
+    log = Store(tmp_path / "store").moments.gate_log("robot")
     assert [r[1] for r in log] == [i * 0.5 for i in range(12)]
     assert [r[6] for r in log[-3:]] == ["low_change"] * 3  # the static repeats
     kept = [r[1] for r in log if r[6] is None]
@@ -81,7 +81,7 @@ def test_pushed_frames_are_sampled_gated_and_stored(tmp_path):
         eng.push("robot", static, 7.0)
         eng.end_push("robot")  # the stream ended: the held frame (a run's end) is decided
         ms = eng.moments("robot")
-    assert [m.t_rel for m in ms] == [r[1] for r in MomentStore(tmp_path / "store").gate_log("robot") if r[6] is None]
+    assert [m.t_rel for m in ms] == [r[1] for r in Store(tmp_path / "store").moments.gate_log("robot") if r[6] is None]
 
 
 def test_push_accepts_torch_tensors(tmp_path):
@@ -110,9 +110,9 @@ def test_readers_query_while_a_writer_indexes(tmp_path):
     cfg = EngineConfig(ingest={"fps": 5.0}, store={"commit_every": 4}, retention={"enabled": False})
     with Engine(tmp_path / "store", cfg, device="cpu") as eng:
         def reader():
-            store = MomentStore(tmp_path / "store")
+            store = Store(tmp_path / "store")
             while not stop.is_set():
-                counts.append(len(store.moments()))
+                counts.append(len(store.moments.list()))
         th = threading.Thread(target=reader)
         th.start()
         eng.index_file(tmp_path / "a.mp4")
@@ -150,7 +150,7 @@ def test_demo_clip_scenes_get_the_gates_they_were_made_for(tmp_path):
     clip = make_demo_clip(tmp_path / "demo.mp4")
     with Engine(tmp_path / "store", device="cpu") as eng:
         eng.index_file(clip["path"])
-        log = eng.store.gate_log()
+        log = eng.store.moments.gate_log()
     starts = [t for t, _ in clip["scenes"]] + [clip["duration_s"]]
     by_kind = {}
     for (t0, kind), t1 in zip(clip["scenes"], starts[1:]):

@@ -17,8 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vam_engine.config import ForestConfig
-from vam_engine.memory import MomentStore
-from vam_engine.memory.forest import FOREST_SCHEMA, EventForest, ForestNode, reference_policy_depth
+from vam_engine.memory import Store
+from vam_engine.memory.forest import EventForest
+from vam_engine.memory.forest_check import reference_policy_depth
+from vam_engine.memory.forest_nodes import ForestNodeRepository
+from vam_engine.memory.records import ForestNode
 
 DIM = 8
 
@@ -155,7 +158,7 @@ def versions(f: EventForest) -> dict[int, int]:
 
 @pytest.fixture
 def store(tmp_path):
-    s = MomentStore(tmp_path / "store")
+    s = Store(tmp_path / "store")
     yield s
     s.close()
 
@@ -497,8 +500,8 @@ def _ops(f: EventForest, start: int, n: int) -> None:
 
 
 def test_reopen_restores_every_node(tmp_path):
-    s = MomentStore(tmp_path / "store")
-    f = EventForest(s, ForestConfig())
+    s = Store(tmp_path / "store")
+    f = EventForest(ForestNodeRepository(s.db), ForestConfig())
     _ops(f, 1, 150)
     f.check()
     q = np.random.default_rng(0).standard_normal(DIM)
@@ -506,8 +509,8 @@ def test_reopen_restores_every_node(tmp_path):
     expect_stale = [(n.node_id, n.summary_version) for n in f.stale_nodes()]
     s.close()
 
-    s2 = MomentStore(tmp_path / "store")
-    g = EventForest(s2, ForestConfig())
+    s2 = Store(tmp_path / "store")
+    g = EventForest(ForestNodeRepository(s2.db), ForestConfig())
     g.check()
     assert_same_forest(f, g)
     assert [(n.node_id, round(sc, 5)) for n, sc in g.retrieve(q, k=3)] == expect_retrieve
@@ -525,26 +528,25 @@ def test_reopen_restores_every_node(tmp_path):
 
 
 def test_schema_is_created_in_the_store(store):
-    EventForest(store, ForestConfig())
-    tables = {r[0] for r in store.reader().execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    EventForest(ForestNodeRepository(store.db), ForestConfig())
+    tables = {r[0] for r in store.db.conn().execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"forest_nodes", "forest_meta"} <= tables
-    assert "CREATE TABLE IF NOT EXISTS forest_nodes" in FOREST_SCHEMA
-    EventForest(store, ForestConfig())  # idempotent
+    EventForest(ForestNodeRepository(store.db), ForestConfig())  # idempotent
 
 
 def _crash_during_persist(monkeypatch):
-    real = EventForest._persist
+    real = ForestNodeRepository._write
 
-    def persist_then_die(self, conn):
-        real(self, conn)        # every row written inside the transaction...
+    def persist_then_die(conn, *args):
+        real(conn, *args)       # every row written inside the transaction...
         raise RuntimeError("simulated crash")   # ...then it dies before commit
 
-    monkeypatch.setattr(EventForest, "_persist", persist_then_die)
+    monkeypatch.setattr(ForestNodeRepository, "_write", staticmethod(persist_then_die))
 
 
 def test_crash_inside_a_transaction_leaves_the_previous_state(tmp_path, monkeypatch):
-    s = MomentStore(tmp_path / "store")
-    f = EventForest(s, ForestConfig())
+    s = Store(tmp_path / "store")
+    f = EventForest(ForestNodeRepository(s.db), ForestConfig())
     _ops(f, 1, 40)
     before = all_nodes(f)
     stale = f.stale_nodes()[0]
@@ -567,8 +569,8 @@ def test_crash_inside_a_transaction_leaves_the_previous_state(tmp_path, monkeypa
     assert sorted(now) == sorted(before) and all(same_node(now[i], before[i]) for i in now)
     assert f.leaf_for_event(999) is None
     s.close()
-    s2 = MomentStore(tmp_path / "store")
-    g = EventForest(s2, ForestConfig())
+    s2 = Store(tmp_path / "store")
+    g = EventForest(ForestNodeRepository(s2.db), ForestConfig())
     assert_same_forest(f, g)
     # and the forest works on: the failed event can go in now
     g.insert_event("a", 999, 1e6, 1e6 + 1, [], "kept", np.ones(DIM))
@@ -579,8 +581,8 @@ def test_crash_inside_a_transaction_leaves_the_previous_state(tmp_path, monkeypa
 
 # -- rebuild / remove ----------------------------------------------------------------------------
 def test_rebuild_after_a_deletion_and_remove_camera(tmp_path):
-    s = MomentStore(tmp_path / "store")
-    f = EventForest(s, ForestConfig())
+    s = Store(tmp_path / "store")
+    f = EventForest(ForestNodeRepository(s.db), ForestConfig())
     _ops(f, 1, 90)
     b_before = {nid: n for nid, n in all_nodes(f).items() if n.camera_id == "b"}
     old = {nid: n for nid, n in all_nodes(f).items() if n.camera_id == "a"}
@@ -618,8 +620,8 @@ def test_rebuild_after_a_deletion_and_remove_camera(tmp_path):
     assert f.remove_camera("a") == 0
     f.check()
     s.close()
-    s2 = MomentStore(tmp_path / "store")
-    g = EventForest(s2, ForestConfig())
+    s2 = Store(tmp_path / "store")
+    g = EventForest(ForestNodeRepository(s2.db), ForestConfig())
     assert_same_forest(f, g)
     g.check()
     # a camera rebuilt from nothing is empty; inserting into a removed camera starts afresh

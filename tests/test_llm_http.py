@@ -512,7 +512,7 @@ def test_cli_index_with_a_server_documents_every_event_then_summarizes(server, t
     event gets the server's document, and `summarize` writes window documents."""
     from vam_engine.cli import main
     from vam_engine.demo import make_demo_clip
-    from vam_engine.memory import MomentStore
+    from vam_engine.memory import Store
 
     def script(n, body):
         content = body["messages"][1]["content"]  # a lone text part goes as a plain string
@@ -527,10 +527,10 @@ def test_cli_index_with_a_server_documents_every_event_then_summarizes(server, t
     assert main(["index", clip, "--camera", "cam", *common]) == 0
     out = capsys.readouterr().out
     assert "event documents" in out
-    s = MomentStore(store, create=False)
+    s = Store(store, create=False)
     try:
-        events = s.events()
-        assert events and all(e["doc"].startswith("document ") and "event_document" in e["doc"] for e in events)
+        events = s.events.list()
+        assert events and all(e.doc.startswith("document ") and "event_document" in e.doc for e in events)
     finally:
         s.close()
     assert {b["model"] for _, _, b in server.calls} == {"test-model"}

@@ -37,7 +37,7 @@ _SMALL = [_jpeg(64, 48, s) for s in range(4)]
 
 
 class FakeStore:
-    """Rows in a dict, frame files on disk (paths relative to root), like MomentStore."""
+    """Rows in a dict, frame files on disk (paths relative to root), like Store."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -463,7 +463,7 @@ def test_worker_never_raises_and_respects_enabled(tmp_path):
 
 
 def test_a_pass_over_the_real_moment_store(tmp_path):
-    """The MomentStore implements the retention interface: rows, files and vectors go together,
+    """The Store implements the retention interface: rows, files and vectors go together,
     first/last and event keyframes stay, old frames are re-encoded once."""
     from PIL import Image as _Image
 
@@ -482,16 +482,16 @@ def test_a_pass_over_the_real_moment_store(tmp_path):
             eng.push("cam", code_frame(i, 320, 240, seed=3), t, t_abs=t0 + t)
         eng.end_push("cam")
         before = eng.moments("cam")
-        protected = {r.moment_id for r in eng.store.retention_rows("cam") if r.protected}
-        report = RetentionPass(eng.store).run()
+        protected = {r.moment_id for r in eng.store.moments.retention_rows("cam") if r.protected}
+        report = RetentionPass(eng.store.moments).run()
         after = eng.moments("cam")
         ids = {m.moment_id for m in after}
         assert not report.errors and report.deleted == len(before) - len(after) > 0
         assert protected <= ids and before[0].moment_id in ids and before[-1].moment_id in ids
-        assert {r[0] for r in eng.store.vector_rows("frame")} == ids  # thinned frames left the index
+        assert {r[0] for r in eng.store.vector_table.rows("frame")} == ids  # thinned frames left the index
         gone = [m for m in before if m.moment_id not in ids]
         assert all(not Path(m.frame_path).exists() for m in gone)
         old = [m for m in after if m.t_abs is not None and m.t_abs < t0 + 2 * 86400 - 86400]
         assert old and all(m.tier == "long" and max(_Image.open(m.frame_path).size) <= 512 for m in old)
-        assert RetentionPass(eng.store).run().deleted == 0  # a second pass changes nothing
-        assert RetentionPass(eng.store).run().reencoded == 0
+        assert RetentionPass(eng.store.moments).run().deleted == 0  # a second pass changes nothing
+        assert RetentionPass(eng.store.moments).run().reencoded == 0

@@ -61,15 +61,15 @@ def test_text_query_without_a_text_side_says_so(tmp_path, demo):
 
 def test_events_cover_their_moments_and_protect_keyframes(tmp_path, demo):
     with indexed(tmp_path, demo) as eng:
-        events = eng.store.events("b")
+        events = eng.store.events.list("b")
         ms = eng.moments("b")
         assert events and all(m.event_id is not None for m in ms)
-        assert sum(1 for e in events if e["keyframes"]) == len(events)  # every closed event has keyframes
+        assert sum(1 for e in events if e.keyframes) == len(events)  # every closed event has keyframes
         for e in events:
-            members = [m for m in ms if m.event_id == e["event_id"]]
-            assert e["t_start"] == members[0].t_rel and e["t_end"] == members[-1].t_rel
-            assert set(e["keyframes"]) <= {m.moment_id for m in members}
-        assert eng.info()["vectors"]["event"] == len(eng.store.events())
+            members = [m for m in ms if m.event_id == e.event_id]
+            assert e.t_start == members[0].t_rel and e.t_end == members[-1].t_rel
+            assert set(e.keyframes) <= {m.moment_id for m in members}
+        assert eng.info()["vectors"]["event"] == len(eng.store.events.list())
 
 
 def test_delete_removes_rows_files_and_vectors(tmp_path, demo):
@@ -79,14 +79,14 @@ def test_delete_removes_rows_files_and_vectors(tmp_path, demo):
         q = victims[0].frame_path
         img = np.asarray(Image.open(q))
         out = eng.delete(cameras=["b"], time_range=(10, 25))
-        assert out["moments"] == len(victims)
+        assert out.moments == len(victims)
         assert eng.moments("b", t0=10, t1=25) == []
         assert all(not Path_exists(m.frame_path) for m in victims)
         res = eng.search(image=img, top_k=100, cameras=["b"])
         gone = {m.moment_id for m in victims}
         assert not any(set(e.moment_ids) & gone for e in res.evidence)
         assert not any(e.t_start <= 25 and e.t_end >= 10 and e.source == "event" for e in res.evidence)
-        ids = {r[0] for r in eng.store.vector_rows("frame")}
+        ids = {r[0] for r in eng.store.vector_table.rows("frame")}
         assert ids == {m.moment_id for m in eng.moments()}
         eng.delete(cameras="a")
         assert eng.moments("a") == [] and eng.search(image=img, cameras=["a"]).evidence == []
@@ -164,32 +164,33 @@ def test_text_search_through_a_clip_text_tower_and_minilm_documents(tmp_path, de
 def test_filter_ids_follow_every_change_of_the_vectors(tmp_path):
     """Filtered searches reuse the allowed ids while the memory is unchanged; a commit, a deletion
     or a pruned log never leaves them stale."""
-    from vam_engine.memory import MomentStore
+    from vam_engine.memory import Store
     from vam_engine.memory.records import GateRecord
-    from vam_engine.memory.store import CommitBatch, PendingMoment
+    from vam_engine.memory.commit import CommitBatch
+    from vam_engine.memory.records import PendingMoment
 
-    store = MomentStore(tmp_path / "s")
+    store = Store(tmp_path / "s")
     gate = GateRecord(100.0, 40.0, 0.2, float("nan"), None)
-    src = {cam: store.open_source(cam, cam, cam, "fps=1").source_id for cam in ("a", "b")}
+    src = {cam: store.sources.open(cam, cam, cam, "fps=1").source_id for cam in ("a", "b")}
 
     def add(cam, t):
         b = CommitBatch()
-        ref = store.frame_ref(cam, src[cam], t)
-        store.write_frame(ref, np.zeros((8, 8, 3), np.uint8), 80)
+        ref = store.frames.ref(cam, src[cam], t)
+        store.frames.write(ref, np.zeros((8, 8, 3), np.uint8), 80)
         b.moments.append(PendingMoment(cam, src[cam], t, None, None, ref, 8, 8, gate, embedding=np.ones(4, np.float32)))
         store.commit(b)
 
     try:
         add("a", 1.0)
         add("b", 2.0)
-        first = store.allowed_ids("frame", ["a"], as_of=5.0)
-        assert len(first) == 1 and store.allowed_ids("frame", ["a"], as_of=5.0) is first  # reused
-        assert store.allowed_ids("frame", ["a", "b"]) is None  # every camera: no filter
-        assert store.allowed_ids("frame", as_of=10.0) is None  # nothing ends after it
+        first = store.vector_table.allowed_ids("frame", ["a"], as_of=5.0)
+        assert len(first) == 1 and store.vector_table.allowed_ids("frame", ["a"], as_of=5.0) is first  # reused
+        assert store.vector_table.allowed_ids("frame", ["a", "b"]) is None  # every camera: no filter
+        assert store.vector_table.allowed_ids("frame", as_of=10.0) is None  # nothing ends after it
         add("a", 3.0)
-        assert len(store.allowed_ids("frame", ["a"], as_of=5.0)) == 2
-        store.prune_vector_log(store.vector_seq())
+        assert len(store.vector_table.allowed_ids("frame", ["a"], as_of=5.0)) == 2
+        store.vector_table.prune_log(store.vector_table.seq())
         store.delete(["a"], 2.5, 4.0)
-        assert len(store.allowed_ids("frame", ["a"], as_of=5.0)) == 1
+        assert len(store.vector_table.allowed_ids("frame", ["a"], as_of=5.0)) == 1
     finally:
         store.close()

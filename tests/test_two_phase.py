@@ -14,10 +14,11 @@ from vam_engine.engine import Engine
 from vam_engine.llm import LLMError, ScriptedLLM
 from vam_engine.llm import prompts
 from vam_engine.llm.base import Image, Message, Sampling
-from vam_engine.memory import MomentStore
+from vam_engine.memory import Store
 from vam_engine.reason.two_phase import TwoPhaseAnswerer
-from vam_engine.reason.view import MemoryView
-from vam_engine.reason.working import QAHistory, WorkingMemory
+from vam_engine.memory.view import MemoryView
+from vam_engine.memory.qa import QAHistory
+from vam_engine.reason.working import WorkingMemory
 
 pytestmark = pytest.mark.usefixtures("watchdog")
 WATCHDOG_S = 120
@@ -124,20 +125,20 @@ def _vec(i, d=8):
 
 
 def test_qa_history_persists_and_reads_as_of(tmp_path):
-    qa = QAHistory(MomentStore(tmp_path / "s"))
+    qa = QAHistory(Store(tmp_path / "s").db)
     qa.add(10.0, "q1", "a1", _vec(0))
     qa.add(20.0, "q2", "a2", _vec(1) + 0.5 * _vec(0), cameras=["b", "a"])
     qa.add(30.0, "q3", "a3", _vec(0))
     qa.update_summary(10.0, "after q1")
     qa.update_summary(30.0, "after q3")
 
-    qa = QAHistory(MomentStore(tmp_path / "s"))  # reopened: everything is in SQLite
+    qa = QAHistory(Store(tmp_path / "s").db)  # reopened: everything is in SQLite
     got = qa.retrieve(_vec(0), k=2)
-    assert [r["question"] for r in got] == ["q1", "q3"] and got[0]["score"] == pytest.approx(1.0)
+    assert [r.question for r in got] == ["q1", "q3"] and got[0].score == pytest.approx(1.0)
     got = qa.retrieve(_vec(0), k=3, as_of=25.0)
-    assert [r["question"] for r in got] == ["q1", "q2"] and got[1]["cameras"] == json.dumps(["a", "b"])
+    assert [r.question for r in got] == ["q1", "q2"] and got[1].cameras == ("a", "b")
     assert qa.retrieve(_vec(1), k=1, as_of=5.0) == []
-    assert [r["t"] for r in qa.records(as_of=20.0)] == [10.0, 20.0]
+    assert [r.t for r in qa.records(as_of=20.0)] == [10.0, 20.0]
     assert qa.summary() == "after q3" and qa.summary(as_of=29.0) == "after q1" and qa.summary(as_of=9.0) == ""
     with pytest.raises(ValueError, match="zero vector"):
         qa.retrieve(np.zeros(8), k=1)
@@ -171,8 +172,8 @@ def mem(tmp_path_factory):
 
 
 def _view(eng, as_of=None):
-    return MemoryView(eng.store, eng.vectors, eng.embedder, eng.text_embedder(), eng.forest, eng.writer,
-                      as_of=as_of, cameras=["cam"])
+    return MemoryView(eng.store, eng.vectors, eng.embedder, eng.text_embedder(), eng.forest,
+                      eng.writer.summarize if eng.writer else None, as_of=as_of, cameras=["cam"])
 
 
 def _same(a: Message, b: Message) -> bool:
@@ -217,9 +218,9 @@ def _tags(llm):
 
 def test_coarse_answers_directly_from_the_present(mem):
     llm = _scripted('{"answer": "a textured scene pans"}')
-    qa = QAHistory(mem.store)
+    qa = mem.store.qa
     before = len(qa.records())
-    ans = TwoPhaseAnswerer(llm, mem.working, qa, mem.text_embedder()).answer("What is on screen now?", _view(mem))
+    ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder()).answer("What is on screen now?", _view(mem))
     assert ans.found and ans.text == "a textured scene pans" and ans.mode == "two_phase"
     assert _tags(llm) == ["two_phase_coarse", "qa_summarizer"]  # no retrieval, no fine call
     coarse = llm.sent[0]
@@ -241,18 +242,18 @@ def test_coarse_answers_directly_from_the_present(mem):
     assert ev.camera_id == "cam" and ev.source == "frame" and ev.t_end == max(times) and ev.moment_ids == ()
     # the pair went into the QA history at the question's present, and the summary was rewritten
     recs = qa.records()
-    assert len(recs) == before + 1 and recs[-1]["answer"] == "a textured scene pans"
-    assert recs[-1]["t"] == pytest.approx(_view(mem).now())
+    assert len(recs) == before + 1 and recs[-1].answer == "a textured scene pans"
+    assert recs[-1].t == pytest.approx(_view(mem).now())
     assert qa.summary() == "rolling summary"
     assert ans.timings["coarse"] > 0 and "coarse_prefill" in ans.timings and ans.tokens["prompt"] > 0
 
 
 def test_retrieval_continues_the_coarse_request(mem):
-    qa = QAHistory(mem.store)
+    qa = mem.store.qa
     emb = mem.text_embedder().embed_texts(["what was the textured scene\nit panned"])[0]
     qa.add(5.0, "what was the textured scene", "it panned", emb)
     llm = _scripted('{"retrieve": "textured scene panning"}')
-    ans = TwoPhaseAnswerer(llm, mem.working, qa, mem.text_embedder(), k_f=2, k_q=1,
+    ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), k_f=2, k_q=1,
                            update_qa=False).answer("What happened at the start?", _view(mem))
     assert _tags(llm) == ["two_phase_coarse", "two_phase_fine"]
     coarse, fine = llm.sent
@@ -286,7 +287,7 @@ def test_retrieval_continues_the_coarse_request(mem):
 
 def test_invalid_replies_get_one_repair_then_fall_back(mem):
     llm = _scripted(["not json", '{"answer": "x", "extra": 1}'], fine=["still not json", "nope"])
-    ans = TwoPhaseAnswerer(llm, mem.working, None, mem.text_embedder(),
+    ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), use_qa=False,
                            update_qa=False).answer("Where did the camera pan?", _view(mem))
     assert _tags(llm) == ["two_phase_coarse", "two_phase_coarse_repair", "two_phase_fine", "two_phase_fine_repair"]
     coarse, repair, fine, fine_repair = llm.sent
@@ -305,15 +306,15 @@ def test_invalid_replies_get_one_repair_then_fall_back(mem):
 
     # no node (k_f = 0) and no usable answer: a clear "not found"
     llm = _scripted('{"retrieve": "a giraffe"}', fine="???")
-    ans = TwoPhaseAnswerer(llm, None, None, None, k_f=0, update_qa=False).answer("Any giraffe?", _view(mem))
+    ans = TwoPhaseAnswerer(llm, None, None, k_f=0, use_qa=False, update_qa=False).answer("Any giraffe?", _view(mem))
     assert not ans.found and ans.text.startswith("Not found:") and ans.evidence == []
 
 
 def test_model_errors_end_in_not_found(mem):
-    qa = QAHistory(mem.store)
+    qa = mem.store.qa
     before = len(qa.records())
     llm = ScriptedLLM(lambda r: "unused", fail=lambda r: LLMError("scripted", "server unreachable", retryable=True))
-    ans = TwoPhaseAnswerer(llm, mem.working, qa, mem.text_embedder()).answer("Anything?", _view(mem))
+    ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder()).answer("Anything?", _view(mem))
     assert not ans.found and ans.text.startswith("Not found: the model failed:") and "unreachable" in ans.text
     assert any("server unreachable" in e.get("error", "") for e in ans.trace)
     assert len(qa.records()) == before  # a failure is not remembered
@@ -322,20 +323,20 @@ def test_model_errors_end_in_not_found(mem):
     def fail_summary(req):
         return LLMError("scripted", "summarizer down") if req.tag == "qa_summarizer" else None
     llm = ScriptedLLM(lambda r: '{"answer": "fine"}', fail=fail_summary)
-    ans = TwoPhaseAnswerer(llm, mem.working, qa, mem.text_embedder()).answer("Anything else?", _view(mem))
+    ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder()).answer("Anything else?", _view(mem))
     assert ans.found and ans.text == "fine" and "summarizer down" in ans.trace[-1]["error"]
 
 
 def test_as_of_hides_everything_later_from_every_request(mem):
     as_of = 20.0
-    qa = QAHistory(mem.store)
+    qa = mem.store.qa
     emb = mem.text_embedder().embed_texts(["textured scene panning\nfuture answer"])[0]
     qa.add(1e6, "textured scene panning", "FUTURE ANSWER", emb)
     qa.add(15.0, "textured scene earlier", "PAST ANSWER", emb)
     qa.update_summary(1e6, "FUTURE SUMMARY")
     qa.update_summary(12.0, "PAST SUMMARY")
     llm = _scripted('{"retrieve": "textured scene panning"}')
-    ans = TwoPhaseAnswerer(llm, mem.working, qa, mem.text_embedder(), k_f=2, k_q=2).answer(
+    ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), k_f=2, k_q=2).answer(
         "What did the scene look like?", _view(mem, as_of=as_of))
     coarse, fine = llm.sent[:2]
     assert _stage(ans, "coarse")[0]["frames"]["cam"]["from"] == "store"  # the ring buffers no longer cover t=20
@@ -345,7 +346,7 @@ def test_as_of_hides_everything_later_from_every_request(mem):
     assert times and max(times) <= as_of
     # every image is a stored frame no later than as_of
     paths = [p.data for m in fine.messages for p in m.content if isinstance(p, Image)]
-    by_path = {m.frame_path: m for m in mem.store.moments()}
+    by_path = {m.frame_path: m for m in mem.store.moments.list()}
     assert paths and all(by_path[p].t_rel <= as_of for p in paths)
     for n in mem.forest.roots("cam"):  # roots ending later are not shown
         if n.t_end > as_of:
@@ -353,7 +354,7 @@ def test_as_of_hides_everything_later_from_every_request(mem):
     assert all(e.t_end <= as_of for e in ans.evidence) and ans.evidence
     # the pair is remembered at as_of, the summary rewritten from the one known then
     mine = qa.records(as_of=as_of)[-1]
-    assert (mine["question"], mine["t"]) == ("What did the scene look like?", as_of)
+    assert (mine.question, mine.t) == ("What did the scene look like?", as_of)
     summarizer = [r for r in llm.sent if r.tag == "qa_summarizer"][0]
     assert "PAST SUMMARY" in summarizer.messages[1].content[0] and "FUTURE" not in summarizer.messages[1].content[0]
     assert qa.summary(as_of=as_of) == "rolling summary" and qa.summary() == "FUTURE SUMMARY"
@@ -394,7 +395,7 @@ def test_tiny_model_fine_stage_reuses_the_coarse_kv_cache(mem, tiny, monkeypatch
     for role in ("two_phase_coarse", "two_phase_fine", "qa_summarizer"):
         monkeypatch.setitem(prompts.SAMPLING, role, Sampling(temperature=0.0, max_tokens=12))
     llm = Recording(LocalQwenVL(tiny))
-    answerer = TwoPhaseAnswerer(llm, mem.working, QAHistory(mem.store), mem.text_embedder())
+    answerer = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder())
     ans = answerer.answer("What is happening?", _view(mem))
     # random weights emit no valid JSON: repair, fallback retrieval, fine (+ repair), an answer anyway
     assert isinstance(ans.text, str) and ans.text and ans.mode == "two_phase"

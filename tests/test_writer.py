@@ -60,12 +60,12 @@ def test_every_event_gets_a_document_a_vector_and_a_forest_leaf(clip, tmp_path):
     with _engine(tmp_path / "s", llm) as eng:
         eng.index_file(clip["path"], camera_id="cam")
         assert eng.wait_for_documents(timeout=120)
-        events = eng.store.events()
-        assert len(events) >= 3 and all(e["doc"] for e in events)
+        events = eng.store.events.list()
+        assert len(events) >= 3 and all(e.doc for e in events)
         for e in events:  # each document is the reply to its own event's request
-            assert e["doc"].startswith(f"camera cam from {round(e['t_start'], 3)} to {round(e['t_end'], 3)}")
+            assert e.doc.startswith(f"camera cam from {round(e.t_start, 3)} to {round(e.t_end, 3)}")
         assert eng.store.info()["vectors"]["event_doc"] == len(events)
-        assert _tree_ok(eng) == {e["event_id"] for e in events}
+        assert _tree_ok(eng) == {e.event_id for e in events}
         assert len(eng.forest.roots("cam")) <= 4
         assert all(n.written_version == n.summary_version for n in map(eng.forest.node, _all_nodes(eng)))
         sent = [r for r in llm.sent if r.tag == "event_writer"]
@@ -164,17 +164,17 @@ def test_backpressure_holds_ingest_until_the_writer_catches_up(tmp_path):
         th = threading.Thread(target=pusher, daemon=True)
         th.start()
         deadline = time.monotonic() + 60
-        while eng.store.writer_backlog()[0] <= queue_events and time.monotonic() < deadline:
+        while eng.store.doc_queue.backlog().pending <= queue_events and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert eng.store.writer_backlog()[0] > queue_events
+        assert eng.store.doc_queue.backlog().pending > queue_events
         time.sleep(1.0)
         # held: the pusher cannot finish and the backlog stays near its bound
         assert not done.is_set()
-        assert eng.store.writer_backlog()[0] <= queue_events + commit_every + 1
+        assert eng.store.doc_queue.backlog().pending <= queue_events + commit_every + 1
         gate.open.set()
         assert done.wait(120)
         assert eng.wait_for_documents(timeout=120)
-        assert all(e["doc"] for e in eng.store.events())
+        assert all(e.doc for e in eng.store.events.list())
 
 
 def test_a_failed_write_is_retried_and_never_loses_the_event(clip, tmp_path):
@@ -189,7 +189,7 @@ def test_a_failed_write_is_retried_and_never_loses_the_event(clip, tmp_path):
     with _engine(tmp_path / "s", ScriptedLLM(flaky)) as eng:
         eng.index_file(clip["path"], camera_id="cam")
         assert eng.wait_for_documents(timeout=120)
-        assert all(e["doc"].startswith("camera cam") for e in eng.store.events())
+        assert all(e.doc.startswith("camera cam") for e in eng.store.events.list())
         assert fails["n"] == 0 and eng.writer.stats().failures >= 2  # a failed batch is retried item by item
         eng.forest.check()
 
@@ -209,27 +209,27 @@ def test_an_event_the_model_keeps_failing_gets_a_placeholder_and_the_forest_goes
     with _engine(tmp_path / "s", ScriptedLLM(fails_first_event), writer={"max_attempts": 2}) as eng:
         eng.index_file(clip["path"], camera_id="cam")
         assert eng.wait_for_documents(timeout=120)
-        events = eng.store.events()
-        bad = [e for e in events if e["t_start"] == first["t"]]
-        assert len(bad) == 1 and bad[0]["doc"].startswith("[no document: the model failed 2 times")
+        events = eng.store.events.list()
+        bad = [e for e in events if e.t_start == first["t"]]
+        assert len(bad) == 1 and bad[0].doc.startswith("[no document: the model failed 2 times")
         assert eng.store.info()["vectors"]["event_doc"] == len(events) - 1  # a placeholder is not searchable
-        assert _tree_ok(eng) == {e["event_id"] for e in events}
+        assert _tree_ok(eng) == {e.event_id for e in events}
 
 
 def test_a_restart_loses_no_document(clip, tmp_path):
     down = ScriptedLLM(lambda req: (_ for _ in ()).throw(LLMError("down", "connection refused", retryable=True)))
     with _engine(tmp_path / "s", down, writer={"max_attempts": 1000}) as eng:
         eng.index_file(clip["path"], camera_id="cam")
-        n_events = len(eng.store.events())
+        n_events = len(eng.store.events.list())
         deadline = time.monotonic() + 30
         while not down.sent and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert all(e["doc"] is None for e in eng.store.events())
+        assert all(e.doc is None for e in eng.store.events.list())
     with _engine(tmp_path / "s", ScriptedLLM(describe)) as eng:
         assert eng.wait_for_documents(timeout=120)
-        events = eng.store.events()
-        assert len(events) == n_events and all(e["doc"].startswith("camera cam") for e in events)
-        assert _tree_ok(eng) == {e["event_id"] for e in events}
+        events = eng.store.events.list()
+        assert len(events) == n_events and all(e.doc.startswith("camera cam") for e in events)
+        assert _tree_ok(eng) == {e.event_id for e in events}
 
 
 def test_forest_is_persisted_and_resumed_across_engines(tmp_path):
@@ -243,7 +243,7 @@ def test_forest_is_persisted_and_resumed_across_engines(tmp_path):
         _push_textures(eng, "cam", 20, t0=10.0)
         eng.end_push("cam")
         assert eng.wait_for_documents(timeout=120)
-        assert _tree_ok(eng) == {e["event_id"] for e in eng.store.events()}
+        assert _tree_ok(eng) == {e.event_id for e in eng.store.events.list()}
 
 
 def test_summarize_writes_searchable_window_documents(clip, tmp_path):
@@ -252,10 +252,10 @@ def test_summarize_writes_searchable_window_documents(clip, tmp_path):
         eng.index_file(clip["path"], camera_id="cam")
         assert eng.wait_for_documents(timeout=120)
         docs = eng.summarize((0, 40), 10, "what changes in the scene")
-        assert [(d["t0"], d["t1"]) for d in docs] == [(a, a + 10) for a in (0, 10, 20, 30)
-                                                      if eng.store.moments_on_axis("cam", a, a + 10)]
+        assert [(d.t0, d.t1) for d in docs] == [(a, a + 10) for a in (0, 10, 20, 30)
+                                                      if eng.store.moments.on_axis("cam", a, a + 10)]
         for d in docs:
-            assert d["text"].startswith(f"window {d['t0']}") and d["moments"]
+            assert d.text.startswith(f"window {d.t0}") and d.moment_ids
         reqs = [r for r in llm.sent if r.tag == "summary_writer"]
         assert _payload(reqs[0])["focus"] == "what changes in the scene"
         # the event documents that overlap a window go with it
@@ -264,7 +264,7 @@ def test_summarize_writes_searchable_window_documents(clip, tmp_path):
         assert hit and hit[0].source == "summary" and hit[0].frame_paths
         # written again: replaced, not duplicated
         eng.summarize((0, 40), 10, "what changes in the scene")
-        assert len(eng.store.summaries("cam")) == len(docs)
+        assert len(eng.store.summaries.list("cam")) == len(docs)
         with pytest.raises(VamError, match="granularity_s"):
             eng.summarize((0, 40), 0, "x")
         with pytest.raises(VamError, match="prompt"):
@@ -278,9 +278,9 @@ def test_delete_rebuilds_the_forest_and_drops_overlapping_summaries(tmp_path):
         assert eng.wait_for_documents(timeout=120)
         eng.summarize((0, 20), 10, "focus")
         out = eng.delete(time_range=(0.0, 9.0))
-        assert out["events"] > 0 and out["summaries"] == 1
+        assert out.events > 0 and out.summaries == 1
         assert eng.wait_for_documents(timeout=120)
-        left = {e["event_id"] for e in eng.store.events()}
+        left = {e.event_id for e in eng.store.events.list()}
         assert _tree_ok(eng) == left
         for i in _all_nodes(eng):  # no summary was built from deleted events
             assert eng.forest.node(i).t_start > 9.0

@@ -144,9 +144,9 @@ def _report_dict(r) -> dict:
 
 
 def cmd_info(args) -> int:
-    from .memory.store import MomentStore
+    from .memory.store import Store
 
-    store = MomentStore(args.store, create=False)
+    store = Store(args.store, create=False)
     info = store.info()
     if args.json:
         print(json.dumps(info, indent=2))
@@ -199,7 +199,7 @@ def cmd_summarize(args) -> int:
         docs = eng.summarize((args.t0, args.t1), args.granularity, args.prompt, cameras=args.camera,
                              structure=args.structure)
     for d in docs:
-        print(f"[{d['camera_id']}] {_fmt_t(d['t0'])} .. {_fmt_t(d['t1'])}\n  " + d["text"].replace("\n", "\n  "))
+        print(f"[{d.camera_id}] {_fmt_t(d.t0)} .. {_fmt_t(d.t1)}\n  " + d.text.replace("\n", "\n  "))
     print(f"{len(docs)} summary documents written")
     return 0
 
@@ -228,7 +228,7 @@ def cmd_delete(args) -> int:
     with _engine(args) as eng:
         out = eng.delete(cameras=args.camera,
                          time_range=(args.t0, args.t1) if args.t0 is not None or args.t1 is not None else None)
-    print(f"deleted {out['moments']} moments, {out['events']} events, {out['vectors']} vectors")
+    print(f"deleted {out.moments} moments, {out.events} events, {out.vectors} vectors")
     return 0
 
 

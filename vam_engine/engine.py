@@ -17,9 +17,9 @@ from .gate.cascade import GateCascade
 from .ingest import Frame, TickSampler, is_url, open_decoder
 from .embed import make_image_embedder, make_text_embedder
 from .errors import StoreError
-from .memory.records import Moment
+from .memory.records import Deletion, Moment, Summary
 from .memory.search import SOURCES, SearchResult, search
-from .memory.store import MomentStore
+from .memory.store import Store
 from .memory.vector_memory import VectorMemory
 from .llm import make_llm
 from .pipeline import IndexPipeline, Progress, SourceReport, fingerprint
@@ -65,12 +65,13 @@ class Engine:
             cfg = cfg.model_copy(update={"device": device})
         self.config = cfg
         self.device = _resolve_device(cfg.device)
-        self.store = MomentStore(store_dir)
+        self.store = Store(store_dir, keyframes_per_event=cfg.writer.frames_per_event)
         self._body = make_body(self.device)
         self._cascade = GateCascade(self._body, cfg.gate)
         self.embedder = make_image_embedder(cfg.embed, device=self.device)
-        self.store.check_model("image_embedder", self.embedder.model_id)
-        self.vectors = VectorMemory(self.store, cfg.vectors, device=self.device)
+        self.store.sources.check_model("image_embedder", self.embedder.model_id)
+        self.vectors = VectorMemory(self.store.vector_table, self.store.root / "vectors", cfg.vectors,
+                                    device=self.device)
         self._text_embedder = None
         self._retention = None
         self._pipeline: IndexPipeline | None = None
@@ -80,7 +81,8 @@ class Engine:
         self.writer = None
         if self.llm is not None and cfg.writer.enabled:
             from .memory.forest import EventForest
-            from .reason.writer import MemoryWriter
+            from .memory.forest_nodes import ForestNodeRepository
+            from .reason.writer import MemoryWriter, WriterMemory
 
             texts = self.text_embedder()
             if texts is None:
@@ -88,19 +90,19 @@ class Engine:
                 self.store.close()
                 raise VamError("the memory writer embeds its documents with a text embedder, and none is configured: "
                                "set embed.text_model (for example 'minilm') or use an image model with a text side")
-            self.forest = EventForest(self.store, cfg.forest)
-            self.writer = MemoryWriter(self.store, texts, self.llm, self.forest, cfg.writer,
+            self.forest = EventForest(ForestNodeRepository(self.store.db), cfg.forest)
+            st = self.store
+            self.writer = MemoryWriter(WriterMemory(st.doc_queue, st.events, st.moments, st.summaries), texts, self.llm, self.forest, cfg.writer,
                                        max_batch=cfg.llm.max_batch).start()
         if cfg.retention.enabled:
             from .memory.retention import RetentionWorker
 
-            self._retention = RetentionWorker(self.store, cfg=cfg.retention)
+            self._retention = RetentionWorker(self.store.moments, cfg=cfg.retention)
             self._retention.start()
         self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
         from .reason.working import WorkingMemory
 
         self.working = WorkingMemory()  # the present of each camera: a short window and a medium buffer
-        self._qa = None  # the question-answer history, opened at the first question
 
     # -- lifetime ------------------------------------------------------------------------------
     def _pipe(self) -> IndexPipeline:
@@ -178,7 +180,7 @@ class Engine:
                     uri, fp = path, f"uri:{path}@{time.time():.6f}"
                 else:
                     uri, fp = os.path.abspath(path), fingerprint(path)
-                    prior = self.store.find_source(cam, fp, sampling)
+                    prior = self.store.sources.find(cam, fp, sampling)
                     if prior is not None and prior.done:
                         rep.already_done = True
                         continue
@@ -187,9 +189,9 @@ class Engine:
                                        keyframes_only=ing.keyframes_only, start_time_abs=start_time_abs,
                                        resume_after=rep.resumed_from, skip_nonref=ing.skip_nonref,
                                        skip_gops=ing.skip_gops, threads=ing.decode_threads)
-                state = self.store.open_source(cam, uri, fp, sampling)
+                state = self.store.sources.open(cam, uri, fp, sampling)
                 if rep.resumed_from is not None:
-                    self.store.sweep_source_files(state.source_id)
+                    self.store.sources.sweep_files(state.source_id)
             except SourceError as e:
                 if on_open_error == "raise":
                     for _, dec in started:
@@ -236,11 +238,11 @@ class Engine:
         with self._lock:
             st = self._push.get(cam)
             if st is None:
-                state = self.store.open_source(cam, f"push:{cam}", "push", f"fps={self.config.ingest.fps:g}")
+                state = self.store.sources.open(cam, f"push:{cam}", "push", f"fps={self.config.ingest.fps:g}")
                 sampler = TickSampler(self.config.ingest.fps)
                 if state.progress_t is not None:
                     sampler.resume_after(state.progress_t)
-                    self.store.sweep_source_files(state.source_id)
+                    self.store.sources.sweep_files(state.source_id)
                 st = (state.source_id, sampler, [state.progress_t])
                 self._push[cam] = st
         self._pipe().register(st[0], SourceReport(cam, f"push:{cam}", decoder="push"), None)
@@ -265,7 +267,7 @@ class Engine:
             self._text_embedder = make_text_embedder(self.config.embed, device=self.device,
                                                      image_embedder=self.embedder)
             if self._text_embedder is not None:
-                self.store.check_model("text_embedder", self._text_embedder.model_id)
+                self.store.sources.check_model("text_embedder", self._text_embedder.model_id)
         return self._text_embedder
 
     def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
@@ -277,7 +279,7 @@ class Engine:
         return search(self.store, self.vectors, self.embedder, texts, text=text, image=image, top_k=top_k,
                       time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of)
 
-    def delete(self, cameras=None, time_range=None) -> dict:
+    def delete(self, cameras=None, time_range=None) -> Deletion:
         """Remove the moments (rows, JPEGs, vectors), events and samples of the given cameras
         (all when None) within time_range (camera axis; everything when None)."""
         if cameras is None and time_range is None:
@@ -297,26 +299,26 @@ class Engine:
                         self.forest.remove_camera(cam)
                     else:
                         self._rebuild_forest(cam)
-        self._cascade.forget(out["cameras"])
+        self._cascade.forget(out.cameras)
         if self._pipeline is not None:
-            self._pipeline.semantic.reset(out["cameras"])
+            self._pipeline.semantic.reset(out.cameras)
         return out
 
     def _rebuild_forest(self, cam: str) -> None:
         """Re-insert a camera's remaining documented events; the writer rewrites the merges."""
         texts = self.text_embedder()
         leaves = []
-        for e in self.store.documented_events(cam):
-            vec = e["vec"] if e["vec"] is not None else texts.embed_texts([e["doc"]])[0]
-            times = self.store.moment_times(e["keyframes"])
-            leaves.append((e["event_id"], e["t_start"], e["t_end"],
-                           [(k, times[k]) for k in e["keyframes"] if k in times], e["doc"], vec))
+        for e in self.store.events.documented(cam):
+            vec = e.doc_vector if e.doc_vector is not None else texts.embed_texts([e.doc])[0]
+            times = self.store.moments.times(e.keyframes)
+            leaves.append((e.event_id, e.t_start, e.t_end, [(k, times[k]) for k in e.keyframes if k in times],
+                           e.doc, vec))
         self.forest.rebuild(cam, leaves)
         self.writer.notify()
 
     # -- documents -----------------------------------------------------------------------------
     def summarize(self, time_range: tuple[float, float], granularity_s: float, prompt: str, *,
-                  cameras=None, structure: str | None = None) -> list[dict]:
+                  cameras=None, structure: str | None = None) -> list[Summary]:
         """Write reusable summary documents: one per camera per window of ``granularity_s``
         seconds over ``time_range`` (camera axis), from the window's frames and the event
         documents overlapping it. They are searchable (source "summary"). Returns them."""
@@ -332,10 +334,10 @@ class Engine:
         if not isinstance(prompt, str) or not prompt.strip():
             raise VamError("summarize needs a non-empty prompt (what the summaries should focus on)")
         self.flush()
-        cams = [cameras] if isinstance(cameras, str) else list(cameras or self.store.cameras())
+        cams = [cameras] if isinstance(cameras, str) else list(cameras or self.store.moments.cameras())
         ids = [i for cam in cams for i in self.writer.summarize(cam, t0, t1, granularity_s, prompt.strip(),
                                                                  structure)]
-        found = self.store.summaries_by_id(ids)
+        found = self.store.summaries.by_id(ids)
         return [found[i] for i in ids]
 
     def wait_for_documents(self, timeout: float | None = None) -> bool:
@@ -355,7 +357,7 @@ class Engine:
         (router + search/inspect/summarize/answer planner loop), or "auto": two-phase, then the
         agentic loop when two-phase finds nothing. ``as_of``: nothing later than it is seen by
         any stage. ``camera``: one camera id or a list (default: all)."""
-        from .reason.view import MemoryView
+        from .memory.view import MemoryView
 
         if not isinstance(question, str) or not question.strip():
             raise VamError("ask needs a non-empty question")
@@ -371,8 +373,8 @@ class Engine:
             raise VamError("ask needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
         self.flush()
         t0 = time.perf_counter()
-        view = MemoryView(self.store, self.vectors, self.embedder, self.text_embedder(), self.forest, self.writer,
-                          as_of=as_of, cameras=camera)
+        view = MemoryView(self.store, self.vectors, self.embedder, self.text_embedder(), self.forest,
+                          self.writer.summarize if self.writer is not None else None, as_of=as_of, cameras=camera)
         answer = None
         if mode in ("auto", "two_phase"):
             answer = self._two_phase().answer(question.strip(), view)
@@ -392,15 +394,12 @@ class Engine:
 
     def _two_phase(self):
         from .reason.two_phase import TwoPhaseAnswerer
-        from .reason.working import QAHistory
 
-        if self._qa is None:
-            self._qa = QAHistory(self.store)
-        return TwoPhaseAnswerer(self.llm, self.working, self._qa, self.text_embedder())
+        return TwoPhaseAnswerer(self.llm, self.working, self.text_embedder())
 
     # -- reads ---------------------------------------------------------------------------------
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:
-        return self.store.moments(camera_id, t0, t1)
+        return self.store.moments.list(camera_id, t0, t1)
 
     def info(self) -> dict:
         out = self.store.info()

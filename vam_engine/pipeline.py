@@ -25,7 +25,8 @@ from .errors import SourceError
 from .gate.cascade import GateCascade
 from .ingest import Frame
 from .index.stage import SemanticStage
-from .memory.store import CommitBatch, MomentStore
+from .memory.commit import CommitBatch
+from .memory.store import Store
 
 
 @dataclass
@@ -110,7 +111,7 @@ class _Source:
 
 
 class IndexPipeline:
-    def __init__(self, store: MomentStore, cascade: GateCascade, cfg: EngineConfig, embedder, *,
+    def __init__(self, store: Store, cascade: GateCascade, cfg: EngineConfig, embedder, *,
                  after_commit=None, observe=None):
         self.store = store
         self.after_commit = after_commit  # called on the commit thread after each transaction (the writer)
@@ -317,7 +318,7 @@ class IndexPipeline:
         passed = []  # (frame, source_id, gate record) of frames the gates kept
         for cam, cam_items in by_camera.items():
             if self.cascade.reference(cam) is None:
-                saved = self.store.camera_ref(cam)
+                saved = self.store.sources.camera_ref(cam)
                 if saved is not None:
                     self.cascade.set_reference(cam, saved[1])
             records = self.cascade.run(cam, [it.frame.gray for it in cam_items])

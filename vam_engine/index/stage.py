@@ -15,7 +15,9 @@ import numpy as np
 
 from ..config import EngineConfig
 from ..memory.records import GateRecord
-from ..memory.store import CommitBatch, MomentStore, PendingMoment
+from ..memory.commit import CommitBatch
+from ..memory.records import PendingMoment
+from ..memory.store import Store
 from .online import OnlineCommitter
 
 
@@ -31,7 +33,7 @@ def _ident(key: dict) -> tuple:
 
 
 class SemanticStage:
-    def __init__(self, store: MomentStore, embedder, cfg: EngineConfig, encoder: Executor, *, observe=None):
+    def __init__(self, store: Store, embedder, cfg: EngineConfig, encoder: Executor, *, observe=None):
         self.store = store
         self.observe = observe  # observe(camera, t, rgb) for each frame that passed the gates (working memory)
         self.embedder = embedder
@@ -43,13 +45,13 @@ class SemanticStage:
     def _committer(self, cam: str) -> OnlineCommitter:
         c = self._committers.get(cam)
         if c is None:
-            state = self.store.load_commit_state(cam)
+            state = self.store.sources.commit_state(cam)
             c = self._committers[cam] = OnlineCommitter(self.cfg.commit, state)
             held = (state or {}).get("held")
             if held is not None:  # held before a restart: its JPEG was written before that commit
                 sid, t_rel = _ident(held["key"])
                 self._payload[(sid, t_rel)] = {"rgb": None, "emb": np.asarray(held["emb"], np.float32),
-                                               "written": True, "ref": self.store.frame_ref(cam, sid, t_rel)}
+                                               "written": True, "ref": self.store.frames.ref(cam, sid, t_rel)}
         return c
 
     def reset(self, cameras) -> None:
@@ -79,7 +81,7 @@ class SemanticStage:
         for i, (f, sid, rec) in enumerate(passed):
             key = _key(f, sid, rec)
             self._payload[_ident(key)] = {"rgb": rgbs[i], "emb": embs[i], "written": False,
-                                          "ref": self.store.frame_ref(f.camera_id, sid, f.t_rel)}
+                                          "ref": self.store.frames.ref(f.camera_id, sid, f.t_rel)}
             t_axis = f.t_abs if f.t_abs is not None else f.t_rel
             for d in self._committer(f.camera_id).push(t_axis, embs[i], key):
                 out.append(self._apply(f.camera_id, d, batch, writes))
@@ -98,14 +100,14 @@ class SemanticStage:
         for p in self._payload.values():  # what is still here is held (decisions pop their frames)
             if not p["written"]:
                 p["written"] = True
-                writes.append(self.encoder.submit(self.store.write_frame, p["ref"], p["rgb"],
+                writes.append(self.encoder.submit(self.store.frames.write, p["ref"], p["rgb"],
                                                   self.cfg.store.jpeg_quality))
 
     def _apply(self, cam: str, d, batch: CommitBatch, writes: list[Future]) -> tuple[int, str | None]:
         key = d.key
         sid, t_rel = _ident(key)
         p = self._payload.pop((sid, t_rel), None)
-        ref = self.store.frame_ref(cam, sid, t_rel)
+        ref = self.store.frames.ref(cam, sid, t_rel)
         lap, mad, ssim, hcorr = key["g"]
         if not d.kept:
             batch.samples.append((cam, sid, t_rel, lap, mad, ssim, hcorr, d.reason or "dedup"))
@@ -115,7 +117,7 @@ class SemanticStage:
             return sid, d.reason or "dedup"
         emb = p["emb"]
         if not p["written"]:
-            writes.append(self.encoder.submit(self.store.write_frame, ref, p["rgb"], self.cfg.store.jpeg_quality))
+            writes.append(self.encoder.submit(self.store.frames.write, ref, p["rgb"], self.cfg.store.jpeg_quality))
         batch.moments.append(PendingMoment(cam, sid, t_rel, key["t_abs"], key["pts"], ref, key["w"], key["h"],
                                            GateRecord(lap, mad, ssim, hcorr, None), embedding=emb,
                                            event_start=d.event_start))

@@ -41,11 +41,10 @@ that has changed meanwhile, so repeated changes to one node coalesce into one wr
 The reference implementation also never set parent pointers and used recursion that
 overflowed on its chains; here every node has its parent, and every walk is iterative.
 
-Persistence. Nodes live in the store's SQLite database (``forest_nodes``, see FOREST_SCHEMA),
-embeddings as float32 blobs. Each public mutating call writes its changes in one transaction
-(``MomentStore.transaction``); if that fails, the in-memory forest is reloaded from the
+Persistence. Nodes live in the store's SQLite database (``forest_nodes``, memory/forest_nodes.py),
+embeddings as float32 blobs. Each public mutating call writes its changes in one transaction; if that fails, the in-memory forest is reloaded from the
 database, so memory and disk always hold the state before or after the call, never a mix.
-``EventForest(None, cfg)`` keeps a forest in memory only (simulations, benchmarks).
+``EventForest(None, cfg)`` (no repository) keeps a forest in memory only (simulations, benchmarks).
 
 Retrieval. Each camera has a contiguous float32 matrix of its nodes' (current or placeholder)
 embeddings, updated in place as nodes change. Every node also knows the range of leaf
@@ -58,110 +57,27 @@ in vectors.py, BLAS above ``SINGLE_THREAD_MAX`` multiply-adds).
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from ..config import ForestConfig
-from .vectors import SINGLE_THREAD_MAX
+from .forest_index import _CameraIndex, _mean_direction, _unit
+from .forest_nodes import ForestNodeRepository
+from .records import ForestNode
 
-FOREST_SCHEMA = """
-CREATE TABLE IF NOT EXISTS forest_nodes (
-    node_id INTEGER PRIMARY KEY,
-    camera_id TEXT NOT NULL,
-    t_start REAL NOT NULL,       -- camera axis
-    t_end REAL NOT NULL,
-    keyframes TEXT NOT NULL,     -- JSON [[moment_id, t], ...], sorted by t
-    summary TEXT NOT NULL,       -- the writer's summary, or a placeholder while stale
-    embedding BLOB,              -- float32, L2-normalized; NULL while pending
-    height INTEGER NOT NULL,     -- 0 for a leaf
-    n_leaves INTEGER NOT NULL,
-    leaf_lo INTEGER NOT NULL,    -- ordinals (per camera, time order) of the first and last leaf
-    leaf_hi INTEGER NOT NULL,
-    parent INTEGER,              -- NULL for a root
-    left_child INTEGER,          -- NULL for a leaf
-    right_child INTEGER,
-    event_id INTEGER UNIQUE,     -- leaves only
-    summary_version INTEGER NOT NULL,
-    written_version INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS forest_nodes_camera ON forest_nodes (camera_id);
-CREATE TABLE IF NOT EXISTS forest_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-"""
 
 # Placeholder summaries of pending nodes are the children's summaries joined, cut to this size.
 PLACEHOLDER_CHARS = 1000
 _SEP = " / "
 
 
-@dataclass
-class ForestNode:
-    node_id: int
-    camera_id: str
-    t_start: float
-    t_end: float
-    keyframes: list[int]             # moment ids, sorted by time, at most cfg.keyframes
-    keyframe_times: list[float]      # their times (camera axis)
-    summary: str                     # placeholder while stale
-    embedding: np.ndarray | None     # float32, L2-normalized; None while pending
-    height: int                      # 0 for a leaf
-    n_leaves: int
-    parent: int | None
-    children: tuple[int, ...]        # (earlier, later); empty for a leaf
-    event_id: int | None             # leaves only
-    summary_version: int             # bumps whenever the node's content changes
-    written_version: int             # the version the summary was written for (0: never)
-    leaf_lo: int = 0                 # ordinals of the first and last leaf covered
-    leaf_hi: int = 0
-
-    @property
-    def is_leaf(self) -> bool:
-        return not self.children
-
-    @property
-    def stale(self) -> bool:
-        return self.written_version != self.summary_version
-
-
 def _public(n: ForestNode) -> ForestNode:
     """A copy callers may keep and mutate without touching the forest (embeddings are
     read-only arrays, shared)."""
     return replace(n, keyframes=list(n.keyframes), keyframe_times=list(n.keyframe_times))
-
-
-def _unit(v, dim: int | None, what: str) -> np.ndarray:
-    """``v`` as a read-only float32 unit vector; ValueError naming ``what`` when unusable."""
-    try:
-        a = np.asarray(v, dtype=np.float32).reshape(-1)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{what}: embedding is not a numeric vector ({e})") from None
-    if np.asarray(v).ndim != 1:
-        raise ValueError(f"{what}: embedding must be 1-D, got shape {np.asarray(v).shape}")
-    if dim is not None and a.shape[0] != dim:
-        raise ValueError(f"{what}: embedding has dimension {a.shape[0]}, the forest holds {dim}")
-    if a.shape[0] == 0 or not np.all(np.isfinite(a)):
-        raise ValueError(f"{what}: embedding is empty or not finite")
-    norm = float(np.linalg.norm(a))
-    if norm < 1e-12:
-        raise ValueError(f"{what}: embedding is the zero vector (no direction to compare)")
-    a = (a / norm).astype(np.float32)
-    a.flags.writeable = False
-    return a
-
-
-def _mean_direction(ea: np.ndarray, na: int, eb: np.ndarray, nb: int) -> np.ndarray:
-    """n-weighted normalized mean of two unit vectors. Two exactly opposite halves average to
-    nothing: then the larger (earlier on a tie) child's direction stands for the node."""
-    m = ea * np.float32(na) + eb * np.float32(nb)
-    norm = math.sqrt(float(m @ m))
-    if norm < 1e-6 * (na + nb):
-        return ea if na >= nb else eb
-    m = (m / norm).astype(np.float32)
-    m.flags.writeable = False
-    return m
 
 
 def _spread(times: list[float], budget: int) -> list[int]:
@@ -191,77 +107,12 @@ def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[: max(0, n - 1)] + "\u2026"
 
 
-class _CameraIndex:
-    """One camera's nodes as contiguous arrays for retrieval: row r holds a node's current or
-    placeholder embedding, its id, t_end and leaf-ordinal range. Rows are only appended (a
-    camera loses nodes only by being removed or rebuilt as a whole)."""
-
-    def __init__(self, dim: int):
-        cap = 64
-        self.n = 0
-        self.emb = np.zeros((cap, dim), np.float32)
-        self.ids = np.zeros(cap, np.int64)
-        self.t_end = np.zeros(cap, np.float64)
-        self.lo = np.zeros(cap, np.int64)
-        self.hi = np.zeros(cap, np.int64)
-        self.row: dict[int, int] = {}
-
-    def _grow(self) -> None:
-        cap = 2 * len(self.ids)
-        for name in ("emb", "ids", "t_end", "lo", "hi"):
-            old = getattr(self, name)
-            new = np.zeros((cap,) + old.shape[1:], old.dtype)
-            new[: self.n] = old[: self.n]
-            setattr(self, name, new)
-
-    def put(self, node: ForestNode, eff: np.ndarray) -> None:
-        r = self.row.get(node.node_id)
-        if r is None:
-            if self.n == len(self.ids):
-                self._grow()
-            r = self.n
-            self.n += 1
-            self.row[node.node_id] = r
-            self.ids[r] = node.node_id
-        self.emb[r] = eff
-        self.t_end[r] = node.t_end
-        self.lo[r] = node.leaf_lo
-        self.hi[r] = node.leaf_hi
-
-    def eff(self, node_id: int) -> np.ndarray:
-        return self.emb[self.row[node_id]]
-
-    def greedy(self, q: np.ndarray, k: int, as_of: float | None) -> list[tuple[int, float]]:
-        """Algorithm 1 on this camera: best node, drop every node whose leaf range overlaps its
-        range (its ancestors and descendants), repeat."""
-        n = self.n
-        if n * len(q) <= SINGLE_THREAD_MAX:
-            # numpy's own single-threaded loop: waking BLAS threads costs a scheduler slice
-            # (~8 ms) on a busy machine, far more than a small scan (as in vectors.py)
-            s = np.einsum("nd,d->n", self.emb[:n], q)
-        else:
-            s = self.emb[:n] @ q
-        if as_of is not None:
-            s[self.t_end[:n] > as_of] = -np.inf
-        lo, hi = self.lo[:n], self.hi[:n]
-        out = []
-        for _ in range(k):
-            j = int(np.argmax(s))
-            if not np.isfinite(s[j]):
-                break
-            out.append((int(self.ids[j]), float(s[j])))
-            s[(lo <= hi[j]) & (hi >= lo[j])] = -np.inf
-        return out
-
-
 class EventForest:
-    def __init__(self, store, cfg: ForestConfig | None = None):
-        self.store = store
+    def __init__(self, nodes: ForestNodeRepository | None, cfg: ForestConfig | None = None):
+        """``nodes``: where the forest persists (None: in memory only)."""
+        self.repo = nodes
         self.cfg = cfg if cfg is not None else ForestConfig()
         self._lock = threading.RLock()
-        if store is not None:
-            with store.transaction() as conn:
-                conn.executescript(FOREST_SCHEMA)
         self._load()
 
     # -- state ---------------------------------------------------------------------------------
@@ -284,37 +135,25 @@ class EventForest:
     def _load(self) -> None:
         """(Re)build every in-memory structure from the database."""
         self._reset()
-        if self.store is None:
+        if self.repo is None:
             return
-        conn = self.store.reader()
-        row = conn.execute("SELECT value FROM forest_meta WHERE key='next_node_id'").fetchone()
-        if row is not None:
-            self._next_id = int(row[0])
-        rows = conn.execute(
-            "SELECT node_id, camera_id, t_start, t_end, keyframes, summary, embedding, height, n_leaves,"
-            " leaf_lo, leaf_hi, parent, left_child, right_child, event_id, summary_version, written_version"
-            " FROM forest_nodes").fetchall()
-        for (nid, cam, t0, t1, kf, summ, blob, h, nl, lo, hi, par, lc, rc, ev, sv, wv) in rows:
-            pairs = json.loads(kf)
-            emb = None
-            if blob is not None:
-                emb = np.frombuffer(blob, dtype=np.float32).copy()
-                emb.flags.writeable = False
-                self._dim = len(emb)
-            node = ForestNode(nid, cam, t0, t1, [int(p[0]) for p in pairs], [float(p[1]) for p in pairs],
-                              summ, emb, h, nl, par, () if lc is None else (lc, rc), ev, sv, wv, lo, hi)
+        self._next_id, nodes = self.repo.load()
+        for node in nodes:
+            nid, cam = node.node_id, node.camera_id
+            if node.embedding is not None:
+                self._dim = len(node.embedding)
             self._nodes[nid] = node
             self._next_id = max(self._next_id, nid + 1)
-            if ev is not None:
-                self._by_event[ev] = nid
+            if node.event_id is not None:
+                self._by_event[node.event_id] = nid
             if node.stale:
                 self._stale.add(nid)
-            if par is None:
+            if node.parent is None:
                 self._roots.setdefault(cam, []).append(nid)
             if not node.children:
-                if hi + 1 > self._next_ordinal.get(cam, 0):
-                    self._next_ordinal[cam] = hi + 1
-                    self._last_end[cam] = t1
+                if node.leaf_hi + 1 > self._next_ordinal.get(cam, 0):
+                    self._next_ordinal[cam] = node.leaf_hi + 1
+                    self._last_end[cam] = node.t_end
         for cam, ids in self._roots.items():
             ids.sort(key=lambda i: self._nodes[i].leaf_lo)
         # placeholder embeddings need the children's first: fill the indexes by height
@@ -346,9 +185,9 @@ class EventForest:
             self._deleted_cameras = set()
             try:
                 result = fn()
-                if self.store is not None:
-                    with self.store.transaction() as conn:
-                        self._persist(conn)
+                if self.repo is not None:
+                    self.repo.save(self._deleted_cameras, [self._nodes[i] for i in sorted(self._dirty)
+                                                           if i in self._nodes], self._next_id)
             except BaseException:
                 self._load()
                 raise
@@ -356,23 +195,6 @@ class EventForest:
                 self._dirty, self._changed, self._changed_set = set(), [], set()
                 self._deleted_cameras = set()
             return result
-
-    def _persist(self, conn) -> None:
-        for cam in sorted(self._deleted_cameras):
-            conn.execute("DELETE FROM forest_nodes WHERE camera_id=?", (cam,))
-        rows = []
-        for nid in sorted(self._dirty):
-            n = self._nodes.get(nid)
-            if n is None:
-                continue
-            kf = json.dumps([[m, t] for m, t in zip(n.keyframes, n.keyframe_times)])
-            blob = None if n.embedding is None else n.embedding.astype(np.float32).tobytes()
-            lc, rc = n.children if n.children else (None, None)
-            rows.append((nid, n.camera_id, n.t_start, n.t_end, kf, n.summary, blob, n.height, n.n_leaves,
-                         n.leaf_lo, n.leaf_hi, n.parent, lc, rc, n.event_id, n.summary_version,
-                         n.written_version))
-        conn.executemany("INSERT OR REPLACE INTO forest_nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        conn.execute("INSERT OR REPLACE INTO forest_meta VALUES ('next_node_id', ?)", (self._next_id,))
 
     # -- validation ------------------------------------------------------------------------------
     def _check_leaf(self, camera_id, event_id, t_start, t_end, keyframes, summary, embedding,
@@ -788,147 +610,7 @@ class EventForest:
     def check(self) -> None:
         """Verify every structural invariant; AssertionError with a message on the first broken
         one. O(N), iterative."""
+        from .forest_check import check_forest
+
         with self._lock:
-            self._check()
-
-    def _check(self) -> None:
-        nodes, budget = self._nodes, self.cfg.keyframes
-
-        def fail(msg):
-            raise AssertionError(msg)
-
-        # every node reachable exactly once from its camera's roots: no cycles, no orphans
-        seen: set[int] = set()
-        for cam, roots in self._roots.items():
-            if len(roots) > self.cfg.root_cap:
-                fail(f"camera {cam!r}: {len(roots)} roots > root_cap {self.cfg.root_cap}")
-            prev = None
-            for rid in roots:
-                r = nodes.get(rid)
-                if r is None:
-                    fail(f"camera {cam!r}: root {rid} does not exist")
-                if r.parent is not None:
-                    fail(f"root {rid} has parent {r.parent}")
-                if r.camera_id != cam:
-                    fail(f"root {rid} belongs to camera {r.camera_id!r}, listed under {cam!r}")
-                if prev is not None and (r.t_start < prev.t_end or r.leaf_lo != prev.leaf_hi + 1):
-                    fail(f"camera {cam!r}: roots {prev.node_id} and {rid} out of order or overlapping")
-                prev = r
-                stack = [rid]
-                while stack:
-                    nid = stack.pop()
-                    if nid in seen:
-                        fail(f"node {nid} reached twice (cycle or shared child)")
-                    seen.add(nid)
-                    n = nodes.get(nid)
-                    if n is None:
-                        fail(f"node {nid} is referenced but does not exist")
-                    if n.camera_id != cam:
-                        fail(f"node {nid} of camera {n.camera_id!r} sits in a tree of {cam!r}")
-                    for c in n.children:
-                        if c not in nodes:
-                            fail(f"node {nid}: child {c} does not exist")
-                        if nodes[c].parent != nid:
-                            fail(f"node {c}: parent pointer {nodes[c].parent}, but it is a child of {nid}")
-                    stack.extend(n.children)
-            if roots and nodes[roots[0]].leaf_lo != 0:
-                fail(f"camera {cam!r}: leaf ordinals do not start at 0")
-        if len(seen) != len(nodes):
-            orphans = sorted(set(nodes) - seen)[:5]
-            fail(f"{len(nodes) - len(seen)} nodes unreachable from any root, e.g. {orphans}")
-        for cam in self._roots:
-            if cam not in self._index or self._index[cam].n != sum(1 for n in nodes.values() if n.camera_id == cam):
-                fail(f"camera {cam!r}: retrieval index does not hold exactly the camera's nodes")
-        if set(self._index) != set(self._roots):
-            fail("retrieval indexes and cameras differ")
-
-        for nid, n in nodes.items():
-            if nid >= self._next_id:
-                fail(f"node {nid} >= next id {self._next_id}")
-            if not (n.t_start <= n.t_end):
-                fail(f"node {nid}: interval [{n.t_start}, {n.t_end}]")
-            if len(n.keyframes) != len(n.keyframe_times) or len(n.keyframes) > budget:
-                fail(f"node {nid}: {len(n.keyframes)} keyframes (budget {budget}) / {len(n.keyframe_times)} times")
-            if any(a > b for a, b in zip(n.keyframe_times, n.keyframe_times[1:])):
-                fail(f"node {nid}: keyframes not sorted by time")
-            if (nid in self._stale) != n.stale:
-                fail(f"node {nid}: stale set disagrees with its versions")
-            idx = self._index[n.camera_id]
-            r = idx.row.get(nid)
-            if r is None or idx.ids[r] != nid or idx.t_end[r] != n.t_end or idx.lo[r] != n.leaf_lo \
-                    or idx.hi[r] != n.leaf_hi:
-                fail(f"node {nid}: retrieval index row out of date")
-            if not n.children:
-                if n.height != 0 or n.n_leaves != 1 or n.event_id is None or n.leaf_lo != n.leaf_hi:
-                    fail(f"leaf {nid}: height {n.height}, n_leaves {n.n_leaves}, event {n.event_id}")
-                if self._by_event.get(n.event_id) != nid:
-                    fail(f"leaf {nid}: event map does not point at it")
-                if n.stale or n.embedding is None:
-                    fail(f"leaf {nid}: leaves are never pending")
-                if any(not (n.t_start <= t <= n.t_end) for t in n.keyframe_times):
-                    fail(f"leaf {nid}: a keyframe lies outside its interval")
-                if not np.allclose(idx.emb[r], n.embedding, atol=1e-6):
-                    fail(f"leaf {nid}: retrieval index holds a different embedding")
-                continue
-            if len(n.children) != 2:
-                fail(f"node {nid}: {len(n.children)} children (nodes are binary)")
-            if n.event_id is not None:
-                fail(f"internal node {nid} has event {n.event_id}")
-            l, rr = nodes[n.children[0]], nodes[n.children[1]]
-            if l.t_end > rr.t_start or l.leaf_hi + 1 != rr.leaf_lo:
-                fail(f"node {nid}: children {l.node_id}, {rr.node_id} out of order or overlapping")
-            if (n.t_start, n.t_end) != (l.t_start, rr.t_end):
-                fail(f"node {nid}: interval [{n.t_start}, {n.t_end}] != children's [{l.t_start}, {rr.t_end}]")
-            if (n.leaf_lo, n.leaf_hi) != (l.leaf_lo, rr.leaf_hi):
-                fail(f"node {nid}: leaf range differs from its children's")
-            if n.height != max(l.height, rr.height) + 1:
-                fail(f"node {nid}: height {n.height}, children {l.height}, {rr.height}")
-            if abs(l.height - rr.height) > 1:
-                fail(f"node {nid}: AVL balance broken (children heights {l.height}, {rr.height})")
-            if n.n_leaves != l.n_leaves + rr.n_leaves or n.n_leaves != n.leaf_hi - n.leaf_lo + 1:
-                fail(f"node {nid}: n_leaves {n.n_leaves} != {l.n_leaves} + {rr.n_leaves}")
-            if n.height > 1.45 * math.log2(n.n_leaves + 2):
-                fail(f"node {nid}: height {n.height} > 1.45 log2({n.n_leaves} + 2)")
-            # a subset of the children's keyframes is, by induction, a subset of the leaves'
-            pool = set(zip(l.keyframes, l.keyframe_times)) | set(zip(rr.keyframes, rr.keyframe_times))
-            if not set(zip(n.keyframes, n.keyframe_times)) <= pool:
-                fail(f"node {nid}: keyframes not taken from its children's")
-            if len(n.keyframes) != min(budget, len(l.keyframes) + len(rr.keyframes)):
-                fail(f"node {nid}: {len(n.keyframes)} keyframes, expected "
-                     f"{min(budget, len(l.keyframes) + len(rr.keyframes))}")
-            if n.stale:
-                if n.embedding is not None:
-                    fail(f"node {nid}: pending but has an embedding")
-                want = _mean_direction(idx.eff(l.node_id), l.n_leaves, idx.eff(rr.node_id), rr.n_leaves)
-            else:
-                if n.embedding is None:
-                    fail(f"node {nid}: current but has no embedding")
-                want = n.embedding
-            if not np.allclose(idx.emb[r], want, atol=1e-5):
-                fail(f"node {nid}: retrieval index embedding out of date")
-        if set(self._by_event.values()) - set(nodes):
-            fail("event map points at missing nodes")
-
-
-def reference_policy_depth(embeddings, root_cap: int = 4, lam: float = 0.1) -> list[int]:
-    """The seed's policy, simulated for comparison: each new event becomes the newest root;
-    while roots exceed ``root_cap``, the adjacent pair with the best cos(e_j, e_k) - lam (d_j +
-    d_k) gets a new parent over both (d = max + 1, placeholder embedding = n_leaves-weighted
-    normalized mean). Returns the largest depth in the forest after each insert."""
-    roots: list[tuple[np.ndarray, int, int]] = []   # (unit embedding, depth, n_leaves)
-    out, deepest = [], 0
-    for i, e in enumerate(embeddings):
-        roots.append((_unit(e, None, f"embedding {i}"), 0, 1))
-        while len(roots) > root_cap:
-            best_i, best_s = 0, -math.inf
-            for j in range(len(roots) - 1):
-                (ea, da, _), (eb, db, _) = roots[j], roots[j + 1]
-                s = float(ea @ eb) - lam * (da + db)
-                if s > best_s:
-                    best_i, best_s = j, s
-            (ea, da, na), (eb, db, nb) = roots[best_i], roots[best_i + 1]
-            d = max(da, db) + 1
-            deepest = max(deepest, d)
-            roots[best_i:best_i + 2] = [(_mean_direction(ea, na, eb, nb), d, na + nb)]
-        out.append(deepest)
-    return out
+            check_forest(self)

@@ -1,18 +1,21 @@
-"""Records the memory hands out. Plain dataclasses: what a caller reads, never live rows."""
+"""Records the memory hands out and takes in. Plain dataclasses: what a caller reads, never
+live rows; every repository of this package takes and returns these, never tuples or dicts."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..gate.records import GateRecord
+
+__all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary",
+           "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "camera_time"]
 
 
-@dataclass(frozen=True)
-class GateRecord:
-    """One sampled frame's gate statistics and the gate that dropped it (None: kept)."""
-
-    lap_var: float
-    mad: float | None  # None for a camera's first frame (nothing to compare with)
-    ssim: float | None
-    hist_corr: float | None
-    dropped_by: str | None  # "blur" | "low_change" | "ssim" | "hist" | None
+def camera_time(t_rel: float, t_abs: float | None) -> float:
+    """A time on its camera's axis: absolute (unix seconds) when known, else relative to the
+    source's start. Searches, ``as_of`` and retention all use this axis."""
+    return t_abs if t_abs is not None else t_rel
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,11 @@ class Moment:
     event_id: int | None = None
     embedding_id: int | None = None
 
+    @property
+    def t(self) -> float:
+        """The moment's time on its camera's axis."""
+        return camera_time(self.t_rel, self.t_abs)
+
 
 @dataclass(frozen=True)
 class Evidence:
@@ -45,3 +53,139 @@ class Evidence:
     source: str  # "frame" | "event" | "summary"
     text: str | None = None  # the document, for event/summary hits that have one
     similarity: float | None = None  # the best cosine with the query in any space that found it
+
+
+@dataclass(frozen=True)
+class Event:
+    """Contiguous moments of one camera; closed once its last moment is known."""
+
+    event_id: int
+    camera_id: str
+    t_start: float  # camera axis
+    t_end: float
+    keyframes: tuple[int, ...]  # moment ids spread over the event (empty while open)
+    doc: str | None  # the writer's retrieval document, None until written
+    closed: bool = True
+    doc_vector: np.ndarray | None = field(default=None, compare=False)  # when asked for
+
+
+@dataclass(frozen=True)
+class DocumentJob:
+    """A closed event waiting for its document, with the frames the writer shows the model."""
+
+    event: Event
+    frames: tuple[tuple[str, float], ...]  # (frame path, camera-axis time) of its keyframes
+    closed_at: float | None  # wall time of the close (the writer's lag is measured from it)
+
+
+@dataclass(frozen=True)
+class WriterBacklog:
+    pending: int  # closed events without a document
+    oldest_closed_at: float | None  # wall time the oldest of them closed
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A summary document over a time window (VAM ``summarize``)."""
+
+    summary_id: int
+    camera_id: str | None  # None: every camera
+    t0: float  # the window, camera axis
+    t1: float
+    granularity_s: float
+    prompt: str
+    structure: str | None
+    text: str
+    moment_ids: tuple[int, ...]  # the moments whose frames the writer saw
+
+
+@dataclass
+class ForestNode:
+    """A node of a camera's event forest (OASIS): leaves are events."""
+
+    node_id: int
+    camera_id: str
+    t_start: float
+    t_end: float
+    keyframes: list[int]             # moment ids, sorted by time, at most cfg.keyframes
+    keyframe_times: list[float]      # their times (camera axis)
+    summary: str                     # placeholder while stale
+    embedding: np.ndarray | None     # float32, L2-normalized; None while pending
+    height: int                      # 0 for a leaf
+    n_leaves: int
+    parent: int | None
+    children: tuple[int, ...]        # (earlier, later); empty for a leaf
+    event_id: int | None             # leaves only
+    summary_version: int             # bumps whenever the node's content changes
+    written_version: int             # the version the summary was written for (0: never)
+    leaf_lo: int = 0                 # ordinals of the first and last leaf covered
+    leaf_hi: int = 0
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    @property
+    def stale(self) -> bool:
+        return self.written_version != self.summary_version
+
+
+@dataclass(frozen=True)
+class SourceState:
+    source_id: int
+    camera_id: str
+    progress_t: float | None  # every sample with t_rel <= progress_t is gated and committed
+    done: bool
+
+
+@dataclass
+class PendingMoment:
+    """A kept frame whose JPEG is already on disk, waiting for its row."""
+
+    camera_id: str
+    source_id: int
+    t_rel: float
+    t_abs: float | None
+    pts: int | None
+    frame_ref: str
+    width: int
+    height: int
+    gate: GateRecord
+    embedding: np.ndarray | None = None  # float32, L2-normalized: goes to the "frame" space
+    event_start: bool = False  # opens a new event of its camera (closing the open one)
+
+    @property
+    def t(self) -> float:
+        return camera_time(self.t_rel, self.t_abs)
+
+
+@dataclass(frozen=True)
+class QARecord:
+    """One answered question of the QA history."""
+
+    qa_id: int
+    t: float  # the question's present (camera axis)
+    cameras: tuple[str, ...] | None  # the scope asked about; None: every camera
+    question: str
+    answer: str
+    score: float | None = None  # cosine with the query, when retrieved
+
+
+@dataclass(frozen=True)
+class CameraExtent:
+    """The moments of some cameras as far as a view sees them."""
+
+    first: float | None  # earliest time (camera axis); None: no moment
+    last: float | None
+    absolute: bool  # whether any of them is on an absolute (unix) axis
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """What a deletion removed."""
+
+    moments: int
+    events: int
+    summaries: int
+    vectors: int
+    cameras: tuple[str, ...]  # the cameras whose references restart

@@ -126,7 +126,7 @@ class RetentionRow:
 
 @runtime_checkable
 class RetentionStore(Protocol):
-    """The store as retention sees it (implemented by ``MomentStore``).
+    """The store as retention sees it (implemented by ``memory.moments.MomentRepository``).
 
     - ``retention_rows``: every moment of the camera, ordered by ``t`` (ties by moment_id).
     - ``delete_moments``: rows, frame files and vectors, one transaction; it must skip a row that

@@ -11,12 +11,16 @@ so a query never sees evidence outside them (``as_of``: nothing that ends after 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import VamError
 from .records import Evidence
+
+if TYPE_CHECKING:
+    from .store import Store
 
 RRF_K = 60
 SOURCES = ("frame", "event", "summary")
@@ -42,7 +46,7 @@ def _load_image(image) -> np.ndarray:
     return arr
 
 
-def search(store, vectors, embedder, text_embedder, *, text=None, image=None, top_k=10, time_range=None,
+def search(store: "Store", vectors, embedder, text_embedder, *, text=None, image=None, top_k=10, time_range=None,
            cameras=None, sources=SOURCES, as_of=None) -> SearchResult:
     if text is None and image is None:
         raise VamError("search needs text=... or image=...")
@@ -76,7 +80,7 @@ def search(store, vectors, embedder, text_embedder, *, text=None, image=None, to
     cosine: dict[tuple[str, int], float] = {}
     fetch = max(top_k * 3, top_k + 10)
     for space, q in queries:
-        allowed = store.allowed_ids(space, cameras, t0, t1, as_of)
+        allowed = store.vector_table.allowed_ids(space, cameras, t0, t1, as_of)
         sims, ids = vectors.search(space, q, fetch, allowed)
         kind = "event" if space == "event_doc" else space
         for rank, (sim, vid) in enumerate(zip(sims.tolist(), ids.tolist())):
@@ -87,26 +91,25 @@ def search(store, vectors, embedder, text_embedder, *, text=None, image=None, to
 
 
 def _evidence(store, best, cosine) -> list[Evidence]:
-    moments = store.moments_by_id([vid for (space, vid), _ in best if space == "frame"])
-    events = store.events_by_id([vid for (space, vid), _ in best if space == "event"])
-    summaries = store.summaries_by_id([vid for (space, vid), _ in best if space == "summary"])
-    key_moments = store.moments_by_id([k for e in events.values() for k in e["keyframes"]] +
-                                      [k for s in summaries.values() for k in s["moments"]])
+    moments = store.moments.by_id([vid for (space, vid), _ in best if space == "frame"])
+    events = store.events.by_id([vid for (space, vid), _ in best if space == "event"])
+    summaries = store.summaries.by_id([vid for (space, vid), _ in best if space == "summary"])
+    key_moments = store.moments.by_id([k for e in events.values() for k in e.keyframes] +
+                                      [k for s in summaries.values() for k in s.moment_ids])
     out = []
     for (space, vid), score in best:
         if space == "frame" and vid in moments:
             m = moments[vid]
-            t = m.t_abs if m.t_abs is not None else m.t_rel
-            out.append(Evidence(m.camera_id, t, t, (vid,), (m.frame_path,), score, "frame",
+            out.append(Evidence(m.camera_id, m.t, m.t, (vid,), (m.frame_path,), score, "frame",
                                 similarity=cosine[(space, vid)]))
         elif space == "event" and vid in events:
             e = events[vid]
-            kms = [key_moments[k] for k in e["keyframes"] if k in key_moments]
-            out.append(Evidence(e["camera_id"], e["t_start"], e["t_end"], tuple(m.moment_id for m in kms),
-                                tuple(m.frame_path for m in kms), score, "event", e["doc"], cosine[(space, vid)]))
+            kms = [key_moments[k] for k in e.keyframes if k in key_moments]
+            out.append(Evidence(e.camera_id, e.t_start, e.t_end, tuple(m.moment_id for m in kms),
+                                tuple(m.frame_path for m in kms), score, "event", e.doc, cosine[(space, vid)]))
         elif space == "summary" and vid in summaries:
             sm = summaries[vid]
-            kms = [key_moments[k] for k in sm["moments"] if k in key_moments]
-            out.append(Evidence(sm["camera_id"] or "*", sm["t0"], sm["t1"], tuple(m.moment_id for m in kms),
-                                tuple(m.frame_path for m in kms), score, "summary", sm["text"], cosine[(space, vid)]))
+            kms = [key_moments[k] for k in sm.moment_ids if k in key_moments]
+            out.append(Evidence(sm.camera_id or "*", sm.t0, sm.t1, tuple(m.moment_id for m in kms),
+                                tuple(m.frame_path for m in kms), score, "summary", sm.text, cosine[(space, vid)]))
     return out

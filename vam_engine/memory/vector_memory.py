@@ -16,17 +16,19 @@ from pathlib import Path
 import numpy as np
 
 from ..config import VectorConfig
+from .vector_table import VectorTable
 from .vectors import VectorError, VectorSpace
 
 SPACES = ("frame", "event", "event_doc", "summary")  # event_doc, summary: the text embedder's space
 
 
 class VectorMemory:
-    def __init__(self, store, cfg: VectorConfig, *, device: str = "cpu"):
-        self.store = store
+    def __init__(self, table: VectorTable, directory: Path, cfg: VectorConfig, *, device: str = "cpu"):
+        """``table``: the store's vectors (the source of truth); ``directory``: the snapshots."""
+        self.table = table
         self.cfg = cfg
         self.device = device
-        self.dir = Path(store.root) / "vectors"
+        self.dir = Path(directory)
         self.dir.mkdir(exist_ok=True)
         self._spaces: dict[str, VectorSpace] = {}
         self._lock = threading.Lock()
@@ -34,7 +36,7 @@ class VectorMemory:
         self.warnings: list[str] = []
         for name in SPACES:
             self._open(name)
-        store.on_vectors = self.apply
+        table.db.on_vectors = self.apply
 
     def _path(self, name: str) -> Path:
         return self.dir / f"{name}.index"
@@ -50,11 +52,11 @@ class VectorMemory:
                 warnings.warn(msg, stacklevel=3)
                 self.warnings.append(msg)
         if space is not None:
-            for _, vid, op, vec in self.store.vector_rows(name, after_seq=seq):
+            for _, vid, op, vec in self.table.log_since(name, seq):
                 self._apply_one(space, name, vid, vec if op > 0 else None)
             self._spaces[name] = space
             return
-        rows = self.store.vector_rows(name)
+        rows = self.table.rows(name)
         if rows:
             space = VectorSpace(name, len(rows[0][1]), self.cfg, device=self.device)
             space.add(np.array([r[0] for r in rows], np.int64), np.stack([r[1] for r in rows]))
@@ -67,7 +69,7 @@ class VectorMemory:
             space.add(np.array([vid], np.int64), vec[None, :])
 
     def apply(self, changes) -> None:
-        """Called by the store after each transaction that added or removed vectors."""
+        """Called after each transaction that added or removed vectors (memory/db.py: ``write``)."""
         with self._lock:
             for name, vid, vec in changes:
                 space = self._spaces.get(name)
@@ -83,12 +85,12 @@ class VectorMemory:
 
     def snapshot(self) -> None:
         # the store's write lock: no transaction commits (or is half-applied here) meanwhile
-        with self.store._write_lock, self._lock:
-            seq = self.store.vector_seq()
+        with self.table.db.write_lock, self._lock:
+            seq = self.table.seq()
             for name, space in self._spaces.items():
                 space.save(self._path(name), seq)
             self._changes_since_snapshot = 0
-        self.store.prune_vector_log(seq)
+        self.table.prune_log(seq)
 
     def dim(self, name: str) -> int | None:
         space = self._spaces.get(name)

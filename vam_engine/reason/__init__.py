@@ -1,10 +1,10 @@
-"""Reasoning over the memory: the memory writer, the present (working memory, QA history), and
-the two ways of answering a question (two-phase coarse/fine, the agentic loop)."""
+"""Reasoning over the memory: the memory writer, the present (working memory), and the two ways
+of answering a question (two-phase coarse/fine, the agentic loop). Everything here reads the
+memory through a ``MemoryView`` (memory/view.py), never a store."""
 from .agent import AgenticAnswerer
+from .answer import Answer
 from .two_phase import TwoPhaseAnswerer
-from .view import Answer, MemoryView
-from .working import QAHistory, WorkingMemory
+from .working import WorkingMemory
 from .writer import MemoryWriter, WriterStats
 
-__all__ = ["AgenticAnswerer", "Answer", "MemoryView", "MemoryWriter", "QAHistory", "TwoPhaseAnswerer",
-           "WorkingMemory", "WriterStats"]
+__all__ = ["AgenticAnswerer", "Answer", "MemoryWriter", "TwoPhaseAnswerer", "WorkingMemory", "WriterStats"]

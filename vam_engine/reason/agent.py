@@ -30,7 +30,8 @@ from ..llm.base import Image, LLMError
 from ..llm.schemas import (AnswerAction, InspectAction, RouteFinal, RouteRetrieve, SearchAction, TimeRange,
                            parse_action, parse_route)
 from ..memory.records import Evidence
-from .view import Answer, MemoryView
+from ..memory.view import MemoryView
+from .answer import Answer
 
 NOT_FOUND = "Not found:"
 MAX_NEW_PER_TURN = 12          # new results kept per turn: the context stays readable and bounded
@@ -347,12 +348,12 @@ class AgenticAnswerer:
         if flt is None or (flt.summary_structure is None and flt.granularity_seconds is None):
             return None
         out = set()
-        for s in run.view.store.summaries():
-            if flt.summary_structure is not None and s["structure"] != flt.summary_structure:
+        for s in run.view.summaries():
+            if flt.summary_structure is not None and s.structure != flt.summary_structure:
                 continue
-            if flt.granularity_seconds is not None and not math.isclose(s["granularity_s"], flt.granularity_seconds):
+            if flt.granularity_seconds is not None and not math.isclose(s.granularity_s, flt.granularity_seconds):
                 continue
-            out.add((s["camera_id"] or "*", s["t0"], s["t1"]))
+            out.add((s.camera_id or "*", s.t0, s.t1))
         return out
 
     def _inspect_many(self, run: _Run, hits: list) -> dict:
@@ -446,12 +447,12 @@ class AgenticAnswerer:
             docs = run.view.summarize(t0, t1, granularity, prompt)
         if not docs:
             entry.setdefault("notes", []).append("no summary written (no frames in range, or no writer)")
-        moments = run.view.store.moments_by_id([m for d in docs for m in d["moments"]])
+        moments = run.view.moments_by_id([m for d in docs for m in d.moment_ids])
         out = []
         for d in docs:
-            ms = [moments[m] for m in d["moments"] if m in moments]
-            ev = Evidence(d["camera_id"] or "*", d["t0"], d["t1"], tuple(m.moment_id for m in ms),
-                          tuple(m.frame_path for m in ms), 0.0, "summary", d["text"])
+            ms = [moments[m] for m in d.moment_ids if m in moments]
+            ev = Evidence(d.camera_id or "*", d.t0, d.t1, tuple(m.moment_id for m in ms),
+                          tuple(m.frame_path for m in ms), 0.0, "summary", d.text)
             key = _key(ev)
             if key not in run.seen:
                 out.append((ev, "summarize", None, key))
@@ -483,18 +484,7 @@ class AgenticAnswerer:
         """Time zero of "relative" times: 0 on a relative axis; on an absolute (unix) axis, the
         first moment in view (no later than ``as_of``)."""
         if run.origin is None:
-            cams = run.view.camera_ids()
-            run.origin = 0.0
-            if cams:
-                sql = (f"SELECT MIN(t), MAX(t_abs IS NOT NULL) FROM moments WHERE camera_id IN "
-                       f"({','.join('?' * len(cams))})")
-                args = list(cams)
-                if run.view.as_of is not None:
-                    sql += " AND t <= ?"
-                    args.append(run.view.as_of)
-                first, absolute = run.view.store.reader().execute(sql, args).fetchone()
-                if first is not None and absolute:
-                    run.origin = float(first)
+            run.origin = run.view.origin()
         return run.origin
 
     def _anchor(self, run: _Run, anchor, entry: dict):

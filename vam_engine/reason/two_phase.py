@@ -45,7 +45,8 @@ from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError, LLMRequest
 from ..memory.records import Evidence
-from .view import Answer, MemoryView, moment_evidence
+from ..memory.view import MemoryView
+from .answer import Answer, moment_evidence
 
 # defaults when no WorkingMemory is given (DESIGN.md section 6, OASIS 4.2)
 _SHORT_S, _SHORT_FPS, _MEDIUM_S, _MEDIUM_FPS = 8.0, 2.0, 32.0, 1.0
@@ -90,8 +91,10 @@ class _Recent:
 
 
 class TwoPhaseAnswerer:
-    def __init__(self, llm, working=None, qa=None, text_embedder=None, *, k_f: int = 2, k_q: int = 1,
-                 update_qa: bool = True, keyframes_per_node: int = 4):
+    def __init__(self, llm, working=None, text_embedder=None, *, k_f: int = 2, k_q: int = 1,
+                 use_qa: bool = True, update_qa: bool = True, keyframes_per_node: int = 4):
+        """``use_qa``: read the view's QA history (the rolling summary, similar earlier answers);
+        ``update_qa``: remember each answer there and rewrite the summary."""
         if llm is None:
             raise ValueError("TwoPhaseAnswerer needs an LLM")
         for name, v in (("k_f", k_f), ("k_q", k_q)):
@@ -101,7 +104,7 @@ class TwoPhaseAnswerer:
             raise ValueError(f"TwoPhaseAnswerer: keyframes_per_node must be an int >= 0, got {keyframes_per_node!r}")
         self.llm = llm
         self.working = working
-        self.qa = qa
+        self.use_qa = use_qa
         self.text_embedder = text_embedder
         self.k_f, self.k_q = k_f, k_q
         self.update_qa = update_qa
@@ -129,7 +132,7 @@ class TwoPhaseAnswerer:
             ans.text, ans.found, ans.evidence = f"Not found: the memory failed: {e}", False, []
             ans.add_time("two_phase", time.perf_counter() - t0)
             return ans
-        if self.update_qa and self.qa is not None:
+        if self.update_qa:
             self._remember(question, ans, view, now)
         ans.add_time("two_phase", time.perf_counter() - t0)
         return ans
@@ -141,7 +144,7 @@ class TwoPhaseAnswerer:
         nows = [r.now for r in recents if r.now is not None]
         now = view.as_of if view.as_of is not None else (max(nows) if nows else view.now())
         roots = sorted(view.forest_roots(), key=lambda n: (n.camera_id, n.t_start, n.node_id))
-        qa_summary = self.qa.summary(as_of=view.as_of) if self.qa is not None else ""
+        qa_summary = view.qa_summary() if self.use_qa else ""
         coarse = prompts.two_phase_coarse(self._memory_parts(roots), self._frame_parts(recents),
                                           self._question_parts(question, now, qa_summary))
         ans.add_time("context", time.perf_counter() - t)
@@ -170,16 +173,16 @@ class TwoPhaseAnswerer:
         hits = view.forest_retrieve(intent, self.k_f, query=q) if self.k_f else []
         ans.add_time("forest", time.perf_counter() - t)
         records = []
-        if self.qa is not None and self.k_q and q is not None:
+        if self.use_qa and self.k_q and q is not None:
             t = time.perf_counter()
-            records = self.qa.retrieve(q, self.k_q, as_of=view.as_of)
+            records = view.similar_answers(q, self.k_q)
             ans.add_time("qa_retrieval", time.perf_counter() - t)
         t = time.perf_counter()
         evidence, parts = self._fine_parts(intent, hits, records, view)
         fine = prompts.two_phase_fine(last_req, last_text, parts)
         ans.add_time("fine_context", time.perf_counter() - t)
         retrieved = {"intent": intent, "nodes": [[n.node_id, round(s, 4)] for n, s in hits],
-                     "qa": [r["qa_id"] for r in records]}
+                     "qa": [r.qa_id for r in records]}
 
         parsed, _, last_text = self._ask_json(fine, prompts.parse_fine, ans, "fine", retrieved)
         ans.evidence = evidence
@@ -237,8 +240,8 @@ class TwoPhaseAnswerer:
     def _camera_now(self, view: MemoryView, cam: str) -> float | None:
         if view.as_of is not None:
             return view.as_of
-        row = view.store.reader().execute("SELECT MAX(t) FROM moments WHERE camera_id=?", (cam,)).fetchone()
-        ts = [row[0]] if row is not None and row[0] is not None else []
+        latest = view.latest_time(cam)
+        ts = [latest] if latest is not None else []
         if self.working is not None:
             latest = self.working.latest(cam)
             if latest is not None:
@@ -305,7 +308,7 @@ class TwoPhaseAnswerer:
     def _fine_parts(self, intent: str, hits, records, view: MemoryView):
         """(evidence, parts) for the retrieved nodes and QA records."""
         ids = [k for n, _ in hits for k in n.keyframes]
-        moments = view.store.moments_by_id(ids) if ids else {}
+        moments = view.moments_by_id(ids) if ids else {}
         parts: list = [f"Memory retrieved for: {intent}"]
         evidence = []
         if not hits:
@@ -321,7 +324,7 @@ class TwoPhaseAnswerer:
             for k, t in _spread(have, self.keyframes_per_node):
                 parts += [f"t={t:.2f}s", Image(moments[k].frame_path)]
         for rec in records:
-            parts.append(f"Earlier question at t={rec['t']:.2f}s: {rec['question']}\nIts answer: {rec['answer']}")
+            parts.append(f"Earlier question at t={rec.t:.2f}s: {rec.question}\nIts answer: {rec.answer}")
         return evidence, parts
 
     # -- QA history ------------------------------------------------------------------------------
@@ -334,14 +337,14 @@ class TwoPhaseAnswerer:
             emb = self.text_embedder.embed_texts([f"{question}\n{ans.text}"])[0] if self.text_embedder else None
             ans.add_time("embed", time.perf_counter() - t)
             t = time.perf_counter()
-            self.qa.add(t_q, question, ans.text, emb, cameras=view.cameras)
-            previous = self.qa.summary(as_of=t_q)
+            view.remember_answer(t_q, question, ans.text, emb)
+            previous = view.qa_summary(at=t_q)
             ans.add_time("qa_update", time.perf_counter() - t)
             resp = self._call(prompts.qa_summary_update(previous, question, ans.text, t_q), ans, "qa_summary")
             text = resp.text.strip()[:_QA_SUMMARY_CHARS]
             if text:
                 t = time.perf_counter()
-                self.qa.update_summary(t_q, text)
+                view.set_qa_summary(t_q, text)
                 ans.add_time("qa_update", time.perf_counter() - t)
         except VamError as e:
             ans.trace.append({"stage": "qa_summary", "error": f"{type(e).__name__}: {e}"})

@@ -1,6 +1,6 @@
 """Working memory of the present (OASIS 3.1): per camera, a short window (8 s at 2 fps) and a
-medium buffer (32 s at 1 fps) of recent frames kept from ingest; and the QA history (every
-question asked with its answer, plus a rolling summary of them), persisted in the store.
+medium buffer (32 s at 1 fps) of recent frames kept from ingest. (The QA history lives in the
+store: memory/qa.py, read through the view.)
 
 The ring buffers hold what ingest saw: the pushed frames (``Engine.push`` feeds every pushed
 frame), and for files the frames that passed the gates (the sampler's rate and the blur /
@@ -10,10 +10,8 @@ empty and the two-phase answerer reads the same spans from the store instead.
 """
 from __future__ import annotations
 
-import json
 import math
 import threading
-import time
 from collections import deque
 
 import numpy as np
@@ -131,106 +129,3 @@ class WorkingMemory:
         with self._lock:
             return sorted(self._cams)
 
-
-QA_SCHEMA = """
-CREATE TABLE IF NOT EXISTS qa_history (
-    qa_id INTEGER PRIMARY KEY,
-    t REAL NOT NULL,            -- the question's present (its as_of, or the newest moment)
-    cameras TEXT NOT NULL,      -- the camera scope asked about: JSON list, or "*" for all
-    question TEXT NOT NULL,
-    answer TEXT NOT NULL,
-    embedding BLOB,             -- float32, L2-normalized, of the question and answer
-    created_at REAL NOT NULL    -- wall clock
-);
-CREATE INDEX IF NOT EXISTS qa_history_t ON qa_history (t);
-CREATE TABLE IF NOT EXISTS qa_summary (
-    key TEXT NOT NULL,          -- which rolling summary ("rolling")
-    text TEXT NOT NULL,
-    t REAL NOT NULL,            -- the summary as it stood from this time on
-    PRIMARY KEY (key, t)
-);
-"""
-
-_SUMMARY_KEY = "rolling"
-
-
-def _unit(v, what: str) -> np.ndarray:
-    a = np.asarray(v, dtype=np.float32).reshape(-1)
-    if a.size == 0 or not np.all(np.isfinite(a)):
-        raise ValueError(f"{what}: embedding is empty or not finite")
-    n = float(np.linalg.norm(a))
-    if n < 1e-12:
-        raise ValueError(f"{what}: embedding is the zero vector")
-    return a / n
-
-
-class QAHistory:
-    """Questions and answers, and the rolling QA summary s_qa (OASIS 3.1), in the store's
-    SQLite. Every read takes ``as_of``: only records and summaries at or before it."""
-
-    def __init__(self, store):
-        self.store = store
-        with store.transaction() as conn:
-            conn.executescript(QA_SCHEMA)
-
-    def add(self, t: float, question: str, answer: str, embedding, cameras=None) -> int:
-        """Record one answered question at time ``t``; ``embedding`` may be None (the record is
-        then never retrieved, only kept). Returns its id."""
-        t = float(t)
-        if not math.isfinite(t):
-            raise ValueError(f"QAHistory.add: t must be finite, got {t}")
-        blob = None if embedding is None else _unit(embedding, "QAHistory.add").tobytes()
-        scope = "*" if not cameras else json.dumps(sorted([cameras] if isinstance(cameras, str) else cameras))
-        with self.store.transaction() as conn:
-            cur = conn.execute("INSERT INTO qa_history (t, cameras, question, answer, embedding, created_at)"
-                               " VALUES (?,?,?,?,?,?)", (t, scope, str(question), str(answer), blob, time.time()))
-            return int(cur.lastrowid)
-
-    def retrieve(self, query_emb, k: int = 1, as_of: float | None = None) -> list[dict]:
-        """The ``k`` records most similar (cosine) to the query among those with t <= as_of,
-        best first: dicts with qa_id, t, cameras, question, answer, score. Records embedded in
-        another dimension (a different text model) are skipped."""
-        if k < 1:
-            return []
-        q = _unit(query_emb, "QAHistory.retrieve query")
-        sql = "SELECT qa_id, t, cameras, question, answer, embedding FROM qa_history WHERE embedding IS NOT NULL"
-        args: tuple = ()
-        if as_of is not None:
-            sql += " AND t <= ?"
-            args = (float(as_of),)
-        rows = [r for r in self.store.reader().execute(sql, args).fetchall() if len(r[5]) == 4 * len(q)]
-        if not rows:
-            return []
-        m = np.frombuffer(b"".join(r[5] for r in rows), dtype=np.float32).reshape(len(rows), len(q))
-        scores = m @ q
-        order = np.argsort(-scores, kind="stable")[:k]
-        return [{"qa_id": rows[i][0], "t": rows[i][1], "cameras": rows[i][2], "question": rows[i][3],
-                 "answer": rows[i][4], "score": float(scores[i])} for i in order]
-
-    def records(self, as_of: float | None = None) -> list[dict]:
-        """Every record with t <= as_of, in time order (for inspection and tests)."""
-        sql, args = "SELECT qa_id, t, cameras, question, answer FROM qa_history", ()
-        if as_of is not None:
-            sql, args = sql + " WHERE t <= ?", (float(as_of),)
-        return [{"qa_id": r[0], "t": r[1], "cameras": r[2], "question": r[3], "answer": r[4]}
-                for r in self.store.reader().execute(sql + " ORDER BY t, qa_id", args).fetchall()]
-
-    def summary(self, as_of: float | None = None) -> str:
-        """The rolling QA summary as it stood at ``as_of`` (the latest one when None); "" when
-        there is none yet."""
-        sql, args = "SELECT text FROM qa_summary WHERE key=?", (_SUMMARY_KEY,)
-        if as_of is not None:
-            sql, args = sql + " AND t <= ?", args + (float(as_of),)
-        row = self.store.reader().execute(sql + " ORDER BY t DESC LIMIT 1", args).fetchone()
-        return "" if row is None else row[0]
-
-    def update_summary(self, t: float, text: str) -> None:
-        """Set the summary from time ``t`` on. Earlier versions stay, so ``summary(as_of)`` of an
-        earlier time reads what was known then."""
-        t = float(t)
-        if not math.isfinite(t):
-            raise ValueError(f"QAHistory.update_summary: t must be finite, got {t}")
-        if not isinstance(text, str):
-            raise ValueError(f"QAHistory.update_summary: text must be a str, got {type(text).__name__}")
-        with self.store.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO qa_summary (key, text, t) VALUES (?,?,?)", (_SUMMARY_KEY, text, t))

@@ -28,8 +28,22 @@ import numpy as np
 from ..config import WriterConfig
 from ..llm import prompts
 from ..llm.base import Image, LLMError
+from ..memory.doc_queue import DocumentQueue
+from ..memory.events import EventRepository
+from ..memory.moments import MomentRepository
+from ..memory.summaries import SummaryRepository
 
 log = logging.getLogger(__name__)
+
+@dataclass(frozen=True)
+class WriterMemory:
+    """What the writer reads and writes of the memory (memory/: the store's repositories)."""
+
+    queue: DocumentQueue
+    events: EventRepository
+    moments: MomentRepository
+    summaries: SummaryRepository
+
 
 PLACEHOLDER = "[no document: the model failed {n} times; last error: {err}]"
 
@@ -49,8 +63,9 @@ class WriterStats:
 
 
 class MemoryWriter:
-    def __init__(self, store, text_embedder, llm, forest, cfg: WriterConfig, *, max_batch: int = 8):
-        self.store = store
+    def __init__(self, memory: WriterMemory, text_embedder, llm, forest, cfg: WriterConfig, *, max_batch: int = 8):
+        """``memory``: the repositories the writer reads and writes (never a store)."""
+        self.memory = memory
         self.text_embedder = text_embedder
         self.llm = llm
         self.forest = forest
@@ -105,7 +120,7 @@ class MemoryWriter:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._room:
             while (self._hold and not self._stop and self.error is None and self._healthy
-                   and self.store.writer_backlog()[0] > self.cfg.queue_events):
+                   and self.memory.queue.backlog().pending > self.cfg.queue_events):
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
@@ -129,9 +144,11 @@ class MemoryWriter:
             self._idle.wait(0.05)
 
     def stats(self) -> WriterStats:
-        n, oldest = self.store.writer_backlog()
+        backlog = self.memory.queue.backlog()
         stale = len(self.forest.stale_nodes()) if self.forest is not None else 0
-        return WriterStats(n, 0.0 if oldest is None else max(0.0, time.time() - oldest), stale, **self._counts)
+        oldest = backlog.oldest_closed_at
+        return WriterStats(backlog.pending, 0.0 if oldest is None else max(0.0, time.time() - oldest), stale,
+                           **self._counts)
 
     # -- the loop ------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -155,17 +172,17 @@ class MemoryWriter:
 
     def _round(self) -> bool:
         now = time.time()
-        events = self.store.undocumented_events(self.max_batch, now)
+        events = self.memory.queue.jobs(self.max_batch, now)
         nodes = []
         if self.forest is not None and len(events) < self.max_batch:
             nodes = [n for n in self.forest.stale_nodes() if self._node_retry.get(n.node_id, 0.0) <= now]
             nodes = nodes[: self.max_batch - len(events)]
         if not events and not nodes:
             return False
-        requests = [prompts.event_document(e["camera_id"], e["t_start"], e["t_end"],
-                                           [(Image(p), t) for p, t in e["frames"]],
-                                           absolute=e["t_start"] > 1e9)
-                    for e in events]
+        requests = [prompts.event_document(j.event.camera_id, j.event.t_start, j.event.t_end,
+                                           [(Image(p), t) for p, t in j.frames],
+                                           absolute=j.event.t_start > 1e9)
+                    for j in events]
         requests += [prompts.merge_summaries(n.camera_id, [(c.t_start, c.t_end, c.summary)
                                                            for c in self.forest.children(n.node_id)])
                      for n in nodes]
@@ -213,15 +230,15 @@ class MemoryWriter:
         docs, merged = [], []
         for text, vec, i in zip(texts, vecs, ok):
             if i < len(events):
-                docs.append((events[i]["event_id"], text, vec))
+                docs.append((events[i].event.event_id, text, vec))
             else:
                 merged.append((nodes[i - len(events)], text, vec))
         if docs:
-            self._counts["documents"] += self.store.set_event_docs(docs)
+            self._counts["documents"] += self.memory.queue.set_docs(docs)
             now = time.time()
-            self.lags.extend(now - events[i]["closed_at"] for i in ok
-                             if i < len(events) and events[i]["closed_at"] is not None)
-            self._insert_documented({events[i]["camera_id"] for i in ok if i < len(events)})
+            self.lags.extend(now - events[i].closed_at for i in ok
+                             if i < len(events) and events[i].closed_at is not None)
+            self._insert_documented({events[i].event.camera_id for i in ok if i < len(events)})
         for node, text, vec in merged:
             if self.forest.set_summary(node.node_id, node.summary_version, text, vec):
                 self._counts["merges"] += 1
@@ -236,20 +253,21 @@ class MemoryWriter:
         now = time.time()
         self._counts["failures"] += len(events) + len(nodes)
         retry, give_up = [], []
-        for e in events:
-            n = self.store.doc_attempts(e["event_id"]) + 1
+        for job in events:
+            e = job.event
+            n = self.memory.queue.attempts(e.event_id) + 1
             if n >= self.cfg.max_attempts:
                 give_up.append((e, n))
             delay = min(self.cfg.retry_max_s, self.cfg.retry_base_s * 2 ** (n - 1))
-            retry.append((e["event_id"], error, now + delay))
-        self.store.fail_event_docs(retry)
+            retry.append((e.event_id, error, now + delay))
+        self.memory.queue.fail(retry)
         if give_up:
             texts = [PLACEHOLDER.format(n=n, err=error[:200]) for _, n in give_up]
             vecs = self.text_embedder.embed_texts(texts)
             # a placeholder is not a document anyone should find by search: no event_doc vector
-            self.store.set_event_docs([(e["event_id"], t, None) for (e, _), t in zip(give_up, texts)])
-            self._insert_documented({e["camera_id"] for e, _ in give_up},
-                                    {e["event_id"]: v for (e, _), v in zip(give_up, vecs)})
+            self.memory.queue.set_docs([(e.event_id, t, None) for (e, _), t in zip(give_up, texts)])
+            self._insert_documented({e.camera_id for e, _ in give_up},
+                                    {e.event_id: v for (e, _), v in zip(give_up, vecs)})
         for n in nodes:  # a stale node keeps its placeholder summary until a retry succeeds
             tries = self._node_tries[n.node_id] = self._node_tries.get(n.node_id, 0) + 1
             self._node_retry[n.node_id] = now + min(self.cfg.retry_max_s, self.cfg.retry_base_s * 2 ** (tries - 1))
@@ -261,24 +279,24 @@ class MemoryWriter:
         if self.forest is None:
             return
         vectors = vectors or {}
-        for cam in sorted(self.store.cameras() if cameras is None else cameras):
-            pending = [e for e in self.store.documented_events(cam, unlinked_only=True)
-                       if self.forest.leaf_for_event(e["event_id"]) is None]
+        for cam in sorted(self.memory.moments.cameras() if cameras is None else cameras):
+            pending = [e for e in self.memory.events.documented(cam, unlinked_only=True)
+                       if self.forest.leaf_for_event(e.event_id) is None]
             if not pending:
                 continue
-            first_missing = self.store.first_undocumented_start(cam)
+            first_missing = self.memory.queue.first_undocumented_start(cam)
             inserted = []
             for e in pending:
-                if first_missing is not None and e["t_start"] > first_missing:
+                if first_missing is not None and e.t_start > first_missing:
                     break
-                vec = e["vec"] if e["vec"] is not None else vectors.get(e["event_id"])
+                vec = e.doc_vector if e.doc_vector is not None else vectors.get(e.event_id)
                 if vec is None:
-                    vec = self.text_embedder.embed_texts([e["doc"]])[0]
-                times = self.store.moment_times(e["keyframes"])
-                self.forest.insert_event(cam, e["event_id"], e["t_start"], e["t_end"],
-                                         [(k, times[k]) for k in e["keyframes"] if k in times], e["doc"], vec)
-                inserted.append((e["event_id"], self.forest.leaf_for_event(e["event_id"]).node_id))
-            self.store.set_event_forest_node(inserted)
+                    vec = self.text_embedder.embed_texts([e.doc])[0]
+                times = self.memory.moments.times(e.keyframes)
+                self.forest.insert_event(cam, e.event_id, e.t_start, e.t_end,
+                                         [(k, times[k]) for k in e.keyframes if k in times], e.doc, vec)
+                inserted.append((e.event_id, self.forest.leaf_for_event(e.event_id).node_id))
+            self.memory.events.set_forest_nodes(inserted)
 
     # -- summary documents ---------------------------------------------------------------------
     def summarize(self, camera_id: str, t0: float, t1: float, granularity_s: float, focus: str,
@@ -286,11 +304,11 @@ class MemoryWriter:
         """Write one summary document per window of ``granularity_s`` over [t0, t1] for one
         camera (windows with no moment are skipped). Runs in the caller's thread, batched."""
         windows = []
-        documented = [(e["t_start"], e["t_end"], e["doc"]) for e in self.store.events(camera_id) if e["doc"]]
+        documented = [(e.t_start, e.t_end, e.doc) for e in self.memory.events.list(camera_id) if e.doc]
         a = t0
         while a < t1:
             b = min(t1, a + granularity_s)
-            ms = self.store.moments_on_axis(camera_id, a, b)
+            ms = self.memory.moments.on_axis(camera_id, a, b)
             if ms:
                 step = max(1, len(ms) / frames_per_window)
                 picks = [ms[int(i * step)] for i in range(min(frames_per_window, len(ms)))]
@@ -308,6 +326,6 @@ class MemoryWriter:
             texts = [prompts.clean_document(r.text) for r in replies]
             vecs = self.text_embedder.embed_texts(texts)
             for (a, b, picks, _), text, vec in zip(part, texts, vecs):
-                ids.append(self.store.add_summary(camera_id, a, b, granularity_s, focus, structure, text,
+                ids.append(self.memory.summaries.add(camera_id, a, b, granularity_s, focus, structure, text,
                                                   [m.moment_id for m in picks], vec))
         return ids

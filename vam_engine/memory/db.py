@@ -1,0 +1,275 @@
+"""The store's SQLite file: connections, every table the engine keeps, one schema version and
+its migrations. Nothing else in the engine creates a table; the repositories beside this
+module (moments, events, sources, documents, forest nodes, the writer's queue, QA history) are
+the only code that writes SQL, each against the tables of its concern.
+
+Connections: one per thread (SQLite connections are not shared), WAL so readers query while a
+writer commits. Writes are serialized by ``write_lock`` (held across a transaction and the
+notification of its vector changes, so an index snapshot never sees a commit half-applied).
+"""
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from pathlib import Path
+
+from ..errors import StoreError
+
+SCHEMA_VERSION = 3
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+-- sources and their progress (memory/sources.py)
+CREATE TABLE IF NOT EXISTS cameras (
+    camera_id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    ref_t REAL,            -- time of the last kept frame: the gates compare against it
+    ref_shape TEXT,
+    ref_gray BLOB          -- raw luma of that frame (compressing it costs more than writing it)
+);
+CREATE TABLE IF NOT EXISTS sources (
+    source_id INTEGER PRIMARY KEY,
+    camera_id TEXT NOT NULL REFERENCES cameras(camera_id),
+    uri TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    sampling TEXT NOT NULL,      -- e.g. "fps=0.5" or "fps=0.5,keyframes": resume needs the same
+    progress_t REAL,             -- every sample with t_rel <= progress_t is gated and committed
+    done INTEGER NOT NULL DEFAULT 0,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    info TEXT,
+    UNIQUE (camera_id, fingerprint, sampling)
+);
+CREATE TABLE IF NOT EXISTS commit_state (camera_id TEXT PRIMARY KEY, state TEXT NOT NULL);
+
+-- moments and gate samples (memory/moments.py, memory/commit.py)
+CREATE TABLE IF NOT EXISTS moments (
+    moment_id INTEGER PRIMARY KEY,
+    camera_id TEXT NOT NULL,
+    source_id INTEGER NOT NULL REFERENCES sources(source_id),
+    t_rel REAL NOT NULL,
+    t_abs REAL,
+    pts INTEGER,
+    frame_ref TEXT NOT NULL,     -- path relative to the store root
+    width INTEGER NOT NULL,
+    height INTEGER NOT NULL,
+    lap_var REAL, mad REAL, ssim REAL, hist_corr REAL,
+    t REAL NOT NULL,             -- the camera's axis: t_abs when known, else t_rel
+    tier TEXT NOT NULL DEFAULT 'recent',
+    protected INTEGER NOT NULL DEFAULT 0,   -- first/last of a camera, event keyframes: never thinned
+    nbytes INTEGER,
+    event_id INTEGER,
+    embedding_id INTEGER,        -- id in the "frame" vector space (= moment_id), NULL without one
+    UNIQUE (source_id, t_rel)
+);
+CREATE INDEX IF NOT EXISTS moments_camera_t ON moments (camera_id, t_rel);
+CREATE INDEX IF NOT EXISTS moments_camera_axis ON moments (camera_id, t);
+CREATE INDEX IF NOT EXISTS moments_event ON moments (event_id);
+CREATE TABLE IF NOT EXISTS samples (
+    camera_id TEXT NOT NULL,
+    source_id INTEGER NOT NULL,
+    t_rel REAL NOT NULL,
+    lap_var REAL, mad REAL, ssim REAL, hist_corr REAL,
+    dropped_by TEXT,             -- NULL when kept
+    PRIMARY KEY (source_id, t_rel)
+) WITHOUT ROWID;
+
+-- events and the writer's queue (memory/events.py, memory/doc_queue.py)
+CREATE TABLE IF NOT EXISTS events (
+    event_id INTEGER PRIMARY KEY,
+    camera_id TEXT NOT NULL,
+    t_start REAL NOT NULL,       -- camera axis
+    t_end REAL NOT NULL,
+    closed INTEGER NOT NULL DEFAULT 0,
+    keyframes TEXT,              -- JSON list of moment ids, spread over the event
+    doc TEXT,                    -- the writer's retrieval document, NULL until written
+    doc_embedding_id INTEGER,    -- id in the "event_doc" vector space (= event_id)
+    forest_node_id INTEGER,
+    doc_attempts INTEGER NOT NULL DEFAULT 0,
+    doc_next_try REAL,           -- wall time before which a failed write is not retried
+    doc_error TEXT,              -- why the last attempt failed
+    closed_at REAL               -- wall time of the close: the writer's lag is measured from it
+);
+CREATE INDEX IF NOT EXISTS events_camera_t ON events (camera_id, t_start);
+CREATE INDEX IF NOT EXISTS events_open ON events (camera_id, closed);
+CREATE INDEX IF NOT EXISTS events_undocumented ON events (closed, doc) WHERE doc IS NULL;
+
+-- summary documents (memory/summaries.py)
+CREATE TABLE IF NOT EXISTS summaries (
+    summary_id INTEGER PRIMARY KEY,
+    camera_id TEXT,              -- NULL: every camera
+    t0 REAL NOT NULL, t1 REAL NOT NULL,   -- the window, camera axis
+    granularity_s REAL NOT NULL,
+    prompt TEXT NOT NULL,
+    structure TEXT,              -- optional label the planner can filter on
+    text TEXT NOT NULL,
+    moments TEXT NOT NULL,       -- JSON list of the moment ids whose frames the writer saw
+    created_at REAL NOT NULL,
+    UNIQUE (camera_id, t0, t1, prompt)
+);
+
+-- vectors and their change log (memory/vector_table.py)
+CREATE TABLE IF NOT EXISTS vectors (
+    space TEXT NOT NULL,         -- "frame" | "event" | "event_doc" | "summary"
+    id INTEGER NOT NULL,         -- moment_id / event_id / summary id
+    camera_id TEXT NOT NULL,
+    t0 REAL NOT NULL, t1 REAL NOT NULL,   -- the interval it covers, camera axis
+    vec BLOB NOT NULL,           -- float32
+    PRIMARY KEY (space, id)
+) WITHOUT ROWID;
+-- filters (camera, time, as_of) read this index alone, never the vectors
+CREATE INDEX IF NOT EXISTS vectors_filter ON vectors (space, camera_id, t1, t0);
+CREATE TABLE IF NOT EXISTS vector_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    space TEXT NOT NULL, id INTEGER NOT NULL,
+    op INTEGER NOT NULL          -- +1 added, -1 removed
+);
+
+-- the event forest (memory/forest_nodes.py)
+CREATE TABLE IF NOT EXISTS forest_nodes (
+    node_id INTEGER PRIMARY KEY,
+    camera_id TEXT NOT NULL,
+    t_start REAL NOT NULL,       -- camera axis
+    t_end REAL NOT NULL,
+    keyframes TEXT NOT NULL,     -- JSON [[moment_id, t], ...], sorted by t
+    summary TEXT NOT NULL,       -- the writer's summary, or a placeholder while stale
+    embedding BLOB,              -- float32, L2-normalized; NULL while pending
+    height INTEGER NOT NULL,     -- 0 for a leaf
+    n_leaves INTEGER NOT NULL,
+    leaf_lo INTEGER NOT NULL,    -- ordinals (per camera, time order) of the first and last leaf
+    leaf_hi INTEGER NOT NULL,
+    parent INTEGER,              -- NULL for a root
+    left_child INTEGER,          -- NULL for a leaf
+    right_child INTEGER,
+    event_id INTEGER UNIQUE,     -- leaves only
+    summary_version INTEGER NOT NULL,
+    written_version INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS forest_nodes_camera ON forest_nodes (camera_id);
+CREATE TABLE IF NOT EXISTS forest_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+
+-- questions and answers (memory/qa.py)
+CREATE TABLE IF NOT EXISTS qa_history (
+    qa_id INTEGER PRIMARY KEY,
+    t REAL NOT NULL,             -- stream time the question was asked at (camera axis)
+    cameras TEXT NOT NULL,       -- "*" or a JSON list of the cameras in scope
+    question TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    embedding BLOB,              -- float32 unit vector of question + answer, NULL: never retrieved
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS qa_history_t ON qa_history (t);
+CREATE TABLE IF NOT EXISTS qa_summary (
+    key TEXT NOT NULL,
+    text TEXT NOT NULL,
+    t REAL NOT NULL,             -- in force from this stream time on
+    PRIMARY KEY (key, t)
+);
+"""
+
+
+def _migrate_1_to_2(conn) -> None:
+    """Version 2 added the writer's bookkeeping to events."""
+    for col in ("doc_attempts INTEGER NOT NULL DEFAULT 0", "doc_next_try REAL", "doc_error TEXT", "closed_at REAL"):
+        conn.execute(f"ALTER TABLE events ADD COLUMN {col}")
+
+
+def _migrate_2_to_3(conn) -> None:
+    """Version 3 moved the forest's and the QA history's tables under the one schema. A version 2
+    store may hold them already (created on first use, with the same columns): SCHEMA's
+    ``IF NOT EXISTS`` keeps them; nothing to convert."""
+
+
+MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3}  # from version -> step to the next
+
+
+_MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999
+
+
+def select_in(conn, sql: str, ids, *head) -> list:
+    """All rows of ``sql`` for ``ids``, queried in chunks; ``{ids}`` in ``sql`` stands for the
+    IN list, ``head`` for the parameters before it."""
+    ids = [int(i) for i in ids]
+    rows: list = []
+    for k in range(0, len(ids), _MAX_VARS):
+        part = ids[k:k + _MAX_VARS]
+        rows += conn.execute(sql.format(ids=",".join("?" * len(part))), [*head, *part]).fetchall()
+    return rows
+
+
+def placeholders(values) -> str:
+    return ",".join("?" * len(values))
+
+
+class Database:
+    """The SQLite file of one store. ``Database(path)`` creates or migrates the schema."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self._local = threading.local()
+        self.write_lock = threading.RLock()
+        self.on_vectors = None  # callable(list[VectorChange]) after each commit that changed vectors
+        conn = self.conn()
+        with self.write_lock, conn:
+            version = self._version(conn)
+            if version is not None and version > SCHEMA_VERSION:
+                raise StoreError(f"{Path(self.path).parent}: store schema version {version}, this vam_engine "
+                                 f"reads up to {SCHEMA_VERSION} (upgrade vam_engine)")
+            if version is not None and version not in MIGRATIONS and version != SCHEMA_VERSION:
+                raise StoreError(f"{Path(self.path).parent}: store schema version {version} cannot be migrated")
+            while version is not None and version < SCHEMA_VERSION:
+                MIGRATIONS[version](conn)
+                version += 1
+            conn.executescript(SCHEMA)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    @staticmethod
+    def _version(conn) -> int | None:
+        has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        if has_meta is None:
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return None if row is None else int(row[0])
+
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+            except sqlite3.DatabaseError as e:
+                raise StoreError(f"{self.path}: not a readable SQLite database ({e})") from None
+            conn.isolation_level = "DEFERRED"
+            self._local.conn = conn
+        return conn
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """A write transaction on this thread's connection, serialized with every other write."""
+        conn = self.conn()
+        with self.write_lock, conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def write(self):
+        """A write transaction that may change vectors: yields (connection, changes); the vector
+        changes collected in ``changes`` reach the in-memory indexes after the commit, still
+        under the write lock (a snapshot never sees a commit half-applied)."""
+        changes: list = []
+        with self.write_lock:
+            conn = self.conn()
+            with conn:
+                yield conn, changes
+            if changes and self.on_vectors is not None:
+                self.on_vectors(changes)
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None

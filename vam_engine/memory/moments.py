@@ -1,0 +1,154 @@
+"""Moments (retained frames) and the gate log: reads, and retention's side of the store.
+
+Times: ``t_rel`` bounds in ``list`` (the source's own clock, what a user indexing one file
+thinks in); everything else on the camera's axis ``t`` (absolute seconds when known).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from .db import Database, placeholders, select_in
+from .frames import FrameFiles
+from .records import CameraExtent, GateRecord, Moment
+from .vector_table import drop_vectors
+
+_COLUMNS = ("moment_id, camera_id, t_rel, t_abs, frame_ref, width, height, lap_var, mad, ssim, hist_corr,"
+            " tier, event_id, embedding_id")
+
+
+class MomentRepository:
+    """Also what retention needs of the store (memory/retention.py: ``RetentionStore``)."""
+
+    def __init__(self, db: Database, frames: FrameFiles):
+        self.db = db
+        self.frames = frames
+        self.root: Path = frames.root
+
+    # -- reads ---------------------------------------------------------------------------------
+    def list(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None,
+             limit: int | None = None) -> list[Moment]:
+        """Moments ordered by camera and time; t0/t1 bound t_rel (inclusive)."""
+        where, args = [], []
+        if camera_id is not None:
+            where.append("camera_id = ?")
+            args.append(camera_id)
+        if t0 is not None:
+            where.append("t_rel >= ?")
+            args.append(float(t0))
+        if t1 is not None:
+            where.append("t_rel <= ?")
+            args.append(float(t1))
+        order = " ORDER BY camera_id, t_rel, moment_id" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        return self._select(" AND ".join(where) if where else None, args, order)
+
+    def on_axis(self, camera_id: str, t0: float, t1: float) -> list[Moment]:
+        """A camera's moments with t0 <= t < t1 on its axis, in time order."""
+        return self._select("camera_id = ? AND t >= ? AND t < ?", [camera_id, float(t0), float(t1)],
+                            " ORDER BY t, moment_id")
+
+    def by_id(self, ids) -> dict[int, Moment]:
+        rows = select_in(self.db.conn(), f"SELECT {_COLUMNS} FROM moments WHERE moment_id IN ({{ids}})", ids)
+        return {m.moment_id: m for m in map(self._moment, rows)}
+
+    def times(self, ids) -> dict[int, float]:
+        """Moment id -> time on its camera's axis."""
+        return dict(select_in(self.db.conn(), "SELECT moment_id, t FROM moments WHERE moment_id IN ({ids})", ids))
+
+    def cameras(self) -> list[str]:
+        return [r[0] for r in self.db.conn().execute("SELECT DISTINCT camera_id FROM moments ORDER BY camera_id")]
+
+    def latest_time(self, camera_id: str, as_of: float | None = None) -> float | None:
+        """Time of the camera's newest moment (at or before ``as_of``)."""
+        sql, args = "SELECT MAX(t) FROM moments WHERE camera_id=?", [camera_id]
+        if as_of is not None:
+            sql += " AND t <= ?"
+            args.append(float(as_of))
+        return self.db.conn().execute(sql, args).fetchone()[0]
+
+    def latest(self, camera_id: str, as_of: float | None = None) -> list[Moment]:
+        """The camera's newest moments (all those at its latest time)."""
+        t = self.latest_time(camera_id, as_of)
+        return [] if t is None else self.on_axis(camera_id, t, math.nextafter(t, math.inf))
+
+    def extent(self, cameras, as_of: float | None = None) -> CameraExtent:
+        """First and last time of the cameras' moments (at or before ``as_of``)."""
+        cams = list(cameras)
+        if not cams:
+            return CameraExtent(None, None, False)
+        sql = f"SELECT MIN(t), MAX(t), MAX(t_abs IS NOT NULL) FROM moments WHERE camera_id IN ({placeholders(cams)})"
+        args: list = list(cams)
+        if as_of is not None:
+            sql += " AND t <= ?"
+            args.append(float(as_of))
+        first, last, absolute = self.db.conn().execute(sql, args).fetchone()
+        return CameraExtent(first, last, bool(absolute))
+
+    def gate_log(self, camera_id: str | None = None) -> list[tuple]:
+        """Every gated sample: (camera, t_rel, lap_var, mad, ssim, hist_corr, dropped_by)."""
+        sql = "SELECT camera_id, t_rel, lap_var, mad, ssim, hist_corr, dropped_by FROM samples"
+        args: tuple = ()
+        if camera_id is not None:
+            sql += " WHERE camera_id = ?"
+            args = (camera_id,)
+        return list(self.db.conn().execute(sql + " ORDER BY camera_id, t_rel", args))
+
+    def counts(self) -> dict:
+        """Per camera moment counts and t_rel extents, samples per outcome, moments per tier."""
+        c = self.db.conn()
+        cams = {cam: {"moments": n, "t_first": t0, "t_last": t1} for cam, n, t0, t1 in
+                c.execute("SELECT camera_id, COUNT(*), MIN(t_rel), MAX(t_rel) FROM moments GROUP BY camera_id")}
+        samples = dict(c.execute("SELECT COALESCE(dropped_by, 'kept'), COUNT(*) FROM samples GROUP BY 1").fetchall())
+        tiers = dict(c.execute("SELECT tier, COUNT(*) FROM moments GROUP BY tier").fetchall())
+        return {"cameras": cams, "samples": samples, "tiers": tiers}
+
+    def _select(self, where: str | None, args, order: str = "") -> list[Moment]:
+        sql = f"SELECT {_COLUMNS} FROM moments" + (f" WHERE {where}" if where else "") + order
+        return [self._moment(r) for r in self.db.conn().execute(sql, args)]
+
+    def _moment(self, r) -> Moment:
+        return Moment(r[0], r[1], r[2], r[3], str(self.root / r[4]), r[5], r[6],
+                      GateRecord(r[7], r[8], r[9], r[10], None), r[11], r[12], r[13])
+
+    # -- retention -----------------------------------------------------------------------------
+    def retention_rows(self, camera_id: str):
+        from .retention import RetentionRow
+
+        rows = self.db.conn().execute(
+            "SELECT moment_id, t, tier, protected, frame_ref, nbytes FROM moments WHERE camera_id=? ORDER BY t",
+            (camera_id,)).fetchall()
+        last = len(rows) - 1
+        return [RetentionRow(r[0], r[1], r[2], bool(r[3]) or i == last, self.root / r[4], r[5] or 0)
+                for i, r in enumerate(rows)]
+
+    def delete_moments(self, ids: list[int]) -> None:
+        """Rows, frame files and vectors of unprotected moments (a keyframe linked after the
+        caller read the rows is skipped)."""
+        with self.db.write() as (conn, changes):
+            rows = select_in(conn, "SELECT moment_id, frame_ref FROM moments WHERE protected=0 "
+                                   "AND moment_id IN ({ids})", ids)
+            drop_vectors(conn, "frame", [r[0] for r in rows], changes)
+            conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
+        for r in rows:
+            self.frames.unlink(r[1])
+
+    def set_tier(self, ids_and_tiers: list[tuple[int, str]]) -> None:
+        """After the files were re-encoded: their tier, size and (downscaled) dimensions."""
+        from PIL import Image
+
+        with self.db.transaction() as conn:
+            for mid, tier in ids_and_tiers:
+                ref = conn.execute("SELECT frame_ref FROM moments WHERE moment_id=?", (mid,)).fetchone()
+                if ref is None:
+                    continue
+                size, wh = self.frames.size(ref[0]), (None, None)
+                try:  # re-encoding may have downscaled it: the header has the new size
+                    with Image.open(self.frames.path(ref[0])) as im:
+                        wh = im.size
+                except OSError:
+                    pass
+                conn.execute("UPDATE moments SET tier=?, nbytes=COALESCE(?, nbytes), width=COALESCE(?, width),"
+                             " height=COALESCE(?, height) WHERE moment_id=?", (tier, size, wh[0], wh[1], mid))
+
+    def frame_bytes(self) -> int:
+        return int(self.db.conn().execute("SELECT COALESCE(SUM(nbytes), 0) FROM moments").fetchone()[0])

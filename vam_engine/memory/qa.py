@@ -1,0 +1,85 @@
+"""The QA history: every question asked with its answer, and the rolling QA summary s_qa
+(OASIS 3.1). Every read takes ``as_of``: only records and summaries at or before it."""
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+
+from ..numerics import unit
+from .db import Database
+from .records import QARecord
+
+_SUMMARY_KEY = "rolling"
+
+
+def _scope(text: str) -> tuple[str, ...] | None:
+    return None if text == "*" else tuple(json.loads(text))
+
+
+class QAHistory:
+    def __init__(self, db: Database):
+        self.db = db
+
+    def add(self, t: float, question: str, answer: str, embedding, cameras=None) -> int:
+        """Record one answered question at time ``t``; ``embedding`` may be None (the record is
+        then never retrieved, only kept). Returns its id."""
+        t = float(t)
+        if not math.isfinite(t):
+            raise ValueError(f"QAHistory.add: t must be finite, got {t}")
+        blob = None if embedding is None else unit(embedding, "QAHistory.add").tobytes()
+        scope = "*" if not cameras else json.dumps(sorted([cameras] if isinstance(cameras, str) else cameras))
+        with self.db.transaction() as conn:
+            cur = conn.execute("INSERT INTO qa_history (t, cameras, question, answer, embedding, created_at)"
+                               " VALUES (?,?,?,?,?,?)", (t, scope, str(question), str(answer), blob, time.time()))
+            return int(cur.lastrowid)
+
+    def retrieve(self, query_emb, k: int = 1, as_of: float | None = None) -> list[QARecord]:
+        """The ``k`` records most similar (cosine) to the query among those with t <= as_of,
+        best first. Records embedded in another dimension (a different text model) are skipped."""
+        if k < 1:
+            return []
+        q = unit(query_emb, "QAHistory.retrieve query")
+        sql = "SELECT qa_id, t, cameras, question, answer, embedding FROM qa_history WHERE embedding IS NOT NULL"
+        args: tuple = ()
+        if as_of is not None:
+            sql += " AND t <= ?"
+            args = (float(as_of),)
+        rows = [r for r in self.db.conn().execute(sql, args).fetchall() if len(r[5]) == 4 * len(q)]
+        if not rows:
+            return []
+        m = np.frombuffer(b"".join(r[5] for r in rows), dtype=np.float32).reshape(len(rows), len(q))
+        scores = m @ q
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [QARecord(rows[i][0], rows[i][1], _scope(rows[i][2]), rows[i][3], rows[i][4], float(scores[i]))
+                for i in order]
+
+    def records(self, as_of: float | None = None) -> list[QARecord]:
+        """Every record with t <= as_of, in time order."""
+        sql, args = "SELECT qa_id, t, cameras, question, answer FROM qa_history", ()
+        if as_of is not None:
+            sql, args = sql + " WHERE t <= ?", (float(as_of),)
+        return [QARecord(r[0], r[1], _scope(r[2]), r[3], r[4])
+                for r in self.db.conn().execute(sql + " ORDER BY t, qa_id", args).fetchall()]
+
+    def summary(self, as_of: float | None = None) -> str:
+        """The rolling QA summary as it stood at ``as_of`` (the latest one when None); "" when
+        there is none yet."""
+        sql, args = "SELECT text FROM qa_summary WHERE key=?", (_SUMMARY_KEY,)
+        if as_of is not None:
+            sql, args = sql + " AND t <= ?", args + (float(as_of),)
+        row = self.db.conn().execute(sql + " ORDER BY t DESC LIMIT 1", args).fetchone()
+        return "" if row is None else row[0]
+
+    def update_summary(self, t: float, text: str) -> None:
+        """Set the summary from time ``t`` on. Earlier versions stay, so ``summary(as_of)`` of an
+        earlier time reads what was known then."""
+        t = float(t)
+        if not math.isfinite(t):
+            raise ValueError(f"QAHistory.update_summary: t must be finite, got {t}")
+        if not isinstance(text, str):
+            raise ValueError(f"QAHistory.update_summary: text must be a str, got {type(text).__name__}")
+        with self.db.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO qa_summary (key, text, t) VALUES (?,?,?)", (_SUMMARY_KEY, text, t))

@@ -1,0 +1,86 @@
+"""Sources (files, streams, pushed cameras), how far each is committed, the cameras' gate
+references and the committers' saved states: what a resumed run needs to continue exactly."""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from ..errors import StoreError
+from .db import Database
+from .frames import FrameFiles
+from .records import SourceState
+
+
+class SourceRepository:
+    def __init__(self, db: Database, frames: FrameFiles):
+        self.db = db
+        self.frames = frames
+
+    def open(self, camera_id: str, uri: str, fingerprint: str, sampling: str, info: dict | None = None) -> SourceState:
+        """The source's state, registering the camera and the source on first sight."""
+        now = time.time()
+        with self.db.transaction() as conn:
+            conn.execute("INSERT OR IGNORE INTO cameras (camera_id, created_at) VALUES (?, ?)", (camera_id, now))
+            conn.execute(
+                "INSERT OR IGNORE INTO sources (camera_id, uri, fingerprint, sampling, started_at, info) "
+                "VALUES (?, ?, ?, ?, ?, ?)", (camera_id, uri, fingerprint, sampling, now, json.dumps(info or {})))
+        return self.find(camera_id, fingerprint, sampling)
+
+    def find(self, camera_id: str, fingerprint: str, sampling: str) -> SourceState | None:
+        row = self.db.conn().execute(
+            "SELECT source_id, progress_t, done FROM sources WHERE camera_id=? AND fingerprint=? AND sampling=?",
+            (camera_id, fingerprint, sampling)).fetchone()
+        return None if row is None else SourceState(row[0], camera_id, row[1], bool(row[2]))
+
+    def all(self) -> list[dict]:
+        """Every source, for reports: id, camera, uri, sampling, progress, done."""
+        rows = self.db.conn().execute("SELECT source_id, camera_id, uri, sampling, progress_t, done FROM sources")
+        return [{"source_id": r[0], "camera_id": r[1], "uri": r[2], "sampling": r[3], "progress_t": r[4],
+                 "done": bool(r[5])} for r in rows]
+
+    def camera_ref(self, camera_id: str) -> tuple[float, np.ndarray] | None:
+        """(time, gray) of the camera's last kept frame: the gates compare against it."""
+        row = self.db.conn().execute("SELECT ref_t, ref_shape, ref_gray FROM cameras WHERE camera_id=?",
+                                     (camera_id,)).fetchone()
+        if row is None or row[2] is None:
+            return None
+        h, w = json.loads(row[1])
+        return row[0], np.frombuffer(row[2], np.uint8).reshape(h, w).copy()
+
+    def commit_state(self, camera_id: str) -> dict | None:
+        """The camera's online committer state as last committed (its JSON form)."""
+        row = self.db.conn().execute("SELECT state FROM commit_state WHERE camera_id=?", (camera_id,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def check_model(self, role: str, model_id: str) -> None:
+        """A store keeps one embedding model per role: vectors of two models do not compare."""
+        key = f"model:{role}"
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO meta VALUES (?, ?)", (key, model_id))
+            elif row[0] != model_id:
+                raise StoreError(f"{self.frames.root}: this store's {role.replace('_', ' ')} is {row[0]!r}; the config "
+                                 f"asks for {model_id!r} (vectors of different models cannot be searched together)")
+
+    def sweep_files(self, source_id: int) -> int:
+        """Before resuming a source: remove its frame files that no row and no held frame
+        references. A kill can leave them between a file's write and the commit recording it, or
+        between a commit that drops a held frame and the removal of its file. Returns how many."""
+        conn = self.db.conn()
+        row = conn.execute("SELECT camera_id FROM sources WHERE source_id=?", (source_id,)).fetchone()
+        if row is None:
+            return 0
+        cam = row[0]
+        keep = {r[0] for r in conn.execute("SELECT frame_ref FROM moments WHERE source_id=?", (source_id,))}
+        held = (self.commit_state(cam) or {}).get("held")
+        if held is not None and held["key"]["s"] == source_id:
+            keep.add(self.frames.ref(cam, source_id, held["key"]["t_rel"]))
+        removed = 0
+        for ref in self.frames.source_files(cam, source_id):
+            if ref not in keep:
+                self.frames.unlink(ref)
+                removed += 1
+        return removed

@@ -1,0 +1,145 @@
+"""What a question may see of the memory: one causal, read-only view per question.
+
+The reasoning layer (reason/) holds a ``MemoryView`` and nothing else of the memory: no store,
+no connection. Every read it offers applies the view's ``as_of`` bound (nothing that ends after
+it) and camera scope itself, so no stage can forget them. Times are on each camera's axis
+(absolute seconds when known, else relative). The only writes are the QA history's (an
+answered question is remembered) and summary documents written through the memory writer.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable
+
+
+from ..numerics import spread_evenly
+from .records import Evidence, ForestNode, Moment, QARecord, Summary
+from .search import SOURCES, search
+
+if TYPE_CHECKING:
+    from .forest import EventForest
+    from .store import Store
+
+# summarize(camera, t0, t1, granularity_s, prompt) -> summary ids: the memory writer's
+Summarizer = Callable[[str, float, float, float, str], list]
+
+
+class MemoryView:
+    def __init__(self, store: "Store", vectors, embedder, text_embedder, forest: "EventForest | None" = None,
+                 summarizer: Summarizer | None = None, *, as_of: float | None = None, cameras=None):
+        self._store = store
+        self._vectors = vectors
+        self._embedder = embedder
+        self._forest = forest
+        self._summarizer = summarizer
+        self.text_embedder = text_embedder
+        self.as_of = None if as_of is None else float(as_of)
+        self.cameras = [cameras] if isinstance(cameras, str) else (list(cameras) if cameras else None)
+
+    def _in_view(self, camera_id: str | None, t_end: float) -> bool:
+        return ((self.cameras is None or camera_id is None or camera_id in self.cameras)
+                and (self.as_of is None or t_end <= self.as_of))
+
+    # -- time ----------------------------------------------------------------------------------
+    def camera_ids(self) -> list[str]:
+        return list(self.cameras or self._store.moments.cameras())
+
+    def latest_time(self, camera_id: str) -> float | None:
+        """Time of the camera's newest moment in view (None: none)."""
+        if self.cameras and camera_id not in self.cameras:
+            return None
+        return self._store.moments.latest_time(camera_id, self.as_of)
+
+    def now(self) -> float | None:
+        """The question's present: ``as_of``, else the newest moment in view (None: empty)."""
+        if self.as_of is not None:
+            return self.as_of
+        ts = [t for t in map(self.latest_time, self.camera_ids()) if t is not None]
+        return max(ts) if ts else None
+
+    def origin(self) -> float:
+        """Time zero of "relative" times: 0 on a relative axis; on an absolute (unix) axis, the
+        first moment in view."""
+        ext = self._store.moments.extent(self.camera_ids(), self.as_of)
+        return float(ext.first) if ext.first is not None and ext.absolute else 0.0
+
+    # -- reads ---------------------------------------------------------------------------------
+    def search(self, text: str, top_k: int = 10, time_range=None, sources=SOURCES) -> list[Evidence]:
+        """Fused search, clipped to the view (``as_of``: nothing that ends after it)."""
+        if time_range is not None and self.as_of is not None:
+            t0, t1 = time_range
+            time_range = (t0, self.as_of if t1 is None else min(t1, self.as_of))
+        return search(self._store, self._vectors, self._embedder, self.text_embedder, text=text, top_k=top_k,
+                      time_range=time_range, cameras=self.cameras, sources=tuple(sources), as_of=self.as_of).evidence
+
+    def frames(self, t0: float, t1: float, max_frames: int, camera: str | None = None) -> list[Moment]:
+        """Up to ``max_frames`` moments of [t0, t1] (clipped to ``as_of``), spread evenly in
+        time, per camera in view (or one camera), in time order."""
+        if self.as_of is not None:
+            t1 = min(t1, self.as_of)
+        if t1 < t0 or max_frames < 1:
+            return []
+        out = []
+        for cam in [camera] if camera else self.camera_ids():
+            if self.cameras and cam not in self.cameras:
+                continue
+            ms = self._store.moments.on_axis(cam, t0, math.nextafter(t1, math.inf))
+            out += [ms[i] for i in spread_evenly(len(ms), max_frames)]
+        return out
+
+    def moments_by_id(self, ids) -> dict[int, Moment]:
+        """The moments of ``ids`` that are in view."""
+        return {i: m for i, m in self._store.moments.by_id(ids).items() if self._in_view(m.camera_id, m.t)}
+
+    def summaries(self) -> list[Summary]:
+        """Summary documents in view (their window ends by ``as_of``), by time."""
+        return [s for s in self._store.summaries.list() if self._in_view(s.camera_id, s.t1)]
+
+    # -- the forest ----------------------------------------------------------------------------
+    def forest_roots(self) -> list[ForestNode]:
+        """Root nodes of every camera in view that end by ``as_of``."""
+        if self._forest is None:
+            return []
+        return [n for cam in self.camera_ids() for n in self._forest.roots(cam) if self._in_view(cam, n.t_end)]
+
+    def forest_retrieve(self, text: str, k: int = 2, *, query=None) -> list[tuple[ForestNode, float]]:
+        """(node, score) of the k best forest nodes for ``text`` (or its embedding ``query``, when
+        the caller has it already), no two in one lineage."""
+        if self._forest is None or self.text_embedder is None or not len(self._forest):
+            return []
+        q = self.text_embedder.embed_texts([text])[0] if query is None else query
+        if self.cameras and len(self.cameras) == 1:
+            return self._forest.retrieve(q, k=k, camera_id=self.cameras[0], as_of=self.as_of)
+        hits = self._forest.retrieve(q, k=k, as_of=self.as_of)
+        return [(n, s) for n, s in hits if not self.cameras or n.camera_id in self.cameras]
+
+    # -- the QA history ------------------------------------------------------------------------
+    def similar_answers(self, query_emb, k: int = 1) -> list[QARecord]:
+        """The ``k`` earlier answered questions most similar to the query, asked by ``as_of``."""
+        return self._store.qa.retrieve(query_emb, k, as_of=self.as_of)
+
+    def qa_summary(self, at: float | None = None) -> str:
+        """The rolling summary of earlier questions as it stood at ``as_of`` (or at ``at``, when
+        that is earlier)."""
+        t = self.as_of if at is None else (at if self.as_of is None else min(at, self.as_of))
+        return self._store.qa.summary(as_of=t)
+
+    def remember_answer(self, t: float, question: str, answer: str, embedding) -> int:
+        """Record an answered question at the question's time ``t`` (scope: the view's cameras)."""
+        return self._store.qa.add(t, question, answer, embedding, cameras=self.cameras)
+
+    def set_qa_summary(self, t: float, text: str) -> None:
+        self._store.qa.update_summary(t, text)
+
+    # -- writes through the memory writer ------------------------------------------------------
+    def summarize(self, t0: float, t1: float, granularity_s: float, prompt: str) -> list[Summary]:
+        """Write summary documents (clipped to ``as_of``) for each camera in view."""
+        if self._summarizer is None:
+            return []
+        if self.as_of is not None:
+            t1 = min(t1, self.as_of)
+        if t1 <= t0:
+            return []
+        ids = [i for cam in self.camera_ids() for i in self._summarizer(cam, t0, t1, granularity_s, prompt)]
+        found = self._store.summaries.by_id(ids)
+        return [found[i] for i in ids]
