@@ -7,6 +7,7 @@ import importlib.util
 import numpy as np
 import pytest
 
+from conftest import cuda_available
 from _tolerances import EMBED_BF16_MIN_COS, EMBED_FP16_MIN_COS
 from vam_engine.config import EmbedConfig
 from vam_engine.embed import (DescriptorEmbedder, EmbedError, ImageEmbedder, TextEmbedder, make_image_embedder,
@@ -356,7 +357,7 @@ def test_bad_device_and_dtype(tiny_clip):
 
     with pytest.raises(ValueError, match="device"):
         make_image_embedder(EmbedConfig(body="torch", model=tiny_clip), device="tpu")
-    if not torch.cuda.is_available():
+    if not cuda_available():
         with pytest.raises(EmbedError, match="CUDA"):
             make_image_embedder(EmbedConfig(body="torch", model=tiny_clip), device="cuda")
     bf = make_image_embedder(EmbedConfig(body="torch", model=tiny_clip, dtype="bfloat16"))

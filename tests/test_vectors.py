@@ -6,6 +6,7 @@ import threading
 import numpy as np
 import pytest
 
+from conftest import cuda_available
 from _tolerances import VECTOR_RECALL_AT_10, VECTOR_TOP1_SCORE_ATOL
 from vam_engine.config import VectorConfig
 from vam_engine.errors import VamError
@@ -418,7 +419,7 @@ def test_constructor_and_device_errors():
         VectorSpace("frame", 0, VectorConfig())
     with pytest.raises(VectorError, match="unknown vector device"):
         VectorSpace("frame", 8, VectorConfig(), device="tpu")
-    if torch is None or not torch.cuda.is_available():
+    if not cuda_available():
         try:
             import faiss
             gpus = faiss.get_num_gpus()
