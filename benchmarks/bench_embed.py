@@ -48,19 +48,8 @@ MODELS = {
 
 
 def make_frames(n: int, h: int, w: int, seed: int = 0) -> np.ndarray:
-    """N RGB frames: a colour gradient, a blocky texture and noise, panning a few pixels a frame."""
-    rng = np.random.default_rng(seed)
-    pad = 4 * n
-    hh, ww = h + pad, w + pad
-    yy, xx = np.mgrid[0:hh, 0:ww].astype(np.float32)
-    base = np.stack([60 + 120 * xx / ww, 40 + 150 * yy / hh, 200 - 100 * xx / ww], axis=-1)
-    cells = rng.integers(0, 3, (hh // 16 + 1, ww // 16 + 1, 3)).repeat(16, 0).repeat(16, 1)[:hh, :ww]
-    base += (cells.astype(np.float32) - 1) * 25
-    out = np.empty((n, h, w, 3), np.uint8)
-    for i in range(n):
-        img = base[2 * i:2 * i + h, 4 * i:4 * i + w] + rng.normal(0, 3.0, (h, w, 3)).astype(np.float32)
-        out[i] = np.clip(img, 0, 255).astype(np.uint8)
-    return out
+    """N RGB frames of distinct camera-like scenes (vam_engine.synthetic.rgb_frames)."""
+    return rgb_frames(np.random.default_rng(seed), n, h, w)
 
 
 def build_clip(kind: str, path: Path) -> str:
@@ -77,7 +66,7 @@ def build_clip(kind: str, path: Path) -> str:
 
 
 
-# -- --device cuda rows (moved from the retired benchmarks/device_check.py) --------------------
+# -- --device cuda rows ----------------------------------------------------------------------------------
 # vision towers of the real sizes (the FLOPs and bytes of the trained models); a small text tower
 CLIP_SIZES = {
     "ViT-B/16": dict(vision=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,

@@ -211,7 +211,7 @@ class StackSampler:
 
 # -- driver ------------------------------------------------------------------------------------------
 
-# -- --device cuda rows (moved from the retired benchmarks/device_check.py) --------------------
+# -- --device cuda rows ----------------------------------------------------------------------------------
 def run_streams(open_one, count_one, n: int, timeout: float) -> dict:
     """Open n decoders (not timed), then decode them in n threads at once; frames/s overall."""
     decs = [open_one() for _ in range(n)]

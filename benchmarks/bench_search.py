@@ -132,7 +132,7 @@ def copy_bandwidth_gbs() -> float:
 
 
 
-# -- --device cuda rows (moved from the retired benchmarks/device_check.py) --------------------
+# -- --device cuda rows ----------------------------------------------------------------------------------
 def _unit_rows(torch, n: int, dim: int, device, seed: int, store_dtype, *, truth_q=None, k: int = 10,
                host: np.ndarray | None = None, chunk: int = 1 << 18):
     """n random unit rows (Gaussian, normalized in float32) made on ``device`` a chunk at a time
