@@ -148,9 +148,11 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence], *, file=None) 
 
 
 def write_json(name: str, payload: dict) -> Path:
-    """Write ``payload`` plus machine info to benchmarks/results/<name>.json; returns the path."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
+    """Write ``payload`` plus machine info to benchmarks/results/<name>.json (or under
+    $VAM_BENCH_RESULTS); returns the path."""
+    out = Path(os.environ.get("VAM_BENCH_RESULTS") or RESULTS_DIR)  # benchmarks/device_run.py points it at $OUT
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
     data = {"benchmark": name, "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "machine": machine_info(), **payload}
     path.write_text(json.dumps(_clean(data), indent=2, default=_json_default, allow_nan=False) + "\n")
@@ -183,3 +185,178 @@ def _json_default(o):
     if isinstance(o, Path):
         return str(o)
     return str(o)
+
+
+# -- the --device cuda rows ------------------------------------------------------------------------
+def add_device_args(ap, default_budget: float = 120.0) -> None:
+    """--device / --plumbing / --budget / --seed for a script with ``--device cuda`` rows."""
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: the GPU rows (needs a CUDA device) instead of the CPU table")
+    ap.add_argument("--plumbing", action="store_true",
+                    help="with --device cuda: run the GPU rows' code on the CPU at tiny sizes (checks the "
+                         "script, measures nothing; what benchmarks/device_run.py --dry-run uses)")
+    ap.add_argument("--device-budget", type=float, default=default_budget,
+                    help=f"--device cuda: seconds for the rows; later ones are skipped (default {default_budget:g})")
+    if "--seed" not in ap._option_string_actions:  # some scripts have their own
+        ap.add_argument("--seed", type=int, default=None, help="input seed (default fresh; recorded in the JSON)")
+
+
+def require_cuda(script: str, args) -> None:
+    """Exit with one clear line (status 2) when ``--device cuda`` is asked for without CUDA."""
+    if args.device != "cuda" or args.plumbing:
+        return
+    try:
+        import torch
+
+        ok, why = torch.cuda.is_available(), "torch.cuda.is_available() is False"
+    except ImportError:
+        ok, why = False, "torch is not installed"
+    if not ok:
+        print(f"{script}: --device cuda needs a CUDA device ({why}); --plumbing runs these rows' code on the CPU",
+              file=sys.stderr, flush=True)
+        raise SystemExit(2)
+
+
+class DeviceRun:
+    """One ``--device cuda`` run: its options, seed, time budget, a temp dir, and its parts'
+    records (data, checks, skipped pieces and errors with tracebacks), written as one JSON."""
+
+    def __init__(self, name: str, args):
+        import tempfile
+
+        import numpy as np
+
+        self.name, self.args = name, args
+        self.plumbing = bool(args.plumbing)
+        self.cuda = not self.plumbing
+        self.seed = int(np.random.SeedSequence().entropy % (2 ** 32)) if args.seed is None else int(args.seed)
+        self.t0 = time.monotonic()
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"vam_{name}_"))
+        self.parts: dict = {}
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def left(self) -> float:
+        return self.args.device_budget - self.elapsed()
+
+    def part(self, name: str) -> "Part":
+        p = self.parts[name] = Part(name)
+        return p
+
+    def finish(self, extra: dict | None = None) -> int:
+        """Write <name>_cuda.json (or _plumbing), print the parts' summary; 1 when a hard check
+        failed or a part raised, else 0."""
+        import shutil
+
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        rows = [[p.name, p.status(), p.headline] for p in self.parts.values()]
+        print_table(["part", "status", "result"], rows)
+        suffix = "plumbing" if self.plumbing else "cuda"
+        path = write_json(f"{self.name}_{suffix}", {"args": vars(self.args), "seed": self.seed,
+                                                     "elapsed_s": self.elapsed(), **(extra or {}),
+                                                     "parts": {k: p.to_json() for k, p in self.parts.items()}})
+        print(f"wrote {path}", flush=True)
+        return 1 if any(p.status() in ("fail", "error") for p in self.parts.values()) else 0
+
+
+class Part:
+    """A part of a device run: measured data, checks (hard or soft), skipped pieces, errors."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.headline = ""
+        self.data: dict = {}
+        self.checks: dict = {}
+        self.errors: list = []
+        self.skipped: list = []
+
+    def guard(self, where: str, fn, *args, **kw):
+        """Run fn; an exception is recorded (with its traceback) and None returned, so one
+        broken row does not lose the others."""
+        import traceback
+
+        try:
+            return fn(*args, **kw)
+        except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            self.errors.append({"where": where, "error": f"{type(e).__name__}: {first}",
+                                "traceback": traceback.format_exc()})
+            print(f"  ! {self.name}/{where}: {type(e).__name__}: {first}", flush=True)
+            return None
+
+    def check(self, name: str, ok: bool, detail=None, *, soft: bool = False) -> bool:
+        self.checks[name] = {"ok": bool(ok), "soft": soft, "detail": detail}
+        if not ok:
+            print(f"  {'~' if soft else 'X'} check {name}: {detail}", flush=True)
+        return bool(ok)
+
+    def skip(self, where: str, why: str) -> None:
+        self.skipped.append({"where": where, "why": why})
+
+    def status(self) -> str:
+        if self.errors:
+            return "error"
+        if any(not c["ok"] and not c["soft"] for c in self.checks.values()):
+            return "fail"
+        if any(not c["ok"] for c in self.checks.values()):
+            return "warn"
+        if self.skipped and not self.data:
+            return "skipped"
+        return "ok"
+
+    def to_json(self) -> dict:
+        return {"status": self.status(), "headline": self.headline, "data": self.data, "checks": self.checks,
+                "errors": self.errors, "skipped": self.skipped}
+
+
+def cuda_time(torch, fn, *, warmup: int = 3, iters: int = 10, repeats: int = 5) -> float:
+    """Seconds per call on the device: median over ``repeats`` of CUDA-event-timed loops of
+    ``iters`` calls (host-timed when torch has no CUDA: the --plumbing runs)."""
+    if not torch.cuda.is_available():
+        for _ in range(warmup):
+            fn()
+        return timeit(fn, warmup=0, repeats=repeats)["median"]
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(iters):
+            fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1000.0 / iters)
+    return statistics.median(times)
+
+
+def host_timed(fn, sync=None, *, warmup: int = 2, repeats: int = 5, iters: int = 1) -> float:
+    """Seconds per call, host-timed (after ``sync`` when given): median over ``repeats`` loops."""
+    for _ in range(warmup):
+        fn()
+    if sync:
+        sync()
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        if sync:
+            sync()
+        ts.append((time.perf_counter() - t) / iters)
+    return statistics.median(ts)
+
+
+def quiet_hf() -> None:
+    """Hugging Face offline (the GPU machine has no network) and without progress bars (they
+    would push the tables out of the output's tail)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001 - cosmetic
+        pass

@@ -22,6 +22,7 @@ Random weights run at the speed of trained ones. Nothing asserts on a time.
 from __future__ import annotations
 
 import argparse
+import re
 import os
 import sys
 import tempfile
@@ -34,7 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from _common import print_table, time_rounds, write_json  # noqa: E402
+from _common import (DeviceRun, add_device_args, fmt, host_timed, print_table, quiet_hf,  # noqa: E402
+                     require_cuda, time_rounds, write_json)
+from vam_engine.synthetic import rgb_frames  # noqa: E402
 
 MODELS = {
     "tiny": dict(vision=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -45,19 +48,8 @@ MODELS = {
 
 
 def make_frames(n: int, h: int, w: int, seed: int = 0) -> np.ndarray:
-    """N RGB frames: a colour gradient, a blocky texture and noise, panning a few pixels a frame."""
-    rng = np.random.default_rng(seed)
-    pad = 4 * n
-    hh, ww = h + pad, w + pad
-    yy, xx = np.mgrid[0:hh, 0:ww].astype(np.float32)
-    base = np.stack([60 + 120 * xx / ww, 40 + 150 * yy / hh, 200 - 100 * xx / ww], axis=-1)
-    cells = rng.integers(0, 3, (hh // 16 + 1, ww // 16 + 1, 3)).repeat(16, 0).repeat(16, 1)[:hh, :ww]
-    base += (cells.astype(np.float32) - 1) * 25
-    out = np.empty((n, h, w, 3), np.uint8)
-    for i in range(n):
-        img = base[2 * i:2 * i + h, 4 * i:4 * i + w] + rng.normal(0, 3.0, (h, w, 3)).astype(np.float32)
-        out[i] = np.clip(img, 0, 255).astype(np.uint8)
-    return out
+    """N RGB frames of distinct camera-like scenes (vam_engine.synthetic.rgb_frames)."""
+    return rgb_frames(np.random.default_rng(seed), n, h, w)
 
 
 def build_clip(kind: str, path: Path) -> str:
@@ -71,6 +63,277 @@ def build_clip(kind: str, path: Path) -> str:
     CLIPModel(CLIPConfig(text_config=text, vision_config=spec["vision"],
                          projection_dim=spec["projection_dim"])).eval().save_pretrained(path)
     return str(path)
+
+
+
+# -- --device cuda rows ----------------------------------------------------------------------------------
+# vision towers of the real sizes (the FLOPs and bytes of the trained models); a small text tower
+CLIP_SIZES = {
+    "ViT-B/16": dict(vision=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                                 num_attention_heads=12, patch_size=16, image_size=224), projection_dim=512),
+    "ViT-L/14": dict(vision=dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24,
+                                 num_attention_heads=16, patch_size=14, image_size=224), projection_dim=768),
+}
+CLIP_TINY = {"tiny": dict(vision=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=2, patch_size=8, image_size=32), projection_dim=16)}
+_CLIP_TEXT = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+                  max_position_embeddings=77, bos_token_id=0, eos_token_id=1, pad_token_id=2)
+
+
+def vit_gflops(vision: dict) -> float:
+    """Forward GFLOPs (2 per multiply-add) of one image through a ViT: patch embedding, each
+    block's qkv/out projections and MLP, and its two attention products."""
+    h, i, layers = vision["hidden_size"], vision["intermediate_size"], vision["num_hidden_layers"]
+    p, s = vision["patch_size"], vision["image_size"]
+    g = (s // p) ** 2
+    tok = g + 1
+    block = 2 * tok * (4 * h * h + 2 * h * i) + 4 * tok * tok * h
+    return (2 * g * 3 * p * p * h + layers * block) / 1e9
+
+
+def save_clip(path: Path, spec: dict, device: str, seed: int) -> dict:
+    """A random-weight transformers CLIPModel of ``spec``'s vision size, saved to ``path`` (fp16
+    weights when made on CUDA: half the bytes to write and read; each load casts to its dtype)."""
+    import torch
+    from transformers import CLIPConfig, CLIPModel
+
+    t0 = time.perf_counter()
+    cfg = CLIPConfig(text_config=_CLIP_TEXT, vision_config=spec["vision"], projection_dim=spec["projection_dim"])
+    torch.manual_seed(seed)
+    try:
+        with torch.device(device):  # initialized where it is made: seconds faster for ViT-L on a GPU
+            model = CLIPModel(cfg)
+    except Exception:  # noqa: BLE001 - the default device then
+        model = CLIPModel(cfg)
+    model = model.eval()
+    if str(device).startswith("cuda"):
+        model = model.half()
+    vparams = sum(p.numel() for p in model.vision_model.parameters()) + model.visual_projection.weight.numel()
+    model.save_pretrained(path)
+    del model
+    if str(device).startswith("cuda"):
+        torch.cuda.empty_cache()
+    return {"path": str(path), "vision_params_M": vparams / 1e6, "gflops_per_image": vit_gflops(spec["vision"]),
+            "build_s": time.perf_counter() - t0}
+
+
+def _cos(a: np.ndarray, b: np.ndarray, ref: np.ndarray) -> dict:
+    """Cosines of the rows of a and b (unit rows), plain and centred on ref's mean row (random
+    weights can map all images close together: the centred cosine shows the error against the
+    spread between images)."""
+    cos = np.einsum("ij,ij->i", a, b)
+    mu = ref.mean(0, keepdims=True)
+    ac, bc = a - mu, b - mu
+    cc = np.einsum("ij,ij->i", ac, bc) / np.maximum(np.linalg.norm(ac, axis=1) * np.linalg.norm(bc, axis=1), 1e-30)
+    return {"min_cos": float(cos.min()), "mean_cos": float(cos.mean()), "min_centred_cos": float(cc.min())}
+
+
+def embedder_rows(run, st) -> None:
+    import gc
+    import warnings
+
+    import torch
+
+    from vam_engine.config import EmbedConfig
+    from vam_engine.embed import make_image_embedder
+    from vam_engine.embed.models import preprocess
+
+    quiet_hf()
+    a = run.args
+    gpu = run.cuda
+    left = run.left
+
+    if gpu:
+        models, dev, dtypes = CLIP_SIZES, "cuda", ["float32", "float16", "bfloat16"]
+        batches = [int(b) for b in a.embed_batches.split(",")]
+        n_corr, reps = 16, 5
+        sync = torch.cuda.synchronize
+    else:
+        st.skip("cuda", "no CUDA: the tiny CLIP on the CPU through the same code (plumbing only)")
+        models, dev, dtypes, batches, n_corr, reps = CLIP_TINY, "cpu", ["float32", "float16"], [2], 4, 2
+        sync = None
+    fh, fw = 360, 640  # 640x360 RGB in: every end-to-end figure includes the resize / crop / normalize
+    frames = rgb_frames(np.random.default_rng([run.seed, 3]), max(max(batches), n_corr), fh, fw)
+    corr = frames[:n_corr]
+    st.data.update(device=dev, frame=f"{fw}x{fh}", batches=batches, correctness_images=n_corr,
+                   weights="random (transformers CLIPModel from a CLIPConfig of the real vision sizes)")
+    rows, runs, info, outs = [], [], {}, {}
+    st.data["models"], st.data["runs"] = info, runs  # filled in place: a watchdog save keeps what was measured
+    st.data["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+
+    def free():
+        gc.collect()
+        if gpu:
+            torch.cuda.empty_cache()
+
+    def measure(emb, name, dtype, graphs, bs, extra=None):
+        spec = emb.source.spec
+        base = {"model": name, "dtype": dtype, "graphs": graphs, **(extra or {})}
+        for b in bs:
+            if left() < 3:
+                st.skip(f"{name} {dtype} graphs={graphs} b{b}", "out of time")
+                continue
+            fb = frames[:b]
+            r = dict(base, batch=b)
+            t = host_timed(lambda: emb.embed_images(fb), sync, warmup=3 if graphs else 2, repeats=reps)
+            r.update(e2e_ms=t * 1e3, e2e_img_s=b / t)
+            x = preprocess(fb, spec, emb.device, emb.dtype)
+            if hasattr(emb, "_run_image"):  # the model alone, on preprocessed input already on the device
+                with torch.inference_mode():
+                    t = host_timed(lambda: emb._run_image(x), sync, warmup=3 if graphs else 2, repeats=reps,
+                               iters=3 if gpu else 1)
+                r.update(model_ms=t * 1e3, model_img_s=b / t,
+                         model_TFLOPS=b / t * info[name]["gflops_per_image"] / 1e3)
+            del x
+            t = host_timed(lambda: preprocess(fb, spec, emb.device, emb.dtype), sync, warmup=1, repeats=3)
+            r.update(preprocess_ms=t * 1e3, preprocess_img_s=b / t)
+            runs.append(r)
+
+    # -- eager: fp32 (baseline and reference), fp16, bf16 ----------------------------------------
+    for name, spec in models.items():
+        if left() < 20:
+            st.skip(name, f"out of time ({left():.0f} s left of the step's budget)")
+            continue
+        path = run.tmp / ("clip_" + re.sub(r"\W+", "_", name))
+        got = st.guard(f"{name}: build", save_clip, path, spec, dev, run.seed)
+        if got is None:
+            continue
+        info[name] = got
+        outs[name] = {}
+        for dtype in dtypes:
+            if left() < 8:
+                st.skip(f"{name} {dtype}", "out of time")
+                continue
+
+            def eager():
+                t0 = time.perf_counter()
+                emb = make_image_embedder(EmbedConfig(body="torch", model=str(path), dtype=dtype,
+                                                      batch_size=max(batches)), device=dev, compile=False)
+                load_s = time.perf_counter() - t0
+                info[name].setdefault("dim", emb.dim)
+                owner = getattr(getattr(emb, "_image", None), "owner", None)
+                attn = getattr(getattr(owner, "config", None), "_attn_implementation", None)
+                if attn:
+                    info[name]["attn_implementation"] = attn
+                outs[name][dtype] = emb.embed_images(corr)
+                measure(emb, name, dtype, False, batches, {"load_s": load_s})
+                del emb
+
+            st.guard(f"{name} {dtype} eager", eager)
+            free()
+        ref = outs[name].get("float32")
+        for dtype, thr, soft in (("float16", 0.99, False), ("bfloat16", 0.98, True)):
+            if ref is None or dtype not in outs[name]:
+                continue
+            c = _cos(outs[name][dtype], ref, ref)
+            st.data.setdefault("correctness", {})[f"{name} {dtype} vs float32"] = c
+            st.check(f"{name} {dtype} vs float32 cosine", c["min_cos"] >= thr, f"min {c['min_cos']:.5f} < {thr}",
+                     soft=soft)
+        if ref is not None and len(ref) > 1:
+            g = ref @ ref.T
+            st.data.setdefault("correctness", {})[f"{name} spread"] = {
+                "mean_cos_between_images": float((g.sum() - np.trace(g)) / (len(g) * (len(g) - 1)))}
+
+    # -- CUDA graphs: torch.compile(mode="reduce-overhead"), one static batch per embedder -------
+    if gpu:
+        plan = [("ViT-B/16", "float16", max(batches)), ("ViT-B/16", "float16", min(batches)),
+                ("ViT-L/14", "float16", max(batches)), ("ViT-B/16", "bfloat16", max(batches)),
+                ("ViT-L/14", "float16", min(batches)), ("ViT-B/16", "bfloat16", min(batches)),
+                ("ViT-L/14", "bfloat16", max(batches)), ("ViT-L/14", "bfloat16", min(batches))]
+        plan = list(dict.fromkeys(p for p in plan if p[0] in info))
+        est = {"ViT-B/16": 60.0, "ViT-L/14": 120.0}  # compile seconds guessed until one is measured
+        l_measured = [False]
+        for name, dtype, b in plan:
+            need = est[name] + 10
+            if left() < need:
+                st.skip(f"{name} {dtype} graphs b{b}", f"out of time: {left():.0f} s left, compile needs "
+                                                       f"~{est[name]:.0f} s")
+                continue
+
+            def compiled():
+                t0 = time.perf_counter()
+                emb = make_image_embedder(EmbedConfig(body="torch", model=info[name]["path"], dtype=dtype,
+                                                      batch_size=b), device=dev, compile=True)
+                load_s = time.perf_counter() - t0
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    t0 = time.perf_counter()
+                    out = emb.embed_images(corr)  # the first call compiles
+                    sync()
+                    compile_s = time.perf_counter() - t0
+                fell_back = getattr(emb, "_compiled", True) is None
+                why = [str(w.message)[:300] for w in caught if "compile" in str(w.message)]
+                st.check(f"{name} {dtype} b{b} compiled", not fell_back, why[:1] or "fell back to eager")
+                est[name] = compile_s
+                if name == "ViT-B/16" and not l_measured[0]:
+                    est["ViT-L/14"] = 2 * compile_s  # twice the layers, a third more width
+                l_measured[0] |= name == "ViT-L/14"
+                eager_out = outs[name].get(dtype)
+                if eager_out is not None:
+                    c = _cos(out, eager_out, outs[name].get("float32", eager_out))
+                    st.data.setdefault("correctness", {})[f"{name} {dtype} graphs b{b} vs eager"] = c
+                    st.check(f"{name} {dtype} b{b} graphs vs eager cosine", c["min_cos"] >= 0.99,
+                             f"min {c['min_cos']:.5f} < 0.99", soft=True)
+                if not fell_back:
+                    measure(emb, name, dtype, True, [b], {"load_s": load_s, "compile_s": compile_s})
+                del emb
+
+            st.guard(f"{name} {dtype} graphs b{b}", compiled)
+            try:
+                torch._dynamo.reset()  # drop the graphs (and their memory pool) before the next one
+            except Exception:  # noqa: BLE001
+                pass
+            free()
+    else:
+        st.skip("graphs", "no CUDA: CUDA graphs (compile=True) apply on CUDA only")
+
+    by = {(r["model"], r["dtype"], r["graphs"], r["batch"]): r for r in runs}
+    for r in runs:
+        r32 = by.get((r["model"], "float32", False, r["batch"]))
+        eag = by.get((r["model"], r["dtype"], False, r["batch"]))
+        x_fp32 = r["e2e_img_s"] / r32["e2e_img_s"] if r32 else None
+        x_eager = r["e2e_img_s"] / eag["e2e_img_s"] if (eag and r["graphs"]) else None
+        r["e2e_x_fp32"], r["e2e_x_eager"] = x_fp32, x_eager
+        rows.append([r["model"], r["dtype"], "yes" if r["graphs"] else "no", r["batch"], r["e2e_img_s"],
+                     r.get("model_img_s"), r.get("model_TFLOPS"), r["preprocess_img_s"], x_fp32, x_eager,
+                     r.get("compile_s", r.get("load_s"))])
+    if rows:
+        print(f"  images/s on {dev}: e2e = embed_images on {fw}x{fh} RGB (upload, resize, crop, normalize, model, "
+              f"back to the host); model = the image tower alone; x fp32 / x eager: e2e ratios")
+        print_table(["model", "dtype", "graphs", "batch", "e2e img/s", "model img/s", "TFLOPS", "preproc img/s", "x fp32",
+               "x eager", "load/compile s"], rows)
+    cr = st.data.get("correctness", {})
+    if cr:
+        print_table(["pair", "min cos", "mean cos", "min centred cos"],
+              [[kk] + [f"{v[q]:.5f}" for q in ("min_cos", "mean_cos", "min_centred_cos")]
+               for kk, v in cr.items() if "min_cos" in v])
+    parts = []
+    for name in info:
+        bmax = max(batches)
+        e = by.get((name, "float16", False, bmax)) or by.get((name, "float32", False, bmax))
+        if e:
+            s = (f"{name} {e['dtype']} b{bmax}: {fmt(e['e2e_img_s'])} img/s e2e, "
+                 f"{fmt(e.get('model_img_s'))} model")
+            gph = by.get((name, "float16", True, bmax))
+            if gph:
+                s += f", graphs {fmt(gph['e2e_img_s'])} e2e / {fmt(gph.get('model_img_s'))} model"
+            c = cr.get(f"{name} float16 vs float32")
+            if c:
+                s += f", fp16 vs fp32 min cos {c['min_cos']:.4f}"
+            parts.append(s)
+    st.headline = "; ".join(parts) + ("" if gpu else " (CPU plumbing run, no CUDA)")
+
+
+def cuda_main(args) -> int:
+    """ViT-B/16- and ViT-L/14-sized CLIP vision towers (random weights, real sizes) through
+    make_image_embedder(body="torch") on CUDA: images/s at batch 32 and 128 in fp32 (baseline),
+    fp16 and bf16, end to end on 640x360 RGB frames, the model alone and the preprocessing alone;
+    then compile=True (CUDA graphs) while the budget has room; fp16/bf16 vs fp32 cosines.
+    --plumbing: a tiny CLIP on the CPU, fp32 and fp16, batch 2."""
+    run = DeviceRun("bench_embed", args)
+    st = run.part("embedder")
+    st.guard("embedder", embedder_rows, run, st)
+    return run.finish()
 
 
 def main(argv=None) -> int:
@@ -88,7 +351,12 @@ def main(argv=None) -> int:
     ap.add_argument("--no-onnx", action="store_true", help="skip the onnxruntime rows")
     ap.add_argument("--quick", action="store_true", help="smoke run")
     ap.add_argument("--name", default="bench_embed", help="results file name (benchmarks/results/<name>.json)")
+    ap.add_argument("--embed-batches", default="32,128", help="--device cuda: batch sizes")
+    add_device_args(ap, default_budget=150.0)
     args = ap.parse_args(argv)
+    if args.device == "cuda":
+        require_cuda("bench_embed.py", args)
+        return cuda_main(args)
     repeats = args.repeats or (1 if args.quick else 3)
     batches = [int(b) for b in args.batches.split(",")]
     vitb_batches = [int(b) for b in (args.vitb_batches or ("1,8" if args.quick else args.batches)).split(",")]

@@ -28,7 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from _common import print_table, time_rounds, write_json  # noqa: E402
+from _common import (DeviceRun, add_device_args, cuda_time, print_table, require_cuda, time_rounds,  # noqa: E402
+                     write_json)
+from vam_engine.synthetic import gate_batch  # noqa: E402
 
 DEFAULT_SIZES = "640x360,1280x720,1920x1080"
 TARGET_X_OPENCV = 30.0  # C++ body vs opencv_per_frame at 720p
@@ -37,28 +39,10 @@ TARGET_COPY_FRAC = 0.40  # C++ body GB/s over copy GB/s
 
 # -- input ---------------------------------------------------------------------------------------
 def make_frames(n: int, h: int, w: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """N gray frames and a reference: a smooth gradient + low-frequency shading + a blocky
-    texture + sensor-like noise, panning a few pixels per frame (so no two frames are equal and
-    the reference differs from all of them)."""
-    rng = np.random.default_rng(seed)
-    pad = 4 * (n + 1)
-    hh, ww = h + pad, w + pad
-    yy, xx = np.mgrid[0:hh, 0:ww].astype(np.float32)
-    base = 60 + 120 * (xx / ww) * 0.6 + 40 * (yy / hh)
-    base += 25 * np.sin(xx * 0.013 + 1.0) * np.cos(yy * 0.021)
-    cells = rng.integers(0, 3, (hh // 12 + 1, ww // 12 + 1)).repeat(12, 0).repeat(12, 1)[:hh, :ww]
-    base += (cells.astype(np.float32) - 1) * 18
-    base += 6 * np.sin(xx * 0.9) * np.sin(yy * 0.7)  # fine texture, sharp enough for the blur gate
-    frames = np.empty((n, h, w), np.uint8)
-    for i in range(n + 1):
-        dy, dx = 2 * i, 4 * i
-        img = base[dy:dy + h, dx:dx + w] + rng.normal(0, 3.0, (h, w)).astype(np.float32)
-        out = np.clip(img, 0, 255).astype(np.uint8)
-        if i < n:
-            frames[i] = out
-        else:
-            ref = out
-    return frames, ref
+    """N gray frames of one panning camera and its reference (vam_engine.synthetic.gate_batch:
+    illumination, flat objects, fine texture and sensor noise; no two frames equal)."""
+    b = gate_batch(np.random.default_rng(seed), n, h, w)
+    return b.frames, b.ref
 
 
 # -- methods ---------------------------------------------------------------------------------------
@@ -281,6 +265,68 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
     return out
 
 
+# -- --device cuda: the Triton kernels against a device-to-device copy ------------------------------
+def cuda_main(args) -> int:
+    """Triton gate_stats / gate_compare frames/s and GB/s for batches of 32-256 at 720p and
+    1080p against a device-to-device copy of the same bytes. A kernel reads the N*H*W frame
+    bytes once (the reference stays in L2): its GB/s is N*H*W / time; a copy reads and writes
+    them: 2*N*H*W / time. "of copy" is the ratio, the fraction of the bandwidth reached.
+    --plumbing: tiny frames through the Triton interpreter on the CPU."""
+    if args.plumbing:
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+    import torch
+
+    from vam_engine.kernels import gate_stats as gs
+
+    run = DeviceRun("bench_gate", args)
+    dev = "cpu" if run.plumbing else "cuda"
+    if run.plumbing:
+        sizes, n0, batches = [(32, 24)], 2, [2]  # the interpreter takes seconds per kernel call
+    else:
+        sizes, n0 = parse_sizes(args.sizes or "1280x720,1920x1080"), args.batch or 32
+        batches = [int(b) for b in args.cuda_batches.split(",") if int(b) % n0 == 0]
+    timing = dict(warmup=0, iters=1, repeats=1) if run.plumbing else {}
+    # gate_stats once before timing: JIT-compiles the kernels for this shape (and gives compare's inputs)
+    st = run.part("triton")
+    rows = []
+    for w, h in sizes:
+        if run.left() < 5:
+            st.skip(f"{w}x{h}", "out of time")
+            continue
+        frames, ref = make_frames(n0, h, w, run.seed)
+
+        def one_size():
+            reps = -(-max(batches) // n0)
+            big = torch.from_numpy(frames).to(dev).repeat(reps, 1, 1).contiguous()
+            r = torch.from_numpy(ref).to(dev)
+            dst = torch.empty_like(big)
+            for n in batches:
+                x = big[:n]
+                out = gs.gate_stats(x, r)
+                th, hi = out[4], out[5]
+                rth, rhi = th[1].clone(), hi[1].clone()
+                t_gate = cuda_time(torch, lambda: gs.gate_stats(x, r), **timing)
+                t_cmp = cuda_time(torch, lambda: gs.gate_compare(x, th, hi, r, rth, rhi), **timing)
+                t_copy = cuda_time(torch, lambda: dst[:n].copy_(x), **timing)
+                nbytes = n * h * w
+                row = {"size": f"{w}x{h}", "batch": n, "gate_ms": t_gate * 1e3, "gate_fps": n / t_gate,
+                       "gate_GBps": nbytes / t_gate / 1e9, "compare_ms": t_cmp * 1e3,
+                       "compare_GBps": nbytes / t_cmp / 1e9, "copy_GBps": 2 * nbytes / t_copy / 1e9}
+                row["gate_of_copy"] = row["gate_GBps"] / row["copy_GBps"]
+                st.data.setdefault("rows", []).append(row)
+                rows.append([row["size"], n, row["gate_ms"], row["gate_fps"], row["gate_GBps"], row["copy_GBps"],
+                             f"{100 * row['gate_of_copy']:.0f}%", row["compare_GBps"]])
+
+        st.guard(f"{w}x{h}", one_size)
+    if rows:
+        print(f"Triton gate_stats on {dev} (GB/s: frame bytes read / time; copy: read + write of the same bytes)")
+        print_table(["size", "batch", "ms", "frames/s", "GB/s", "copy GB/s", "of copy", "compare GB/s"], rows)
+        best = max(st.data["rows"], key=lambda r: r["gate_fps"])
+        st.headline = (f"{best['size']} b{best['batch']}: {best['gate_fps']:,.0f} fps, {best['gate_GBps']:.0f} GB/s "
+                       f"= {100 * best['gate_of_copy']:.0f}% of copy")
+    return run.finish({"device": dev})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default=None, help=f"WxH list (default {DEFAULT_SIZES}; 640x360,1280x720 with --quick)")
@@ -305,7 +351,12 @@ def main(argv=None) -> int:
                     help="also time torch with F.conv2d for the Laplacian (slow on CPU): off, at the smallest "
                          "size only (default), or at every size")
     ap.add_argument("--name", default="bench_gate", help="results file name (benchmarks/results/<name>.json)")
+    ap.add_argument("--cuda-batches", default="32,128,256", help="--device cuda: batches (multiples of --batch)")
+    add_device_args(ap, default_budget=120.0)
     args = ap.parse_args(argv)
+    if args.device == "cuda":
+        require_cuda("bench_gate.py", args)
+        return cuda_main(args)
     if args.sizes is None:
         args.sizes = "640x360,1280x720" if args.quick else DEFAULT_SIZES
     if args.batch is None:

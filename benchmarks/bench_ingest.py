@@ -24,98 +24,36 @@ target: pipeline at 0.5 fps >= 0.8x, i.e. everything but decoding costs under 20
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from fractions import Fraction
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
 
-from _common import RESULTS_DIR, print_table, write_json  # noqa: E402
+from _common import (RESULTS_DIR, DeviceRun, add_device_args, fmt, print_table, require_cuda,  # noqa: E402
+                     write_json)
+from vam_engine.synthetic import write_scene_clip  # noqa: E402
 
 TARGET_PIPE_OVER_DECODE = 0.8  # pipeline at 0.5 fps vs decode-only at 0.5 fps
 
 
 # -- the clip ----------------------------------------------------------------------------------------
-SCENE_KINDS = ("pan", "static", "pan_fast", "blur", "static", "pan")  # cycled; scene lengths 3-5 s
 CLIP_VERSION = 2  # part of the cached clip's name: bump when the content changes
 
 
-def _scene_planes(k: int, kind: str, h: int, w: int, pad: int, rng):
-    """A scene's luma and chroma canvases (larger than the frame, so pans can crop them)."""
-    hh, ww = h + pad, w + pad
-    yy, xx = np.mgrid[0:hh, 0:ww].astype(np.float32)
-    base = rng.uniform(60, 190)
-    fx, fy = rng.uniform(0.004, 0.02, 2)
-    y = base + 35 * np.sin(fx * xx + rng.uniform(0, 6.3)) * np.cos(fy * yy) + 25 * (yy / hh - 0.5)
-    if kind != "blur":  # blocky texture and fine detail; a "blur" scene is smooth shading only
-        b = int(rng.integers(8, 24))
-        blocks = rng.integers(0, 2, (hh // b + 1, ww // b + 1)).repeat(b, 0).repeat(b, 1)[:hh, :ww]
-        y += blocks.astype(np.float32) * 50 - 25
-        y += 8 * np.sin(xx * rng.uniform(0.5, 1.2)) * np.sin(yy * rng.uniform(0.5, 1.2))
-    y = np.clip(y, 16, 235).astype(np.uint8)
-    cu, cv = rng.uniform(90, 166, 2)
-    uy, ux = np.mgrid[0:hh // 2, 0:ww // 2].astype(np.float32)
-    u = np.clip(cu + 20 * np.sin(ux * 0.01 + k), 16, 240).astype(np.uint8)
-    v = np.clip(cv + 20 * np.cos(uy * 0.013 + k), 16, 240).astype(np.uint8)
-    return y, u, v
-
-
-def make_clip(path: Path, *, width: int, height: int, fps: int, seconds: float, gop_s: float, bframes: int,
-              seed: int = 7) -> dict:
-    """Write an H.264 clip (libx264 ultrafast, fixed GOP, B-frames) with a scene change every
-    3-5 s: panning textured scenes, a static scene and a defocused (smooth) one, cycled."""
-    import av
-
-    rng = np.random.default_rng(seed)
-    n_frames = int(round(seconds * fps))
-    pad = 384  # a 5 s scene at 2.5 px/frame pans 375 px
-    scenes, t = [], 0.0
-    while t < seconds:
-        length = float(rng.integers(3, 6))
-        scenes.append((t, min(length, seconds - t), SCENE_KINDS[len(scenes) % len(SCENE_KINDS)]))
-        t += length
-    tmp = path.with_suffix(".tmp.mp4")
-    with av.open(str(tmp), "w") as out:
-        s = out.add_stream("libx264", rate=fps)
-        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
-        s.codec_context.time_base = Fraction(1, fps)
-        g = max(1, int(round(gop_s * fps)))
-        s.options = {"preset": "ultrafast", "crf": "23", "g": str(g), "keyint_min": str(g), "sc_threshold": "0",
-                     "bf": str(bframes)}
-        frame_buf = np.empty((height * 3 // 2, width), np.uint8)
-        i = 0
-        for k, (t0, length, kind) in enumerate(scenes):
-            y, u, v = _scene_planes(k, kind, height, width, pad, rng)
-            n = int(round((t0 + length) * fps)) - int(round(t0 * fps))
-            speed = {"pan": 1.0, "pan_fast": 2.5}.get(kind, 0.0)  # pixels per frame, horizontal
-            for j in range(n):
-                if i >= n_frames:
-                    break
-                dx = (int(j * speed) // 2) * 2 % pad
-                dy = (int(j * speed * 0.4) // 2) * 2 % pad
-                frame_buf[:height] = y[dy:dy + height, dx:dx + width]
-                qu = u[dy // 2:dy // 2 + height // 2, dx // 2:dx // 2 + width // 2]
-                qv = v[dy // 2:dy // 2 + height // 2, dx // 2:dx // 2 + width // 2]
-                frame_buf[height:height + height // 4] = qu.reshape(height // 4, width)
-                frame_buf[height + height // 4:] = qv.reshape(height // 4, width)
-                f = av.VideoFrame.from_ndarray(frame_buf, format="yuv420p")
-                f.pts = i
-                for p in s.encode(f):
-                    out.mux(p)
-                i += 1
-        for p in s.encode():
-            out.mux(p)
-    os.replace(tmp, path)
-    return {"scenes": [(round(a, 3), round(b, 3), c) for a, b, c in scenes]}
+def make_clip(path: Path, **kw) -> dict:
+    """The generated clip (vam_engine.synthetic.write_scene_clip: panning, static and defocused
+    scenes of 3-5 s, fixed GOP, B-frames); returns its scene list."""
+    return {"scenes": write_scene_clip(path, **kw).scenes}
 
 
 def clip_path(args) -> Path:
@@ -272,6 +210,123 @@ class StackSampler:
 
 
 # -- driver ------------------------------------------------------------------------------------------
+
+# -- --device cuda rows ----------------------------------------------------------------------------------
+def run_streams(open_one, count_one, n: int, timeout: float) -> dict:
+    """Open n decoders (not timed), then decode them in n threads at once; frames/s overall."""
+    decs = [open_one() for _ in range(n)]
+    counts, errors = [0] * n, []
+    barrier = threading.Barrier(n + 1)
+
+    def work(i):
+        try:
+            barrier.wait()
+            counts[i] = count_one(decs[i])
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"stream {i}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join(timeout=max(1.0, timeout - (time.perf_counter() - t0)))
+    wall = time.perf_counter() - t0
+    hung = sum(t.is_alive() for t in threads)
+    for d in decs:
+        try:
+            d.close()
+        except Exception:  # noqa: BLE001
+            pass
+    if hung:
+        errors.append(f"{hung} stream(s) still running after {timeout:.0f} s")
+    total = sum(counts)
+    return {"streams": n, "frames": total, "per_stream": counts, "wall_s": wall,
+            "fps": total / wall if wall > 0 else 0.0, "fps_per_stream": total / wall / n if wall > 0 else 0.0,
+            "errors": errors}
+
+
+def decode_rows(run, st) -> None:
+    a = run.args
+    w, h = (int(v) for v in a.cuda_size.lower().split("x"))
+    w, h, secs = (640, 360, 4.0) if run.plumbing else (w, h, a.seconds or 20.0)
+    clip = st.guard("make clip", write_scene_clip, run.tmp / f"clip_{w}x{h}.mp4", width=w, height=h, fps=30,
+                    seconds=secs, gop_s=a.gop, bframes=a.bframes, seed=run.seed)
+    if clip is None:
+        return
+    st.data["clip"] = dataclasses.asdict(clip)
+    print(f"  clip: {w}x{h} {clip.seconds:g} s 30 fps, {clip.frames} frames, GOP {clip.gop_frames}, "
+          f"{clip.bframes} B-frames", flush=True)
+    path, expect = clip.path, clip.frames
+    streams = [1, 2] if run.plumbing else [int(x) for x in a.streams.split(",")]
+    rows = []
+    bodies = []
+    if run.cuda:
+        from vam_engine.ingest.nvdec_decoder import NvdecDecoder
+
+        import torch
+
+        def nv_open():
+            return NvdecDecoder(path, "cam", fps=1000.0)  # a tick per ms: every frame is sampled
+
+        def nv_count(dec):  # the engine's path: decode, clone the Y plane out (torch), one Frame per frame
+            n = sum(1 for _ in dec)
+            torch.cuda.synchronize()
+            return n
+
+        def nv_raw_count(dec):  # decode only: the decoder's surfaces, nothing cloned
+            return sum(1 for _ in dec._decoded())
+
+        bodies += [("nvdec", nv_open, nv_count), ("nvdec raw", nv_open, nv_raw_count)]
+    else:
+        st.skip("nvdec", "no CUDA")
+
+    from vam_engine.ingest.pyav_decoder import PyAVDecoder
+
+    def av_open():
+        return PyAVDecoder(path, "cam", fps=1000.0)  # thread_type AUTO, FFmpeg's thread count
+
+    def av_count(dec):
+        return sum(1 for _ in dec)
+
+    bodies.append(("pyav", av_open, av_count))
+    for name, opener, counter in bodies:
+        for n in streams:
+            if run.left() < 5:
+                st.skip(f"{name} x{n}", "out of time")
+                continue
+            r = st.guard(f"{name} x{n}", run_streams, opener, counter, n, a.decode_timeout)
+            if r is None:
+                continue
+            r["body"] = name
+            st.data.setdefault("runs", []).append(r)
+            for e in r["errors"]:
+                st.errors.append({"where": f"{name} x{n}", "error": e, "traceback": ""})
+            ok = all(c == expect for c in r["per_stream"])
+            st.check(f"{name} x{n} all frames", ok, f"per stream {r['per_stream']}, expected {expect}")
+            rows.append([name, n, r["frames"], r["wall_s"], r["fps"], r["fps_per_stream"]])
+    if rows:
+        print_table(["body", "streams", "frames", "wall s", "frames/s", "per stream"], rows)
+    by = {(r["body"], r["streams"]): r["fps"] for r in st.data.get("runs", [])}
+    parts = []
+    for name in ("nvdec", "nvdec raw", "pyav"):
+        got = [f"{n}:{fmt(by[(name, n)])}" for n in streams if (name, n) in by]
+        if got:
+            parts.append(f"{name} " + " ".join(got))
+    st.headline = f"{h}p fps by streams: " + "; ".join(parts)
+
+
+def cuda_main(args) -> int:
+    """1080p30 H.264 (20 s, keyframe every 2 s, 2 B-frames): NVDEC (PyNvVideoCodec) frames/s for
+    1, 2, 4, 7 concurrent streams (the H200 has 7 NVDEC engines) against PyAV on the CPUs.
+    --plumbing: PyAV only, on a 4 s 640x360 clip."""
+    run = DeviceRun("bench_ingest", args)
+    st = run.part("decode")
+    st.guard("decode", decode_rows, run, st)
+    return run.finish()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clip", help="use this video instead of the generated clip")
@@ -290,7 +345,14 @@ def main(argv=None) -> int:
                          "sampling rate under a stack sampler and print where each thread spends its time")
     ap.add_argument("--quick", action="store_true", help="smoke run: 20 s clip, sources 1 and 2")
     ap.add_argument("--name", default="bench_ingest", help="results file name (benchmarks/results/<name>.json)")
+    ap.add_argument("--cuda-size", default="1920x1080", help="--device cuda: WxH of the generated clip")
+    ap.add_argument("--streams", default="1,2,4,7", help="--device cuda: concurrent decode streams")
+    ap.add_argument("--decode-timeout", type=float, default=60.0, help="--device cuda: seconds per measurement")
+    add_device_args(ap, default_budget=120.0)
     args = ap.parse_args(argv)
+    if args.device == "cuda":
+        require_cuda("bench_ingest.py", args)
+        return cuda_main(args)
     if args.seconds is None:
         args.seconds = 20.0 if args.quick else 60.0
     if args.sources is None:

@@ -43,7 +43,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import print_table, write_json  # noqa: E402
+from _common import (DeviceRun, add_device_args, fmt, host_timed, print_table, require_cuda,  # noqa: E402
+                     write_json)
 
 from vam_engine.config import VectorConfig  # noqa: E402
 from vam_engine.memory import vectors as V  # noqa: E402
@@ -130,6 +131,249 @@ def copy_bandwidth_gbs() -> float:
     return 2 * a.nbytes / best / 1e9
 
 
+
+# -- --device cuda rows ----------------------------------------------------------------------------------
+def _unit_rows(torch, n: int, dim: int, device, seed: int, store_dtype, *, truth_q=None, k: int = 10,
+               host: np.ndarray | None = None, chunk: int = 1 << 18):
+    """n random unit rows (Gaussian, normalized in float32) made on ``device`` a chunk at a time
+    and stored as ``store_dtype``. With ``truth_q`` (M x dim float32 on device): the exact
+    float32 top-k of those queries over the float32 rows, merged across chunks, returned as
+    (scores, rows) numpy arrays. With ``host`` (n x dim float32): the float32 rows copied there."""
+    t = torch.empty((n, dim), dtype=store_dtype, device=device)
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    best_s = best_i = None
+    for r0 in range(0, n, chunk):
+        r1 = min(n, r0 + chunk)
+        x = torch.randn((r1 - r0, dim), generator=g, device=device, dtype=torch.float32)
+        x /= torch.linalg.vector_norm(x, dim=1, keepdim=True)
+        t[r0:r1] = x
+        if host is not None:
+            host[r0:r1] = x.cpu().numpy()
+        if truth_q is not None:
+            s, i = torch.topk(truth_q @ x.T, min(k, r1 - r0), dim=1)
+            i = i + r0
+            if best_s is not None:
+                s, i = torch.cat([best_s, s], 1), torch.cat([best_i, i], 1)
+                s, j = torch.topk(s, min(k, s.shape[1]), dim=1)
+                i = torch.gather(i, 1, j)
+            best_s, best_i = s, i
+        del x
+    truth = None if best_s is None else (best_s.cpu().numpy(), best_i.cpu().numpy().astype(np.int64))
+    return t, truth
+
+
+def _mirror_topk(torch, t, n: int):
+    """VectorSpace's device body over ``t``: vam_engine.memory.vectors._TorchRows.topk when it
+    exists (query chunks of 2^26 / n rows, fp16 matmul + torch.topk, results to the host), else
+    the same computation written out here. Returns fn(q numpy M x dim, k) -> (scores, rows)."""
+    try:
+        from vam_engine.memory.vectors import _TorchRows
+
+        body = _TorchRows(t.shape[1], str(t.device), t.dtype)
+        body.t = t
+        return (lambda q, k: body.topk(q, None, n, k)), "vectors._TorchRows.topk"
+    except (ImportError, AttributeError, TypeError):
+        pass
+
+    def fn(q, k):
+        with torch.no_grad():
+            qt = torch.from_numpy(q).to(t.device, t.dtype)
+            step = max(1, (1 << 26) // max(n, 1))
+            ss, ii = [], []
+            for q0 in range(0, len(qt), step):
+                s, i = torch.topk(qt[q0:q0 + step] @ t[:n].T, min(k, n), dim=1)
+                ss.append(s.float())
+                ii.append(i)
+            return torch.cat(ss).cpu().numpy(), torch.cat(ii).cpu().numpy().astype(np.int64)
+
+    return fn, "local mirror of _TorchRows.topk"
+
+
+def _blocked_topk(torch, t, n: int, budget: int = 1 << 26):
+    """An alternative tiling for batches: blocks of rows (budget / M rows, so one block's scores
+    are at most 2^26 values), each scanned by all M queries at once (the tensor is read once
+    per call instead of once per chunk of 2^26 / n queries), top-k per block, then merged."""
+    def fn(q, k):
+        with torch.no_grad():
+            qt = torch.from_numpy(q).to(t.device, t.dtype)
+            rows = max(k, budget // max(len(qt), 1))
+            ss, ii = [], []
+            for r0 in range(0, n, rows):
+                r1 = min(n, r0 + rows)
+                s, i = torch.topk(qt @ t[r0:r1].T, min(k, r1 - r0), dim=1)
+                ss.append(s.float())
+                ii.append(i + r0)
+            s, i = torch.cat(ss, 1), torch.cat(ii, 1)
+            s, j = torch.topk(s, min(k, s.shape[1]), dim=1)
+            return s.cpu().numpy(), torch.gather(i, 1, j).cpu().numpy().astype(np.int64)
+
+    return fn
+
+
+def _recall(got: np.ndarray, truth: np.ndarray, k: int) -> float:
+    return float(np.mean([len(set(g[:k].tolist()) & set(t[:k].tolist())) / k for g, t in zip(got, truth)]))
+
+
+def _latencies(fn, qs: np.ndarray, warmup: int = 10) -> dict:
+    """Seconds of fn(one query) per query, host to host: p50, p99, mean."""
+    for i in range(min(warmup, len(qs))):
+        fn(qs[i:i + 1])
+    ts = []
+    for i in range(len(qs)):
+        t = time.perf_counter()
+        fn(qs[i:i + 1])
+        ts.append(time.perf_counter() - t)
+    a = np.array(ts)
+    return {"n": len(a), "p50_ms": float(np.percentile(a, 50) * 1e3), "p99_ms": float(np.percentile(a, 99) * 1e3),
+            "mean_ms": float(a.mean() * 1e3)}
+
+
+def vector_rows(run, st) -> None:
+    import gc
+
+    import torch
+
+    from vam_engine.config import VectorConfig
+    from vam_engine.memory.vectors import VectorSpace
+
+    a = run.args
+    dim, k = 512, 10
+    gpu = run.cuda
+    left = run.left
+
+    if gpu:
+        dev, space_dev, dtype = "cuda", "cuda", torch.float16
+        sizes = [int(float(s)) for s in a.vec_sizes.split(",")]
+        batches = [int(b) for b in a.vec_batches.split(",")]
+        n_single, n_truth = 200, 100
+    else:
+        st.skip("cuda", "no CUDA: 1e4 vectors on the CPU through the same code (plumbing only)")
+        dev, space_dev, dtype = "cpu", "torch-cpu", torch.float16  # fp16 on the CPU: the re-scoring path runs
+        sizes, batches, n_single, n_truth = [10_000], [64], 30, 20
+    rng = np.random.default_rng([run.seed, 42])
+    Q = rng.standard_normal((max(max(batches), n_single, n_truth), dim)).astype(np.float32)
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    st.data.update(dim=dim, k=k, store_dtype=str(dtype).replace("torch.", ""), device=dev,
+                   queries="random unit vectors, independent of the rows (the smallest score gaps: the "
+                           "hardest case for fp16 scores)",
+                   truth="exact float32 top-10 over the float32 rows (computed while the rows are made)")
+    rows, parts = [], []
+
+    def one_size(n: int) -> None:
+        with_space = n <= a.vec_space_max
+        rec = {"n": n, "tensor_GB": n * dim * 2 / 1e9}
+        st.data.setdefault("sizes", []).append(rec)
+        label = f"{n:.0e}".replace("+0", "").replace("+", "")
+        t0 = time.perf_counter()
+        host = np.empty((n, dim), np.float32) if with_space else None
+        tq = torch.from_numpy(Q[:n_truth]).to(dev)
+        t, truth = _unit_rows(torch, n, dim, dev, run.seed + n, dtype, truth_q=tq, k=k, host=host)
+        if gpu:
+            torch.cuda.synchronize()
+        rec["make_s"] = time.perf_counter() - t0
+        mirror, rec["device_body"] = _mirror_topk(torch, t, n)
+        bodies = [("device body (fp16, no re-score)", mirror, True),
+                  ("row-blocked (alternative)", _blocked_topk(torch, t, n), False)]
+        if with_space:
+            def build():
+                t0 = time.perf_counter()
+                sp = VectorSpace("frame", dim, VectorConfig(index="flat"), device=space_dev, torch_dtype=dtype,
+                                 background_build=False)
+                sp.add(np.arange(n, dtype=np.int64), host)
+                if gpu:
+                    torch.cuda.synchronize()
+                rec["space_build_s"] = time.perf_counter() - t0
+                rec["space_stats"] = {kk: v for kk, v in sp.stats().items()
+                                      if kk in ("n", "device", "exact_body", "index")}
+                return sp
+
+            space = st.guard(f"n={n}: VectorSpace.add", build)
+            del host  # the space holds its own float32 copy
+            if space is not None:
+                body = rec["space_stats"].get("exact_body", "")
+                st.check(f"n={n}: VectorSpace on the device", body.startswith(f"torch-{dev}"),
+                         f"exact body {body!r}, expected torch-{dev}-...")
+                bodies.insert(0, ("VectorSpace.search (fp16 + fp32 re-score)",
+                                  lambda q, kk: space.search(q, kk), True))
+        for name, fn, single in bodies:
+            if left() < 5:
+                st.skip(f"n={n}: {name}", "out of time")
+                continue
+
+            def measure():
+                r = {"n": n, "body": name}
+                r["recall@10"] = _recall(fn(Q[:n_truth], k)[1], truth[1], k)
+                if single:
+                    r["single"] = _latencies(lambda q: fn(q, k), Q[:n_single])
+                    r["scan_GBps"] = n * dim * 2 / (r["single"]["p50_ms"] / 1e3) / 1e9
+                for b in batches:
+                    if left() < 3:
+                        st.skip(f"n={n}: {name} b{b}", "out of time")
+                        continue
+                    s = host_timed(lambda: fn(Q[:b], k), None, warmup=1, repeats=3)
+                    r[f"b{b}_ms"] = s * 1e3
+                    r[f"b{b}_qps"] = b / s
+                return r
+
+            r = st.guard(f"n={n}: {name}", measure)
+            if r is None:
+                continue
+            st.data.setdefault("runs", []).append(r)
+            sg = r.get("single", {})
+            bq = r.get(f"b{batches[-1]}_qps")
+            rows.append([label, name, sg.get("p50_ms"), sg.get("p99_ms"), r.get("scan_GBps")]
+                        + [r.get(f"b{b}_qps") for b in batches] + [r["recall@10"]])
+            if name.startswith("VectorSpace"):
+                st.check(f"n={n}: VectorSpace recall@10", r["recall@10"] >= 0.99, f"{r['recall@10']:.4f} < 0.99")
+                parts.append(f"{label} VectorSpace p50 {fmt(sg.get('p50_ms'))} ms p99 {fmt(sg.get('p99_ms'))} ms, "
+                             f"b{batches[-1]} {fmt(bq)} q/s, recall {r['recall@10']:.3f}")
+            elif name.startswith("device body"):
+                st.check(f"n={n}: fp16 recall@10 without re-score", r["recall@10"] >= 0.95,
+                         f"{r['recall@10']:.4f} < 0.95", soft=True)
+                parts.append(f"{label} device body p50 {fmt(sg.get('p50_ms'))} ms ({fmt(r.get('scan_GBps'))} GB/s), "
+                             f"b{batches[-1]} {fmt(bq)} q/s, fp16 recall {r['recall@10']:.3f}")
+            else:
+                parts.append(f"{label} row-blocked b{batches[-1]} {fmt(bq)} q/s")
+        if gpu:
+            rec["max_mem_GiB"] = torch.cuda.max_memory_allocated() / 2 ** 30
+
+    prev_prec = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # the float32 truth without TF32
+    try:
+        for n in sizes:
+            if left() < (40 if n >= 5_000_000 else 15):
+                st.skip(f"n={n}", f"out of time ({left():.0f} s left of the step's budget)")
+                continue
+            if gpu:
+                free = torch.cuda.mem_get_info()[0]
+                if free < n * dim * 2 * 1.3 + (2 << 30):
+                    st.skip(f"n={n}", f"not enough free GPU memory ({free / 2 ** 30:.1f} GiB)")
+                    continue
+            st.guard(f"n={n}", one_size, n)
+            gc.collect()  # the size's tensors, space and closures go with one_size's frame
+            if gpu:
+                torch.cuda.empty_cache()
+    finally:
+        torch.set_float32_matmul_precision(prev_prec)
+    if rows:
+        print(f"  top-{k} over n x {dim} {st.data['store_dtype']} on {dev}; latency: one query, host to host; "
+              f"recall@10 against exact float32")
+        print_table(["n", "body", "p50 ms", "p99 ms", "scan GB/s"] + [f"b{b} q/s" for b in batches] + ["recall@10"], rows)
+    st.headline = "; ".join(parts) + ("" if gpu else " (CPU plumbing run, no CUDA)")
+
+
+def cuda_main(args) -> int:
+    """Brute-force top-10 over 1e6 and 1e7 random unit rows x 512 resident in fp16 on the GPU
+    (the exact float32 top-10 of 100 queries kept as the truth): VectorSpace(device="cuda")
+    itself up to --vec-space-max rows, its device body and a row-blocked tiling; p50/p99 latency
+    of one query (host to host), queries/s batched, recall@10. --plumbing: 1e4 rows on the CPU."""
+    run = DeviceRun("bench_search", args)
+    st = run.part("vector_search")
+    st.guard("vector_search", vector_rows, run, st)
+    return run.finish()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max-size", type=float, default=1e5, help="largest store size (1e6 for the full run)")
@@ -144,7 +388,15 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="smoke run: sizes 1e3 and 1e4, 50 queries")
     ap.add_argument("--json", default="bench_search", help="results/<name>.json")
+    ap.add_argument("--vec-sizes", default="1e6,1e7", help="--device cuda: rows of the resident fp16 tensor")
+    ap.add_argument("--vec-batches", default="64,1024", help="--device cuda: query batch sizes")
+    ap.add_argument("--vec-space-max", type=float, default=1e6,
+                    help="--device cuda: sizes up to this also go through VectorSpace itself (host float32 copy)")
+    add_device_args(ap, default_budget=90.0)
     a = ap.parse_args(argv)
+    if a.device == "cuda":
+        require_cuda("bench_search.py", a)
+        return cuda_main(a)
     if a.quick:
         a.max_size, a.queries, a.budget = min(a.max_size, 1e4), min(a.queries, 50), 0.3
     sizes = [n for n in (1_000, 10_000, 100_000, 1_000_000) if n <= int(a.max_size)]

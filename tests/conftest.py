@@ -1,9 +1,61 @@
 import faulthandler
+import functools
 import importlib.util
 import os
 import signal
 
+import numpy as np
 import pytest
+
+GPU_SKIP_REASON = "needs a CUDA device (torch is not installed or torch.cuda.is_available() is False)"
+SEED_ENV = "VAM_TEST_SEED"
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device; False without torch. Asked once per session, and only
+    when a gpu-marked test was collected (importing torch costs seconds)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config, items):
+    """The one place gpu-marked tests are skipped without CUDA (tests do not check for CUDA
+    themselves). Set VAM_TEST_REQUIRE_GPU=1 on a GPU machine to turn a missing device into
+    failures instead of skips, so a broken CUDA set-up cannot pass silently."""
+    gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]
+    if not gpu_items or cuda_available():
+        return
+    if os.environ.get("VAM_TEST_REQUIRE_GPU") == "1":
+        raise pytest.UsageError(f"VAM_TEST_REQUIRE_GPU=1 but torch sees no CUDA device ({len(gpu_items)} gpu tests)")
+    skip = pytest.mark.skip(reason=GPU_SKIP_REASON)
+    for it in gpu_items:
+        it.add_marker(skip)
+
+
+@pytest.fixture
+def rng_seed(request) -> int:
+    """The seed of this test's random inputs: $VAM_TEST_SEED when set, else fresh. A failing
+    test's report shows it (section "seed"); rerun with VAM_TEST_SEED=<seed> to replay it."""
+    env = os.environ.get(SEED_ENV)
+    if env is not None:
+        try:
+            seed = int(env)
+        except ValueError:
+            raise pytest.UsageError(f"{SEED_ENV}={env!r} is not an integer seed") from None
+    else:
+        seed = int(np.random.SeedSequence().entropy % (2 ** 32))
+    request.node.add_report_section("setup", "seed", f"{SEED_ENV}={seed} replays this test's random inputs")
+    return seed
+
+
+@pytest.fixture
+def rng(rng_seed) -> np.random.Generator:
+    """np.random.default_rng(rng_seed): the generator every test that draws random inputs uses."""
+    return np.random.default_rng(rng_seed)
 
 
 @pytest.fixture(autouse=True)

@@ -159,3 +159,22 @@ def test_demo_clip_scenes_get_the_gates_they_were_made_for(tmp_path):
     assert by_kind["static"][0] is None and set(by_kind["static"][1:]) == {"low_change"}
     assert by_kind["flicker"][0] is None and "ssim" in by_kind["flicker"]
     assert set(by_kind["blur"]) == {"blur"}
+
+
+@pytest.mark.gpu
+def test_cuda_engine_keeps_the_moments_the_cpu_engine_keeps(tmp_path):
+    """Engine(device="cuda") (NVDEC when present, the Triton gates) against device="cpu" on
+    the same clip: the same samples, and the same kept moments but for at most one decision
+    (float32 statistics on the device can land on the other side of a threshold)."""
+    from vam_engine.synthetic import write_scene_clip
+
+    clip = write_scene_clip(tmp_path / "scenes.mp4", width=640, height=360, fps=30, seconds=12.0)
+    got = {}
+    for dev in ("cpu", "cuda"):
+        with Engine(tmp_path / f"store_{dev}", {"ingest": {"fps": 2.0}}, device=dev) as eng:
+            rep = eng.index_file(clip.path, "cam")
+            assert not rep.failed, (dev, rep.failed)
+            got[dev] = (rep.sampled, [round(m.t_rel, 6) for m in eng.moments("cam")])
+    assert got["cuda"][0] == got["cpu"][0] == round(2.0 * clip.seconds)
+    a, b = set(got["cuda"][1]), set(got["cpu"][1])
+    assert len(a ^ b) <= 1, f"only cuda {sorted(a - b)}, only cpu {sorted(b - a)}"

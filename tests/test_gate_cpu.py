@@ -13,6 +13,7 @@ import pytest
 from vam_engine import _C
 from vam_engine.gate import reference as R
 from vam_engine.gate.bodies import CpuBody, ReferenceBody
+from vam_engine.synthetic import gray_frame, near_copy
 
 
 def _isas() -> list[str]:
@@ -38,21 +39,9 @@ def _restore_isa_and_threads():
     _C._set_threads(threads)
 
 
-def _seed() -> int:
-    return int(np.random.SeedSequence().entropy % (2 ** 32))
-
-
 def _scene(rng, h, w) -> np.ndarray:
-    """Gradient + texture + noise: SSIM and the histograms are far from trivial."""
-    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
-    a, b = rng.uniform(-3.0, 3.0, 2)
-    img = 128 + a * (x - w / 2) + b * (y - h / 2) + 40 * np.sin(x / rng.uniform(1.5, 9)) * np.cos(y / rng.uniform(1.5, 9))
-    img += rng.normal(0, rng.uniform(1, 15), (h, w))
-    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
-
-
-def _near_copy(rng, ref) -> np.ndarray:
-    return np.clip(ref.astype(np.int16) + rng.integers(-2, 3, ref.shape), 0, 255).astype(np.uint8)
+    """A camera-like scene with noise of a random level: SSIM and the histograms are far from trivial."""
+    return gray_frame(rng, h, w, noise=float(rng.uniform(1, 15)))
 
 
 def _batch(rng, n, h, w, ref):
@@ -68,7 +57,7 @@ def _batch(rng, n, h, w, ref):
         elif k == "flat":
             out.append(np.full((h, w), rng.integers(256), np.uint8))
         else:
-            out.append(_near_copy(rng, ref))
+            out.append(near_copy(rng, ref))
     return np.stack(out)
 
 
@@ -105,9 +94,8 @@ SHAPES = [(2, 2), (2, 3), (3, 2), (17, 23), (37, 91), (64, 64), (65, 130), (121,
 
 
 @pytest.mark.parametrize("h,w", SHAPES)
-def test_stats_match_reference(h, w):
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+def test_stats_match_reference(h, w, rng, rng_seed):
+    seed = rng_seed
     n = int(rng.integers(1, 6))
     ref = _scene(rng, h, w)
     frames = _batch(rng, n, h, w, ref)
@@ -119,10 +107,9 @@ def test_stats_match_reference(h, w):
         _check(_C.gate_stats(frames), rows, None, seed, f"{isa} {h}x{w} n={n} default ref")
 
 
-def test_tall_frame_wide_column_sums():
+def test_tall_frame_wide_column_sums(rng, rng_seed):
     """Row groups over 257 rows (H > 16448) take the 32-bit column-sum path."""
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+    seed = rng_seed
     frames = np.stack([_scene(rng, 16500, 5), rng.integers(0, 256, (16500, 5), dtype=np.uint8)])
     ref = _scene(rng, 16500, 5)
     rows = _reference(frames, ref)
@@ -131,13 +118,12 @@ def test_tall_frame_wide_column_sums():
         _check(_C.gate_stats(frames, ref), rows, ref, seed, f"{isa} 16500x5")
 
 
-def test_hd_frames_one_thread_and_flush():
+def test_hd_frames_one_thread_and_flush(rng, rng_seed):
     """1280 x 720 on one thread: one work item per frame, so the 16-bit pair-count tables of a
     flat frame (every pair in one entry) must be flushed before they overflow."""
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+    seed = rng_seed
     ref = _scene(rng, 720, 1280)
-    frames = np.stack([np.full((720, 1280), 77, np.uint8), _near_copy(rng, ref), _scene(rng, 720, 1280)])
+    frames = np.stack([np.full((720, 1280), 77, np.uint8), near_copy(rng, ref), _scene(rng, 720, 1280)])
     rows = _reference(frames, ref)
     for isa in ISAS:
         _C._set_isa(isa)
@@ -146,11 +132,10 @@ def test_hd_frames_one_thread_and_flush():
             _check(_C.gate_stats(frames, ref), rows, ref, seed, f"{isa} threads={threads} 720x1280")
 
 
-def test_identical_and_near_copies():
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+def test_identical_and_near_copies(rng, rng_seed):
+    seed = rng_seed
     ref = _scene(rng, 120, 160)
-    frames = np.stack([ref, _near_copy(rng, ref)])
+    frames = np.stack([ref, near_copy(rng, ref)])
     for isa in ISAS:
         _C._set_isa(isa)
         lap_var, mad, ssim, hist_corr, _, _ = _C.gate_stats(frames, ref)
@@ -159,10 +144,9 @@ def test_identical_and_near_copies():
         assert 0 < mad[1] < 2 and ssim[1] > 0.99 and hist_corr[1] > 0.99, (isa, seed, mad[1], ssim[1], hist_corr[1])
 
 
-def test_hist_corr_constant_histograms():
+def test_hist_corr_constant_histograms(rng, rng_seed):
     """Flat histograms: 1.0 when both are flat and equal, 0.0 when one is flat and they differ."""
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+    seed = rng_seed
     flat_a = rng.permutation(256).astype(np.uint8).reshape(16, 16)  # every bin holds 4 pixels
     flat_b = rng.permutation(256).astype(np.uint8).reshape(16, 16)
     other = _scene(rng, 16, 16)
@@ -174,9 +158,8 @@ def test_hist_corr_constant_histograms():
         assert R.hist_corr(R.histogram(flat_a), R.histogram(other)) == 0.0
 
 
-def test_compare_equals_stats():
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+def test_compare_equals_stats(rng, rng_seed):
+    seed = rng_seed
     for h, w in [(37, 91), (90, 160), (2, 5)]:
         ref = _scene(rng, h, w)
         frames = _batch(rng, 5, h, w, ref)
@@ -191,11 +174,10 @@ def test_compare_equals_stats():
             np.testing.assert_array_equal(chc, hist_corr, err_msg=msg)
 
 
-def test_batch_split_and_threads_do_not_change_results():
+def test_batch_split_and_threads_do_not_change_results(rng, rng_seed):
     """Work is cut by frame and by row group depending on batch size and threads: the numbers
     must not depend on the cut."""
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+    seed = rng_seed
     ref = _scene(rng, 150, 210)
     frames = _batch(rng, 5, 150, 210, ref)
     for isa in ISAS:
@@ -210,11 +192,10 @@ def test_batch_split_and_threads_do_not_change_results():
             np.testing.assert_array_equal(a, b, err_msg=f"{isa} one thread seed={seed}")
 
 
-def test_isas_agree_bitwise():
+def test_isas_agree_bitwise(rng, rng_seed):
     if len(ISAS) < 2:
         pytest.skip("only one instruction set available")
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+    seed = rng_seed
     ref = _scene(rng, 97, 301)
     frames = _batch(rng, 4, 97, 301, ref)
     outs = []
@@ -225,9 +206,8 @@ def test_isas_agree_bitwise():
         np.testing.assert_array_equal(a, b, err_msg=f"seed={seed}")
 
 
-def test_non_contiguous_and_empty_inputs():
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+def test_non_contiguous_and_empty_inputs(rng, rng_seed):
+    seed = rng_seed
     big = rng.integers(0, 256, (3, 80, 120), dtype=np.uint8)
     frames, ref = big[:, ::2, 1::2], big[0, 1::2, ::2]
     assert not frames.flags.c_contiguous
@@ -237,9 +217,8 @@ def test_non_contiguous_and_empty_inputs():
     assert [a.shape for a in empty] == [(0,), (0,), (0,), (0,), (0, 64, 64), (0, 64)]
 
 
-def test_gil_released_threads_agree():
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+def test_gil_released_threads_agree(rng, rng_seed):
+    seed = rng_seed
     ref = _scene(rng, 180, 320)
     frames = _batch(rng, 4, 180, 320, ref)
     expected = _C.gate_stats(frames, ref)
@@ -258,9 +237,8 @@ def test_gil_released_threads_agree():
             np.testing.assert_array_equal(a, b, err_msg=f"seed={seed}")
 
 
-def test_cpu_body_matches_reference_body():
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+def test_cpu_body_matches_reference_body(rng, rng_seed):
+    seed = rng_seed
     ref = _scene(rng, 48, 70)
     frames = _batch(rng, 3, 48, 70, ref)
     cpu, refb = CpuBody(), ReferenceBody()
@@ -280,9 +258,9 @@ def test_cpu_body_matches_reference_body():
 # --- rgb_to_gray ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape", [(2, 2, 3), (5, 7, 3), (2, 37, 53, 3), (2, 1, 3, 4, 3), (720, 1280, 3)])
-def test_rgb_to_gray_matches_reference(shape):
-    seed = _seed()
-    rgb = np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+def test_rgb_to_gray_matches_reference(shape, rng, rng_seed):
+    seed = rng_seed
+    rgb = rng.integers(0, 256, shape, dtype=np.uint8)
     got = _C.rgb_to_gray(rgb)
     assert got.dtype == np.uint8 and got.shape == shape[:-1]
     np.testing.assert_array_equal(got, R.rgb_to_gray(rgb), err_msg=f"seed={seed}")
@@ -303,12 +281,12 @@ def test_rgb_to_gray_extremes_and_strides():
     np.testing.assert_array_equal(_C.rgb_to_gray(bgr_view), R.rgb_to_gray(bgr_view))
 
 
-def test_rgb_to_gray_close_to_opencv():
+def test_rgb_to_gray_close_to_opencv(rng, rng_seed):
     """OpenCV 4 uses exactly this 14-bit rule; OpenCV 5 moved to a 15-bit one that differs by
     at most 1 in a few pixels."""
     cv2 = pytest.importorskip("cv2")
-    seed = _seed()
-    rgb = np.random.default_rng(seed).integers(0, 256, (97, 131, 3), dtype=np.uint8)
+    seed = rng_seed
+    rgb = rng.integers(0, 256, (97, 131, 3), dtype=np.uint8)
     diff = _C.rgb_to_gray(rgb).astype(int) - cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY).astype(int)
     assert np.abs(diff).max() <= 1, f"seed={seed}"
     if cv2.__version__.startswith("4."):
@@ -382,11 +360,10 @@ def test_bad_isa_and_threads():
 
 # --- the reference against the libraries it names ---------------------------------------------
 
-def test_reference_matches_opencv_and_skimage():
+def test_reference_matches_opencv_and_skimage(rng, rng_seed):
     cv2 = pytest.importorskip("cv2")
     metrics = pytest.importorskip("skimage.metrics")
-    seed = _seed()
-    rng = np.random.default_rng(seed)
+    seed = rng_seed
     for h, w in [(37, 91), (120, 160), (2, 3)]:
         g = _scene(rng, h, w)
         assert R.laplacian_var(g) == pytest.approx(cv2.Laplacian(g, cv2.CV_64F).var(), rel=1e-12), seed
@@ -401,10 +378,9 @@ def test_reference_matches_opencv_and_skimage():
     assert R.hist_corr(h1, h2) == pytest.approx(want, rel=1e-6), seed
 
 
-def test_cached_reference_statistics_give_the_same_result():
+def test_cached_reference_statistics_give_the_same_result(rng, rng_seed):
     """The cascade passes the reference's cached thumbnail and histogram to skip its pass."""
-    seed = int(np.random.SeedSequence().entropy % 2**32)
-    rng = np.random.default_rng(seed)
+    seed = rng_seed
     frames = rng.integers(0, 256, (3, 45, 77), dtype=np.uint8)
     ref = rng.integers(0, 256, (45, 77), dtype=np.uint8)
     own = _C.gate_stats(ref[None])

@@ -222,6 +222,23 @@ def test_concurrent_generate_calls_are_serialized(cold):
 
 
 def test_prefix_reuse_equals_cold_run(warm, cold):
+    _check_prefix_reuse(warm, cold)
+
+
+@pytest.mark.gpu
+def test_prefix_reuse_equals_cold_run_on_cuda(model_dir):
+    """The coarse->fine continuation on the device: B's prefill from A's cached KV gives the
+    greedy tokens a cold prefill of B gives (other kernels, other shapes than on the CPU)."""
+    warm = LocalQwenVL(model_dir, device="cuda", dtype="float32")
+    cold = LocalQwenVL(model_dir, device="cuda", dtype="float32", kv_cache_bytes=0, max_batch=2)
+    try:
+        _check_prefix_reuse(warm, cold)
+    finally:
+        warm.close()
+        cold.close()
+
+
+def _check_prefix_reuse(warm, cold):
     A = [SYSTEM, Message("user", [_img(10), "Describe the image."])]
     longer = [SYSTEM, Message("user", [_img(12, 112), "A much longer question about the picture?"])]
     # A runs next to a longer prompt: its row is left-padded, and its cache entry must not be

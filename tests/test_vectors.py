@@ -6,6 +6,8 @@ import threading
 import numpy as np
 import pytest
 
+from conftest import cuda_available
+from _tolerances import VECTOR_RECALL_AT_10, VECTOR_TOP1_SCORE_ATOL
 from vam_engine.config import VectorConfig
 from vam_engine.errors import VamError
 from vam_engine.memory import vectors as V
@@ -24,10 +26,9 @@ def unit(a):
     return a / np.linalg.norm(a, axis=1, keepdims=True)
 
 
-def data(n, d, seed=0, nq=40, clusters=0):
+def data(n, d, rng, nq=40, clusters=0):
     """Random unit vectors (with ``clusters`` > 0: around that many centers), random distinct
     non-contiguous ids, and queries near stored vectors."""
-    rng = np.random.default_rng(seed)
     if clusters:
         c = unit(rng.standard_normal((clusters, d)))
         x = unit(c[rng.integers(0, clusters, n)] + 0.7 * unit(rng.standard_normal((n, d))))
@@ -72,8 +73,8 @@ def check_exact(sp, x, ids, q, k, keep=None, allowed=None):
 # -- exact search ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("torch-cpu", marks=needs_torch)])
-def test_exact_matches_brute_force(device):
-    x, ids, q = data(3000, 48, seed=1)
+def test_exact_matches_brute_force(device, rng):
+    x, ids, q = data(3000, 48, rng)
     sp = space("flat", 48, device)
     sp.add(ids[:1000], x[:1000] * 3.0)  # not normalized: the space normalizes
     sp.add(ids[1000:], x[1000:])
@@ -90,8 +91,8 @@ def test_exact_matches_brute_force(device):
 
 
 @needs_torch
-def test_torch_fp16_body_rescored_in_fp32():
-    x, ids, q = data(2000, 32, seed=2)
+def test_torch_fp16_body_rescored_in_fp32(rng):
+    x, ids, q = data(2000, 32, rng)
     sp = space("flat", 32, "torch-cpu", torch_dtype=torch.float16)
     sp.add(ids, x)
     s, i = sp.search(q, 10)
@@ -106,8 +107,8 @@ def test_torch_fp16_body_rescored_in_fp32():
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("torch-cpu", marks=needs_torch)])
-def test_remove_then_search(device):
-    x, ids, q = data(2000, 32, seed=3)
+def test_remove_then_search(device, rng):
+    x, ids, q = data(2000, 32, rng)
     sp = space("flat", 32, device)
     sp.add(ids, x)
     gone = ids[::3]
@@ -130,11 +131,10 @@ def test_remove_then_search(device):
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("torch-cpu", marks=needs_torch)])
-def test_allowed_filter_exact_paths(device):
-    x, ids, q = data(4000, 32, seed=4)
+def test_allowed_filter_exact_paths(device, rng):
+    x, ids, q = data(4000, 32, rng)
     sp = space("flat", 32, device)
     sp.add(ids, x)
-    rng = np.random.default_rng(0)
     for size in (3, 50, 400, 800, 3500):  # gathered (3, 50, 400), masked scans (800, 3500)
         allowed = rng.choice(ids, size, replace=False)
         check_exact(sp, x, ids, q, 10, keep=allowed, allowed=allowed)
@@ -149,18 +149,17 @@ def test_allowed_filter_exact_paths(device):
     assert (i == -1).all()
 
 
-def test_exact_blocks_merge(monkeypatch):
+def test_exact_blocks_merge(monkeypatch, rng):
     """Scans split into many blocks (scores and gathers) give the same exact answer."""
     monkeypatch.setattr(V, "SCORE_BLOCK", 1 << 10)
     monkeypatch.setattr(V, "GATHER_BLOCK", 1 << 10)
     monkeypatch.setattr(V, "MIN_BLOCK", 64)
     monkeypatch.setattr(V, "SINGLE_THREAD_MAX", 1 << 12)  # both the einsum and the BLAS branch
-    x, ids, q = data(3000, 32, seed=15)
+    x, ids, q = data(3000, 32, rng)
     sp = space("flat", 32)
     sp.add(ids, x)
     check_exact(sp, x, ids, q, 10)
     check_exact(sp, x, ids, q[:1], 10)
-    rng = np.random.default_rng(3)
     for size in (5, 300, 600, 2500):  # gathered in blocks (5, 300), masked scans (600, 2500)
         allowed = rng.choice(ids, size, replace=False)
         check_exact(sp, x, ids, q, 7, keep=allowed, allowed=allowed)
@@ -171,7 +170,8 @@ def test_exact_blocks_merge(monkeypatch):
 
 @pytest.fixture(scope="module")
 def ann_data():
-    return data(20_000, 64, seed=5, nq=100, clusters=200)
+    # a fixed seed: the ANN recall thresholds are set on this data (exact bodies get fresh seeds)
+    return data(20_000, 64, np.random.default_rng(5), nq=100, clusters=200)
 
 
 @pytest.mark.parametrize("kind", ["ivf", "hnsw"])
@@ -240,10 +240,10 @@ def _check_labels(sp):
     assert ann.tombstones == ann.ntotal - n
 
 
-def test_build_reconciles_changes_made_during_it(monkeypatch):
+def test_build_reconciles_changes_made_during_it(monkeypatch, rng):
     """Adds and removes that land while the index is being built (between its chunks) are
     matched up at the swap: every live row ends up with the right label, removed ones dead."""
-    x, ids, q = data(3000, 32, seed=6)
+    x, ids, q = data(3000, 32, rng)
     monkeypatch.setattr(V, "BUILD_CHUNK", 500)
     sp = space("hnsw", 32, ann_min_size=2000)
     sp.add(ids[:1900], x[:1900])
@@ -270,8 +270,8 @@ def test_build_reconciles_changes_made_during_it(monkeypatch):
     assert not np.isin(sp.search(q, 10)[1], ids[:300]).any()
 
 
-def test_background_build_serves_exact_meanwhile():
-    x, ids, q = data(4000, 32, seed=7)
+def test_background_build_serves_exact_meanwhile(rng):
+    x, ids, q = data(4000, 32, rng)
     sp = space("auto", 32, ann_min_size=3000, background_build=True)
     sp.add(ids[:2999], x[:2999])
     sp.add(ids[2999:], x[2999:])  # starts the build in a thread; searches do not wait for it
@@ -287,8 +287,8 @@ def test_background_build_serves_exact_meanwhile():
 # -- snapshots ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["flat", "ivf", "hnsw"])
-def test_save_load_round_trip(tmp_path, kind):
-    x, ids, q = data(3000, 32, seed=8)
+def test_save_load_round_trip(tmp_path, kind, rng):
+    x, ids, q = data(3000, 32, rng)
     cfg = VectorConfig(index=kind, ann_min_size=1000)
     sp = VectorSpace("event", 32, cfg, model_id="clip-x", background_build=False)
     sp.add(ids, x)
@@ -319,8 +319,8 @@ def test_save_load_round_trip(tmp_path, kind):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["event.index"]
 
 
-def test_load_into_another_index_kind(tmp_path):
-    x, ids, q = data(2000, 32, seed=9)
+def test_load_into_another_index_kind(tmp_path, rng):
+    x, ids, q = data(2000, 32, rng)
     sp = space("hnsw", 32)
     sp.add(ids, x)
     sp.save(tmp_path / "s", 5)
@@ -330,8 +330,8 @@ def test_load_into_another_index_kind(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["flat", "hnsw"])
-def test_corrupt_snapshots_raise_vector_error(tmp_path, kind):
-    x, ids, q = data(1500, 32, seed=10)
+def test_corrupt_snapshots_raise_vector_error(tmp_path, kind, rng):
+    x, ids, q = data(1500, 32, rng)
     sp = space(kind, 32)
     sp.add(ids, x)
     good = tmp_path / "good.index"
@@ -373,8 +373,8 @@ def test_corrupt_snapshots_raise_vector_error(tmp_path, kind):
 
 # -- bad input ------------------------------------------------------------------------------------
 
-def test_bad_inputs_leave_the_space_unchanged():
-    x, ids, q = data(500, 16, seed=11)
+def test_bad_inputs_leave_the_space_unchanged(rng):
+    x, ids, q = data(500, 16, rng)
     sp = space("flat", 16)
     sp.add(ids[:400], x[:400])
     before = sp.search(q, 5)
@@ -419,7 +419,7 @@ def test_constructor_and_device_errors():
         VectorSpace("frame", 0, VectorConfig())
     with pytest.raises(VectorError, match="unknown vector device"):
         VectorSpace("frame", 8, VectorConfig(), device="tpu")
-    if torch is None or not torch.cuda.is_available():
+    if not cuda_available():
         try:
             import faiss
             gpus = faiss.get_num_gpus()
@@ -431,9 +431,8 @@ def test_constructor_and_device_errors():
             assert VectorSpace("frame", 8, VectorConfig(), device="auto").stats()["exact_body"] == "numpy"
 
 
-def test_id_map_dense_sparse_and_rolling_ids():
+def test_id_map_dense_sparse_and_rolling_ids(rng):
     d = 8
-    rng = np.random.default_rng(12)
     # sparse 62-bit ids: the map becomes a dict
     sp = space("flat", d)
     big = rng.choice(2**62, 300, replace=False).astype(np.int64)
@@ -461,8 +460,8 @@ def test_id_map_dense_sparse_and_rolling_ids():
     check_exact(sp, live_x, live_ids, live_x[:5], 4)
 
 
-def test_concurrent_adds_and_searches():
-    x, ids, q = data(6000, 32, seed=13)
+def test_concurrent_adds_and_searches(rng):
+    x, ids, q = data(6000, 32, rng)
     sp = space("hnsw", 32, ann_min_size=2000, background_build=True)
     sp.add(ids[:1000], x[:1000])
     errors, seen = [], set()
@@ -502,10 +501,8 @@ def test_concurrent_adds_and_searches():
 
 
 @pytest.mark.gpu
-def test_cuda_torch_body_matches_cpu():
-    if torch is None or not torch.cuda.is_available():
-        pytest.skip("no CUDA")
-    x, ids, q = data(20_000, 128, seed=14)
+def test_cuda_torch_body_matches_cpu(rng):
+    x, ids, q = data(20_000, 128, rng)
     gpu = VectorSpace("frame", 128, VectorConfig(index="auto"), device="cuda")
     assert gpu.index_kind == "flat" and gpu.stats()["exact_body"].startswith("torch-cuda")
     gpu.add(ids, x)
@@ -513,8 +510,26 @@ def test_cuda_torch_body_matches_cpu():
     keep = ids[500:]
     s, i = gpu.search(q, 10)
     bs, bi = brute(x, ids, q, 10, keep=keep)
-    assert recall(i, bi) >= 0.99
-    np.testing.assert_allclose(s[:, 0], bs[:, 0], atol=1e-5)
+    assert recall(i, bi) >= VECTOR_RECALL_AT_10
+    np.testing.assert_allclose(s[:, 0], bs[:, 0], atol=VECTOR_TOP1_SCORE_ATOL)
     allowed = ids[1000:1500]
     s, i = gpu.search(q, 10, allowed=allowed)
-    assert recall(i, brute(x, ids, q, 10, keep=allowed)[1]) >= 0.99
+    assert recall(i, brute(x, ids, q, 10, keep=allowed)[1]) >= VECTOR_RECALL_AT_10
+
+
+@pytest.mark.gpu
+def test_cuda_body_recall_at_real_width_against_float32(rng):
+    """200k x 512 random unit rows (fp16 on the device, re-scored in fp32) with queries drawn
+    independently of the rows: the smallest score gaps, the hardest case for fp16 scores."""
+    n, d = 200_000, 512
+    x = unit(rng.standard_normal((n, d), dtype=np.float32))
+    ids = np.arange(n, dtype=np.int64)
+    q = unit(rng.standard_normal((100, d), dtype=np.float32))
+    gpu = VectorSpace("frame", d, VectorConfig(index="flat"), device="cuda", background_build=False)
+    assert gpu.stats()["exact_body"].startswith("torch-cuda")
+    gpu.add(ids, x)
+    s, i = gpu.search(q, 10)
+    bs, bi = brute(x, ids, q, 10)
+    assert recall(i, bi) >= VECTOR_RECALL_AT_10
+    np.testing.assert_allclose(s[:, 0], bs[:, 0], atol=VECTOR_TOP1_SCORE_ATOL)
+    gpu.close()

@@ -8,33 +8,12 @@ from pathlib import Path
 import av
 import numpy as np
 
+from .synthetic import box_blur, scene_image
+
 # (seconds, kind): each scene is a distinct textured image; "pan" moves it (every sample kept),
 # "static" holds it (low change), "flicker" brightens and darkens it every 2 s (a large mean
 # difference but the same structure: SSIM-redundant), "blur" shows a defocused version.
 DEMO_SCENES = [(8, "pan"), (8, "static"), (8, "flicker"), (6, "blur"), (10, "pan")]
-
-
-def _scene_image(k: int, h: int, w: int) -> np.ndarray:
-    rng = np.random.default_rng(1000 + k)
-    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
-    base = rng.uniform(40, 215, 3).astype(np.float32)
-    img = np.empty((h, w, 3), np.float32)
-    for c in range(3):
-        fx, fy, ph = rng.uniform(0.02, 0.12, 2).tolist() + [rng.uniform(0, 6.28)]
-        img[..., c] = base[c] + 40 * np.sin(fx * xx + ph) * np.cos(fy * yy)
-    blocks = rng.integers(0, 2, (h // 16 + 1, w // 16 + 1)).repeat(16, 0).repeat(16, 1)[:h, :w]
-    img += (blocks[..., None] * 60 - 30)
-    return np.clip(img, 0, 255)
-
-
-def _box_blur(img: np.ndarray, r: int) -> np.ndarray:
-    out = img.copy()
-    for axis in (0, 1):
-        acc = np.cumsum(np.pad(out, [(r + 1, r) if a == axis else (0, 0) for a in range(3)], mode="edge"), axis=axis)
-        hi = np.take(acc, np.arange(2 * r + 1, acc.shape[axis]), axis=axis)
-        lo = np.take(acc, np.arange(0, acc.shape[axis] - 2 * r - 1), axis=axis)
-        out = (hi - lo) / (2 * r + 1)
-    return out
 
 
 def make_demo_clip(path: str | Path, *, width: int = 320, height: int = 240, fps: int = 10,
@@ -51,9 +30,9 @@ def make_demo_clip(path: str | Path, *, width: int = 320, height: int = 240, fps
         n = 0
         for k, (secs, kind) in enumerate(scenes):
             starts.append((t, kind))
-            big = _scene_image(k, height + 64, width + 64)
+            big = scene_image(k, height + 64, width + 64)
             sharp = big[:height, :width]
-            blurred = _box_blur(sharp, 6) if kind == "blur" else None
+            blurred = box_blur(sharp, 6) if kind == "blur" else None
             for i in range(secs * fps):
                 if kind == "pan":
                     dx = int(i * 64 / (secs * fps))

@@ -1,0 +1,221 @@
+"""Synthetic pictures and clips with known content, shared by the demo, the tests and the
+benchmarks (one generator per idea, so a test and the benchmark that measures the same path see
+the same kind of input).
+
+- ``gray_scene`` / ``gray_frame``: a camera-like gray scene (illumination, flat objects with hard
+  edges, fine texture) for the gate statistics;
+- ``gate_batch``: frames of one panning camera plus the reference ("last kept") frame;
+- ``rgb_frames``: colour frames of a few distinct scenes, for embedders;
+- ``scene_image`` and ``box_blur``: the demo clip's textured colour scenes;
+- ``write_scene_clip``: an H.264 clip (PyAV) of panning, static and defocused scenes with a fixed
+  GOP and B-frames, written as yuv420p directly.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+
+# -- gray frames (gate statistics) -------------------------------------------------------------------
+def gray_scene(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """A float32 h x w scene in roughly [0, 255]: smooth illumination, a few flat rectangles with
+    hard edges, and a fine texture a few pixels in period (so the blur gate has detail to see)."""
+    if h < 1 or w < 1:
+        raise ValueError(f"gray_scene: size {h}x{w} must be at least 1x1")
+    y = np.linspace(0.0, 1.0, h, dtype=np.float32)[:, None]
+    x = np.linspace(0.0, 1.0, w, dtype=np.float32)[None, :]
+    gx, gy = rng.uniform(-60, 60, 2).astype(np.float32)
+    img = 120 + gx * (x - 0.5) + gy * (y - 0.5)
+    f1, f2, ph = rng.uniform(0.5, 3.0), rng.uniform(0.5, 3.0), rng.uniform(0, 6.28)
+    two_pi = np.float32(2 * np.pi)
+    img = img + np.float32(25) * np.sin(two_pi * np.float32(f1) * x + np.float32(ph)) \
+        * np.cos(two_pi * np.float32(f2) * y)
+    for _ in range(14):  # objects: flat rectangles
+        bh, bw = int(rng.integers(h // 20 + 1, h // 3 + 2)), int(rng.integers(w // 20 + 1, w // 3 + 2))
+        y0, x0 = int(rng.integers(0, max(1, h - bh))), int(rng.integers(0, max(1, w - bw)))
+        img[y0:y0 + bh, x0:x0 + bw] += np.float32(rng.uniform(-60, 60))
+    kx, ky = rng.uniform(0.6, 1.4, 2) * np.float32(np.pi / 2)
+    img = img + np.float32(7) * np.sin(np.arange(w, dtype=np.float32)[None, :] * np.float32(kx)) \
+        * np.sin(np.arange(h, dtype=np.float32)[:, None] * np.float32(ky))
+    return img
+
+
+def gray_frame(rng: np.random.Generator, h: int, w: int, noise: float = 3.0) -> np.ndarray:
+    """``gray_scene`` with Gaussian sensor noise of std ``noise``, as uint8."""
+    img = gray_scene(rng, h, w)
+    if noise > 0:
+        img = img + rng.standard_normal((h, w), dtype=np.float32) * np.float32(noise)
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+def near_copy(rng: np.random.Generator, frame: np.ndarray, spread: int = 2) -> np.ndarray:
+    """``frame`` with every pixel moved by at most ``spread`` levels (SSIM close to 1)."""
+    d = rng.integers(-spread, spread + 1, frame.shape, dtype=np.int16)
+    return np.clip(frame.astype(np.int16) + d, 0, 255).astype(np.uint8)
+
+
+@dataclass
+class GateBatch:
+    """Frames (n x h x w uint8) and the reference frame (h x w) they are gated against."""
+    frames: np.ndarray
+    ref: np.ndarray
+
+
+def gate_batch(rng: np.random.Generator, n: int, h: int, w: int, noise: float = 3.0) -> GateBatch:
+    """n frames of one panning camera plus its reference (the 'last kept' frame). Frame 0 is a
+    near copy of the reference (SSIM ~ 1); the others pan away from it, each with sensor noise."""
+    if n < 1:
+        raise ValueError(f"gate_batch: n={n} frames, need at least 1")
+    pad = 3 * (n + 1)
+    base = gray_scene(rng, h + pad, w + pad)
+    out = np.empty((n + 1, h, w), np.uint8)
+    for i in range(n + 1):
+        dy, dx = (i * 2) % pad, (i * 3) % pad
+        img = base[dy:dy + h, dx:dx + w] + rng.standard_normal((h, w), dtype=np.float32) * np.float32(noise)
+        np.clip(img, 0, 255, out=img)
+        out[i] = img
+    ref = out[0].copy()
+    frames = out[1:].copy()
+    frames[0] = near_copy(rng, ref)
+    return GateBatch(frames, ref)
+
+
+# -- colour frames ------------------------------------------------------------------------------------
+def rgb_frames(rng: np.random.Generator, n: int, h: int, w: int, distinct: int = 16) -> np.ndarray:
+    """n x h x w x 3 uint8 frames: ``distinct`` different scenes (each channel its own gray
+    scene), repeated in order."""
+    base = [np.stack([np.clip(gray_scene(rng, h, w), 0, 255) for _ in range(3)], -1).astype(np.uint8)
+            for _ in range(max(1, min(n, distinct)))]
+    return np.stack([base[i % len(base)] for i in range(n)]) if n else np.empty((0, h, w, 3), np.uint8)
+
+
+def scene_image(k: int, h: int, w: int) -> np.ndarray:
+    """The k-th textured colour scene (float32 h x w x 3 in [0, 255]): sinusoidal shading per
+    channel and 16-pixel blocks; the same k gives the same picture."""
+    rng = np.random.default_rng(1000 + k)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    base = rng.uniform(40, 215, 3).astype(np.float32)
+    img = np.empty((h, w, 3), np.float32)
+    for c in range(3):
+        fx, fy, ph = rng.uniform(0.02, 0.12, 2).tolist() + [rng.uniform(0, 6.28)]
+        img[..., c] = base[c] + 40 * np.sin(fx * xx + ph) * np.cos(fy * yy)
+    blocks = rng.integers(0, 2, (h // 16 + 1, w // 16 + 1)).repeat(16, 0).repeat(16, 1)[:h, :w]
+    img += (blocks[..., None] * 60 - 30)
+    return np.clip(img, 0, 255)
+
+
+def box_blur(img: np.ndarray, r: int) -> np.ndarray:
+    """A (2r+1)-wide box blur of an h x w x c image along both axes (edges replicated)."""
+    out = img.copy()
+    for axis in (0, 1):
+        acc = np.cumsum(np.pad(out, [(r + 1, r) if a == axis else (0, 0) for a in range(out.ndim)], mode="edge"),
+                        axis=axis)
+        hi = np.take(acc, np.arange(2 * r + 1, acc.shape[axis]), axis=axis)
+        lo = np.take(acc, np.arange(0, acc.shape[axis] - 2 * r - 1), axis=axis)
+        out = (hi - lo) / (2 * r + 1)
+    return out
+
+
+# -- an H.264 clip ------------------------------------------------------------------------------------
+SCENE_KINDS = ("pan", "static", "pan_fast", "blur", "static", "pan")  # cycled; scene lengths 3-5 s
+
+
+@dataclass
+class SceneClip:
+    """What ``write_scene_clip`` wrote: the file, its format and its scenes (start s, length s, kind)."""
+    path: str
+    width: int
+    height: int
+    fps: int
+    frames: int
+    gop_frames: int
+    bframes: int
+    scenes: list = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return self.frames / self.fps
+
+
+def _scene_planes(k: int, kind: str, h: int, w: int, pad: int, rng):
+    """A scene's luma and chroma canvases (larger than the frame, so pans can crop them)."""
+    hh, ww = h + pad, w + pad
+    yy, xx = np.mgrid[0:hh, 0:ww].astype(np.float32)
+    base = rng.uniform(60, 190)
+    fx, fy = rng.uniform(0.004, 0.02, 2)
+    y = base + 35 * np.sin(fx * xx + rng.uniform(0, 6.3)) * np.cos(fy * yy) + 25 * (yy / hh - 0.5)
+    if kind != "blur":  # blocky texture and fine detail; a "blur" scene is smooth shading only
+        b = int(rng.integers(8, 24))
+        blocks = rng.integers(0, 2, (hh // b + 1, ww // b + 1)).repeat(b, 0).repeat(b, 1)[:hh, :ww]
+        y += blocks.astype(np.float32) * 50 - 25
+        y += 8 * np.sin(xx * rng.uniform(0.5, 1.2)) * np.sin(yy * rng.uniform(0.5, 1.2))
+    y = np.clip(y, 16, 235).astype(np.uint8)
+    cu, cv = rng.uniform(90, 166, 2)
+    uy, ux = np.mgrid[0:hh // 2, 0:ww // 2].astype(np.float32)
+    u = np.clip(cu + 20 * np.sin(ux * 0.01 + k), 16, 240).astype(np.uint8)
+    v = np.clip(cv + 20 * np.cos(uy * 0.013 + k), 16, 240).astype(np.uint8)
+    return y, u, v
+
+
+def write_scene_clip(path: str | Path, *, width: int, height: int, fps: int = 30, seconds: float = 10.0,
+                     gop_s: float = 2.0, bframes: int = 2, seed: int = 7, codec: str = "libx264") -> SceneClip:
+    """Write an H.264 clip (libx264 ultrafast, fixed GOP, B-frames) with a scene change every
+    3-5 s: panning textured scenes, a static scene and a defocused (smooth) one, cycled. The file
+    appears only when complete (written under a temporary name, then renamed)."""
+    import av
+
+    if width % 2 or height % 2 or width < 16 or height < 16:
+        raise ValueError(f"write_scene_clip: size {width}x{height} must be even and at least 16x16 (yuv420p)")
+    if seconds <= 0 or fps <= 0:
+        raise ValueError(f"write_scene_clip: seconds={seconds} and fps={fps} must be positive")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    n_frames = int(round(seconds * fps))
+    pad = 384  # a 5 s scene at 2.5 px/frame pans 375 px
+    scenes, t = [], 0.0
+    while t < seconds:
+        length = float(rng.integers(3, 6))
+        scenes.append((t, min(length, seconds - t), SCENE_KINDS[len(scenes) % len(SCENE_KINDS)]))
+        t += length
+    g = max(1, int(round(gop_s * fps)))
+    tmp = path.with_suffix(".tmp" + path.suffix)
+    with av.open(str(tmp), "w") as out:
+        s = out.add_stream(codec, rate=fps)
+        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
+        s.codec_context.time_base = Fraction(1, fps)
+        if codec == "libx264":
+            s.options = {"preset": "ultrafast", "crf": "23", "g": str(g), "keyint_min": str(g), "sc_threshold": "0",
+                         "bf": str(bframes)}
+        else:
+            s.options = {"g": str(g), "bf": str(bframes)}
+        frame_buf = np.empty((height * 3 // 2, width), np.uint8)
+        i = 0
+        for k, (t0, length, kind) in enumerate(scenes):
+            y, u, v = _scene_planes(k, kind, height, width, pad, rng)
+            n = int(round((t0 + length) * fps)) - int(round(t0 * fps))
+            speed = {"pan": 1.0, "pan_fast": 2.5}.get(kind, 0.0)  # pixels per frame, horizontal
+            for j in range(n):
+                if i >= n_frames:
+                    break
+                dx = (int(j * speed) // 2) * 2 % pad
+                dy = (int(j * speed * 0.4) // 2) * 2 % pad
+                frame_buf[:height] = y[dy:dy + height, dx:dx + width]
+                qu = u[dy // 2:dy // 2 + height // 2, dx // 2:dx // 2 + width // 2]
+                qv = v[dy // 2:dy // 2 + height // 2, dx // 2:dx // 2 + width // 2]
+                frame_buf[height:height + height // 4] = qu.reshape(height // 4, width)
+                frame_buf[height + height // 4:] = qv.reshape(height // 4, width)
+                f = av.VideoFrame.from_ndarray(frame_buf, format="yuv420p")
+                f.pts = i
+                for p in s.encode(f):
+                    out.mux(p)
+                i += 1
+        for p in s.encode():
+            out.mux(p)
+    os.replace(tmp, path)
+    return SceneClip(str(path), width, height, fps, i, g, bframes,
+                     [(round(a, 3), round(b, 3), c) for a, b, c in scenes])
