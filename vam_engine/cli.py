@@ -167,7 +167,9 @@ def cmd_info(args) -> int:
 
 
 def _fmt_t(t: float) -> str:
-    if t > 1e8:  # absolute (unix seconds)
+    from .memory.records import is_absolute_time
+
+    if is_absolute_time(t):  # unix seconds
         import datetime as dt
 
         return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")

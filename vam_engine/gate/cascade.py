@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..config import GateConfig
-from ..memory.records import GateRecord
+from .records import GateRecord
 
 _FIRST_CHUNK = 4
 

@@ -3,16 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class GateRecord:
-    """One sampled frame's gate statistics and the gate that dropped it (None: kept)."""
-
-    lap_var: float
-    mad: float | None  # None for a camera's first frame (nothing to compare with)
-    ssim: float | None
-    hist_corr: float | None
-    dropped_by: str | None  # "blur" | "low_change" | "ssim" | "hist" | None
+from ..gate.records import GateRecord  # noqa: F401  (re-exported: memory stores the gates' record)
 
 
 @dataclass(frozen=True)
@@ -45,3 +36,22 @@ class Evidence:
     source: str  # "frame" | "event" | "summary"
     text: str | None = None  # the document, for event/summary hits that have one
     similarity: float | None = None  # the best cosine with the query in any space that found it
+
+
+# -- camera-axis time -----------------------------------------------------------------------------
+# Each moment has a time on its camera's own axis: absolute (unix seconds) when the caller or the
+# container gave a start time, else relative (seconds since the source's first frame).
+
+ABSOLUTE_TIME_MIN = 1e9  # unix seconds of 2001-09-09: a relative axis would need 31 years of recording
+
+
+def is_absolute_time(t: float) -> bool:
+    """Whether a time on a camera's axis is absolute (unix seconds): ``t > 1e9``. The one rule
+    for code that sees only the number (formatting, prompts); code holding a record asks its
+    ``t_abs`` instead."""
+    return t > ABSOLUTE_TIME_MIN
+
+
+def camera_time(t_rel: float, t_abs: float | None) -> float:
+    """A time on its camera's axis: ``t_abs`` when known, else ``t_rel``."""
+    return float(t_abs) if t_abs is not None else float(t_rel)

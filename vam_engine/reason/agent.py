@@ -29,7 +29,8 @@ from ..llm import prompts
 from ..llm.base import Image, LLMError
 from ..llm.schemas import (AnswerAction, InspectAction, RouteFinal, RouteRetrieve, SearchAction, TimeRange,
                            parse_action, parse_route)
-from ..memory.records import Evidence
+from ..memory.records import Evidence, camera_time
+from ..numerics import spread_evenly
 from .view import Answer, MemoryView
 
 NOT_FOUND = "Not found:"
@@ -100,7 +101,7 @@ class _Run:
 
 
 def _t(m) -> float:
-    return m.t_abs if m.t_abs is not None else m.t_rel
+    return camera_time(m.t_rel, m.t_abs)
 
 
 def _key(ev: Evidence, kind: str | None = None, extra: str = "") -> tuple:
@@ -378,8 +379,7 @@ class AgenticAnswerer:
         with self._timed(run, "inspection"):
             ms = run.view.frames(t0, t1, n, None if camera in (None, "*") else camera)
         if len(ms) > n:  # several cameras: spread the budget over all of them
-            step = len(ms) / n
-            ms = [ms[int(i * step)] for i in range(n)]
+            ms = [ms[i] for i in spread_evenly(len(ms), n)]
         return sorted(ms, key=_t)
 
     def _inspect(self, run: _Run, action: InspectAction, entry: dict) -> list:

@@ -39,12 +39,11 @@ from __future__ import annotations
 import math
 import time
 
-import numpy as np
-
 from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError, LLMRequest
-from ..memory.records import Evidence
+from ..memory.records import Evidence, camera_time
+from ..numerics import spread_evenly
 from .view import Answer, MemoryView, moment_evidence
 
 # defaults when no WorkingMemory is given (DESIGN.md section 6, OASIS 4.2)
@@ -54,7 +53,7 @@ _QA_SUMMARY_CHARS = 2000
 
 
 def _t(m) -> float:
-    return m.t_abs if m.t_abs is not None else m.t_rel
+    return camera_time(m.t_rel, m.t_abs)
 
 
 def _thin(moments: list, fps: float) -> list:
@@ -66,13 +65,6 @@ def _thin(moments: list, fps: float) -> list:
             out.append(m)
             last = _t(m)
     return out
-
-
-def _spread(items: list, n: int) -> list:
-    if len(items) <= n:
-        return list(items)
-    idx = np.linspace(0, len(items) - 1, n).round().astype(int)
-    return [items[i] for i in sorted(set(idx.tolist()))]
 
 
 class _Recent:
@@ -318,7 +310,7 @@ class TwoPhaseAnswerer:
                                      kind, n.summary, similarity=float(score)))
             label = "event" if n.is_leaf else "summary of several events"
             parts.append(f"Node {i} ({label}), camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]:\n{n.summary}")
-            for k, t in _spread(have, self.keyframes_per_node):
+            for k, t in (have[j] for j in spread_evenly(len(have), self.keyframes_per_node)):
                 parts += [f"t={t:.2f}s", Image(moments[k].frame_path)]
         for rec in records:
             parts.append(f"Earlier question at t={rec['t']:.2f}s: {rec['question']}\nIts answer: {rec['answer']}")

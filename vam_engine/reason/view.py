@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from ..memory.records import Evidence, Moment
+from ..memory.records import Evidence, Moment, camera_time
 from ..memory.search import SOURCES, search
+from ..numerics import spread_evenly
 
 
 @dataclass
@@ -39,7 +38,7 @@ def moment_evidence(moments: list[Moment], score: float = 0.0, text: str | None 
     """One camera's moments as one cited interval."""
     if not moments:
         return None
-    ts = [m.t_abs if m.t_abs is not None else m.t_rel for m in moments]
+    ts = [camera_time(m.t_rel, m.t_abs) for m in moments]
     return Evidence(moments[0].camera_id, min(ts), max(ts), tuple(m.moment_id for m in moments),
                     tuple(m.frame_path for m in moments), score, "frame", text)
 
@@ -61,7 +60,7 @@ class MemoryView:
         """The question's present: ``as_of``, else the newest moment in view (None: empty)."""
         if self.as_of is not None:
             return self.as_of
-        ts = [m.t_abs if m.t_abs is not None else m.t_rel for m in self._latest()]
+        ts = [camera_time(m.t_rel, m.t_abs) for m in self._latest()]
         return max(ts) if ts else None
 
     def _latest(self) -> list[Moment]:
@@ -97,8 +96,7 @@ class MemoryView:
                 continue
             ms = self.store.moments_on_axis(cam, t0, math.nextafter(t1, math.inf))
             if len(ms) > max_frames:
-                idx = np.linspace(0, len(ms) - 1, max_frames).round().astype(int)
-                ms = [ms[i] for i in sorted(set(idx.tolist()))]
+                ms = [ms[i] for i in spread_evenly(len(ms), max_frames)]
             out += ms
         return out
 

@@ -18,6 +18,8 @@ from collections import deque
 
 import numpy as np
 
+from ..numerics import unit
+
 # Frames that arrive this close to the rate's interval count as on time (float time stamps:
 # 0.1 * 5 is not exactly 0.5).
 _RATE_SLACK = 1e-6
@@ -154,16 +156,6 @@ CREATE TABLE IF NOT EXISTS qa_summary (
 _SUMMARY_KEY = "rolling"
 
 
-def _unit(v, what: str) -> np.ndarray:
-    a = np.asarray(v, dtype=np.float32).reshape(-1)
-    if a.size == 0 or not np.all(np.isfinite(a)):
-        raise ValueError(f"{what}: embedding is empty or not finite")
-    n = float(np.linalg.norm(a))
-    if n < 1e-12:
-        raise ValueError(f"{what}: embedding is the zero vector")
-    return a / n
-
-
 class QAHistory:
     """Questions and answers, and the rolling QA summary s_qa (OASIS 3.1), in the store's
     SQLite. Every read takes ``as_of``: only records and summaries at or before it."""
@@ -179,7 +171,7 @@ class QAHistory:
         t = float(t)
         if not math.isfinite(t):
             raise ValueError(f"QAHistory.add: t must be finite, got {t}")
-        blob = None if embedding is None else _unit(embedding, "QAHistory.add").tobytes()
+        blob = None if embedding is None else unit(embedding, "QAHistory.add").tobytes()
         scope = "*" if not cameras else json.dumps(sorted([cameras] if isinstance(cameras, str) else cameras))
         with self.store.transaction() as conn:
             cur = conn.execute("INSERT INTO qa_history (t, cameras, question, answer, embedding, created_at)"
@@ -192,7 +184,7 @@ class QAHistory:
         another dimension (a different text model) are skipped."""
         if k < 1:
             return []
-        q = _unit(query_emb, "QAHistory.retrieve query")
+        q = unit(query_emb, "QAHistory.retrieve query")
         sql = "SELECT qa_id, t, cameras, question, answer, embedding FROM qa_history WHERE embedding IS NOT NULL"
         args: tuple = ()
         if as_of is not None:

@@ -28,6 +28,8 @@ import numpy as np
 from ..config import WriterConfig
 from ..llm import prompts
 from ..llm.base import Image, LLMError
+from ..memory.records import camera_time, is_absolute_time
+from ..numerics import spread_evenly
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +166,7 @@ class MemoryWriter:
             return False
         requests = [prompts.event_document(e["camera_id"], e["t_start"], e["t_end"],
                                            [(Image(p), t) for p, t in e["frames"]],
-                                           absolute=e["t_start"] > 1e9)
+                                           absolute=is_absolute_time(e["t_start"]))
                     for e in events]
         requests += [prompts.merge_summaries(n.camera_id, [(c.t_start, c.t_end, c.summary)
                                                            for c in self.forest.children(n.node_id)])
@@ -292,8 +294,7 @@ class MemoryWriter:
             b = min(t1, a + granularity_s)
             ms = self.store.moments_on_axis(camera_id, a, b)
             if ms:
-                step = max(1, len(ms) / frames_per_window)
-                picks = [ms[int(i * step)] for i in range(min(frames_per_window, len(ms)))]
+                picks = [ms[i] for i in spread_evenly(len(ms), frames_per_window)]
                 docs = [d for d in documented if d[1] >= a and d[0] <= b]
                 windows.append((a, b, picks, docs))
             a = b
@@ -301,7 +302,7 @@ class MemoryWriter:
         for chunk in range(0, len(windows), self.max_batch):
             part = windows[chunk:chunk + self.max_batch]
             reqs = [prompts.summary_window(camera_id, a, b, granularity_s, focus, docs,
-                                           [(Image(m.frame_path), m.t_abs if m.t_abs is not None else m.t_rel)
+                                           [(Image(m.frame_path), camera_time(m.t_rel, m.t_abs))
                                             for m in picks], structure=structure)
                     for a, b, picks, docs in part]
             replies = self.llm.generate(reqs)
