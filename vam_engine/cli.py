@@ -211,7 +211,7 @@ def cmd_ask(args) -> int:
         ans = eng.ask(args.question, as_of=args.as_of, camera=args.camera, mode=args.mode, max_turns=args.max_turns)
     if args.json:
         print(json.dumps({"text": ans.text, "found": ans.found, "mode": ans.mode,
-                          "evidence": [e.__dict__ for e in ans.evidence], "trace": ans.trace,
+                          "evidence": [e.__dict__ for e in ans.evidence], "trace": [t.to_dict() for t in ans.trace],
                           "tokens": ans.tokens, "timings": ans.timings}, indent=2, default=str))
         return 0 if ans.found else 1
     print(ans.text)

@@ -28,9 +28,10 @@ from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError
 from ..llm.schemas import (AnswerAction, InspectAction, RouteFinal, RouteRetrieve, SearchAction, TimeRange,
-                           parse_action, parse_route)
+                           parse_action, parse_anchor, parse_route)
 from ..memory.records import Evidence, camera_time
 from ..numerics import spread_evenly
+from .turn import ModelTurns, TraceEntry
 from .view import Answer, MemoryView
 
 NOT_FOUND = "Not found:"
@@ -87,7 +88,7 @@ class _Run:
     blocks: list = field(default_factory=list)    # per context turn: list[Found]
     context: list = field(default_factory=list)   # rendered text per context turn (append-only: prefix-stable)
     seen: set = field(default_factory=set)        # dedupe keys of every result so far
-    calls: int = 0
+    turns: ModelTurns | None = None               # the question's model requests (set by answer())
     origin: float | None = None                   # "relative" time zero, computed when first needed
     failure: Exception | None = None              # a model failure to raise once the turn's results are kept
 
@@ -137,12 +138,13 @@ class AgenticAnswerer:
         start = time.perf_counter()
         question = question.strip()
         run = _Run(question, question, view, Answer("", False, [], "agentic"))
+        run.turns = ModelTurns(self.llm, run.out)
         try:
             self._route_and_plan(run)
         except _ModelDown as e:
-            run.out.trace.append({"stage": e.stage, "error": f"model failed: {e.error}"})
+            run.out.trace.append(TraceEntry(e.stage, error=f"model failed: {e.error}"))
             self._best_effort(run, f"the model failed ({e.error})")
-        run.out.trace.append({"stage": "done", "model_calls": run.calls, "found": run.out.found})
+        run.out.trace.append(TraceEntry("done", detail={"model_calls": run.turns.calls, "found": run.out.found}))
         run.out.timings["total"] = time.perf_counter() - start
         return run.out
 
@@ -151,7 +153,7 @@ class AgenticAnswerer:
             return
         stale = 0  # consecutive turns without new evidence
         for turn in range(1, self.max_turns + 1):
-            entry = {"stage": "planner", "turn": turn, "turns_left": self.max_turns - turn + 1}
+            entry = TraceEntry("planner", turn=turn, turns_left=self.max_turns - turn + 1)
             run.out.trace.append(entry)
             request = prompts.plan(run.goal, self._context(run), self.max_turns - turn + 1)
             action = self._ask(run, "planning", request, lambda text: self._parse_action(run, text), entry)
@@ -160,19 +162,19 @@ class AgenticAnswerer:
                     # B.6: an unparsable first turn does not end the loop; search for the question itself
                     action = SearchAction.model_validate({"action": "search", "queries": [
                         {"q": run.goal[:1000], **PERMISSIVE}]})
-                    entry["fallback"] = "permissive search"
+                    entry.fallback = "permissive search"
                 else:
-                    entry["fallback"] = "answer with the best evidence"
+                    entry.fallback = "answer with the best evidence"
                     self._finish(run, "the planner's reply was invalid twice")
                     return
-            entry["action"] = action.action
+            entry.action = action.action
             if isinstance(action, AnswerAction):
                 self._answer(run, action, entry)
                 return
             added = self._execute(run, action, entry)
             stale = 0 if added else stale + 1
             if stale >= 2:
-                entry["stop"] = "two consecutive turns added no new evidence"
+                entry.reason = "two consecutive turns added no new evidence"
                 self._finish(run, "two consecutive turns added no new evidence")
                 return
         self._finish(run, f"the turn budget ({self.max_turns}) is spent")
@@ -188,40 +190,17 @@ class AgenticAnswerer:
 
     def _call(self, run: _Run, stage: str, requests: list) -> list[str]:
         """Reply texts, in order. Any model failure becomes _ModelDown."""
-        if not requests:
-            return []
-        run.calls += len(requests)
-        with self._timed(run, stage):
-            try:
-                responses = self.llm.generate(requests)
-            except LLMError as e:
-                raise _ModelDown(stage, e) from None
-        if len(responses) != len(requests):
-            raise _ModelDown(stage, LLMError(getattr(self.llm, "name", "llm"),
-                                             f"{len(responses)} responses for {len(requests)} requests"))
-        for r in responses:
-            run.out.add_usage(r)
-        return [r.text if isinstance(r.text, str) else "" for r in responses]
+        try:
+            return run.turns.send(requests, stage)
+        except LLMError as e:
+            raise _ModelDown(stage, e) from None
 
-    def _ask(self, run: _Run, stage: str, request, parse, entry: dict):
+    def _ask(self, run: _Run, stage: str, request, parse, entry: TraceEntry, *, repair: bool = True):
         """A parsed reply, with one repair request when the first is invalid; None when both are."""
-        reply = self._call(run, stage, [request])[0]
-        entry["reply"] = reply[:500]
         try:
-            parsed = parse(reply)
-            entry.update(error=None, repaired=False)
-            return parsed
-        except ValueError as e:
-            entry.update(error=str(e)[:500], repaired=False)
-        reply = self._call(run, stage, [prompts.repair(request, reply, entry["error"])])[0]
-        entry["repair_reply"] = reply[:500]
-        try:
-            parsed = parse(reply)
-            entry["repaired"] = True
-            return parsed
-        except ValueError as e:
-            entry["repair_error"] = str(e)[:500]
-            return None
+            return run.turns.ask(request, parse, stage, entry, repair=repair).parsed
+        except LLMError as e:
+            raise _ModelDown(stage, e) from None
 
     def _parse_action(self, run: _Run, text: str):
         """A planner action whose references exist (a dangling inspect ref is an invalid action)."""
@@ -235,22 +214,22 @@ class AgenticAnswerer:
     # -- router --------------------------------------------------------------------------------
     def _route(self, run: _Run) -> bool:
         """True when the router answered by itself."""
-        entry = {"stage": "router"}
+        entry = TraceEntry("router")
         run.out.trace.append(entry)
         request = prompts.route(run.question, run.view.now(), run.view.camera_ids())
         route = self._ask(run, "routing", request, parse_route, entry)
         if route is None:
-            entry["fallback"] = "retrieve with the question as asked"
+            entry.fallback = "retrieve with the question as asked"
             return False
         if isinstance(route, RouteFinal):
-            entry["action"] = "final"
+            entry.action = "final"
             run.out.text, run.out.found = route.text, True
             return True
         if isinstance(route, RouteRetrieve):
-            entry["action"] = "retrieve"
+            entry.action = "retrieve"
             run.goal = route.args.question
             return False
-        entry["action"] = "summarize"
+        entry.action = "summarize"
         args = route.args
         rng = TimeRange(mode=args.time_mode, start=args.min_time, end=args.max_time)
         found = self._guarded(run, entry, lambda: self._summarize(run, rng, args.granularity_seconds, args.prompt,
@@ -259,7 +238,7 @@ class AgenticAnswerer:
         return False
 
     # -- actions -------------------------------------------------------------------------------
-    def _execute(self, run: _Run, action, entry: dict) -> int:
+    def _execute(self, run: _Run, action, entry: TraceEntry) -> int:
         """Run one search / inspect / summarize action; its new results become the next
         context turn. Returns how many results are new."""
         if isinstance(action, SearchAction):
@@ -274,7 +253,7 @@ class AgenticAnswerer:
             raise run.failure
         return len(found)
 
-    def _guarded(self, run: _Run, entry: dict, fn) -> list:
+    def _guarded(self, run: _Run, entry: TraceEntry, fn) -> list:
         """An action's results; a memory-side failure (bad range, missing file) becomes a note
         the planner sees instead of an exception."""
         try:
@@ -284,24 +263,22 @@ class AgenticAnswerer:
         except LLMError as e:  # the writer's model (summaries)
             raise _ModelDown("summarize", e) from None
         except (VamError, ValueError, OSError) as e:
-            entry.setdefault("notes", []).append(f"failed: {e}"[:300])
+            entry.notes.append(f"failed: {e}"[:300])
             return []
 
-    def _add_block(self, run: _Run, label: str, found: list, entry: dict) -> None:
+    def _add_block(self, run: _Run, label: str, found: list, entry: TraceEntry) -> None:
         turn_idx = len(run.blocks) + 1
         block = []
         for i, (ev, via, note, key) in enumerate(found):
             run.seen.add(key)
             block.append(Found(turn_idx, i, ev, via, note))
         run.blocks.append(block)
-        entry["context_turn"] = turn_idx
-        entry["added"] = [f.ref for f in block]
-        inspected = {f.ref: f.note for f in block if f.note}
-        if inspected:
-            entry["inspections"] = inspected
-        run.context.append(self._render_block(turn_idx, label, block, entry.get("notes", [])))
+        entry.context_turn = turn_idx
+        entry.added = [f.ref for f in block]
+        entry.inspections = {f.ref: f.note for f in block if f.note}
+        run.context.append(self._render_block(turn_idx, label, block, entry.notes))
 
-    def _search(self, run: _Run, action: SearchAction, entry: dict) -> list:
+    def _search(self, run: _Run, action: SearchAction, entry: TraceEntry) -> list:
         rng = self._resolve(run, action.time_range, entry) if action.time_range is not None else (None, None)
         if rng is None:
             return []
@@ -329,7 +306,7 @@ class AgenticAnswerer:
         # spaces are not), taken round-robin across queries
         new = sorted(new, key=lambda x: (x[2], x[1]))[:MAX_NEW_PER_TURN]
         if dropped:
-            entry.setdefault("notes", []).append(f"{dropped} more new results not kept (at most {MAX_NEW_PER_TURN})")
+            entry.notes.append(f"{dropped} more new results not kept (at most {MAX_NEW_PER_TURN})")
         # look-ahead inspection (B.4): each query's best inspect_k new results, within the turn's budget
         picks = [i for i, (h, qi, rank) in enumerate(new) if rank < action.queries[qi].inspect_k]
         picks = sorted(picks, key=lambda i: (new[i][2], new[i][1]))[:MAX_INSPECTIONS_PER_TURN]
@@ -382,7 +359,7 @@ class AgenticAnswerer:
             ms = [ms[i] for i in spread_evenly(len(ms), n)]
         return sorted(ms, key=_t)
 
-    def _inspect(self, run: _Run, action: InspectAction, entry: dict) -> list:
+    def _inspect(self, run: _Run, action: InspectAction, entry: TraceEntry) -> list:
         if action.ref is not None:
             ev = run.lookup(action.ref.turn_idx, action.ref.result_idx).evidence
             t0, t1, camera = ev.t_start, ev.t_end, ev.camera_id
@@ -393,13 +370,13 @@ class AgenticAnswerer:
             (t0, t1), camera = rng, None
         ms = self._frames(run, t0, t1, action.max_frames, camera)
         if not ms:
-            entry.setdefault("notes", []).append("no frames in that range")
+            entry.notes.append("no frames in that range")
             return []
         text = self._call(run, "inspection", [prompts.inspect(action.prompt, [(Image(m.frame_path), _t(m))
                                                                                for m in ms])])[0]
         text = text.strip()[:MAX_NOTE_CHARS]
         if not text:
-            entry.setdefault("notes", []).append("the inspector replied nothing")
+            entry.notes.append("the inspector replied nothing")
             return []
         out = []
         for cam in dict.fromkeys(m.camera_id for m in ms):
@@ -412,23 +389,24 @@ class AgenticAnswerer:
                 out.append((ev, "inspect", text, key))
         return out
 
-    def _summarize(self, run: _Run, rng: TimeRange, granularity: float, prompt: str, structure, entry: dict) -> list:
+    def _summarize(self, run: _Run, rng: TimeRange, granularity: float, prompt: str, structure,
+                   entry: TraceEntry) -> list:
         resolved = self._resolve(run, rng, entry)
         if resolved is None:
             return []
         t0, t1 = resolved
         now = run.view.now()
         if now is None:
-            entry.setdefault("notes", []).append("the memory is empty")
+            entry.notes.append("the memory is empty")
             return []
         t1 = now if t1 is None else min(t1, now)
         if t1 <= t0:
-            entry.setdefault("notes", []).append(f"nothing to summarize in [{t0:.2f}, {t1:.2f}]")
+            entry.notes.append(f"nothing to summarize in [{t0:.2f}, {t1:.2f}]")
             return []
         cams = len(run.view.camera_ids())
         if cams > MAX_SUMMARY_DOCS:
-            entry.setdefault("notes", []).append(f"{cams} cameras: at most {MAX_SUMMARY_DOCS} summary documents "
-                                                 "per call; ask about fewer cameras")
+            entry.notes.append(f"{cams} cameras: at most {MAX_SUMMARY_DOCS} summary documents "
+                               "per call; ask about fewer cameras")
             return []
         per_camera = MAX_SUMMARY_DOCS // max(1, cams)
         # Bounded cost: coarser windows rather than hundreds of model calls. The writer steps
@@ -437,15 +415,14 @@ class AgenticAnswerer:
         if math.ceil((t1 - t0) / granularity) >= per_camera:
             wider = (t1 - t0) / per_camera * (1 + 1e-9)
             if wider > granularity * (1 + 1e-6):
-                entry.setdefault("notes", []).append(f"windows widened to {wider:.1f} s "
-                                                     f"(at most {MAX_SUMMARY_DOCS} documents)")
+                entry.notes.append(f"windows widened to {wider:.1f} s (at most {MAX_SUMMARY_DOCS} documents)")
             granularity = wider
         if structure is not None:
-            entry.setdefault("notes", []).append("summary_structure is not stored by this memory view")
+            entry.notes.append("summary_structure is not stored by this memory view")
         with self._timed(run, "summarize"):
             docs = run.view.summarize(t0, t1, granularity, prompt)
         if not docs:
-            entry.setdefault("notes", []).append("no summary written (no frames in range, or no writer)")
+            entry.notes.append("no summary written (no frames in range, or no writer)")
         moments = run.view.store.moments_by_id([m for d in docs for m in d["moments"]])
         out = []
         for d in docs:
@@ -458,7 +435,7 @@ class AgenticAnswerer:
         return out
 
     # -- time ranges ---------------------------------------------------------------------------
-    def _resolve(self, run: _Run, rng: TimeRange, entry: dict):
+    def _resolve(self, run: _Run, rng: TimeRange, entry: TraceEntry):
         """(t0, t1 or None for "until now") on the cameras' axis, or None when an anchor cannot
         be found (the reason goes to the entry's notes)."""
         if rng.anchor is not None:
@@ -472,8 +449,7 @@ class AgenticAnswerer:
             if a is None or b is None:
                 return None
             if b[1] < a[0]:
-                entry.setdefault("notes", []).append(f"end anchor ({b[0]:.2f} s) is before start anchor "
-                                                     f"({a[0]:.2f} s)")
+                entry.notes.append(f"end anchor ({b[0]:.2f} s) is before start anchor ({a[0]:.2f} s)")
                 return None
             return a[0], b[1]
         off = self._origin(run) if rng.mode == "relative" else 0.0
@@ -497,7 +473,7 @@ class AgenticAnswerer:
                     run.origin = float(first)
         return run.origin
 
-    def _anchor(self, run: _Run, anchor, entry: dict):
+    def _anchor(self, run: _Run, anchor, entry: TraceEntry):
         """(t0, t1) of the anchor's occurrence_index-th occurrence, or None.
 
         Candidates: a search for the description; hits scoring below ANCHOR_RELATIVE_FLOOR of
@@ -506,7 +482,7 @@ class AgenticAnswerer:
         in time order. The first min(inspect_k, MAX_ANCHOR_CHECKS) occurrences are checked by the
         verifier on their frames (one call each, one batch): rejected ones do not count, an
         unreadable verdict counts as unverified; later occurrences count unverified."""
-        notes = entry.setdefault("notes", [])
+        notes = entry.notes
         with self._timed(run, "retrieval"):
             hits = run.view.search(anchor.description, top_k=anchor.top_k)
         best: dict = {}
@@ -547,17 +523,17 @@ class AgenticAnswerer:
         out: list = [None] * len(occurrences)
         for i, text in zip(idx, self._call(run, "inspection", requests)):
             try:
-                v = prompts.parse_anchor(text)
+                v = parse_anchor(text)
                 out[i] = bool(v.match and v.confidence >= 0.5)
-            except (ValueError, RecursionError) as e:  # RecursionError: a deeply nested JSON reply
+            except ValueError as e:
                 notes.append(f"anchor verdict unreadable ({str(e)[:120]}): counted unverified")
         return out
 
     # -- endings -------------------------------------------------------------------------------
-    def _answer(self, run: _Run, action: AnswerAction, entry: dict) -> None:
+    def _answer(self, run: _Run, action: AnswerAction, entry: TraceEntry) -> None:
         found = run.findings()
         if not found:
-            entry["note"] = "answer without any evidence"
+            entry.notes.append("answer without any evidence")
             run.out.text = (f"{NOT_FOUND} no evidence in memory supports an answer "
                             f"(the planner said: {action.response[:300]})")
             run.out.found = False
@@ -567,8 +543,8 @@ class AgenticAnswerer:
             best = run.lookup(action.best_ref.turn_idx, action.best_ref.result_idx)
         if best is None:
             best = max(found, key=_rank)
-            entry["best_ref_fallback"] = best.ref
-        entry["best_ref"] = best.ref
+            entry.fallback = "best_ref is not a result: the best-ranked result is cited"
+        entry.best_ref = best.ref
         run.out.text, run.out.found = action.response, True
         run.out.evidence = self._cite(run, best)
 
@@ -578,23 +554,19 @@ class AgenticAnswerer:
 
     def _finish(self, run: _Run, reason: str) -> None:
         """Forced end: one final answer request when there is evidence, else not found."""
-        entry = {"stage": "final", "reason": reason}
+        entry = TraceEntry("final", reason=reason)
         run.out.trace.append(entry)
         if not run.findings():
             run.out.text, run.out.found = f"{NOT_FOUND} no evidence in memory supports an answer ({reason})", False
             return
-        reply = self._call(run, "planning", [prompts.plan(run.goal, self._context(run), 0)])[0]
-        entry["reply"] = reply[:500]
-        try:
-            action = self._parse_action(run, reply)
-        except ValueError as e:
-            entry["error"] = str(e)[:500]
-            action = None
+        action = self._ask(run, "planning", prompts.plan(run.goal, self._context(run), 0),
+                           lambda text: self._parse_action(run, text), entry, repair=False)
         if isinstance(action, AnswerAction):
-            entry["action"] = "answer"
+            entry.action = "answer"
             self._answer(run, action, entry)
         else:
-            entry.setdefault("error", f"expected an answer, got {getattr(action, 'action', None)}")
+            if entry.error is None:
+                entry.error = f"expected an answer, got {getattr(action, 'action', None)}"
             self._best_effort(run, reason)
 
     def _best_effort(self, run: _Run, reason: str) -> None:

@@ -42,13 +42,14 @@ import time
 from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError, LLMRequest
+from ..llm.schemas import parse_coarse, parse_fine
 from ..memory.records import Evidence, camera_time
 from ..numerics import spread_evenly
+from .turn import ModelTurns, TraceEntry
 from .view import Answer, MemoryView, moment_evidence
 
 # defaults when no WorkingMemory is given (DESIGN.md section 6, OASIS 4.2)
 _SHORT_S, _SHORT_FPS, _MEDIUM_S, _MEDIUM_FPS = 8.0, 2.0, 32.0, 1.0
-_REPLY_CHARS = 2000  # replies are cut to this in the trace
 _QA_SUMMARY_CHARS = 2000
 
 
@@ -112,12 +113,12 @@ class TwoPhaseAnswerer:
         try:
             now = self._run(question, view, ans)
         except LLMError as e:
-            ans.trace.append({"stage": "error", "error": f"LLMError: {e}"})
+            ans.trace.append(TraceEntry("error", error=f"LLMError: {e}"))
             ans.text, ans.found, ans.evidence = f"Not found: the model failed: {e}", False, []
             ans.add_time("two_phase", time.perf_counter() - t0)
             return ans  # nothing worth remembering as a QA pair
         except VamError as e:  # the memory (store, embedder) failed: say so, do not raise
-            ans.trace.append({"stage": "error", "error": f"{type(e).__name__}: {e}"})
+            ans.trace.append(TraceEntry("error", error=f"{type(e).__name__}: {e}"))
             ans.text, ans.found, ans.evidence = f"Not found: the memory failed: {e}", False, []
             ans.add_time("two_phase", time.perf_counter() - t0)
             return ans
@@ -142,15 +143,15 @@ class TwoPhaseAnswerer:
                               for r in recents}}
 
         # -- coarse pass (one repair), then answer or fall back to retrieval
-        parsed, last_req, last_text = self._ask_json(coarse, prompts.parse_coarse, ans, "coarse", context)
+        parsed, last_req, last_text = self._ask_json(coarse, parse_coarse, ans, "coarse", context)
         if parsed is not None and parsed.answer is not None:
             ans.text, ans.found = parsed.answer.strip(), True
             ans.evidence = [e for e in (self._present_evidence(r) for r in recents) if e is not None]
-            ans.trace[-1]["action"] = "answer"
+            ans.trace[-1].action = "answer"
             return now
         intent = parsed.retrieve.strip() if parsed is not None else question
-        ans.trace[-1]["action"] = "retrieve" if parsed is not None else "fallback_retrieve"
-        ans.trace[-1]["intent"] = intent
+        ans.trace[-1].action = "retrieve" if parsed is not None else "fallback_retrieve"
+        ans.trace[-1].intent = intent
 
         # -- fine: retrieve forest nodes and QA records for the intent
         q = None
@@ -173,57 +174,34 @@ class TwoPhaseAnswerer:
         retrieved = {"intent": intent, "nodes": [[n.node_id, round(s, 4)] for n, s in hits],
                      "qa": [r["qa_id"] for r in records]}
 
-        parsed, _, last_text = self._ask_json(fine, prompts.parse_fine, ans, "fine", retrieved)
+        parsed, _, last_text = self._ask_json(fine, parse_fine, ans, "fine", retrieved)
         ans.evidence = evidence
         if parsed is not None:
             ans.text, ans.found = parsed.answer.strip(), True
-            ans.trace[-1]["action"] = "answer"
+            ans.trace[-1].action = "answer"
         elif hits and last_text.strip():
             # the model answered with the evidence in view, just not as JSON: keep its words
             ans.text, ans.found = last_text.strip()[:4000], True
-            ans.trace[-1]["action"] = "raw_answer"
+            ans.trace[-1].action = "raw_answer"
         else:
             ans.text, ans.found = f"Not found: no memory matched {intent[:200]!r} and the model gave no answer", False
-            ans.trace[-1]["action"] = "not_found"
+            ans.trace[-1].action = "not_found"
         return now
 
     # -- model calls -----------------------------------------------------------------------------
-    def _call(self, req: LLMRequest, ans: Answer, stage: str, info: dict | None = None):
-        t = time.perf_counter()
-        try:
-            resp = self.llm.generate([req])[0]
-        except LLMError as e:
-            ans.add_time(stage, time.perf_counter() - t)
-            ans.trace.append({"stage": stage, "tag": req.tag, "error": str(e)})
-            raise
-        ans.add_time(stage, time.perf_counter() - t)
-        ans.add_time(f"{stage}_prefill", resp.prefill_s)
-        ans.add_usage(resp)
-        entry = {"stage": stage, "tag": req.tag, "prompt_tokens": resp.prompt_tokens,
-                 "cached_tokens": resp.cached_tokens, "completion_tokens": resp.completion_tokens,
-                 "prefill_s": resp.prefill_s, "total_s": resp.total_s, "finish_reason": resp.finish_reason,
-                 "reply": resp.text[:_REPLY_CHARS]}
-        if info:
-            entry.update(info)
+    def _call(self, req: LLMRequest, ans: Answer, stage: str) -> str:
+        """The reply text of one request without a schema, recorded as its own trace entry."""
+        entry = TraceEntry(stage)
         ans.trace.append(entry)
-        return resp
+        return ModelTurns(self.llm, ans).send([req], stage, entry)[0]
 
     def _ask_json(self, req: LLMRequest, parse, ans: Answer, stage: str, info: dict):
         """Send ``req``; on an invalid reply send one repair. Returns (parsed or None, the last
         request sent, its reply text): the next stage continues from exactly those."""
-        resp = self._call(req, ans, stage, info)
-        try:
-            return parse(resp.text), req, resp.text
-        except ValueError as e:
-            ans.trace[-1]["invalid"] = str(e)
-            repair = prompts.json_repair(req, resp.text, str(e))
-        resp = self._call(repair, ans, stage)
-        ans.trace[-1]["repair"] = True
-        try:
-            return parse(resp.text), repair, resp.text
-        except ValueError as e:
-            ans.trace[-1]["invalid"] = str(e)
-            return None, repair, resp.text
+        entry = TraceEntry(stage, detail=info)
+        ans.trace.append(entry)
+        turn = ModelTurns(self.llm, ans).ask(req, parse, stage, entry)
+        return turn.parsed, turn.request, turn.reply
 
     # -- context ---------------------------------------------------------------------------------
     def _camera_now(self, view: MemoryView, cam: str) -> float | None:
@@ -329,11 +307,11 @@ class TwoPhaseAnswerer:
             self.qa.add(t_q, question, ans.text, emb, cameras=view.cameras)
             previous = self.qa.summary(as_of=t_q)
             ans.add_time("qa_update", time.perf_counter() - t)
-            resp = self._call(prompts.qa_summary_update(previous, question, ans.text, t_q), ans, "qa_summary")
-            text = resp.text.strip()[:_QA_SUMMARY_CHARS]
+            reply = self._call(prompts.qa_summary_update(previous, question, ans.text, t_q), ans, "qa_summary")
+            text = reply.strip()[:_QA_SUMMARY_CHARS]
             if text:
                 t = time.perf_counter()
                 self.qa.update_summary(t_q, text)
                 ans.add_time("qa_update", time.perf_counter() - t)
         except VamError as e:
-            ans.trace.append({"stage": "qa_summary", "error": f"{type(e).__name__}: {e}"})
+            ans.trace.append(TraceEntry("qa_summary", error=f"{type(e).__name__}: {e}"))
