@@ -31,6 +31,7 @@ from ..llm.schemas import (AnswerAction, InspectAction, RouteFinal, RouteRetriev
                            parse_action, parse_anchor, parse_route)
 from ..memory.records import Evidence, camera_time
 from ..numerics import spread_evenly
+from .planner_context import CONTEXT_TEXT_CHARS, Found, render_block
 from .turn import ModelTurns, TraceEntry
 from .view import Answer, MemoryView
 
@@ -43,7 +44,6 @@ MAX_SUMMARY_DOCS = 16          # summary documents one summarize may write (wind
 ANCHOR_GAP_S = 2.0             # hits closer than this in time are one occurrence of an anchor event
 ANCHOR_RELATIVE_FLOOR = 0.8    # anchor candidates must score at least this fraction of the best of their source
 POINT_PAD_S = 1.0              # an instant (a frame hit) is widened by this on each side before looking at it
-CONTEXT_TEXT_CHARS = 300       # of each result's text shown to the planner
 MAX_NOTE_CHARS = 2000          # of an inspector reply kept
 MAX_CITED = 10                 # evidence records an answer cites
 PERMISSIVE = {"top_k": 20, "inspect_k": 0, "threshold": 0.0}  # the fallback search of an unparsable first turn
@@ -62,20 +62,6 @@ class _ModelDown(Exception):
         self.stage = stage
         self.error = error
         super().__init__(f"{stage}: {error}")
-
-
-@dataclass
-class Found:
-    """One result in the planner's context: [turn_idx.result_idx]."""
-    turn_idx: int
-    result_idx: int
-    evidence: Evidence
-    via: str                 # "search" | "inspect" | "summarize"
-    note: str | None = None  # the inspector's reply, when the result was looked at
-
-    @property
-    def ref(self) -> str:
-        return f"{self.turn_idx}.{self.result_idx}"
 
 
 @dataclass
@@ -276,7 +262,7 @@ class AgenticAnswerer:
         entry.context_turn = turn_idx
         entry.added = [f.ref for f in block]
         entry.inspections = {f.ref: f.note for f in block if f.note}
-        run.context.append(self._render_block(turn_idx, label, block, entry.notes))
+        run.context.append(render_block(turn_idx, label, block, entry.notes))
 
     def _search(self, run: _Run, action: SearchAction, entry: TraceEntry) -> list:
         rng = self._resolve(run, action.time_range, entry) if action.time_range is not None else (None, None)
@@ -587,18 +573,3 @@ class AgenticAnswerer:
     # -- context -------------------------------------------------------------------------------
     def _context(self, run: _Run) -> str:
         return "\n".join(run.context)
-
-    @staticmethod
-    def _render_block(turn_idx: int, label: str, block: list, notes: list) -> str:
-        lines = [f"Turn {turn_idx} ({label}): " + (f"{len(block)} new result(s)" if block else "no new results")]
-        lines += [f"  note: {n}" for n in notes]
-        for f in block:
-            ev = f.evidence
-            kind = "inspection" if f.via == "inspect" else ev.source
-            sim = "" if ev.similarity is None else f", similarity {ev.similarity:.3f}"
-            text = (ev.text or "").replace("\n", " ")[:CONTEXT_TEXT_CHARS] if f.via != "inspect" else ""
-            line = f"  [{f.ref}] camera {ev.camera_id}, {ev.t_start:.2f}-{ev.t_end:.2f} s, {kind}{sim}"
-            lines.append(line + (f": {text}" if text else ""))
-            if f.note:
-                lines.append(f"    looked at: {f.note.replace(chr(10), ' ')[:CONTEXT_TEXT_CHARS]}")
-        return "\n".join(lines)
