@@ -324,7 +324,7 @@ def part_kv(args, tmp: Path) -> dict:
     t2 = print_table(["question", "requests", "prompt tok", "cached", "prefilled", "new", "prefilled/new",
                       "prefill ms", "no-reuse ms"], q_rows)
     return {"requests": rows, "table_stages": t1, "table_questions": t2,
-            "answers": [{"text": a.text, "found": a.found, "trace": [{k: v for k, v in e.items() if k != "reply"}
+            "answers": [{"text": a.text, "found": a.found, "trace": [{k: v for k, v in e.to_dict().items() if k != "reply"}
                                                                      for e in a.trace]} for a in answers]}
 
 
@@ -516,16 +516,15 @@ def _pct(xs, q) -> float:
 def _check_run(ans, llm: TimedLLM) -> dict:
     """The run followed the script (router retrieve; search, inspect, answer; no repair, no
     fallback), or RuntimeError: a table of an off-script run would measure something else."""
-    planner = [e for e in ans.trace if e.get("stage") == "planner"]
-    router = [e for e in ans.trace if e.get("stage") == "router"]
-    bad = [e for e in ans.trace if e.get("error") or e.get("repaired") or e.get("fallback")
-           or e.get("best_ref_fallback") or e.get("stage") == "final"]
-    actions = [e.get("action") for e in planner]
-    if (not ans.found or bad or actions != list(AGENT_TURNS) or [e.get("action") for e in router] != ["retrieve"]
-            or not planner[0].get("added") or not planner[1].get("added")):
+    planner = [e for e in ans.trace if e.stage == "planner"]
+    router = [e for e in ans.trace if e.stage == "router"]
+    bad = [e for e in ans.trace if e.error or e.repair_reply is not None or e.fallback or e.stage == "final"]
+    actions = [e.action for e in planner]
+    if (not ans.found or bad or actions != list(AGENT_TURNS) or [e.action for e in router] != ["retrieve"]
+            or not planner[0].added or not planner[1].added):
         raise RuntimeError(f"the agentic run left the script: actions {actions}, found {ans.found}, "
-                           f"trace {[{k: v for k, v in e.items() if k != 'reply'} for e in ans.trace]}")
-    return {"turn1_results": len(planner[0]["added"]), "lookahead_inspections": len(planner[0].get("inspections", {})),
+                           f"trace {[{k: v for k, v in e.to_dict().items() if k != 'reply'} for e in ans.trace]}")
+    return {"turn1_results": len(planner[0].added), "lookahead_inspections": len(planner[0].inspections),
             "model_calls": sum(n for _, n, _, _ in llm.calls)}
 
 

@@ -130,9 +130,9 @@ def _ask(view, planner=(), *, router=None, verdicts=(), max_turns=6, question="W
     agent = AgenticAnswerer(llm, max_turns=max_turns)
     ans = agent.answer(question, view)
     assert len(llm.sent) <= agent.max_calls
-    assert ans.mode == "agentic" and ans.trace[-1]["stage"] == "done"
+    assert ans.mode == "agentic" and ans.trace[-1].stage == "done"
     assert ans.found == (not ans.text.startswith(NOT_FOUND)) and ans.text
-    json.dumps(ans.trace)  # the trace is plain data
+    json.dumps([e.to_dict() for e in ans.trace])  # the trace serialises as plain data
     return ans, llm
 
 
@@ -146,7 +146,7 @@ def _plans(llm) -> list:
 
 
 def _planner_entries(ans):
-    return [e for e in ans.trace if e["stage"] == "planner"]
+    return [e for e in ans.trace if e.stage == "planner"]
 
 
 def search(q, top_k=10, inspect_k=0, threshold=0.0, **extra):
@@ -172,14 +172,14 @@ def test_router_final_answers_without_memory(eng):
                     question="hi")
     assert ans.found and ans.text.startswith("Hello") and ans.evidence == []
     assert _tags(llm) == ["router"]
-    assert ans.trace[0]["action"] == "final" and "routing" in ans.timings and ans.tokens["completion"] > 0
+    assert ans.trace[0].action == "final" and "routing" in ans.timings and ans.tokens["completion"] > 0
 
 
 def test_router_blank_final_is_invalid_and_falls_back_to_retrieve(eng):
     blank = '{"type": "final", "text": "   "}'
     ans, llm = _ask(_view(eng), [answer("nothing")], router=[blank, blank], question="Where is the car?")
     assert _tags(llm) == ["router", "router_repair", "planner"]
-    assert ans.trace[0]["fallback"].startswith("retrieve") and "text" in ans.trace[0]["error"]
+    assert ans.trace[0].fallback.startswith("retrieve") and "text" in ans.trace[0].error
     assert "Question: Where is the car?" in _state(_plans(llm)[0])
     assert not ans.found  # the planner answered without any evidence
 
@@ -208,12 +208,12 @@ def test_search_threshold_inspect_k_and_cited_ref(eng):
     ans, llm = _ask(_view(eng), [search(DOOR, top_k=10, inspect_k=1, threshold=0.5, sources=["event"]),
                                  answer("a person", (1, 0))])
     turn = _planner_entries(ans)[0]
-    assert turn["action"] == "search" and turn["added"] and turn["error"] is None
+    assert turn.action == "search" and turn.added and turn.error is None and turn.repair_reply is None
     state = _state(_plans(llm)[1])
     sims = [float(s) for s in re.findall(r"similarity ([0-9.]+)", state)]
-    assert sims and min(sims) >= 0.5 and len(sims) == len(turn["added"])
+    assert sims and min(sims) >= 0.5 and len(sims) == len(turn.added)
     inspections = [r for r in llm.sent if r.tag == "inspector"]
-    assert len(inspections) == 1 and list(turn["inspections"]) == ["1.0"]
+    assert len(inspections) == 1 and list(turn.inspections) == ["1.0"]
     top = ans.evidence[0]
     ts = _times(inspections[0])
     assert 1 <= len(ts) <= 8 and all(top.t_start - 1.0 <= t <= top.t_end + 1.0 for t in ts)
@@ -226,7 +226,7 @@ def test_search_results_are_deduplicated_across_turns(eng):
     ans, _ = _ask(_view(eng), [search(DOOR, sources=["event"]), search("blue door", sources=["event"]),
                                answer("x", (1, 0))])
     first, second = _planner_entries(ans)[:2]
-    assert len(first["added"]) == 4 and second["added"] == []  # the same four events
+    assert len(first.added) == 4 and second.added == []  # the same four events
 
 
 def test_search_with_a_direct_time_range(eng):
@@ -243,10 +243,10 @@ def test_single_anchor_picks_the_nth_occurrence_and_applies_windows(eng):
                                  search("something", sources=["event"], time_range=first_after),
                                  answer("x", (1, 0))])
     t1, t2 = _planner_entries(ans)[:2]
-    assert any("#2 at 30.00-38.50" in n for n in t1["notes"])
+    assert any("#2 at 30.00-38.50" in n for n in t1.notes)
     turn1 = [e for e in ans.evidence if e.t_start >= 30.0]
-    assert turn1 and len(t1["added"]) == 1  # only the second door event overlaps its window
-    assert any("#1 at 0.00-7.50" in n for n in t2["notes"])
+    assert turn1 and len(t1.added) == 1  # only the second door event overlaps its window
+    assert any("#1 at 0.00-7.50" in n for n in t2.notes)
     assert {e.t_start for e in ans.evidence} == {30.0, 0.0, 8.0, 16.0}  # [0, 17.5] adds three events
     assert "anchor_adjudicator" not in _tags(llm)  # inspect_k 0: no verification
 
@@ -260,7 +260,7 @@ def test_anchor_verification_rejects_a_candidate(eng):
     checks = [r for r in llm.sent if r.tag == "anchor_adjudicator"]
     assert 1 <= len(checks) <= 4  # at most 4 candidates checked, in one batch
     assert "the door must open" in checks[0].messages[1].content[0]
-    notes = _planner_entries(ans)[0]["notes"]
+    notes = _planner_entries(ans)[0].notes
     assert any("#1 at 30.00-38.50" in n for n in notes)  # the first occurrence was rejected
 
 
@@ -268,7 +268,7 @@ def test_anchor_with_an_unreadable_verdict_counts_unverified(eng):
     rng = {"anchor": {"description": DOOR, "occurrence_index": 1, "inspect_k": 1}}
     ans, _ = _ask(_view(eng), [search("anything", sources=["event"], time_range=rng), answer("x", (1, 0))],
                   verdicts=["not json at all"])
-    notes = _planner_entries(ans)[0]["notes"]
+    notes = _planner_entries(ans)[0].notes
     assert any("unverified" in n for n in notes) and any("#1 at 0.00-7.50" in n for n in notes)
 
 
@@ -282,7 +282,7 @@ def test_between_two_anchors(eng):
 def test_an_anchor_that_is_not_found_is_reported_to_the_planner(eng):
     rng = {"anchor": {"description": DOOR, "occurrence_index": 5, "inspect_k": 0}}
     ans, llm = _ask(_view(eng), [search("x", time_range=rng), answer("x")])
-    assert any("occurrence 5 asked for" in n for n in _planner_entries(ans)[0]["notes"])
+    assert any("occurrence 5 asked for" in n for n in _planner_entries(ans)[0].notes)
     state = _state(_plans(llm)[1])
     assert "occurrence 5 asked for" in state and "Turn 1 (search): no new results" in state
     assert not ans.found and ans.text.startswith(NOT_FOUND)
@@ -322,14 +322,14 @@ def test_inspect_with_a_dangling_ref_goes_through_repair(eng):
     assert repair.messages[-2].role == "assistant" and "turn_idx" in repair.messages[-2].content[0]
     assert "[3.0] is not a result" in repair.messages[-1].content[0]
     turn = _planner_entries(ans)[0]
-    assert turn["repaired"] and turn["action"] == "search" and ans.found
+    assert turn.repaired and turn.action == "search" and ans.found
 
 
 def test_repeating_the_same_inspection_adds_nothing(eng):
     act = {"action": "inspect", "prompt": "look", "time_range": {"start": 0.0, "end": 5.0}}
     ans, _ = _ask(_view(eng), [act, act, act, answer("x", (1, 0))])
-    added = [e["added"] for e in _planner_entries(ans)]
-    assert added[0] and added[1:] == [[], []] and ans.trace[-2]["stage"] == "final"
+    added = [e.added for e in _planner_entries(ans)]
+    assert added[0] and added[1:] == [[], []] and ans.trace[-2].stage == "final"
 
 
 # -- summarize ---------------------------------------------------------------------------------
@@ -340,7 +340,7 @@ def test_summarize_action_writes_window_documents(sum_eng):
     docs = ans.evidence
     assert {(d.t_start, d.t_end) for d in docs} == {(0.0, 15.0), (15.0, 30.0)}
     assert all(d.source == "summary" and "focus who comes and goes" in d.text for d in docs)
-    assert any("not stored" in n for n in _planner_entries(ans)[0]["notes"])
+    assert any("not stored" in n for n in _planner_entries(ans)[0].notes)
 
 
 def test_summarize_is_bounded_in_documents(sum_eng):
@@ -349,14 +349,14 @@ def test_summarize_is_bounded_in_documents(sum_eng):
     before = len(sum_eng.writer.llm.sent)
     ans, _ = _ask(_view(sum_eng, writer=True), [act, answer("many", (1, 0))])
     assert 0 < len(ans.evidence) <= 16 and len(sum_eng.writer.llm.sent) - before <= 16
-    assert any("widened" in n for n in _planner_entries(ans)[0]["notes"])
+    assert any("widened" in n for n in _planner_entries(ans)[0].notes)
 
 
 # -- answer ------------------------------------------------------------------------------------
 def test_answer_with_an_invalid_best_ref_falls_back_to_the_highest_similarity(eng):
     ans, _ = _ask(_view(eng), [search(DOOR, sources=["event"]), answer("x", (9, 9))])
     final = _planner_entries(ans)[-1]
-    assert final["best_ref_fallback"] == final["best_ref"]
+    assert final.fallback.startswith("best_ref is not a result") and final.best_ref == "1.0"
     sims = [e.similarity for e in ans.evidence]
     assert sims[0] == max(sims) and DOOR in ans.evidence[0].text
 
@@ -364,7 +364,7 @@ def test_answer_with_an_invalid_best_ref_falls_back_to_the_highest_similarity(en
 def test_answer_with_a_valid_best_ref_cites_that_result_first(eng):
     ans, llm = _ask(_view(eng), [search(DOOR, sources=["event"]), answer("x", (1, 3))])
     entry = _planner_entries(ans)[-1]
-    assert entry["best_ref"] == "1.3" and "best_ref_fallback" not in entry
+    assert entry.best_ref == "1.3" and entry.fallback is None
     assert ans.evidence[0].similarity == min(e.similarity for e in ans.evidence)  # the 4th best of four
 
 
@@ -382,15 +382,16 @@ def test_invalid_json_is_repaired_once(eng):
     assert rep.messages[2].role == "assistant" and rep.messages[2].content == ["Sure! I will search."]
     assert "not valid JSON" in rep.messages[3].content[0] and "ONLY one valid JSON object" in rep.messages[3].content[0]
     turn = _planner_entries(ans)[0]
-    assert turn["repaired"] and "not valid JSON" in turn["error"] and ans.found
+    assert turn.repaired and "not valid JSON" in turn.error and ans.found
+    assert turn.reply == "Sure! I will search." and [c.tag for c in turn.calls] == ["planner", "planner_repair"]
 
 
 def test_invalid_twice_on_the_first_turn_runs_a_permissive_search(eng):
     bad = '{"action": "search", "queries": []}'
     ans, llm = _ask(_view(eng), [bad, "nope", answer("x")], question="a person opens the door")
     turn = _planner_entries(ans)[0]
-    assert turn["fallback"] == "permissive search" and turn["action"] == "search"
-    assert len(turn["added"]) >= 4  # threshold 0, every source: all four events at least
+    assert turn.fallback == "permissive search" and turn.action == "search" and turn.repair_error
+    assert len(turn.added) >= 4  # threshold 0, every source: all four events at least
     assert ans.found and ans.evidence[0].similarity == max(e.similarity for e in ans.evidence if e.similarity)
 
 
@@ -398,7 +399,7 @@ def test_invalid_twice_on_a_later_turn_answers_with_the_best_evidence(eng):
     ans, llm = _ask(_view(eng), [search(DOOR, sources=["event"]), "garbage", '{"action": "fly"}',
                                  answer("the final answer", (1, 0))])
     assert _tags(llm)[-1] == "planner" and "Remaining turns: 0" in _state(_plans(llm)[-1])
-    assert _planner_entries(ans)[1]["fallback"] == "answer with the best evidence"
+    assert _planner_entries(ans)[1].fallback == "answer with the best evidence"
     assert ans.found and ans.text == "the final answer"
 
 
@@ -412,9 +413,9 @@ def test_turn_budget_forces_a_final_answer(eng):
     queries = ["a red car parks", "the hallway lights flicker", "a person opens the blue door"]
     ans, llm = _ask(_view(eng), [search(q, top_k=1, sources=["event"]) for q in queries] + [answer("done", (2, 0))],
                     max_turns=3)
-    assert [e["turns_left"] for e in _planner_entries(ans)] == [3, 2, 1]
-    assert all(e["added"] for e in _planner_entries(ans))
-    assert ans.trace[-2]["stage"] == "final" and "turn budget" in ans.trace[-2]["reason"]
+    assert [e.turns_left for e in _planner_entries(ans)] == [3, 2, 1]
+    assert all(e.added for e in _planner_entries(ans))
+    assert ans.trace[-2].stage == "final" and "turn budget" in ans.trace[-2].reason
     assert _tags(llm).count("planner") == 4 and ans.text == "done" and "hallway" in ans.evidence[0].text
     states = [_state(r) for r in _plans(llm)]
     for a, b in zip(states, states[1:]):  # prefix-stable: the context only grows at its end
@@ -425,7 +426,7 @@ def test_two_turns_without_new_evidence_stop_the_loop(eng):
     same = search(DOOR, sources=["event"])
     ans, llm = _ask(_view(eng), [same, same, same, answer("stopped", (1, 0))], max_turns=6)
     turns = _planner_entries(ans)
-    assert len(turns) == 3 and turns[2]["stop"].startswith("two consecutive turns")
+    assert len(turns) == 3 and turns[2].reason.startswith("two consecutive turns")
     assert _tags(llm).count("planner") == 4 and ans.text == "stopped"
 
 
@@ -448,7 +449,7 @@ def test_llm_error_mid_loop_ends_with_the_best_evidence(eng):
 
     ans, _ = _ask(_view(eng), [search(DOOR, sources=["event"])], fail=fail)
     assert ans.found and ans.text.startswith("Best evidence (the model failed") and DOOR in ans.evidence[0].text
-    assert any("server unreachable" in (e.get("error") or "") for e in ans.trace)
+    assert any("server unreachable" in (e.error or "") for e in ans.trace)
 
 
 def test_llm_error_at_the_router_is_not_found(eng):
@@ -461,7 +462,7 @@ def test_llm_error_during_inspection_is_caught(eng):
                   fail=lambda req: LLMError("scripted", "inspector down") if req.tag == "inspector" else None)
     # the search hits are kept (without inspection notes); the loop ends with the best of them
     assert ans.found and "inspector down" in ans.text and DOOR in ans.evidence[0].text
-    assert "inspections" not in _planner_entries(ans)[0] and _planner_entries(ans)[0]["added"]
+    assert _planner_entries(ans)[0].inspections == {} and _planner_entries(ans)[0].added
 
 
 # -- causality ---------------------------------------------------------------------------------
@@ -632,8 +633,9 @@ def test_fuzzed_planner_replies_never_escape_and_always_end(eng):
         # bounded: every planner turn is at most a reply and a repair, plus one final request
         assert counts["planner"] <= 2 + 2 * max_turns + 1 - 2  # the router's two calls are not planner calls
         assert len(llm.sent) <= max_model_calls(max_turns)
-        assert len([e for e in ans.trace if e["stage"] == "planner"]) <= max_turns
-        assert ans.trace[-1]["stage"] == "done" and ans.mode == "agentic"
+        assert len([e for e in ans.trace if e.stage == "planner"]) <= max_turns
+        assert ans.trace[-1].stage == "done" and ans.mode == "agentic"
+        assert ans.trace[-1].detail["model_calls"] == len(llm.sent)
         assert isinstance(ans.text, str) and ans.text
         assert ans.found == (not ans.text.startswith(NOT_FOUND))
         if view.as_of is not None:
@@ -749,7 +751,7 @@ def test_router_and_planner_requests_are_prefix_stable():
     assert "answer" in prompts.plan("q?", "", 0).messages[1].content[0]
     rep = prompts.repair(a, "z" * 100_000, "bad thing")
     assert rep.tag == "planner_repair" and len(rep.messages[2].content[0]) == 2000
-    assert "bad thing" in rep.messages[3].content[0]
+    assert "bad thing" in rep.messages[3].content[0] and "first 2000 of 100000 characters" in rep.messages[3].content[0]
 
 
 def test_relative_times_on_an_absolute_axis_count_from_the_first_moment(tmp_path):
@@ -792,6 +794,6 @@ def test_tiny_local_model_runs_the_whole_loop_within_its_budget(eng, tmp_path, m
     assert ans.mode == "agentic" and ans.text
     assert ans.found != ans.text.startswith(NOT_FOUND)
     entries = _planner_entries(ans)
-    assert 1 <= len(entries) <= 3 and any(e.get("repaired") or e.get("fallback") for e in entries)
+    assert 1 <= len(entries) <= 3 and any(e.repaired or e.fallback for e in entries)
     assert all(e.t_end <= 25.0 for e in ans.evidence)
     assert ans.tokens["prompt"] > 0 and ans.tokens["cached"] > 0  # repairs continue from the cached prompt

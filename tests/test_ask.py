@@ -107,7 +107,7 @@ def test_auto_falls_back_to_the_agentic_loop_when_two_phase_finds_nothing(tmp_pa
         assert eng.wait_for_documents(timeout=120)
         ans = eng.ask("what does the robot see?")
         assert ans.mode == "agentic" and ans.found and ans.text.startswith("agentic:")
-        stages = [t.get("stage") for t in ans.trace]
+        stages = [t.stage for t in ans.trace]
         assert any(str(s).startswith("coarse") for s in stages) and "router" in stages
         assert {"router", "two_phase_coarse"} <= {r.tag for r in eng.llm.sent}
         assert ans.evidence and ans.evidence[0].camera_id == "robot"

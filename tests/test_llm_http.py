@@ -567,3 +567,5 @@ def test_cli_ask_against_a_server_prints_the_answer_with_citations_and_timings(s
     assert main(["ask", "what is on the camera?", "--as-of", "5", "--json", *common]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["found"] and all(e["t_end"] <= 5 for e in got["evidence"])
+    coarse = got["trace"][0]  # the typed trace, as plain JSON
+    assert coarse["stage"] == "coarse" and coarse["action"] == "answer" and coarse["calls"][0]["tag"] == "two_phase_coarse"

@@ -13,6 +13,7 @@ import pytest
 from _tiny_qwen import build_tiny_qwen2_vl
 from vam_engine.llm.base import Clip, Image, LLMError, LLMRequest, Message, Sampling
 from vam_engine.llm.local_qwen import LocalQwenVL
+from vam_engine.llm.prefix_cache import prefix_key, prefix_keys
 
 WATCHDOG_S = 60
 pytestmark = pytest.mark.usefixtures("watchdog")  # a hang fails the test (tests/conftest.py)
@@ -401,7 +402,7 @@ def test_shared_messages_hit_at_their_last_boundary(warm, cold):
     # a boundary mark has no next-token logits: it never serves a prompt ending exactly there
     p = warm._render(first, "probe")
     # the streamed keys are the keys
-    assert warm._keys(p, p.bounds) == {b: warm._key(p, b) for b in p.bounds} and len(p.bounds) == 3
+    assert prefix_keys(p, p.bounds) == {b: prefix_key(p, b) for b in p.bounds} and len(p.bounds) == 3
     p.ids = p.ids[:shared]
     hit = warm._lookup(p, touch=False)
     assert hit is not None and hit[0] < shared and hit[3].logits is None

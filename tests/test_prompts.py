@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from vam_engine.llm import prompts
+from vam_engine.llm import prompts, schemas
 from vam_engine.llm.base import Image
 
 
@@ -26,16 +26,16 @@ def test_requests_put_the_fixed_system_prompt_first_and_frames_last_in_time_orde
 
 
 def test_anchor_verdict_is_strict():
-    ok = prompts.parse_anchor('```json\n{"match": true, "confidence": 0.8, "observed_event": "a door opens",'
+    ok = schemas.parse_anchor('```json\n{"match": true, "confidence": 0.8, "observed_event": "a door opens",'
                               ' "reason": "frame 2"}\n```')
     assert ok.match is True and ok.confidence == 0.8
     bad = ['{"match": true, "confidence": 0.8, "observed_event": "x", "reason": "y", "extra": 1}',  # extra key
            '{"match": "yes", "confidence": 0.8, "observed_event": "x", "reason": "y"}',  # wrong type
            '{"match": true, "confidence": 1.5, "observed_event": "x", "reason": "y"}',  # out of bounds
-           '[1, 2]', 'the frames show a door', '']
+           '[1, 2]', 'the frames show a door', '', '[' * 100_000, None]
     for text in bad:
         with pytest.raises(ValueError):
-            prompts.parse_anchor(text)
+            schemas.parse_anchor(text)
 
 
 def test_clean_document_trims_bounds_and_refuses_empty():
@@ -43,3 +43,36 @@ def test_clean_document_trims_bounds_and_refuses_empty():
     assert len(prompts.clean_document("x" * 10_000)) == prompts.MAX_DOC_CHARS
     with pytest.raises(ValueError, match="empty"):
         prompts.clean_document(" \n ")
+
+
+def test_repair_cuts_a_runaway_reply_and_says_so():
+    req = prompts.two_phase_coarse(["memory"], ["frames"], ["question"])
+    short = prompts.repair(req, "not json", "reply is not valid JSON")
+    assert short.tag == "two_phase_coarse_repair" and short.messages[:4] == req.messages
+    assert short.messages[4].role == "assistant" and short.messages[4].content == ["not json"]
+    ask = short.messages[5].content[0]
+    assert "reply is not valid JSON" in ask and 'e.g. {"answer": "..."} or {"retrieve": "..."}' in ask
+    assert "cut" not in ask  # nothing was cut
+    long = prompts.repair(req, "y" * 50_000, "e" * 10_000)
+    assert long.messages[4].content == ["y" * prompts.REPAIR_REPLY_CHARS]
+    ask = long.messages[5].content[0]
+    assert f"first {prompts.REPAIR_REPLY_CHARS} of 50000 characters" in ask and len(ask) < 1000
+    # a repair of a repair keeps the role's tag, and the sampling is a copy
+    again = prompts.repair(long, "z", "still bad")
+    assert again.tag == "two_phase_coarse_repair" and again.sampling is not req.sampling
+    assert prompts.repair(prompts.plan("q?", "", 3), None, "x").messages[2].content == [""]
+
+
+def test_reply_parsing_lives_in_schemas_not_in_prompts():
+    assert not hasattr(prompts, "extract_json") and not hasattr(prompts, "parse_coarse")
+    assert schemas.extract_json('```json\n{"a": 1}\n```') == {"a": 1}
+    with pytest.raises(ValueError, match="one JSON object, got list"):
+        schemas.extract_json("[1]")
+    assert schemas.parse_coarse('{"retrieve": "people"}').retrieve == "people"
+    assert schemas.parse_fine('{"answer": "yes"}').answer == "yes"
+    for bad, msg in [('{"answer": "a", "retrieve": "r"}', "exactly one"), ("{}", "exactly one"),
+                     ('{"answer": " "}', "blank"), ('{"answer": 5}', "invalid coarse reply")]:
+        with pytest.raises(ValueError, match=msg):
+            schemas.parse_coarse(bad)
+    with pytest.raises(ValueError, match="invalid fine reply"):
+        schemas.parse_fine('{"answer": "a", "more": 1}')

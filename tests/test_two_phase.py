@@ -209,7 +209,7 @@ def _scripted(coarse, fine='{"answer": "from memory"}', summary="rolling summary
 
 
 def _stage(ans, stage):
-    return [e for e in ans.trace if e["stage"] == stage]
+    return [e for e in ans.trace if e.stage == stage]
 
 
 def _tags(llm):
@@ -237,7 +237,7 @@ def test_coarse_answers_directly_from_the_present(mem):
     last = coarse.messages[3].content
     assert last[0].startswith("Earlier questions and answers") and last[-1].endswith("Question: What is on screen now?")
     assert not any(isinstance(p, Image) for p in memory + last)
-    assert _stage(ans, "coarse")[0]["frames"]["cam"]["from"] == "buffer"  # the ring buffers cover the present
+    assert _stage(ans, "coarse")[0].detail["frames"]["cam"]["from"] == "buffer"  # the ring buffers cover the present
     ev = ans.evidence[0]
     assert ev.camera_id == "cam" and ev.source == "frame" and ev.t_end == max(times) and ev.moment_ids == ()
     # the pair went into the QA history at the question's present, and the summary was rewritten
@@ -272,7 +272,7 @@ def test_retrieval_continues_the_coarse_request(mem):
     assert 0 < sum(isinstance(p, Image) for p in last.content) <= 8  # up to 4 keyframes per node
     # the two nodes share no lineage (greedy pruning), and they are the evidence
     assert ans.found and ans.text == "from memory" and len(ans.evidence) == 2
-    ids = [nid for nid, _ in ans.trace[-1]["nodes"]]
+    ids = [nid for nid, _ in ans.trace[-1].detail["nodes"]]
     for a in ids:
         related = {x.node_id for x in mem.forest.ancestors(a)} | {x.node_id for x in mem.forest.leaves(a)}
         assert not (related - {a}) & set(ids)
@@ -281,8 +281,8 @@ def test_retrieval_continues_the_coarse_request(mem):
         assert (ev.t_start, ev.t_end, ev.text) == (node.t_start, node.t_end, node.summary)
         assert ev.source == ("event" if node.is_leaf else "summary") and ev.moment_ids
         assert len(ev.frame_paths) == len(ev.moment_ids)
-    assert _stage(ans, "coarse")[0]["action"] == "retrieve"
-    assert _stage(ans, "coarse")[0]["intent"] == "textured scene panning"
+    assert _stage(ans, "coarse")[0].action == "retrieve"
+    assert _stage(ans, "coarse")[0].intent == "textured scene panning"
 
 
 def test_invalid_replies_get_one_repair_then_fall_back(mem):
@@ -293,7 +293,8 @@ def test_invalid_replies_get_one_repair_then_fall_back(mem):
     coarse, repair, fine, fine_repair = llm.sent
     n = len(coarse.messages)
     assert all(_same(a, b) for a, b in zip(repair.messages[:n], coarse.messages))
-    assert repair.messages[n].content == ["not json"] and "not usable" in repair.messages[n + 1].content[0]
+    assert repair.messages[n].content == ["not json"] and "could not be used" in repair.messages[n + 1].content[0]
+    assert 'e.g. {"answer": "..."} or {"retrieve": "..."}' in repair.messages[n + 1].content[0]
     # fallback: the question itself is the retrieval intent, and fine continues the repair request
     assert fine.messages[-1].content[0] == "Memory retrieved for: Where did the camera pan?"
     assert all(_same(a, b) for a, b in zip(fine.messages[:n + 2], repair.messages))
@@ -301,8 +302,12 @@ def test_invalid_replies_get_one_repair_then_fall_back(mem):
     assert len(fine_repair.messages) == len(fine.messages) + 2
     # nodes were found, so the raw reply stands as the answer
     assert ans.found and ans.text == "nope" and ans.evidence
-    assert _stage(ans, "coarse")[1]["repair"] and _stage(ans, "coarse")[1]["action"] == "fallback_retrieve"
-    assert ans.trace[-1]["action"] == "raw_answer"
+    (turn,) = _stage(ans, "coarse")  # one entry per turn: the reply and its repair
+    assert [c.tag for c in turn.calls] == ["two_phase_coarse", "two_phase_coarse_repair"]
+    assert turn.reply == "not json" and "not valid JSON" in turn.error
+    assert turn.repair_reply == '{"answer": "x", "extra": 1}' and "extra" in turn.repair_error
+    assert not turn.repaired and turn.action == "fallback_retrieve"
+    assert ans.trace[-1].action == "raw_answer" and ans.trace[-1].repair_reply == "nope"
 
     # no node (k_f = 0) and no usable answer: a clear "not found"
     llm = _scripted('{"retrieve": "a giraffe"}', fine="???")
@@ -316,7 +321,7 @@ def test_model_errors_end_in_not_found(mem):
     llm = ScriptedLLM(lambda r: "unused", fail=lambda r: LLMError("scripted", "server unreachable", retryable=True))
     ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder()).answer("Anything?", _view(mem))
     assert not ans.found and ans.text.startswith("Not found: the model failed:") and "unreachable" in ans.text
-    assert any("server unreachable" in e.get("error", "") for e in ans.trace)
+    assert any("server unreachable" in (e.error or "") for e in ans.trace)
     assert len(qa.records()) == before  # a failure is not remembered
 
     # a failing QA summarizer does not change a good answer
@@ -324,7 +329,7 @@ def test_model_errors_end_in_not_found(mem):
         return LLMError("scripted", "summarizer down") if req.tag == "qa_summarizer" else None
     llm = ScriptedLLM(lambda r: '{"answer": "fine"}', fail=fail_summary)
     ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder()).answer("Anything else?", _view(mem))
-    assert ans.found and ans.text == "fine" and "summarizer down" in ans.trace[-1]["error"]
+    assert ans.found and ans.text == "fine" and "summarizer down" in ans.trace[-1].error
 
 
 def test_as_of_hides_everything_later_from_every_request(mem):
@@ -339,7 +344,7 @@ def test_as_of_hides_everything_later_from_every_request(mem):
     ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), k_f=2, k_q=2).answer(
         "What did the scene look like?", _view(mem, as_of=as_of))
     coarse, fine = llm.sent[:2]
-    assert _stage(ans, "coarse")[0]["frames"]["cam"]["from"] == "store"  # the ring buffers no longer cover t=20
+    assert _stage(ans, "coarse")[0].detail["frames"]["cam"]["from"] == "store"  # the ring buffers no longer cover t=20
     text = "\n".join(_texts(fine))
     assert "FUTURE" not in text and "PAST SUMMARY" in text and "PAST ANSWER" in text
     times = [float(p[2:-1]) for p in _texts(fine) if p.startswith("t=")]
@@ -406,7 +411,7 @@ def test_tiny_model_fine_stage_reuses_the_coarse_kv_cache(mem, tiny, monkeypatch
     fine_req, fine = next((r, s) for r, s in llm.calls if r.tag == "two_phase_fine")
     assert repair.cached_tokens >= coarse.prompt_tokens
     assert fine.cached_tokens >= repair.prompt_tokens > coarse.prompt_tokens  # the coarse prefix is not prefilled again
-    assert any(e.get("cached_tokens") == fine.cached_tokens for e in ans.trace if e["stage"] == "fine")
+    assert any(c.cached_tokens == fine.cached_tokens for e in _stage(ans, "fine") for c in e.calls)
 
     # the next question: the QA summary changed (it is in the last message), the memory did not,
     # so system + roots + frames come from the cache and only the last message is prefilled

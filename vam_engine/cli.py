@@ -167,7 +167,9 @@ def cmd_info(args) -> int:
 
 
 def _fmt_t(t: float) -> str:
-    if t > 1e8:  # absolute (unix seconds)
+    from .memory.records import is_absolute_time
+
+    if is_absolute_time(t):  # unix seconds
         import datetime as dt
 
         return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -209,7 +211,7 @@ def cmd_ask(args) -> int:
         ans = eng.ask(args.question, as_of=args.as_of, camera=args.camera, mode=args.mode, max_turns=args.max_turns)
     if args.json:
         print(json.dumps({"text": ans.text, "found": ans.found, "mode": ans.mode,
-                          "evidence": [e.__dict__ for e in ans.evidence], "trace": ans.trace,
+                          "evidence": [e.__dict__ for e in ans.evidence], "trace": [t.to_dict() for t in ans.trace],
                           "tokens": ans.tokens, "timings": ans.timings}, indent=2, default=str))
         return 0 if ans.found else 1
     print(ans.text)

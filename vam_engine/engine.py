@@ -17,7 +17,7 @@ from .gate.cascade import GateCascade
 from .ingest import Frame, TickSampler, is_url, open_decoder
 from .embed import make_image_embedder, make_text_embedder
 from .errors import StoreError
-from .memory.records import Deletion, Moment, Summary
+from .memory.records import Deletion, Moment, Summary, camera_time
 from .memory.search import SOURCES, SearchResult, search
 from .memory.store import Store
 from .memory.vector_memory import VectorMemory
@@ -227,7 +227,7 @@ class Engine:
         rgb, gray = _pushed_frame(cam, frame)
         last[0] = t
         if isinstance(rgb, np.ndarray):  # every pushed frame feeds the present (it keeps 2 fps)
-            self.working.observe(cam, float(t_abs if t_abs is not None else t), rgb)
+            self.working.observe(cam, camera_time(t, t_abs), rgb)
         if not sampler.accept(float(t)):
             return False
         f = Frame(cam, float(t), t_abs, None, gray, lambda: rgb)

@@ -1,27 +1,79 @@
-"""Small numeric helpers used across the engine."""
+"""Small numeric helpers several modules share (one definition each, so they cannot drift).
+
+``spread_evenly``: which k of n ordered items to keep (keyframes of an event, frames shown to a
+model). ``unit`` / ``unit_rows``: embeddings as unit vectors, with errors that name the input.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 
 def spread_evenly(n: int, k: int) -> list[int]:
-    """``min(n, k)`` indices of 0..n-1 spread evenly, first and last included, sorted, unique."""
-    if n <= 0 or k <= 0:
-        return []
+    """Indices of ``k`` of the items ``0..n-1``, spread evenly: the first and the last included
+    (for k >= 2), sorted, unique. All of them when ``n <= k``; ``[0]`` for k == 1 (of n >= 1).
+
+    Index i is ``round(i * (n - 1) / (k - 1))`` (ties to even, as numpy's ``linspace().round()``
+    gives), so picks of the same n and k never change. With n > k the step exceeds 1, so no
+    two picks coincide."""
+    for name, v in (("n", n), ("k", k)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"spread_evenly: {name} must be an integer >= 0, got {v!r}")
+    n, k = int(n), int(k)
     if n <= k:
         return list(range(n))
+    if k == 0:
+        return []
     if k == 1:
         return [0]
-    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
+    return [round(i * (n - 1) / (k - 1)) for i in range(k)]
 
 
-def unit(v, what: str) -> np.ndarray:
-    """``v`` as a float32 1-D unit vector; a clear error naming ``what`` for an empty,
-    non-finite or zero vector."""
-    a = np.asarray(v, dtype=np.float32).reshape(-1)
-    if a.size == 0 or not np.all(np.isfinite(a)):
-        raise ValueError(f"{what}: embedding is empty or not finite")
-    n = float(np.linalg.norm(a))
-    if n < 1e-12:
-        raise ValueError(f"{what}: embedding is the zero vector")
-    return a / n
+def unit(v, what: str, *, dim: int | None = None) -> np.ndarray:
+    """``v`` as a float32 1-D unit vector (a new array). ValueError naming ``what`` when it is
+    not a numeric 1-D vector, has the wrong dimension (``dim``), is empty, holds NaN or inf, or
+    is the zero vector (it has no direction to compare)."""
+    try:
+        with np.errstate(over="ignore"):  # an overflow becomes inf, reported below
+            a = np.asarray(v).astype(np.float32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what}: embedding is not a numeric vector ({e})") from None
+    if a.ndim != 1:
+        raise ValueError(f"{what}: embedding must be 1-D, got shape {a.shape}")
+    if dim is not None and a.shape[0] != dim:
+        raise ValueError(f"{what}: embedding has dimension {a.shape[0]}, expected {dim}")
+    if a.shape[0] == 0:
+        raise ValueError(f"{what}: embedding is empty")
+    if not np.all(np.isfinite(a)):  # after the cast: 1e300 overflows float32
+        raise ValueError(f"{what}: embedding has NaN or inf values")
+    scale = float(np.abs(a).max())
+    if not scale > 0:
+        raise ValueError(f"{what}: embedding is the zero vector (no direction to compare)")
+    a = a / np.float32(scale)  # scaled first: huge components do not overflow the norm
+    return (a / np.float32(np.linalg.norm(a))).astype(np.float32)
+
+
+def unit_rows(m, what: str, *, dim: int | None = None) -> np.ndarray:
+    """Each row of the 2-D ``m`` as a float32 unit vector (a new array). ValueError naming
+    ``what`` and the first bad rows when ``m`` is not 2-D numeric, has the wrong width, or a
+    row is non-finite or zero."""
+    try:
+        with np.errstate(over="ignore"):
+            a = np.asarray(m).astype(np.float32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what}: embeddings are not numeric ({e})") from None
+    if a.ndim != 2:
+        raise ValueError(f"{what}: embeddings must be 2-D (rows x dim), got shape {a.shape}")
+    if dim is not None and a.shape[1] != dim:
+        raise ValueError(f"{what}: embeddings have dimension {a.shape[1]}, expected {dim}")
+    if a.shape[1] == 0 and a.shape[0]:
+        raise ValueError(f"{what}: embeddings are empty (dimension 0)")
+    bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
+    if bad.size:
+        raise ValueError(f"{what}: NaN or inf values in rows {bad[:8].tolist()}")
+    scale = np.abs(a).max(axis=1) if a.shape[1] else np.zeros(len(a), np.float32)
+    zero = np.flatnonzero(~(scale > 0))
+    if zero.size:
+        raise ValueError(f"{what}: zero vectors (no direction to compare) in rows {zero[:8].tolist()}")
+    a /= scale[:, None]
+    a /= np.linalg.norm(a, axis=1)[:, None]
+    return a

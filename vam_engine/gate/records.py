@@ -1,4 +1,4 @@
-"""The gate cascade's output record."""
+"""The gate cascade's output record (the memory stores it with each moment)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

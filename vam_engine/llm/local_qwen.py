@@ -30,28 +30,10 @@ How a batch runs:
   tokens are never sampled (they would have no pixels behind them). ``Sampling.json_object`` is
   ignored (no constrained decoding here).
 
-The prefix cache (see ``_PrefixCache``): after a request, its KV (prompt + generated tokens but
-the last) is kept, addressable by several "marks": every message boundary of the prompt (the
-offset right after each message's ``<|im_end|>\\n``), the prompt's length, the full length, and
-the prefix it reused. So a later request that shares only the first messages of an earlier
-one (the same system prompt and context, another question) starts from the last message
-boundary they have in common, and a request that extends an earlier prompt (or prompt +
-reply) starts from all of it; a common prefix that ends inside a message is only reused up to
-the boundary before it. A mark's key hashes the token ids up to its length and the content
-digests of the images inside that prefix (``Image.digest()``), so the same pixels hit whether
-they came from a path or an array, and different pixels of the same size do not. A mark keeps
-the M-RoPE position offset (``rope_delta``) at its end (for a boundary: the position of the
-token after it, from the positions computed over the whole prompt, minus its offset), and,
-except at a boundary, the logits for the next token (so an exact repeat needs no prefill at
-all; a boundary mark only serves a prompt with tokens left to prefill). Lookup tries only the
-lengths present in the cache, longest first, skipping lengths that end inside an image's
-tokens (a boundary never does). A hit copies the cached KV (the entry is never written), and
-only the remaining tokens are prefilled, with pixels only for images in that remainder and
-their 3D positions sliced from positions computed over the whole sequence. The new entry takes
-over the reused prefix's mark and any boundary it shares with older entries (a key lives in its
-newest entry; an entry whose longest mark moved on is cut down to what its remaining marks
-reach, and one left without marks is freed). Entries are evicted least-recently-used (a hit
-counts as a use) to stay within ``kv_cache_bytes``, logits included (0 disables the cache).
+The prefix cache (``llm.prefix_cache``): after a request, its KV is kept under several marks
+(every message boundary, the prompt's end, the generated end, the prefix it reused), so a later
+request starts from the longest prefix it shares with an earlier one at such a mark; see that
+module for the addressing, the M-RoPE offsets and the eviction.
 
 Batching and the cache: within one ``generate`` call, a request runs alone from its cached
 prefix when the call has only it, when the prefix is a whole earlier prompt (or prompt +
@@ -72,19 +54,18 @@ request's last token (so it includes waiting for earlier groups of the same call
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import inspect
 import os
 import threading
 import time
-from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from .base import Clip, Image, LLMError, LLMRequest, LLMResponse, Message, Sampling
+from .prefix_cache import Entry, Mark, PrefixCache, Prompt, prefix_key, prefix_keys
 
 _IM_START, _IM_END, _ENDOFTEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 
@@ -96,140 +77,17 @@ class QwenResponse(LLMResponse):
     token_ids: tuple = ()
 
 
-@dataclass
-class _Prompt:
-    """A rendered request: token ids and the images behind its ``<|image_pad|>`` runs."""
-    ids: list                 # of int
-    arrays: list = field(default_factory=list)   # H x W x 3 uint8, one per image, in order
-    digests: list = field(default_factory=list)  # Image.digest() of each image
-    spans: list = field(default_factory=list)    # [start, end) of each image's pad run
-    grids: list = field(default_factory=list)    # (t, h, w) patch grid of each image
-    bounds: list = field(default_factory=list)   # offset after each message's <|im_end|>\n
-    _arr: object = None                          # ids as int64 (for keys), built on first use
-
-    def array(self):
-        if self._arr is None or len(self._arr) != len(self.ids):
-            self._arr = np.asarray(self.ids, dtype=np.int64)
-        return self._arr
-
-
-@dataclass
-class _Mark:
-    """One addressable prefix of a cache entry."""
-    length: int
-    rope_delta: int     # M-RoPE position of token i (text) is i + rope_delta after this prefix
-    logits: object      # torch.Tensor (vocab,): logits for the token after the prefix; None for
-                        # a message boundary (usable only with tokens left to prefill)
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.logits is None else self.logits.nbytes
-
-
-@dataclass
-class _Entry:
-    kv: list            # of (keys, values), each (1, kv_heads, T, head_dim)
-    marks: dict         # key (bytes) -> _Mark
-    nbytes: int
-
-
-class _PrefixCache:
-    """KV entries under a byte budget, least recently used first out. Several keys (marks) may
-    point into one entry; registering a key again moves it to the newer entry, and an entry
-    left without keys is freed (its prefixes live on in a newer entry)."""
-
-    def __init__(self, budget: int):
-        self.budget = budget
-        self.nbytes = 0
-        self._entries: OrderedDict[int, _Entry] = OrderedDict()
-        self._index: dict[bytes, int] = {}   # key -> entry id
-        self._lengths: Counter = Counter()    # mark length -> how many marks have it
-        self._next_id = 0
-
-    def __len__(self):
-        return len(self._entries)
-
-    def lengths(self) -> list:
-        return sorted(self._lengths, reverse=True)
-
-    def get(self, key: bytes):
-        """(entry, mark) under ``key`` or None; does not count as a use (see ``touch``)."""
-        eid = self._index.get(key)
-        if eid is None:
-            return None
-        entry = self._entries[eid]
-        return entry, entry.marks[key]
-
-    def touch(self, key: bytes):
-        """A hit on ``key`` makes its entry the most recently used."""
-        eid = self._index.get(key)
-        if eid is not None:
-            self._entries.move_to_end(eid)
-
-    def put(self, kv: list, marks: dict) -> bool:
-        nbytes = sum(k.nbytes + v.nbytes for k, v in kv) + sum(m.nbytes for m in marks.values())
-        if not marks or nbytes > self.budget:
-            return False
-        for key in marks:
-            if key in self._index:
-                self._drop_mark(self._index[key], key)
-        eid = self._next_id
-        self._next_id += 1
-        self._entries[eid] = _Entry(kv=kv, marks=dict(marks), nbytes=nbytes)
-        for key, mark in marks.items():
-            self._index[key] = eid
-            self._lengths[mark.length] += 1
-        self.nbytes += nbytes
-        while self.nbytes > self.budget:
-            self._evict(next(iter(self._entries)))  # the new entry fits alone, so it stays
-        return True
-
-    def clear(self):
-        for eid in list(self._entries):
-            self._evict(eid)
-
-    def _forget(self, key: bytes, mark: _Mark):
-        del self._index[key]
-        self._lengths[mark.length] -= 1
-        if not self._lengths[mark.length]:
-            del self._lengths[mark.length]
-
-    def _drop_mark(self, eid: int, key: bytes):
-        entry = self._entries[eid]
-        mark = entry.marks.pop(key)
-        self._forget(key, mark)
-        entry.nbytes -= mark.nbytes
-        self.nbytes -= mark.nbytes
-        if not entry.marks:
-            self._evict(eid)
-            return
-        # Keep only the KV the remaining marks can reach (a copy, so the tail's memory is freed).
-        keep = max(m.length for m in entry.marks.values())
-        if keep < entry.kv[0][0].shape[2]:
-            before = sum(k.nbytes + v.nbytes for k, v in entry.kv)
-            entry.kv = [(k[:, :, :keep].clone(), v[:, :, :keep].clone()) for k, v in entry.kv]
-            freed = before - sum(k.nbytes + v.nbytes for k, v in entry.kv)
-            entry.nbytes -= freed
-            self.nbytes -= freed
-
-    def _evict(self, eid: int):
-        entry = self._entries.pop(eid)
-        for key, mark in entry.marks.items():
-            self._forget(key, mark)
-        self.nbytes -= entry.nbytes
-
-
 @dataclass(eq=False)
 class _Work:
     """One request on its way through prefill and decode."""
     index: int               # position in the generate() call
-    prompt: _Prompt
+    prompt: Prompt
     sampling: Sampling
     positions: object = None  # torch.LongTensor (3, L): M-RoPE positions of the prompt
     rope_delta: int = 0
     cached: int = 0           # prompt tokens served from the prefix cache
     hit_key: bytes | None = None
-    hit_mark: _Mark | None = None
+    hit_mark: Mark | None = None
     pad: int = 0              # left padding of this row in its batch
     next_pos: int = 0         # M-RoPE position of the next token fed
     prompt_logits: object = None
@@ -325,7 +183,7 @@ class LocalQwenVL:
 
         text_config = config.get_text_config()
         sliding = "sliding_attention" in (getattr(text_config, "layer_types", None) or [])
-        self._cache = _PrefixCache(0 if sliding else int(kv_cache_bytes))
+        self._cache = PrefixCache(0 if sliding else int(kv_cache_bytes))
         self.max_batch = int(max_batch)
         self._lock = threading.Lock()
 
@@ -350,7 +208,7 @@ class LocalQwenVL:
                 raise LLMError(self.name, f"out of GPU memory: {e}", retryable=True) from e
             return [self._response(w, t0) for w in works]
 
-    def _worth_alone(self, p: _Prompt, n_requests: int) -> bool:
+    def _worth_alone(self, p: Prompt, n_requests: int) -> bool:
         """Whether ``p`` runs alone from its longest cached prefix rather than in the batch of
         uncached prompts: always when it is alone anyway or the prefix is a whole earlier prompt
         (or prompt + reply); a message boundary only when it covers at least half the prompt
@@ -404,8 +262,8 @@ class LocalQwenVL:
         # add an image placeholder by typing its marker.
         return self._tok.encode(text, add_special_tokens=False, split_special_tokens=content)
 
-    def _render(self, messages: Sequence[Message], where: str) -> _Prompt:
-        p = _Prompt(ids=[])
+    def _render(self, messages: Sequence[Message], where: str) -> Prompt:
+        p = Prompt(ids=[])
         for mi, m in enumerate(messages):
             if not isinstance(m, Message):
                 raise LLMError(self.name, f"{where}: message {mi} is a {type(m).__name__}, not a Message")
@@ -427,7 +285,7 @@ class LocalQwenVL:
         p.ids += self._text_ids(f"{_IM_START}assistant\n", content=False)
         return p
 
-    def _add_image(self, p: _Prompt, image, where: str):
+    def _add_image(self, p: Prompt, image, where: str):
         try:
             arr = image.array() if isinstance(image, Image) else None
         except (OSError, ValueError) as e:
@@ -456,45 +314,14 @@ class LocalQwenVL:
         p.grids.append(grid)
 
     # ---- prefix cache ----------------------------------------------------------------------
-
-    @staticmethod
-    def _key(p: _Prompt, length: int, gen: Sequence[int] = ()) -> bytes:
-        """Content address of the first ``length`` tokens of ``p.ids + gen``: the token ids and
-        the digests of the images inside (a prefix never ends inside an image)."""
-        ids = p.array()
-        if length > len(ids):
-            ids = np.concatenate([ids, np.asarray(list(gen), dtype=np.int64)])
-        h = hashlib.blake2b(ids[:length].tobytes(), digest_size=16)
-        for (start, end), digest in zip(p.spans, p.digests):
-            if end <= length:
-                h.update(digest.encode())
-        return h.digest()
-
-    @staticmethod
-    def _keys(p: _Prompt, lengths) -> dict:
-        """``{length: _key(p, length)}`` for several prefixes of ``p``'s prompt, in one pass over
-        the ids (the hash is streamed: each key is a copy of it at that length, plus digests)."""
-        ids = p.array()
-        h = hashlib.blake2b(digest_size=16)
-        out, done = {}, 0
-        for length in sorted(set(lengths)):
-            h.update(ids[done:length].tobytes())
-            done = length
-            k = h.copy()
-            for (start, end), digest in zip(p.spans, p.digests):
-                if end <= length:
-                    k.update(digest.encode())
-            out[length] = k.digest()
-        return out
-
-    def _lookup(self, p: _Prompt, touch: bool = True):
+    def _lookup(self, p: Prompt, touch: bool = True):
         """(length, key, entry, mark) of the longest cached prefix of ``p``, or None. ``touch``:
         the hit counts as a use of its entry (LRU)."""
         if not self._cache.budget:
             return None
         L = len(p.ids)
         lengths = [n for n in self._cache.lengths() if n <= L and not any(s < n < e for s, e in p.spans)]
-        keys = self._keys(p, lengths)
+        keys = prefix_keys(p, lengths)
         for length in lengths:  # longest first
             key = keys[length]
             found = self._cache.get(key)
@@ -516,21 +343,21 @@ class LocalQwenVL:
         marks = {}
         if w.hit_mark is not None and w.cached < L:
             marks[w.hit_key] = w.hit_mark  # the reused prefix now also lives in this entry
-        marks[self._key(p, L)] = _Mark(L, w.rope_delta, w.prompt_logits)
+        marks[prefix_key(p, L)] = Mark(L, w.rope_delta, w.prompt_logits)
         if fed > L:
-            marks[self._key(p, fed, w.gen)] = _Mark(fed, w.rope_delta, final_logits.clone())
+            marks[prefix_key(p, fed, w.gen)] = Mark(fed, w.rope_delta, final_logits.clone())
         bounds = [b for b in p.bounds if 0 < b < L and not any(s < b < e for s, e in p.spans)]
         if bounds:
             if w.positions is None:  # an exact repeat ran no prefill: no positions computed yet
                 w.positions, _ = self._positions(p)
-            for b, key in self._keys(p, bounds).items():
+            for b, key in prefix_keys(p, bounds).items():
                 # the rope delta at the boundary: the position of the token after it, minus its offset
-                marks.setdefault(key, _Mark(b, int(w.positions[0, b]) - b, None))
+                marks.setdefault(key, Mark(b, int(w.positions[0, b]) - b, None))
         self._cache.put(kv, marks)
 
     # ---- running ---------------------------------------------------------------------------
 
-    def _positions(self, p: _Prompt):
+    def _positions(self, p: Prompt):
         """M-RoPE positions (3, L) of the whole prompt and its rope delta."""
         torch = self._torch
         ids = torch.tensor([p.ids], dtype=torch.long)
@@ -605,7 +432,7 @@ class LocalQwenVL:
         logits = self._forward(ids.to(self._device), attn, pos.to(self._device), cache, pixels, grid_t)
         return cache, attn, logits
 
-    def _prefill_from(self, w: _Work, length: int, key: bytes, entry: _Entry, mark: _Mark):
+    def _prefill_from(self, w: _Work, length: int, key: bytes, entry: Entry, mark: Mark):
         """Start from a copy of the first ``length`` cached tokens and prefill the rest."""
         from transformers import DynamicCache
         torch = self._torch

@@ -1,5 +1,5 @@
 """Prompts and decoding settings per model role (the roles of the VAM seed's Table 7, in our
-own words), and the strict reply schemas.
+own words). The replies' schemas and parsers are in ``llm.schemas``.
 
 Every request is prefix-stable: the role's fixed system prompt comes first, then a JSON payload
 whose keys are always in the same order, then the images in time order. Nothing variable (wall
@@ -8,10 +8,7 @@ clock, random ids) precedes material that repeats, so server-side and local pref
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import replace
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .base import Image, LLMRequest, Message, Sampling
 
@@ -115,42 +112,6 @@ def clean_document(text: str) -> str:
     return text[:MAX_DOC_CHARS]
 
 
-# -- strict replies --------------------------------------------------------------------------
-class AnchorVerdict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    match: bool
-    confidence: float = Field(ge=0.0, le=1.0)
-    observed_event: str = Field(max_length=2000)
-    reason: str = Field(max_length=2000)
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
-
-
-def extract_json(text: str) -> dict:
-    """The single JSON object of a reply (a surrounding code fence is tolerated, nothing else).
-    Raises ValueError naming what is wrong."""
-    s = (text or "").strip()
-    m = _FENCE.match(s)
-    if m:
-        s = m.group(1)
-    try:
-        obj = json.loads(s)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"reply is not valid JSON ({e.msg} at char {e.pos}): {s[:120]!r}") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f"reply must be one JSON object, got {type(obj).__name__}")
-    return obj
-
-
-def parse_anchor(text: str) -> AnchorVerdict:
-    try:
-        return AnchorVerdict.model_validate(extract_json(text))
-    except ValidationError as e:
-        raise ValueError(f"anchor verdict does not match its schema: {e.errors()[0]['msg']} "
-                         f"at {'.'.join(map(str, e.errors()[0]['loc'])) or 'top level'}") from None
-
-
 # -- two-phase reasoning (OASIS 3.2) ---------------------------------------------------------
 # Coarse: one fixed system prompt, then the context in user messages that change least first
 # (the forest's roots, the recent frames, then the QA summary, the time and the question), each
@@ -176,12 +137,6 @@ QA_SUMMARIZER = """You keep a short running summary of the questions asked about
 You receive the current summary (possibly empty) and one new question with its answer and time.
 Return the updated summary: keep what the answers established and what was asked, with times; merge repetition; a few short lines of plain text, no JSON."""
 
-JSON_REPAIR = """That reply was not usable: {problem}
-Reply again with ONLY the JSON object the instructions ask for, e.g. {example}, and nothing else."""
-
-_REPAIR_EXAMPLES = {"two_phase_coarse": '{"answer": "..."} or {"retrieve": "..."}',
-                    "two_phase_fine": '{"answer": "..."}'}
-
 
 def two_phase_coarse(memory_parts: list, frame_parts: list, question_parts: list) -> LLMRequest:
     """[system, user(memory_parts), user(frame_parts), user(question_parts)], from what changes
@@ -200,59 +155,10 @@ def two_phase_fine(prefix: LLMRequest, reply: str, parts: list) -> LLMRequest:
     return LLMRequest(messages, replace(SAMPLING["two_phase_fine"]), tag="two_phase_fine")
 
 
-def json_repair(request: LLMRequest, reply: str, problem: str) -> LLMRequest:
-    """One retry of a JSON role: the request's messages, its bad reply, and what was wrong."""
-    role = request.tag.removesuffix("_repair")
-    example = _REPAIR_EXAMPLES.get(role, "{...}")
-    messages = list(request.messages) + [Message("assistant", [reply]),
-                                         Message("user", [JSON_REPAIR.format(problem=problem[:300], example=example)])]
-    return LLMRequest(messages, replace(request.sampling), tag=f"{role}_repair")
-
-
 def qa_summary_update(previous: str, question: str, answer: str, t: float) -> LLMRequest:
     payload = _payload(task="update_qa_summary", summary=previous, new={"t_s": round(t, 3), "question": question,
                                                                         "answer": answer})
     return _request("qa_summarizer", QA_SUMMARIZER, [payload])
-
-
-class CoarseReply(BaseModel):
-    """{"answer": ...} or {"retrieve": ...}: exactly one, non-empty."""
-    model_config = ConfigDict(extra="forbid", strict=True)
-    answer: str | None = Field(None, min_length=1, max_length=4000)
-    retrieve: str | None = Field(None, min_length=1, max_length=500)
-
-
-class FineReply(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    answer: str = Field(min_length=1, max_length=4000)
-
-
-def _schema_error(what: str, e: ValidationError) -> ValueError:
-    err = e.errors()[0]
-    return ValueError(f"{what} does not match its schema: {err['msg']} at "
-                      f"{'.'.join(map(str, err['loc'])) or 'top level'}")
-
-
-def parse_coarse(text: str) -> CoarseReply:
-    try:
-        r = CoarseReply.model_validate(extract_json(text))
-    except ValidationError as e:
-        raise _schema_error("coarse reply", e) from None
-    if (r.answer is None) == (r.retrieve is None):
-        raise ValueError('coarse reply must have exactly one of "answer" and "retrieve"')
-    if not (r.answer or r.retrieve).strip():
-        raise ValueError("coarse reply is blank")
-    return r
-
-
-def parse_fine(text: str) -> FineReply:
-    try:
-        r = FineReply.model_validate(extract_json(text))
-    except ValidationError as e:
-        raise _schema_error("fine reply", e) from None
-    if not r.answer.strip():
-        raise ValueError("fine reply has a blank answer")
-    return r
 
 
 # -- agentic retrieval: router and planner (VAM B.7.1 / B.7.2 roles, in our own words) ----------
@@ -322,12 +228,6 @@ Remaining turns: {turns_left}
 {advice}
 What is the next step?"""
 
-REPAIR = """That reply could not be used: {error}
-Reply again with ONLY one valid JSON object that follows the schema in the instructions, and nothing else."""
-
-_REPAIR_REPLY_CHARS = 2000  # the bad reply is echoed back cut short: it may be a runaway 100k-character string
-
-
 def route(question: str, now: float | None, cameras) -> LLMRequest:
     """The router's request: fixed system prompt, then cameras, the present and the request."""
     payload = _payload(task="route", cameras=list(cameras), now_s=None if now is None else round(now, 3),
@@ -351,10 +251,30 @@ def plan(question: str, context_text: str, turns_left: int, images=None) -> LLMR
     return _request("planner", PLANNER, [text, *_frames(images or [])])
 
 
+# -- repair: the one retry of every JSON role ---------------------------------------------------
+REPAIR = """That reply could not be used: {error}
+Reply again with ONLY one valid JSON object that follows the schema in the instructions{example}, and nothing else."""
+
+REPAIR_CUT = "\n(Your reply above is cut to its first {kept} of {total} characters.)"
+
+REPAIR_REPLY_CHARS = 2000  # the bad reply is echoed back cut short: it may be a runaway 100k-character string
+REPAIR_ERROR_CHARS = 300
+
+# Roles whose system prompt shows no full schema get the reply's shape spelled out again.
+_REPAIR_EXAMPLES = {"two_phase_coarse": '{"answer": "..."} or {"retrieve": "..."}',
+                    "two_phase_fine": '{"answer": "..."}'}
+
+
 def repair(request: LLMRequest, bad_reply: str, error: str) -> LLMRequest:
-    """The same request, its bad reply as the assistant's turn, and a user message naming what
-    was wrong and asking for ONLY one valid JSON object. Tagged ``<role>_repair``."""
-    bad = (bad_reply or "")[:_REPAIR_REPLY_CHARS]
-    messages = list(request.messages) + [Message("assistant", [bad]),
-                                         Message("user", [REPAIR.format(error=str(error)[:300])])]
-    return LLMRequest(messages, replace(request.sampling), tag=f"{request.tag}_repair")
+    """The one retry of a JSON role: the same request, its bad reply as the assistant's turn
+    (cut to REPAIR_REPLY_CHARS, and then the user message says so), and a user message naming
+    what was wrong and asking for ONLY one valid JSON object. Tagged ``<role>_repair``."""
+    role = request.tag.removesuffix("_repair")
+    bad = bad_reply if isinstance(bad_reply, str) else ""
+    example = _REPAIR_EXAMPLES.get(role)
+    text = REPAIR.format(error=str(error)[:REPAIR_ERROR_CHARS], example=f", e.g. {example}" if example else "")
+    if len(bad) > REPAIR_REPLY_CHARS:
+        text += REPAIR_CUT.format(kept=REPAIR_REPLY_CHARS, total=len(bad))
+        bad = bad[:REPAIR_REPLY_CHARS]
+    messages = list(request.messages) + [Message("assistant", [bad]), Message("user", [text])]
+    return LLMRequest(messages, replace(request.sampling), tag=f"{role}_repair")

@@ -1,4 +1,6 @@
-"""Strict schemas of the router's and the planner's replies (the VAM seed's B.4/B.6 bounds).
+"""Strict schemas of every JSON reply a model gives: the router's and the planner's (the VAM
+seed's B.4/B.6 bounds), the anchor verifier's verdict, and two-phase's coarse and fine replies;
+and ``extract_json``, which finds the one JSON object of a reply.
 
 Every reply is untrusted: it is parsed into these models or rejected with a ValueError that names
 the first problem (so a repair request can say what to fix). Extra keys are errors, types are
@@ -7,11 +9,11 @@ runaway reply is rejected instead of being stored or sent on.
 """
 from __future__ import annotations
 
+import json
+import re
 from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
-
-from .prompts import extract_json
 
 MAX_REPLY_CHARS = 50_000  # longer replies are rejected before JSON parsing (no field may be this long)
 MAX_QUERIES = 8           # search queries per action: each one is a search (and maybe inspections)
@@ -203,7 +205,44 @@ Action = Union[AnswerAction, SearchAction, InspectAction, SummarizeAction]
 _ACTIONS = {"answer": AnswerAction, "search": SearchAction, "inspect": InspectAction, "summarize": SummarizeAction}
 
 
+# -- the anchor verifier's verdict and two-phase's replies ------------------------------------------
+class AnchorVerdict(Strict):
+    match: bool
+    confidence: float = Field(ge=0.0, le=1.0)
+    observed_event: str = Field(max_length=2000)
+    reason: str = Field(max_length=2000)
+
+
+class CoarseReply(Strict):
+    """{"answer": ...} or {"retrieve": ...}: exactly one, non-empty."""
+    answer: Optional[str] = Field(None, min_length=1, max_length=4000)
+    retrieve: Optional[str] = Field(None, min_length=1, max_length=500)
+
+
+class FineReply(Strict):
+    answer: str = Field(min_length=1, max_length=4000)
+
+
 # -- parsing -----------------------------------------------------------------------------------
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+
+
+def extract_json(text: str) -> dict:
+    """The single JSON object of a reply (a surrounding code fence is tolerated, nothing else).
+    Raises ValueError naming what is wrong."""
+    s = (text or "").strip()
+    m = _FENCE.match(s)
+    if m:
+        s = m.group(1)
+    try:
+        obj = json.loads(s)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"reply is not valid JSON ({e.msg} at char {e.pos}): {s[:120]!r}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"reply must be one JSON object, got {type(obj).__name__}")
+    return obj
+
+
 def _first_error(e: ValidationError) -> str:
     err = e.errors()[0]
     where = ".".join(map(str, err["loc"])) or "top level"
@@ -227,7 +266,7 @@ def _object(text: str, what: str) -> dict:
     try:
         return extract_json(text)
     except RecursionError:  # json.loads recurses once per nesting level: "[[[[..." overflows
-        raise ValueError(f"{what} nests too deeply to be an action") from None
+        raise ValueError(f"{what} nests too deeply to be read") from None
 
 
 def parse_action(text: str) -> Action:
@@ -261,3 +300,34 @@ def parse_route(text: str) -> Route:
         return model.model_validate(obj)
     except ValidationError as e:
         raise ValueError(f"invalid {kind if kind == 'final' else name} route: {_first_error(e)}") from None
+
+
+def _validated(model, obj: dict, what: str):
+    try:
+        return model.model_validate(obj)
+    except ValidationError as e:
+        raise ValueError(f"invalid {what}: {_first_error(e)}") from None
+
+
+def parse_anchor(text: str) -> AnchorVerdict:
+    """The anchor verifier's verdict. Raises ValueError naming the first problem."""
+    return _validated(AnchorVerdict, _object(text, "anchor verdict"), "anchor verdict")
+
+
+def parse_coarse(text: str) -> CoarseReply:
+    """Two-phase's coarse reply: an answer or a retrieval intent. Raises ValueError naming the
+    first problem."""
+    r = _validated(CoarseReply, _object(text, "coarse reply"), "coarse reply")
+    if (r.answer is None) == (r.retrieve is None):
+        raise ValueError('coarse reply must have exactly one of "answer" and "retrieve"')
+    if not (r.answer or r.retrieve).strip():
+        raise ValueError("coarse reply is blank")
+    return r
+
+
+def parse_fine(text: str) -> FineReply:
+    """Two-phase's fine reply: the answer. Raises ValueError naming the first problem."""
+    r = _validated(FineReply, _object(text, "fine reply"), "fine reply")
+    if not r.answer.strip():
+        raise ValueError("fine reply has a blank answer")
+    return r

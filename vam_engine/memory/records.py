@@ -9,13 +9,28 @@ import numpy as np
 from ..gate.records import GateRecord
 
 __all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary",
-           "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "camera_time"]
+           "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "camera_time",
+           "is_absolute_time"]
+
+
+# -- camera-axis time -----------------------------------------------------------------------------
+# Each moment has a time on its camera's own axis: absolute (unix seconds) when the caller or the
+# container gave a start time, else relative (seconds since the source's first frame). Searches,
+# ``as_of`` and retention all use this axis.
+
+ABSOLUTE_TIME_MIN = 1e9  # unix seconds of 2001-09-09: a relative axis would need 31 years of recording
+
+
+def is_absolute_time(t: float) -> bool:
+    """Whether a time on a camera's axis is absolute (unix seconds): ``t > 1e9``. The one rule
+    for code that sees only the number (formatting, prompts); code holding a record asks its
+    ``t_abs`` instead."""
+    return t > ABSOLUTE_TIME_MIN
 
 
 def camera_time(t_rel: float, t_abs: float | None) -> float:
-    """A time on its camera's axis: absolute (unix seconds) when known, else relative to the
-    source's start. Searches, ``as_of`` and retention all use this axis."""
-    return t_abs if t_abs is not None else t_rel
+    """A time on its camera's axis: ``t_abs`` when known, else ``t_rel``."""
+    return float(t_abs) if t_abs is not None else float(t_rel)
 
 
 @dataclass(frozen=True)

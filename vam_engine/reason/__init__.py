@@ -3,8 +3,10 @@ of answering a question (two-phase coarse/fine, the agentic loop). Everything he
 memory through a ``MemoryView`` (memory/view.py), never a store."""
 from .agent import AgenticAnswerer
 from .answer import Answer
+from .turn import ModelCall, TraceEntry
 from .two_phase import TwoPhaseAnswerer
 from .working import WorkingMemory
 from .writer import MemoryWriter, WriterStats
 
-__all__ = ["AgenticAnswerer", "Answer", "MemoryWriter", "TwoPhaseAnswerer", "WorkingMemory", "WriterStats"]
+__all__ = ["AgenticAnswerer", "Answer", "MemoryWriter", "ModelCall", "TraceEntry", "TwoPhaseAnswerer",
+           "WorkingMemory", "WriterStats"]

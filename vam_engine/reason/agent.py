@@ -28,10 +28,13 @@ from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError
 from ..llm.schemas import (AnswerAction, InspectAction, RouteFinal, RouteRetrieve, SearchAction, TimeRange,
-                           parse_action, parse_route)
+                           parse_action, parse_anchor, parse_route)
 from ..memory.records import Evidence
 from ..memory.view import MemoryView
+from ..numerics import spread_evenly
 from .answer import Answer
+from .planner_context import CONTEXT_TEXT_CHARS, Found, render_block
+from .turn import ModelTurns, TraceEntry
 
 NOT_FOUND = "Not found:"
 MAX_NEW_PER_TURN = 12          # new results kept per turn: the context stays readable and bounded
@@ -42,7 +45,6 @@ MAX_SUMMARY_DOCS = 16          # summary documents one summarize may write (wind
 ANCHOR_GAP_S = 2.0             # hits closer than this in time are one occurrence of an anchor event
 ANCHOR_RELATIVE_FLOOR = 0.8    # anchor candidates must score at least this fraction of the best of their source
 POINT_PAD_S = 1.0              # an instant (a frame hit) is widened by this on each side before looking at it
-CONTEXT_TEXT_CHARS = 300       # of each result's text shown to the planner
 MAX_NOTE_CHARS = 2000          # of an inspector reply kept
 MAX_CITED = 10                 # evidence records an answer cites
 PERMISSIVE = {"top_k": 20, "inspect_k": 0, "threshold": 0.0}  # the fallback search of an unparsable first turn
@@ -64,20 +66,6 @@ class _ModelDown(Exception):
 
 
 @dataclass
-class Found:
-    """One result in the planner's context: [turn_idx.result_idx]."""
-    turn_idx: int
-    result_idx: int
-    evidence: Evidence
-    via: str                 # "search" | "inspect" | "summarize"
-    note: str | None = None  # the inspector's reply, when the result was looked at
-
-    @property
-    def ref(self) -> str:
-        return f"{self.turn_idx}.{self.result_idx}"
-
-
-@dataclass
 class _Run:
     """The state of one question."""
     question: str
@@ -87,7 +75,7 @@ class _Run:
     blocks: list = field(default_factory=list)    # per context turn: list[Found]
     context: list = field(default_factory=list)   # rendered text per context turn (append-only: prefix-stable)
     seen: set = field(default_factory=set)        # dedupe keys of every result so far
-    calls: int = 0
+    turns: ModelTurns | None = None               # the question's model requests (set by answer())
     origin: float | None = None                   # "relative" time zero, computed when first needed
     failure: Exception | None = None              # a model failure to raise once the turn's results are kept
 
@@ -98,10 +86,6 @@ class _Run:
         if 1 <= turn_idx <= len(self.blocks) and 0 <= result_idx < len(self.blocks[turn_idx - 1]):
             return self.blocks[turn_idx - 1][result_idx]
         return None
-
-
-def _t(m) -> float:
-    return m.t_abs if m.t_abs is not None else m.t_rel
 
 
 def _key(ev: Evidence, kind: str | None = None, extra: str = "") -> tuple:
@@ -137,12 +121,13 @@ class AgenticAnswerer:
         start = time.perf_counter()
         question = question.strip()
         run = _Run(question, question, view, Answer("", False, [], "agentic"))
+        run.turns = ModelTurns(self.llm, run.out)
         try:
             self._route_and_plan(run)
         except _ModelDown as e:
-            run.out.trace.append({"stage": e.stage, "error": f"model failed: {e.error}"})
+            run.out.trace.append(TraceEntry(e.stage, error=f"model failed: {e.error}"))
             self._best_effort(run, f"the model failed ({e.error})")
-        run.out.trace.append({"stage": "done", "model_calls": run.calls, "found": run.out.found})
+        run.out.trace.append(TraceEntry("done", detail={"model_calls": run.turns.calls, "found": run.out.found}))
         run.out.timings["total"] = time.perf_counter() - start
         return run.out
 
@@ -151,7 +136,7 @@ class AgenticAnswerer:
             return
         stale = 0  # consecutive turns without new evidence
         for turn in range(1, self.max_turns + 1):
-            entry = {"stage": "planner", "turn": turn, "turns_left": self.max_turns - turn + 1}
+            entry = TraceEntry("planner", turn=turn, turns_left=self.max_turns - turn + 1)
             run.out.trace.append(entry)
             request = prompts.plan(run.goal, self._context(run), self.max_turns - turn + 1)
             action = self._ask(run, "planning", request, lambda text: self._parse_action(run, text), entry)
@@ -160,19 +145,19 @@ class AgenticAnswerer:
                     # B.6: an unparsable first turn does not end the loop; search for the question itself
                     action = SearchAction.model_validate({"action": "search", "queries": [
                         {"q": run.goal[:1000], **PERMISSIVE}]})
-                    entry["fallback"] = "permissive search"
+                    entry.fallback = "permissive search"
                 else:
-                    entry["fallback"] = "answer with the best evidence"
+                    entry.fallback = "answer with the best evidence"
                     self._finish(run, "the planner's reply was invalid twice")
                     return
-            entry["action"] = action.action
+            entry.action = action.action
             if isinstance(action, AnswerAction):
                 self._answer(run, action, entry)
                 return
             added = self._execute(run, action, entry)
             stale = 0 if added else stale + 1
             if stale >= 2:
-                entry["stop"] = "two consecutive turns added no new evidence"
+                entry.reason = "two consecutive turns added no new evidence"
                 self._finish(run, "two consecutive turns added no new evidence")
                 return
         self._finish(run, f"the turn budget ({self.max_turns}) is spent")
@@ -188,40 +173,17 @@ class AgenticAnswerer:
 
     def _call(self, run: _Run, stage: str, requests: list) -> list[str]:
         """Reply texts, in order. Any model failure becomes _ModelDown."""
-        if not requests:
-            return []
-        run.calls += len(requests)
-        with self._timed(run, stage):
-            try:
-                responses = self.llm.generate(requests)
-            except LLMError as e:
-                raise _ModelDown(stage, e) from None
-        if len(responses) != len(requests):
-            raise _ModelDown(stage, LLMError(getattr(self.llm, "name", "llm"),
-                                             f"{len(responses)} responses for {len(requests)} requests"))
-        for r in responses:
-            run.out.add_usage(r)
-        return [r.text if isinstance(r.text, str) else "" for r in responses]
+        try:
+            return run.turns.send(requests, stage)
+        except LLMError as e:
+            raise _ModelDown(stage, e) from None
 
-    def _ask(self, run: _Run, stage: str, request, parse, entry: dict):
+    def _ask(self, run: _Run, stage: str, request, parse, entry: TraceEntry, *, repair: bool = True):
         """A parsed reply, with one repair request when the first is invalid; None when both are."""
-        reply = self._call(run, stage, [request])[0]
-        entry["reply"] = reply[:500]
         try:
-            parsed = parse(reply)
-            entry.update(error=None, repaired=False)
-            return parsed
-        except ValueError as e:
-            entry.update(error=str(e)[:500], repaired=False)
-        reply = self._call(run, stage, [prompts.repair(request, reply, entry["error"])])[0]
-        entry["repair_reply"] = reply[:500]
-        try:
-            parsed = parse(reply)
-            entry["repaired"] = True
-            return parsed
-        except ValueError as e:
-            entry["repair_error"] = str(e)[:500]
-            return None
+            return run.turns.ask(request, parse, stage, entry, repair=repair).parsed
+        except LLMError as e:
+            raise _ModelDown(stage, e) from None
 
     def _parse_action(self, run: _Run, text: str):
         """A planner action whose references exist (a dangling inspect ref is an invalid action)."""
@@ -235,22 +197,22 @@ class AgenticAnswerer:
     # -- router --------------------------------------------------------------------------------
     def _route(self, run: _Run) -> bool:
         """True when the router answered by itself."""
-        entry = {"stage": "router"}
+        entry = TraceEntry("router")
         run.out.trace.append(entry)
         request = prompts.route(run.question, run.view.now(), run.view.camera_ids())
         route = self._ask(run, "routing", request, parse_route, entry)
         if route is None:
-            entry["fallback"] = "retrieve with the question as asked"
+            entry.fallback = "retrieve with the question as asked"
             return False
         if isinstance(route, RouteFinal):
-            entry["action"] = "final"
+            entry.action = "final"
             run.out.text, run.out.found = route.text, True
             return True
         if isinstance(route, RouteRetrieve):
-            entry["action"] = "retrieve"
+            entry.action = "retrieve"
             run.goal = route.args.question
             return False
-        entry["action"] = "summarize"
+        entry.action = "summarize"
         args = route.args
         rng = TimeRange(mode=args.time_mode, start=args.min_time, end=args.max_time)
         found = self._guarded(run, entry, lambda: self._summarize(run, rng, args.granularity_seconds, args.prompt,
@@ -259,7 +221,7 @@ class AgenticAnswerer:
         return False
 
     # -- actions -------------------------------------------------------------------------------
-    def _execute(self, run: _Run, action, entry: dict) -> int:
+    def _execute(self, run: _Run, action, entry: TraceEntry) -> int:
         """Run one search / inspect / summarize action; its new results become the next
         context turn. Returns how many results are new."""
         if isinstance(action, SearchAction):
@@ -274,7 +236,7 @@ class AgenticAnswerer:
             raise run.failure
         return len(found)
 
-    def _guarded(self, run: _Run, entry: dict, fn) -> list:
+    def _guarded(self, run: _Run, entry: TraceEntry, fn) -> list:
         """An action's results; a memory-side failure (bad range, missing file) becomes a note
         the planner sees instead of an exception."""
         try:
@@ -284,24 +246,22 @@ class AgenticAnswerer:
         except LLMError as e:  # the writer's model (summaries)
             raise _ModelDown("summarize", e) from None
         except (VamError, ValueError, OSError) as e:
-            entry.setdefault("notes", []).append(f"failed: {e}"[:300])
+            entry.notes.append(f"failed: {e}"[:300])
             return []
 
-    def _add_block(self, run: _Run, label: str, found: list, entry: dict) -> None:
+    def _add_block(self, run: _Run, label: str, found: list, entry: TraceEntry) -> None:
         turn_idx = len(run.blocks) + 1
         block = []
         for i, (ev, via, note, key) in enumerate(found):
             run.seen.add(key)
             block.append(Found(turn_idx, i, ev, via, note))
         run.blocks.append(block)
-        entry["context_turn"] = turn_idx
-        entry["added"] = [f.ref for f in block]
-        inspected = {f.ref: f.note for f in block if f.note}
-        if inspected:
-            entry["inspections"] = inspected
-        run.context.append(self._render_block(turn_idx, label, block, entry.get("notes", [])))
+        entry.context_turn = turn_idx
+        entry.added = [f.ref for f in block]
+        entry.inspections = {f.ref: f.note for f in block if f.note}
+        run.context.append(render_block(turn_idx, label, block, entry.notes))
 
-    def _search(self, run: _Run, action: SearchAction, entry: dict) -> list:
+    def _search(self, run: _Run, action: SearchAction, entry: TraceEntry) -> list:
         rng = self._resolve(run, action.time_range, entry) if action.time_range is not None else (None, None)
         if rng is None:
             return []
@@ -329,7 +289,7 @@ class AgenticAnswerer:
         # spaces are not), taken round-robin across queries
         new = sorted(new, key=lambda x: (x[2], x[1]))[:MAX_NEW_PER_TURN]
         if dropped:
-            entry.setdefault("notes", []).append(f"{dropped} more new results not kept (at most {MAX_NEW_PER_TURN})")
+            entry.notes.append(f"{dropped} more new results not kept (at most {MAX_NEW_PER_TURN})")
         # look-ahead inspection (B.4): each query's best inspect_k new results, within the turn's budget
         picks = [i for i, (h, qi, rank) in enumerate(new) if rank < action.queries[qi].inspect_k]
         picks = sorted(picks, key=lambda i: (new[i][2], new[i][1]))[:MAX_INSPECTIONS_PER_TURN]
@@ -362,7 +322,7 @@ class AgenticAnswerer:
         for i, h in enumerate(hits):
             ms = self._frames(run, h.t_start, h.t_end, INSPECT_FRAMES, h.camera_id)
             if ms:
-                requests.append(prompts.inspect(run.goal, [(Image(m.frame_path), _t(m)) for m in ms]))
+                requests.append(prompts.inspect(run.goal, [(Image(m.frame_path), m.t) for m in ms]))
                 idx.append(i)
         texts = self._call(run, "inspection", requests)
         return {i: t.strip()[:MAX_NOTE_CHARS] for i, t in zip(idx, texts) if t.strip()}
@@ -379,11 +339,10 @@ class AgenticAnswerer:
         with self._timed(run, "inspection"):
             ms = run.view.frames(t0, t1, n, None if camera in (None, "*") else camera)
         if len(ms) > n:  # several cameras: spread the budget over all of them
-            step = len(ms) / n
-            ms = [ms[int(i * step)] for i in range(n)]
-        return sorted(ms, key=_t)
+            ms = [ms[i] for i in spread_evenly(len(ms), n)]
+        return sorted(ms, key=lambda m: m.t)
 
-    def _inspect(self, run: _Run, action: InspectAction, entry: dict) -> list:
+    def _inspect(self, run: _Run, action: InspectAction, entry: TraceEntry) -> list:
         if action.ref is not None:
             ev = run.lookup(action.ref.turn_idx, action.ref.result_idx).evidence
             t0, t1, camera = ev.t_start, ev.t_end, ev.camera_id
@@ -394,18 +353,18 @@ class AgenticAnswerer:
             (t0, t1), camera = rng, None
         ms = self._frames(run, t0, t1, action.max_frames, camera)
         if not ms:
-            entry.setdefault("notes", []).append("no frames in that range")
+            entry.notes.append("no frames in that range")
             return []
-        text = self._call(run, "inspection", [prompts.inspect(action.prompt, [(Image(m.frame_path), _t(m))
+        text = self._call(run, "inspection", [prompts.inspect(action.prompt, [(Image(m.frame_path), m.t)
                                                                                for m in ms])])[0]
         text = text.strip()[:MAX_NOTE_CHARS]
         if not text:
-            entry.setdefault("notes", []).append("the inspector replied nothing")
+            entry.notes.append("the inspector replied nothing")
             return []
         out = []
         for cam in dict.fromkeys(m.camera_id for m in ms):
             mine = [m for m in ms if m.camera_id == cam]
-            ts = [_t(m) for m in mine]
+            ts = [m.t for m in mine]
             ev = Evidence(cam, min(ts), max(ts), tuple(m.moment_id for m in mine), tuple(m.frame_path for m in mine),
                           0.0, "frame", text)
             key = _key(ev, "inspect", action.prompt.lower())  # the same look with the same question is nothing new
@@ -413,23 +372,24 @@ class AgenticAnswerer:
                 out.append((ev, "inspect", text, key))
         return out
 
-    def _summarize(self, run: _Run, rng: TimeRange, granularity: float, prompt: str, structure, entry: dict) -> list:
+    def _summarize(self, run: _Run, rng: TimeRange, granularity: float, prompt: str, structure,
+                   entry: TraceEntry) -> list:
         resolved = self._resolve(run, rng, entry)
         if resolved is None:
             return []
         t0, t1 = resolved
         now = run.view.now()
         if now is None:
-            entry.setdefault("notes", []).append("the memory is empty")
+            entry.notes.append("the memory is empty")
             return []
         t1 = now if t1 is None else min(t1, now)
         if t1 <= t0:
-            entry.setdefault("notes", []).append(f"nothing to summarize in [{t0:.2f}, {t1:.2f}]")
+            entry.notes.append(f"nothing to summarize in [{t0:.2f}, {t1:.2f}]")
             return []
         cams = len(run.view.camera_ids())
         if cams > MAX_SUMMARY_DOCS:
-            entry.setdefault("notes", []).append(f"{cams} cameras: at most {MAX_SUMMARY_DOCS} summary documents "
-                                                 "per call; ask about fewer cameras")
+            entry.notes.append(f"{cams} cameras: at most {MAX_SUMMARY_DOCS} summary documents "
+                               "per call; ask about fewer cameras")
             return []
         per_camera = MAX_SUMMARY_DOCS // max(1, cams)
         # Bounded cost: coarser windows rather than hundreds of model calls. The writer steps
@@ -438,15 +398,14 @@ class AgenticAnswerer:
         if math.ceil((t1 - t0) / granularity) >= per_camera:
             wider = (t1 - t0) / per_camera * (1 + 1e-9)
             if wider > granularity * (1 + 1e-6):
-                entry.setdefault("notes", []).append(f"windows widened to {wider:.1f} s "
-                                                     f"(at most {MAX_SUMMARY_DOCS} documents)")
+                entry.notes.append(f"windows widened to {wider:.1f} s (at most {MAX_SUMMARY_DOCS} documents)")
             granularity = wider
         if structure is not None:
-            entry.setdefault("notes", []).append("summary_structure is not stored by this memory view")
+            entry.notes.append("summary_structure is not stored by this memory view")
         with self._timed(run, "summarize"):
             docs = run.view.summarize(t0, t1, granularity, prompt)
         if not docs:
-            entry.setdefault("notes", []).append("no summary written (no frames in range, or no writer)")
+            entry.notes.append("no summary written (no frames in range, or no writer)")
         moments = run.view.moments_by_id([m for d in docs for m in d.moment_ids])
         out = []
         for d in docs:
@@ -459,7 +418,7 @@ class AgenticAnswerer:
         return out
 
     # -- time ranges ---------------------------------------------------------------------------
-    def _resolve(self, run: _Run, rng: TimeRange, entry: dict):
+    def _resolve(self, run: _Run, rng: TimeRange, entry: TraceEntry):
         """(t0, t1 or None for "until now") on the cameras' axis, or None when an anchor cannot
         be found (the reason goes to the entry's notes)."""
         if rng.anchor is not None:
@@ -473,8 +432,7 @@ class AgenticAnswerer:
             if a is None or b is None:
                 return None
             if b[1] < a[0]:
-                entry.setdefault("notes", []).append(f"end anchor ({b[0]:.2f} s) is before start anchor "
-                                                     f"({a[0]:.2f} s)")
+                entry.notes.append(f"end anchor ({b[0]:.2f} s) is before start anchor ({a[0]:.2f} s)")
                 return None
             return a[0], b[1]
         off = self._origin(run) if rng.mode == "relative" else 0.0
@@ -487,7 +445,7 @@ class AgenticAnswerer:
             run.origin = run.view.origin()
         return run.origin
 
-    def _anchor(self, run: _Run, anchor, entry: dict):
+    def _anchor(self, run: _Run, anchor, entry: TraceEntry):
         """(t0, t1) of the anchor's occurrence_index-th occurrence, or None.
 
         Candidates: a search for the description; hits scoring below ANCHOR_RELATIVE_FLOOR of
@@ -496,7 +454,7 @@ class AgenticAnswerer:
         in time order. The first min(inspect_k, MAX_ANCHOR_CHECKS) occurrences are checked by the
         verifier on their frames (one call each, one batch): rejected ones do not count, an
         unreadable verdict counts as unverified; later occurrences count unverified."""
-        notes = entry.setdefault("notes", [])
+        notes = entry.notes
         with self._timed(run, "retrieval"):
             hits = run.view.search(anchor.description, top_k=anchor.top_k)
         best: dict = {}
@@ -532,22 +490,22 @@ class AgenticAnswerer:
         for i, (t0, t1, cam) in enumerate(occurrences):
             ms = self._frames(run, t0, t1, INSPECT_FRAMES, cam)
             if ms:
-                requests.append(prompts.anchor(target, [(Image(m.frame_path), _t(m)) for m in ms]))
+                requests.append(prompts.anchor(target, [(Image(m.frame_path), m.t) for m in ms]))
                 idx.append(i)
         out: list = [None] * len(occurrences)
         for i, text in zip(idx, self._call(run, "inspection", requests)):
             try:
-                v = prompts.parse_anchor(text)
+                v = parse_anchor(text)
                 out[i] = bool(v.match and v.confidence >= 0.5)
-            except (ValueError, RecursionError) as e:  # RecursionError: a deeply nested JSON reply
+            except ValueError as e:
                 notes.append(f"anchor verdict unreadable ({str(e)[:120]}): counted unverified")
         return out
 
     # -- endings -------------------------------------------------------------------------------
-    def _answer(self, run: _Run, action: AnswerAction, entry: dict) -> None:
+    def _answer(self, run: _Run, action: AnswerAction, entry: TraceEntry) -> None:
         found = run.findings()
         if not found:
-            entry["note"] = "answer without any evidence"
+            entry.notes.append("answer without any evidence")
             run.out.text = (f"{NOT_FOUND} no evidence in memory supports an answer "
                             f"(the planner said: {action.response[:300]})")
             run.out.found = False
@@ -557,8 +515,8 @@ class AgenticAnswerer:
             best = run.lookup(action.best_ref.turn_idx, action.best_ref.result_idx)
         if best is None:
             best = max(found, key=_rank)
-            entry["best_ref_fallback"] = best.ref
-        entry["best_ref"] = best.ref
+            entry.fallback = "best_ref is not a result: the best-ranked result is cited"
+        entry.best_ref = best.ref
         run.out.text, run.out.found = action.response, True
         run.out.evidence = self._cite(run, best)
 
@@ -568,23 +526,19 @@ class AgenticAnswerer:
 
     def _finish(self, run: _Run, reason: str) -> None:
         """Forced end: one final answer request when there is evidence, else not found."""
-        entry = {"stage": "final", "reason": reason}
+        entry = TraceEntry("final", reason=reason)
         run.out.trace.append(entry)
         if not run.findings():
             run.out.text, run.out.found = f"{NOT_FOUND} no evidence in memory supports an answer ({reason})", False
             return
-        reply = self._call(run, "planning", [prompts.plan(run.goal, self._context(run), 0)])[0]
-        entry["reply"] = reply[:500]
-        try:
-            action = self._parse_action(run, reply)
-        except ValueError as e:
-            entry["error"] = str(e)[:500]
-            action = None
+        action = self._ask(run, "planning", prompts.plan(run.goal, self._context(run), 0),
+                           lambda text: self._parse_action(run, text), entry, repair=False)
         if isinstance(action, AnswerAction):
-            entry["action"] = "answer"
+            entry.action = "answer"
             self._answer(run, action, entry)
         else:
-            entry.setdefault("error", f"expected an answer, got {getattr(action, 'action', None)}")
+            if entry.error is None:
+                entry.error = f"expected an answer, got {getattr(action, 'action', None)}"
             self._best_effort(run, reason)
 
     def _best_effort(self, run: _Run, reason: str) -> None:
@@ -605,18 +559,3 @@ class AgenticAnswerer:
     # -- context -------------------------------------------------------------------------------
     def _context(self, run: _Run) -> str:
         return "\n".join(run.context)
-
-    @staticmethod
-    def _render_block(turn_idx: int, label: str, block: list, notes: list) -> str:
-        lines = [f"Turn {turn_idx} ({label}): " + (f"{len(block)} new result(s)" if block else "no new results")]
-        lines += [f"  note: {n}" for n in notes]
-        for f in block:
-            ev = f.evidence
-            kind = "inspection" if f.via == "inspect" else ev.source
-            sim = "" if ev.similarity is None else f", similarity {ev.similarity:.3f}"
-            text = (ev.text or "").replace("\n", " ")[:CONTEXT_TEXT_CHARS] if f.via != "inspect" else ""
-            line = f"  [{f.ref}] camera {ev.camera_id}, {ev.t_start:.2f}-{ev.t_end:.2f} s, {kind}{sim}"
-            lines.append(line + (f": {text}" if text else ""))
-            if f.note:
-                lines.append(f"    looked at: {f.note.replace(chr(10), ' ')[:CONTEXT_TEXT_CHARS]}")
-        return "\n".join(lines)

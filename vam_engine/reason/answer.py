@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..memory.records import Evidence, Moment
+from .turn import TraceEntry
 
 
 @dataclass
@@ -13,7 +14,7 @@ class Answer:
     found: bool                      # False: a clear "not found" (no evidence supports an answer)
     evidence: list[Evidence]         # the cited evidence, best first
     mode: str                        # "two_phase" | "agentic"
-    trace: list[dict] = field(default_factory=list)    # every turn: stage, request summary, reply, action
+    trace: list[TraceEntry] = field(default_factory=list)  # every step: stage, replies, action, model calls
     tokens: dict = field(default_factory=lambda: {"prompt": 0, "completion": 0, "cached": 0})
     timings: dict = field(default_factory=dict)        # seconds per stage, and "total"
 

@@ -39,23 +39,19 @@ from __future__ import annotations
 import math
 import time
 
-import numpy as np
-
 from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError, LLMRequest
+from ..llm.schemas import parse_coarse, parse_fine
 from ..memory.records import Evidence
 from ..memory.view import MemoryView
+from ..numerics import spread_evenly
 from .answer import Answer, moment_evidence
+from .turn import ModelTurns, TraceEntry
 
 # defaults when no WorkingMemory is given (DESIGN.md section 6, OASIS 4.2)
 _SHORT_S, _SHORT_FPS, _MEDIUM_S, _MEDIUM_FPS = 8.0, 2.0, 32.0, 1.0
-_REPLY_CHARS = 2000  # replies are cut to this in the trace
 _QA_SUMMARY_CHARS = 2000
-
-
-def _t(m) -> float:
-    return m.t_abs if m.t_abs is not None else m.t_rel
 
 
 def _thin(moments: list, fps: float) -> list:
@@ -63,17 +59,10 @@ def _thin(moments: list, fps: float) -> list:
     buffers' rule)."""
     out, last = [], -math.inf
     for m in moments:
-        if _t(m) - last >= 1.0 / fps - 1e-6:
+        if m.t - last >= 1.0 / fps - 1e-6:
             out.append(m)
-            last = _t(m)
+            last = m.t
     return out
-
-
-def _spread(items: list, n: int) -> list:
-    if len(items) <= n:
-        return list(items)
-    idx = np.linspace(0, len(items) - 1, n).round().astype(int)
-    return [items[i] for i in sorted(set(idx.tolist()))]
 
 
 class _Recent:
@@ -123,12 +112,12 @@ class TwoPhaseAnswerer:
         try:
             now = self._run(question, view, ans)
         except LLMError as e:
-            ans.trace.append({"stage": "error", "error": f"LLMError: {e}"})
+            ans.trace.append(TraceEntry("error", error=f"LLMError: {e}"))
             ans.text, ans.found, ans.evidence = f"Not found: the model failed: {e}", False, []
             ans.add_time("two_phase", time.perf_counter() - t0)
             return ans  # nothing worth remembering as a QA pair
         except VamError as e:  # the memory (store, embedder) failed: say so, do not raise
-            ans.trace.append({"stage": "error", "error": f"{type(e).__name__}: {e}"})
+            ans.trace.append(TraceEntry("error", error=f"{type(e).__name__}: {e}"))
             ans.text, ans.found, ans.evidence = f"Not found: the memory failed: {e}", False, []
             ans.add_time("two_phase", time.perf_counter() - t0)
             return ans
@@ -153,15 +142,15 @@ class TwoPhaseAnswerer:
                               for r in recents}}
 
         # -- coarse pass (one repair), then answer or fall back to retrieval
-        parsed, last_req, last_text = self._ask_json(coarse, prompts.parse_coarse, ans, "coarse", context)
+        parsed, last_req, last_text = self._ask_json(coarse, parse_coarse, ans, "coarse", context)
         if parsed is not None and parsed.answer is not None:
             ans.text, ans.found = parsed.answer.strip(), True
             ans.evidence = [e for e in (self._present_evidence(r) for r in recents) if e is not None]
-            ans.trace[-1]["action"] = "answer"
+            ans.trace[-1].action = "answer"
             return now
         intent = parsed.retrieve.strip() if parsed is not None else question
-        ans.trace[-1]["action"] = "retrieve" if parsed is not None else "fallback_retrieve"
-        ans.trace[-1]["intent"] = intent
+        ans.trace[-1].action = "retrieve" if parsed is not None else "fallback_retrieve"
+        ans.trace[-1].intent = intent
 
         # -- fine: retrieve forest nodes and QA records for the intent
         q = None
@@ -184,57 +173,34 @@ class TwoPhaseAnswerer:
         retrieved = {"intent": intent, "nodes": [[n.node_id, round(s, 4)] for n, s in hits],
                      "qa": [r.qa_id for r in records]}
 
-        parsed, _, last_text = self._ask_json(fine, prompts.parse_fine, ans, "fine", retrieved)
+        parsed, _, last_text = self._ask_json(fine, parse_fine, ans, "fine", retrieved)
         ans.evidence = evidence
         if parsed is not None:
             ans.text, ans.found = parsed.answer.strip(), True
-            ans.trace[-1]["action"] = "answer"
+            ans.trace[-1].action = "answer"
         elif hits and last_text.strip():
             # the model answered with the evidence in view, just not as JSON: keep its words
             ans.text, ans.found = last_text.strip()[:4000], True
-            ans.trace[-1]["action"] = "raw_answer"
+            ans.trace[-1].action = "raw_answer"
         else:
             ans.text, ans.found = f"Not found: no memory matched {intent[:200]!r} and the model gave no answer", False
-            ans.trace[-1]["action"] = "not_found"
+            ans.trace[-1].action = "not_found"
         return now
 
     # -- model calls -----------------------------------------------------------------------------
-    def _call(self, req: LLMRequest, ans: Answer, stage: str, info: dict | None = None):
-        t = time.perf_counter()
-        try:
-            resp = self.llm.generate([req])[0]
-        except LLMError as e:
-            ans.add_time(stage, time.perf_counter() - t)
-            ans.trace.append({"stage": stage, "tag": req.tag, "error": str(e)})
-            raise
-        ans.add_time(stage, time.perf_counter() - t)
-        ans.add_time(f"{stage}_prefill", resp.prefill_s)
-        ans.add_usage(resp)
-        entry = {"stage": stage, "tag": req.tag, "prompt_tokens": resp.prompt_tokens,
-                 "cached_tokens": resp.cached_tokens, "completion_tokens": resp.completion_tokens,
-                 "prefill_s": resp.prefill_s, "total_s": resp.total_s, "finish_reason": resp.finish_reason,
-                 "reply": resp.text[:_REPLY_CHARS]}
-        if info:
-            entry.update(info)
+    def _call(self, req: LLMRequest, ans: Answer, stage: str) -> str:
+        """The reply text of one request without a schema, recorded as its own trace entry."""
+        entry = TraceEntry(stage)
         ans.trace.append(entry)
-        return resp
+        return ModelTurns(self.llm, ans).send([req], stage, entry)[0]
 
     def _ask_json(self, req: LLMRequest, parse, ans: Answer, stage: str, info: dict):
         """Send ``req``; on an invalid reply send one repair. Returns (parsed or None, the last
         request sent, its reply text): the next stage continues from exactly those."""
-        resp = self._call(req, ans, stage, info)
-        try:
-            return parse(resp.text), req, resp.text
-        except ValueError as e:
-            ans.trace[-1]["invalid"] = str(e)
-            repair = prompts.json_repair(req, resp.text, str(e))
-        resp = self._call(repair, ans, stage)
-        ans.trace[-1]["repair"] = True
-        try:
-            return parse(resp.text), repair, resp.text
-        except ValueError as e:
-            ans.trace[-1]["invalid"] = str(e)
-            return None, repair, resp.text
+        entry = TraceEntry(stage, detail=info)
+        ans.trace.append(entry)
+        turn = ModelTurns(self.llm, ans).ask(req, parse, stage, entry)
+        return turn.parsed, turn.request, turn.reply
 
     # -- context ---------------------------------------------------------------------------------
     def _camera_now(self, view: MemoryView, cam: str) -> float | None:
@@ -261,12 +227,12 @@ class TwoPhaseAnswerer:
         # the store: the same spans, thinned to the same rates (view.frames clips to as_of)
         def span(seconds: float, fps: float) -> list:
             cap = int(seconds * fps * 4) + 4  # generous: _thin does the real selection
-            ms = [m for m in view.frames(r.now - seconds, r.now, cap, camera=cam) if _t(m) > r.now - seconds]
+            ms = [m for m in view.frames(r.now - seconds, r.now, cap, camera=cam) if m.t > r.now - seconds]
             return _thin(ms, fps)
         r.short_moments = span(self.short_s, self.short_fps)
-        r.medium_moments = [m for m in span(self.medium_s, self.medium_fps) if _t(m) <= r.now - self.short_s]
-        r.short = [(Image(m.frame_path), _t(m)) for m in r.short_moments]
-        r.medium = [(Image(m.frame_path), _t(m)) for m in r.medium_moments]
+        r.medium_moments = [m for m in span(self.medium_s, self.medium_fps) if m.t <= r.now - self.short_s]
+        r.short = [(Image(m.frame_path), m.t) for m in r.short_moments]
+        r.medium = [(Image(m.frame_path), m.t) for m in r.medium_moments]
         r.source = "store" if (r.short or r.medium) else "none"
         return r
 
@@ -321,7 +287,7 @@ class TwoPhaseAnswerer:
                                      kind, n.summary, similarity=float(score)))
             label = "event" if n.is_leaf else "summary of several events"
             parts.append(f"Node {i} ({label}), camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]:\n{n.summary}")
-            for k, t in _spread(have, self.keyframes_per_node):
+            for k, t in (have[j] for j in spread_evenly(len(have), self.keyframes_per_node)):
                 parts += [f"t={t:.2f}s", Image(moments[k].frame_path)]
         for rec in records:
             parts.append(f"Earlier question at t={rec.t:.2f}s: {rec.question}\nIts answer: {rec.answer}")
@@ -340,11 +306,11 @@ class TwoPhaseAnswerer:
             view.remember_answer(t_q, question, ans.text, emb)
             previous = view.qa_summary(at=t_q)
             ans.add_time("qa_update", time.perf_counter() - t)
-            resp = self._call(prompts.qa_summary_update(previous, question, ans.text, t_q), ans, "qa_summary")
-            text = resp.text.strip()[:_QA_SUMMARY_CHARS]
+            reply = self._call(prompts.qa_summary_update(previous, question, ans.text, t_q), ans, "qa_summary")
+            text = reply.strip()[:_QA_SUMMARY_CHARS]
             if text:
                 t = time.perf_counter()
                 view.set_qa_summary(t_q, text)
                 ans.add_time("qa_update", time.perf_counter() - t)
         except VamError as e:
-            ans.trace.append({"stage": "qa_summary", "error": f"{type(e).__name__}: {e}"})
+            ans.trace.append(TraceEntry("qa_summary", error=f"{type(e).__name__}: {e}"))

@@ -31,7 +31,9 @@ from ..llm.base import Image, LLMError
 from ..memory.doc_queue import DocumentQueue
 from ..memory.events import EventRepository
 from ..memory.moments import MomentRepository
+from ..memory.records import is_absolute_time
 from ..memory.summaries import SummaryRepository
+from ..numerics import spread_evenly
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +183,7 @@ class MemoryWriter:
             return False
         requests = [prompts.event_document(j.event.camera_id, j.event.t_start, j.event.t_end,
                                            [(Image(p), t) for p, t in j.frames],
-                                           absolute=j.event.t_start > 1e9)
+                                           absolute=is_absolute_time(j.event.t_start))
                     for j in events]
         requests += [prompts.merge_summaries(n.camera_id, [(c.t_start, c.t_end, c.summary)
                                                            for c in self.forest.children(n.node_id)])
@@ -310,8 +312,7 @@ class MemoryWriter:
             b = min(t1, a + granularity_s)
             ms = self.memory.moments.on_axis(camera_id, a, b)
             if ms:
-                step = max(1, len(ms) / frames_per_window)
-                picks = [ms[int(i * step)] for i in range(min(frames_per_window, len(ms)))]
+                picks = [ms[i] for i in spread_evenly(len(ms), frames_per_window)]
                 docs = [d for d in documented if d[1] >= a and d[0] <= b]
                 windows.append((a, b, picks, docs))
             a = b
@@ -319,7 +320,7 @@ class MemoryWriter:
         for chunk in range(0, len(windows), self.max_batch):
             part = windows[chunk:chunk + self.max_batch]
             reqs = [prompts.summary_window(camera_id, a, b, granularity_s, focus, docs,
-                                           [(Image(m.frame_path), m.t_abs if m.t_abs is not None else m.t_rel)
+                                           [(Image(m.frame_path), m.t)
                                             for m in picks], structure=structure)
                     for a, b, picks, docs in part]
             replies = self.llm.generate(reqs)
