@@ -209,3 +209,21 @@ def test_the_model_is_loaded_at_first_use(tmp_path):
         eng.search(image=code_frame(1))
         assert eng._llm is None  # nothing so far needed the model
         assert eng.llm is not None and eng.llm.name == "openai:http://127.0.0.1:9/v1#m"
+
+
+def test_a_reader_that_becomes_the_writer_loads_what_another_wrote_meanwhile(tmp_path):
+    store = tmp_path / "s"
+    cfg = {"ingest": {"fps": 1.0}}
+    a = Engine(store, cfg, device="cpu")  # reads first: its vector indexes are loaded now (empty)
+    try:
+        with Engine(store, cfg, device="cpu") as b:  # another writer comes and goes
+            for i in range(3):
+                b.push("b", code_frame(i, seed=1), float(i))
+        assert a.vectors.size("frame") == 0
+        a.push("a", code_frame(50, seed=2), 0.0)
+        assert a.flush(timeout=30)
+        assert a.vectors.size("frame") == len(a.moments()) >= 4
+    finally:
+        a.close()
+    with Engine(store, cfg, device="cpu") as c:  # and its snapshot holds them all
+        assert c.vectors.size("frame") == len(c.moments())

@@ -100,6 +100,7 @@ class Engine:
                 raise VamError("the memory writer embeds its documents with a text embedder, and none is "
                                "configured: set embed.text_model (for example 'minilm') or use an image model "
                                "with a text side")
+            self._vectors_seen = self._vector_state()  # before the load: a commit during it shows
             self.vectors = VectorMemory(self.store, cfg.vectors, device=self.device)
         except BaseException:
             self._close_opened()
@@ -143,7 +144,20 @@ class Engine:
     def _claim(self) -> None:
         """Become the store's one writer, or StoreError naming the process that is."""
         with self._start_lock:
+            if self._writer_lock.held:
+                return
             self._writer_lock.acquire()
+            # Another process may have written since the indexes were loaded: a writer's indexes
+            # must hold every committed vector (its snapshots claim the log position they cover).
+            if self._vector_state() != self._vectors_seen:
+                self.vectors = VectorMemory(self.store, self.config.vectors, device=self.device)
+
+    def _vector_state(self) -> tuple:
+        """What changes when any process commits vectors: the log's end, and the snapshot
+        files (a snapshot prunes the log it covers)."""
+        snaps = sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size)
+                       for p in (Path(self.store.root) / "vectors").glob("*") if p.is_file())
+        return self.store.vector_seq(), tuple(snaps)
 
     def _start_writer(self):
         """Claim the store and start the document writer (with an LLM); returns it or None."""
