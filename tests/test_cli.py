@@ -135,6 +135,11 @@ def test_the_package_exports_its_api_without_importing_torch():
             "VamError, StoreError, LLMError, retain_store; assert 'torch' not in sys.modules; print(Engine.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=ENV)
     assert out.returncode == 0 and out.stdout.strip() == "Engine", out.stderr
+    import vam_engine
+
+    assert all(getattr(vam_engine, name) is not None for name in vam_engine.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        vam_engine.Nope
 
 
 def test_the_local_spec_asks_for_a_directory():

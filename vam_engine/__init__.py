@@ -33,7 +33,11 @@ _EXPORTS = {
     "LLMError": "vam_engine.llm.base",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = [  # a literal list, for linters; the same names as _EXPORTS
+    "Answer", "DeviceError", "EmbedError", "Engine", "EngineConfig", "Evidence", "FrameError", "LLMError",
+    "Moment", "Progress", "RetentionReport", "SearchResult", "SourceError", "SourceReport", "StoreError",
+    "VamError", "VectorError", "retain_store", "__version__"
+]
 
 
 def __getattr__(name: str):
