@@ -523,8 +523,8 @@ def test_cli_index_with_a_server_documents_every_event_then_summarizes(server, t
     clip = make_demo_clip(tmp_path / "demo.mp4")["path"]
     spec = f"openai:{server.url}#test-model"
     store = str(tmp_path / "store")
-    common = ["--store", store, "--text-model", "minilm", "--llm", spec, "-q", "--device", "cpu"]
-    assert main(["index", clip, "--camera", "cam", *common]) == 0
+    common = ["--store", store, "--text-model", "minilm", "--llm", spec, "--device", "cpu"]
+    assert main(["index", clip, "--camera", "cam", "-q", *common]) == 0
     out = capsys.readouterr().out
     assert "event documents" in out
     s = Store(store, create=False)
@@ -556,8 +556,8 @@ def test_cli_ask_against_a_server_prints_the_answer_with_citations_and_timings(s
     server.script = script
     clip = make_demo_clip(tmp_path / "demo.mp4")["path"]
     common = ["--store", str(tmp_path / "store"), "--text-model", "minilm", "--llm",
-              f"openai:{server.url}#test-model", "-q", "--device", "cpu"]
-    assert main(["index", clip, "--camera", "cam", *common]) == 0
+              f"openai:{server.url}#test-model", "--device", "cpu"]
+    assert main(["index", clip, "--camera", "cam", "-q", *common]) == 0
     capsys.readouterr()
     assert main(["ask", "what is on the camera?", *common]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -1,2 +1,67 @@
-"""vam_engine: a streaming visual-memory engine."""
+"""vam_engine: a streaming visual-memory engine.
+
+The public API, importable from here (``from vam_engine import Engine``): the engine and its
+config, the records a user meets (reports, search results, evidence, moments, answers) and the
+errors. Names load at first use, so ``import vam_engine`` stays light (no torch, no numpy).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
+
+# name -> module it lives in
+_EXPORTS = {
+    "Engine": "vam_engine.engine",
+    "retain_store": "vam_engine.engine",
+    "EngineConfig": "vam_engine.config",
+    "SourceReport": "vam_engine.pipeline",
+    "Progress": "vam_engine.pipeline",
+    "SearchResult": "vam_engine.memory.search",
+    "Evidence": "vam_engine.memory.records",
+    "Moment": "vam_engine.memory.records",
+    "Answer": "vam_engine.reason.answer",
+    "RetentionReport": "vam_engine.memory.retention",
+    "VamError": "vam_engine.errors",
+    "SourceError": "vam_engine.errors",
+    "FrameError": "vam_engine.errors",
+    "StoreError": "vam_engine.errors",
+    "VectorError": "vam_engine.errors",
+    "DeviceError": "vam_engine.device",
+    "EmbedError": "vam_engine.embed.base",
+    "LLMError": "vam_engine.llm.base",
+}
+
+__all__ = [  # a literal list, for linters; the same names as _EXPORTS
+    "Answer", "DeviceError", "EmbedError", "Engine", "EngineConfig", "Evidence", "FrameError", "LLMError",
+    "Moment", "Progress", "RetentionReport", "SearchResult", "SourceError", "SourceReport", "StoreError",
+    "VamError", "VectorError", "retain_store", "__version__"
+]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vam_engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return __all__
+
+
+if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
+    from .config import EngineConfig
+    from .device import DeviceError
+    from .embed.base import EmbedError
+    from .engine import Engine, retain_store
+    from .errors import FrameError, SourceError, StoreError, VamError, VectorError
+    from .llm.base import LLMError
+    from .memory.records import Evidence, Moment
+    from .memory.retention import RetentionReport
+    from .memory.search import SearchResult
+    from .pipeline import Progress, SourceReport
+    from .reason.answer import Answer

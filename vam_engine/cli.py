@@ -1,4 +1,4 @@
-"""The ``vam-engine`` command: index, info, demo."""
+"""The ``vam-engine`` command: index, info, search, summarize, ask, delete, retain, demo."""
 from __future__ import annotations
 
 import argparse
@@ -6,6 +6,7 @@ import json
 import sys
 import tempfile
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -14,42 +15,70 @@ from .errors import VamError
 GATES = ("blur", "low_change", "ssim", "hist", "dedup")  # image gates, then semantic dedup
 
 
-class _ProgressBar:
-    """One tqdm bar over all sources: stream seconds covered, with decoded/kept and x realtime."""
+_LINE_EVERY_S = 5.0  # progress written to a file or pipe: one line this often, and one at the end
 
-    def __init__(self, enabled: bool):
+
+class _ProgressBar:
+    """Progress over all sources: stream seconds covered, with decoded/kept and x realtime. A
+    tqdm bar on a terminal; elsewhere (a log file, a pipe) a plain line every few seconds and
+    one at the end, not a carriage-return update per frame."""
+
+    def __init__(self, enabled: bool, stream=None):
         self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._bar = None
         self._lock = threading.Lock()
         self._state: dict[str, object] = {}
         self._start = None
+        self._last_line = None  # monotonic time of the last plain line
+        self._dirty = False
 
     def __call__(self, p) -> None:
         if not self.enabled:
             return
-        import time
-
-        from tqdm import tqdm
-
         with self._lock:
-            if self._bar is None:
-                self._start = time.monotonic()
-                self._bar = tqdm(total=0, unit="s", unit_scale=False, dynamic_ncols=True,
-                                 bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]")
+            now = time.monotonic()
+            if self._start is None:
+                self._start = now
             self._state[p.uri] = p
-            total = sum((s.duration_s or s.t_rel) for s in self._state.values())
-            done = sum((s.duration_s or s.t_rel) if s.done else s.t_rel for s in self._state.values())
-            wall = max(time.monotonic() - self._start, 1e-6)
+            done, total, wall = self._figures(now)
+            if not self.tty:
+                self._dirty = True
+                if self._last_line is None or now - self._last_line >= _LINE_EVERY_S:
+                    self._line(now)
+                return
+            if self._bar is None:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=0, unit="s", unit_scale=False, dynamic_ncols=True, file=self.stream,
+                                 bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]")
             self._bar.total = total
             self._bar.n = min(done, total)
-            self._bar.set_postfix_str(
-                f"decoded {sum(s.decoded for s in self._state.values())}, "
-                f"kept {sum(s.kept for s in self._state.values())}, {done / wall:.1f}x realtime", refresh=False)
+            self._bar.set_postfix_str(self._counts(done, wall), refresh=False)
             self._bar.refresh()
 
+    def _figures(self, now: float):
+        total = sum((s.duration_s or s.t_rel) for s in self._state.values())
+        done = sum((s.duration_s or s.t_rel) if s.done else s.t_rel for s in self._state.values())
+        return done, total, max(now - self._start, 1e-6)
+
+    def _counts(self, done: float, wall: float) -> str:
+        return (f"decoded {sum(s.decoded for s in self._state.values())}, "
+                f"kept {sum(s.kept for s in self._state.values())}, {done / wall:.1f}x realtime")
+
+    def _line(self, now: float) -> None:
+        done, total, wall = self._figures(now)
+        print(f"progress: {min(done, total):.0f}/{total:.0f} s of video, {self._counts(done, wall)}",
+              file=self.stream, flush=True)
+        self._last_line, self._dirty = now, False
+
     def close(self):
-        if self._bar is not None:
-            self._bar.close()
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+            elif self._dirty:  # the end: the last state, whenever the last line was
+                self._line(time.monotonic())
 
 
 def _summary(reports) -> str:
@@ -79,10 +108,14 @@ def _summary(reports) -> str:
     return "\n".join(lines)
 
 
-def _engine(args):
+def _engine(args, *, existing: bool = True):
+    """The engine a command needs. ``existing``: the store must be there already (every
+    command but index and demo: reading a path that is not a store must not create one)."""
     from .config import EngineConfig
     from .engine import Engine
 
+    if existing:
+        _check_store(args.store)
     over = {"ingest": {}}
     if getattr(args, "fps", None) is not None:
         over["ingest"]["fps"] = args.fps
@@ -98,6 +131,13 @@ def _engine(args):
     return Engine(args.store, cfg)
 
 
+def _check_store(store: str) -> None:
+    from .errors import StoreError
+
+    if not (Path(store) / "store.sqlite").is_file():
+        raise StoreError(f"{store}: not a vam_engine store (no store.sqlite): index something into it first")
+
+
 def _wait_for_documents(eng, quiet: bool) -> None:
     """After indexing with a model: show the writer draining its queue, then its figures."""
     if eng.writer is None:
@@ -106,12 +146,18 @@ def _wait_for_documents(eng, quiet: bool) -> None:
 
     start = eng.writer.stats()
     total = start.pending_events
-    with tqdm(total=total, unit="doc", desc="documents", disable=quiet or total == 0) as bar:
+    tty = sys.stderr.isatty()
+    last = time.monotonic()
+    with tqdm(total=total, unit="doc", desc="documents", disable=quiet or total == 0 or not tty) as bar:
         while not eng.wait_for_documents(timeout=0.5):
             s = eng.writer.stats()
             bar.n = max(0, total - s.pending_events)
             bar.set_postfix(stale_nodes=s.stale_nodes, failures=s.failures, refresh=False)
             bar.refresh()
+            if not tty and not quiet and time.monotonic() - last >= _LINE_EVERY_S:
+                last = time.monotonic()
+                print(f"documents: {max(0, total - s.pending_events)}/{total}, stale nodes {s.stale_nodes}, "
+                      f"failures {s.failures}", file=sys.stderr, flush=True)
         bar.n = total
     s = eng.writer.stats()
     print(f"writer: {s.documents} event documents, {s.merges} forest summaries, {s.failures} failed attempts "
@@ -121,7 +167,7 @@ def _wait_for_documents(eng, quiet: bool) -> None:
 
 def cmd_index(args) -> int:
     bar = _ProgressBar(not args.quiet)
-    with _engine(args) as eng:
+    with _engine(args, existing=False) as eng:
         try:
             reports = eng.index_files(args.videos, args.camera or None, progress=bar, on_open_error="report")
         finally:
@@ -225,6 +271,8 @@ def cmd_ask(args) -> int:
 
 
 def cmd_delete(args) -> int:
+    if args.t0 is not None and args.t1 is not None and args.t0 > args.t1:
+        raise VamError(f"delete: --t0 {args.t0:g} is after --t1 {args.t1:g}: give t0 <= t1")
     if not args.yes:
         raise VamError("delete removes frames, rows and vectors for good: add --yes to confirm")
     with _engine(args) as eng:
@@ -232,6 +280,30 @@ def cmd_delete(args) -> int:
                          time_range=(args.t0, args.t1) if args.t0 is not None or args.t1 is not None else None)
     print(f"deleted {out.moments} moments, {out.events} events, {out.vectors} vectors")
     return 0
+
+
+def _mb(nbytes: int | None) -> str:
+    return "?" if nbytes is None else f"{nbytes / 1e6:.2f} MB"
+
+
+def cmd_retain(args) -> int:
+    from dataclasses import asdict
+
+    from .engine import retain_store
+
+    _check_store(args.store)
+    rep = retain_store(args.store, args.config)
+    if args.json:
+        print(json.dumps(asdict(rep), indent=2))
+        return 1 if rep.errors else 0
+    print(f"retention: {rep.examined} moments examined over {rep.cameras_total} cameras; thinned {rep.deleted}, "
+          f"re-encoded {rep.reencoded} ({rep.retiered} moved to an older tier); frames {_mb(rep.bytes_before)} -> "
+          f"{_mb(rep.bytes_after)}; kept per tier: " + ", ".join(f"{k} {v}" for k, v in rep.kept_per_tier.items()))
+    if rep.budget_met is False:
+        print(f"  the disk budget ({_mb(rep.budget_bytes)}) is not met: only protected moments are left to thin")
+    for e in rep.errors:
+        print(f"  error: {e}")
+    return 1 if rep.errors else 0
 
 
 def cmd_demo(args) -> int:
@@ -254,72 +326,82 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vam-engine", description="Streaming visual-memory engine")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    def common(sp, store_required=True):
-        sp.add_argument("--store", required=store_required, help="store directory")
-        sp.add_argument("--fps", type=float, help="base sampling rate (default 0.5)")
-        sp.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-        sp.add_argument("--keyframes-only", action="store_true",
+    # option groups, each given only to the commands that use it
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument("--store", required=True, help="store directory")
+    engine = argparse.ArgumentParser(add_help=False)
+    engine.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    engine.add_argument("--config", help="JSON or TOML config file")
+    ingest = argparse.ArgumentParser(add_help=False)
+    ingest.add_argument("--fps", type=float, help="base sampling rate (default 0.5)")
+    ingest.add_argument("--keyframes-only", action="store_true",
                         help="decode keyframes only, taking the nearest keyframe to each tick")
-        sp.add_argument("--config", help="JSON or TOML config file")
-        sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-        sp.add_argument("--llm", help="model that writes documents: openai:URL#MODEL (an OpenAI-compatible "
-                                      "server) or local:PATH (a Qwen-VL checkpoint directory)")
-        sp.add_argument("--text-model", help="text embedder for documents, e.g. 'minilm'")
+    quiet = argparse.ArgumentParser(add_help=False)
+    quiet.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    model = argparse.ArgumentParser(add_help=False)
+    model.add_argument("--llm", help="the model: openai:URL#MODEL (an OpenAI-compatible server) or "
+                                     "local:DIR (a Qwen-VL checkpoint directory)")
+    texts = argparse.ArgumentParser(add_help=False)
+    texts.add_argument("--text-model", help="text embedder for documents, e.g. 'minilm'")
+    cameras = argparse.ArgumentParser(add_help=False)
+    cameras.add_argument("--camera", action="append", help="only these cameras (repeatable)")
 
-    sp = sub.add_parser("index", help="index video files or stream URLs (concurrently, one camera each)")
+    sp = sub.add_parser("index", parents=[store, engine, ingest, model, texts, quiet],
+                        help="index video files or stream URLs (concurrently, one camera each)")
     sp.add_argument("videos", nargs="+")
-    common(sp)
     sp.add_argument("--camera", action="append", help="camera id per video, in order (default: file stem)")
     sp.add_argument("--json", help="also write the per-source reports to this JSON file")
     sp.set_defaults(func=cmd_index)
 
-    sp = sub.add_parser("info", help="summarize a store")
-    sp.add_argument("--store", required=True)
+    sp = sub.add_parser("info", parents=[store], help="summarize a store")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_info)
 
-    sp = sub.add_parser("search", help="search a store by text or image; prints evidence with times and frames")
+    sp = sub.add_parser("search", parents=[store, engine, texts, cameras],
+                        help="search a store by text or image; prints evidence with times and frames")
     sp.add_argument("text", nargs="?")
-    common(sp)
     sp.add_argument("--image", help="query image file")
     sp.add_argument("--top-k", type=int, default=10)
-    sp.add_argument("--camera", action="append", help="only these cameras (repeatable)")
     sp.add_argument("--t0", type=float, help="interval start (camera axis, seconds)")
     sp.add_argument("--t1", type=float, help="interval end")
     sp.add_argument("--as-of", type=float, help="nothing that ends after this time")
     sp.set_defaults(func=cmd_search)
 
-    sp = sub.add_parser("summarize", help="write searchable summary documents per time window (needs --llm)")
+    sp = sub.add_parser("summarize", parents=[store, engine, model, texts, cameras],
+                        help="write searchable summary documents per time window (needs --llm)")
     sp.add_argument("prompt", help="what the summaries should focus on")
-    common(sp)
     sp.add_argument("--t0", type=float, required=True, help="range start (camera axis, seconds)")
     sp.add_argument("--t1", type=float, required=True, help="range end")
     sp.add_argument("--granularity", type=float, default=60.0, help="window length in seconds (default 60)")
-    sp.add_argument("--camera", action="append", help="only these cameras (repeatable)")
     sp.add_argument("--structure", help="a label stored with the summaries, for later filtering")
     sp.set_defaults(func=cmd_summarize)
 
-    sp = sub.add_parser("ask", help="answer a question from the memory, with cited intervals and frames (needs --llm)")
+    sp = sub.add_parser("ask", parents=[store, engine, model, texts, cameras],
+                        help="answer a question from the memory, with cited intervals and frames (needs --llm)")
     sp.add_argument("question")
-    common(sp)
     sp.add_argument("--as-of", type=float, help="answer as of this time: nothing later is seen")
-    sp.add_argument("--camera", action="append", help="only these cameras (repeatable)")
     sp.add_argument("--mode", choices=("auto", "two_phase", "agentic"), default="auto")
     sp.add_argument("--max-turns", type=int, default=6, help="planner turns at most (agentic)")
     sp.add_argument("--citations", type=int, default=5, help="evidence lines to print")
     sp.add_argument("--json", action="store_true", help="print the whole answer (trace included) as JSON")
     sp.set_defaults(func=cmd_ask)
 
-    sp = sub.add_parser("delete", help="delete moments, frames and vectors of cameras / a time range")
-    common(sp)
-    sp.add_argument("--camera", action="append")
-    sp.add_argument("--t0", type=float)
-    sp.add_argument("--t1", type=float)
+    sp = sub.add_parser("delete", parents=[store, engine, model, texts, cameras],
+                        help="delete moments, frames and vectors of cameras / a time range")
+    sp.add_argument("--t0", type=float, help="range start (camera axis, seconds)")
+    sp.add_argument("--t1", type=float, help="range end (>= --t0)")
     sp.add_argument("--yes", action="store_true", help="confirm")
     sp.set_defaults(func=cmd_delete)
 
-    sp = sub.add_parser("demo", help="generate a short clip with known scene changes, index it, summarize")
-    common(sp, store_required=False)
+    sp = sub.add_parser("retain", parents=[store],
+                        help="run one retention pass now: thin old moments, re-encode old frames, report")
+    sp.add_argument("--config", help="JSON or TOML config file (its retention section applies)")
+    sp.add_argument("--json", action="store_true", help="print the pass's report as JSON")
+    sp.set_defaults(func=cmd_retain)
+
+    sp = sub.add_parser("demo", parents=[engine, ingest, model, texts, quiet],
+                        help="generate a short clip with known scene changes, index it, summarize")
+    sp.add_argument("--store", help="store directory (default: DIR/store)")
     sp.add_argument("--dir", help="where to write the clip and store (default: a new temp dir)")
     sp.set_defaults(func=cmd_demo)
     return p

@@ -83,7 +83,7 @@ class RetentionConfig(_Section):
 class LLMConfig(_Section):
     backend: Literal["none", "local", "openai"] = Field(
         "none", description="none: no event documents or forest summaries are written")
-    model: str | None = Field(None, description="local: path of a Qwen-VL model; openai: the model name")
+    model: str | None = Field(None, description="local: a Qwen-VL checkpoint directory; openai: the model name")
     url: str | None = Field(None, description="openai: base URL of the server, e.g. http://127.0.0.1:8000/v1")
     api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the server's key")
     timeout_s: float = Field(120.0, gt=0, description="one request, connect to last byte")

@@ -1,41 +1,53 @@
-"""Engine: the thin public API. Owns the store, the gate body and the pipeline's workers."""
+"""Engine: the thin public API. Owns the store, the gate body and the pipeline's workers.
+
+What starts when (one rule, so that reading a store never changes it):
+
+=========================================  ===========  ===============  =========
+call                                       writer lock  document writer  retention
+=========================================  ===========  ===============  =========
+construction, search, moments, info, ask   no           no               no
+index_file(s), push                        yes          yes (with LLM)   yes (when enabled)
+summarize, wait_for_documents              yes          yes              no
+delete, retain                             yes          no               retain: one pass
+=========================================  ===========  ===============  =========
+
+The writer lock (memory/writer_lock.py) makes one process the store's writer; readers take no
+lock and keep working meanwhile. ``ask`` may append QA history, and writes summary documents
+only when its planner asks for them (taking the writer lock then). The LLM is built at its first
+use (``ask`` or the document writer), never at construction.
+"""
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from .config import EngineConfig
+from .device import resolve_device
 from .errors import FrameError, SourceError, VamError
 from .gate.bodies import make_body
 from .gate.cascade import GateCascade
 from .ingest import Frame, TickSampler, is_url, open_decoder
 from .embed import make_image_embedder, make_text_embedder
-from .errors import StoreError
 from .memory.records import Deletion, Moment, Summary, camera_time
 from .memory.search import SOURCES, SearchResult, search
 from .memory.store import Store
 from .memory.vector_memory import VectorMemory
-from .llm import make_llm
+from .memory.writer_lock import WriterLock
+from .engine_roles import ClaimingSummarizer, WatchedModel, load_config, retain_store
+from .llm import describe_llm, make_llm
 from .pipeline import IndexPipeline, Progress, SourceReport, fingerprint
 
-__all__ = ["Engine", "SourceReport", "Progress"]
+if TYPE_CHECKING:
+    from .reason.answer import Answer
 
-
-def _resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        return "cpu"
+__all__ = ["Engine", "SourceReport", "Progress", "retain_store"]
 
 
 def _check_camera_id(camera_id) -> str:
@@ -45,67 +57,137 @@ def _check_camera_id(camera_id) -> str:
 
 
 class Engine:
-    """``Engine(store_dir, config)``: index files or pushed frames into a durable moment store.
+    """``Engine(store_dir, config)``: index files or pushed frames into a durable moment store,
+    search it and ask it questions.
 
-    ``config`` is an EngineConfig, a dict of overrides, or a path to a JSON/TOML file.
+    ``config`` is an EngineConfig, a dict of overrides, or a path to a JSON/TOML file. An engine
+    starts nothing until a write-side call needs it (see the module docstring): an engine used
+    only for reads never takes the store's writer lock, never runs retention or the document
+    writer, and changes no frame file or moment row.
     """
 
     def __init__(self, store_dir: str | os.PathLike, config: EngineConfig | dict | str | None = None,
                  *, device: str | None = None, llm=None):
         """``llm``: an object implementing the MLLM contract (vam_engine.llm), overriding the
         config's ``llm`` section; with one, the memory writer documents events and keeps the
-        event forest."""
-        if isinstance(config, EngineConfig):
-            cfg = config
-        elif isinstance(config, dict):
-            cfg = EngineConfig.load(**config)
-        else:
-            cfg = EngineConfig.load(config)
-        if device is not None:
-            cfg = cfg.model_copy(update={"device": device})
+        event forest. A construction that fails closes what it opened."""
+        cfg = load_config(config, device)
         self.config = cfg
-        self.device = _resolve_device(cfg.device)
-        self.store = Store(store_dir, keyframes_per_event=cfg.writer.frames_per_event)
-        self._body = make_body(self.device)
-        self._cascade = GateCascade(self._body, cfg.gate)
-        self.embedder = make_image_embedder(cfg.embed, device=self.device)
-        self.store.sources.check_model("image_embedder", self.embedder.model_id)
-        self.vectors = VectorMemory(self.store.vector_table, self.store.root / "vectors", cfg.vectors,
-                                    device=self.device)
+        self.device = resolve_device(cfg.device)
+        # checked before anything opens: a config that cannot work fails here, loading nothing
+        self._llm_name = llm.name if llm is not None and hasattr(llm, "name") else (
+            "llm" if llm is not None else describe_llm(cfg.llm))
+        self._llm = llm
+        self._lock = threading.Lock()
+        self._start_lock = threading.RLock()  # claiming the store and starting its workers
+        self._writer_lock = WriterLock(store_dir)
+        self._pipeline: IndexPipeline | None = None
         self._text_embedder = None
         self._retention = None
-        self._pipeline: IndexPipeline | None = None
-        self._lock = threading.Lock()
-        self.llm = llm if llm is not None else make_llm(cfg.llm, device=self.device)
-        self.forest = None
+        self._retention_pass = None
+        self._forest = None
+        self._ask_writer = None
         self.writer = None
-        if self.llm is not None and cfg.writer.enabled:
-            from .memory.forest import EventForest
-            from .memory.forest_nodes import ForestNodeRepository
-            from .reason.writer import MemoryWriter, WriterMemory
-
-            texts = self.text_embedder()
-            if texts is None:
-                self.vectors.close()
-                self.store.close()
-                raise VamError("the memory writer embeds its documents with a text embedder, and none is configured: "
-                               "set embed.text_model (for example 'minilm') or use an image model with a text side")
-            self.forest = EventForest(ForestNodeRepository(self.store.db), cfg.forest)
-            st = self.store
-            self.writer = MemoryWriter(WriterMemory(st.doc_queue, st.events, st.moments, st.summaries), texts, self.llm, self.forest, cfg.writer,
-                                       max_batch=cfg.llm.max_batch).start()
-        if cfg.retention.enabled:
-            from .memory.retention import RetentionWorker
-
-            self._retention = RetentionWorker(self.store.moments, cfg=cfg.retention)
-            self._retention.start()
+        self.store = None
+        self.vectors = None
+        try:
+            self.store = Store(store_dir, keyframes_per_event=cfg.writer.frames_per_event)
+            self._body = make_body(self.device)
+            self._cascade = GateCascade(self._body, cfg.gate)
+            self.embedder = make_image_embedder(cfg.embed, device=self.device)
+            self.store.sources.check_model("image_embedder", self.embedder.model_id)
+            if self._documents and cfg.embed.text_model is None and not self.embedder.has_text:
+                raise VamError("the memory writer embeds its documents with a text embedder, and none is "
+                               "configured: set embed.text_model (for example 'minilm') or use an image model "
+                               "with a text side")
+            self._vectors_seen = self._vector_state()  # before the load: a commit during it shows
+            self.vectors = self._open_vectors()
+        except BaseException:
+            self._close_opened()
+            raise
         self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
         from .reason.working import WorkingMemory
 
         self.working = WorkingMemory()  # the present of each camera: a short window and a medium buffer
 
     # -- lifetime ------------------------------------------------------------------------------
+    @property
+    def _documents(self) -> bool:
+        """Whether this engine documents events (an LLM is set and the writer is enabled)."""
+        return self._llm_name is not None and self.config.writer.enabled
+
+    @property
+    def llm(self):
+        """The model (built at first use; None without one)."""
+        with self._start_lock:
+            if self._llm is None and self._llm_name is not None:
+                self._llm = make_llm(self.config.llm, device=self.device)
+            return self._llm
+
+    @property
+    def forest(self):
+        """The event forest (with an LLM and the writer enabled, else None), loaded at first use."""
+        if self._forest is None and self._documents:
+            from .memory.forest import EventForest
+            from .memory.forest_nodes import ForestNodeRepository
+
+            with self._start_lock:
+                if self._forest is None:
+                    self._forest = EventForest(ForestNodeRepository(self.store.db), self.config.forest)
+        return self._forest
+
+    @property
+    def writing(self) -> bool:
+        """Whether this engine holds the store's writer lock (after its first write-side call)."""
+        return self._writer_lock.held
+
+    def _claim(self) -> None:
+        """Become the store's one writer, or StoreError naming the process that is."""
+        with self._start_lock:
+            if self._writer_lock.held:
+                return
+            self._writer_lock.acquire()
+            # Another process may have written since the indexes were loaded: a writer's indexes
+            # must hold every committed vector (its snapshots claim the log position they cover).
+            if self._vector_state() != self._vectors_seen:
+                self.vectors = self._open_vectors()
+
+    def _open_vectors(self) -> VectorMemory:
+        return VectorMemory(self.store.vector_table, self.store.root / "vectors", self.config.vectors,
+                            device=self.device)
+
+    def _vector_state(self) -> tuple:
+        """What changes when any process commits vectors: the log's end, and the snapshot
+        files (a snapshot prunes the log it covers)."""
+        snaps = sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size)
+                       for p in (Path(self.store.root) / "vectors").glob("*") if p.is_file())
+        return self.store.vector_table.seq(), tuple(snaps)
+
+    def _start_writer(self):
+        """Claim the store and start the document writer (with an LLM); returns it or None."""
+        with self._start_lock:
+            self._claim()
+            if self.writer is None and self._documents:
+                from .reason.writer import MemoryWriter, WriterMemory
+
+                st = self.store
+                memory = WriterMemory(st.doc_queue, st.events, st.moments, st.summaries)
+                self.writer = MemoryWriter(memory, self.text_embedder(), self.llm, self.forest,
+                                           self.config.writer, max_batch=self.config.llm.max_batch).start()
+            return self.writer
+
+    def _start_ingest(self) -> None:
+        """What indexing needs: the claim, the document writer and background retention."""
+        with self._start_lock:
+            self._start_writer()
+            if self._retention is None and self.config.retention.enabled:
+                from .memory.retention import RetentionWorker
+
+                self._retention = RetentionWorker(self.store.moments, cfg=self.config.retention)
+                self._retention.start()
+
     def _pipe(self) -> IndexPipeline:
+        self._start_ingest()
         with self._lock:
             if self._pipeline is None:
                 self._pipeline = IndexPipeline(self.store, self._cascade, self.config, self.embedder,
@@ -126,12 +208,20 @@ class Engine:
             pipe.close()
         if self.writer is not None:
             self.writer.close()
-        if self.llm is not None:
-            self.llm.close()
+        if self._llm is not None:
+            self._llm.close()
         if self._retention is not None:
             self._retention.stop()
-        self.vectors.close()
-        self.store.close()
+        self._close_opened()
+
+    def _close_opened(self) -> None:
+        if self.vectors is not None and self.writing:
+            # Only the writer snapshots the vector indexes: a reader's snapshot would claim the
+            # log position of commits another process made after this one loaded them.
+            self.vectors.close()
+        if self.store is not None:
+            self.store.close()
+        self._writer_lock.release()
 
     def __enter__(self):
         return self
@@ -227,7 +317,7 @@ class Engine:
         rgb, gray = _pushed_frame(cam, frame)
         last[0] = t
         if isinstance(rgb, np.ndarray):  # every pushed frame feeds the present (it keeps 2 fps)
-            self.working.observe(cam, camera_time(t, t_abs), rgb)
+            self.working.observe(cam, camera_time(float(t), t_abs), rgb)
         if not sampler.accept(float(t)):
             return False
         f = Frame(cam, float(t), t_abs, None, gray, lambda: rgb)
@@ -235,6 +325,7 @@ class Engine:
         return True
 
     def _push_state(self, cam: str):
+        pipe = self._pipe()  # claims the store before its first write
         with self._lock:
             st = self._push.get(cam)
             if st is None:
@@ -245,7 +336,7 @@ class Engine:
                     self.store.sources.sweep_files(state.source_id)
                 st = (state.source_id, sampler, [state.progress_t])
                 self._push[cam] = st
-        self._pipe().register(st[0], SourceReport(cam, f"push:{cam}", decoder="push"), None)
+        pipe.register(st[0], SourceReport(cam, f"push:{cam}", decoder="push"), None)
         return st
 
     def end_push(self, camera_id: str) -> None:
@@ -281,22 +372,29 @@ class Engine:
 
     def delete(self, cameras=None, time_range=None) -> Deletion:
         """Remove the moments (rows, JPEGs, vectors), events and samples of the given cameras
-        (all when None) within time_range (camera axis; everything when None)."""
+        (all when None) within time_range (camera axis, start <= end; everything when None)."""
         if cameras is None and time_range is None:
             raise ValueError("delete needs cameras=... and/or time_range=... (refusing to delete everything implicitly)")
         if isinstance(cameras, str):
             cameras = [cameras]
+        t0, t1 = time_range if time_range is not None else (None, None)
+        for name, t in (("start", t0), ("end", t1)):
+            if t is not None and not (isinstance(t, (int, float)) and math.isfinite(t)):
+                raise VamError(f"delete: the time range's {name} must be a finite time in seconds, got {t!r}")
+        if t0 is not None and t1 is not None and t0 > t1:
+            raise VamError(f"delete: the time range starts after it ends (t0={t0:g} > t1={t1:g}): nothing "
+                           f"would be deleted; give t0 <= t1")
+        self._claim()
         if self._pipeline is not None:
             self._pipeline.flush()  # nothing in flight may re-add what is deleted
-        t0, t1 = time_range if time_range is not None else (None, None)
-        if self.writer is None:
+        forest = self.forest
+        # summaries over deleted events must not survive them: a running writer stores none meanwhile
+        with self.writer.lock if self.writer is not None else contextlib.nullcontext():
             out = self.store.delete(cameras, t0, t1)
-        else:
-            with self.writer.lock:  # summaries over deleted events must not survive them
-                out = self.store.delete(cameras, t0, t1)
-                for cam in set(self.forest.cameras()) & set(cameras or self.forest.cameras()):
+            if forest is not None:
+                for cam in set(forest.cameras()) & set(cameras or forest.cameras()):
                     if time_range is None:
-                        self.forest.remove_camera(cam)
+                        forest.remove_camera(cam)
                     else:
                         self._rebuild_forest(cam)
         self._cascade.forget(out.cameras)
@@ -305,7 +403,8 @@ class Engine:
         return out
 
     def _rebuild_forest(self, cam: str) -> None:
-        """Re-insert a camera's remaining documented events; the writer rewrites the merges."""
+        """Re-insert a camera's remaining documented events; the writer rewrites the merges
+        (a later writer, when none runs in this engine: they stay marked stale until then)."""
         texts = self.text_embedder()
         leaves = []
         for e in self.store.events.documented(cam):
@@ -314,7 +413,25 @@ class Engine:
             leaves.append((e.event_id, e.t_start, e.t_end, [(k, times[k]) for k in e.keyframes if k in times],
                            e.doc, vec))
         self.forest.rebuild(cam, leaves)
-        self.writer.notify()
+        if self.writer is not None:
+            self.writer.notify()
+
+    def retain(self, budget_s: float | None = None):
+        """Run one retention pass now (whatever ``retention.enabled`` says: this is the explicit
+        call) and return its ``RetentionReport``: moments thinned (``deleted``), files re-encoded,
+        frame bytes before and after."""
+        self._claim()
+        self.flush()
+        with self._start_lock:
+            if self._retention is not None:
+                ret = self._retention.retention
+            else:
+                if self._retention_pass is None:
+                    from .memory.retention import RetentionPass
+
+                    self._retention_pass = RetentionPass(self.store.moments, cfg=self.config.retention)
+                ret = self._retention_pass
+        return ret.run(budget_s=budget_s)
 
     # -- documents -----------------------------------------------------------------------------
     def summarize(self, time_range: tuple[float, float], granularity_s: float, prompt: str, *,
@@ -322,7 +439,7 @@ class Engine:
         """Write reusable summary documents: one per camera per window of ``granularity_s``
         seconds over ``time_range`` (camera axis), from the window's frames and the event
         documents overlapping it. They are searchable (source "summary"). Returns them."""
-        if self.writer is None:
+        if not self._documents:
             raise VamError("summarize needs an LLM: set llm.backend (local or openai) or pass llm=...")
         t0, t1 = (float(x) for x in time_range)
         if not (math.isfinite(t0) and math.isfinite(t1) and t0 < t1):
@@ -334,6 +451,7 @@ class Engine:
         if not isinstance(prompt, str) or not prompt.strip():
             raise VamError("summarize needs a non-empty prompt (what the summaries should focus on)")
         self.flush()
+        self._start_writer()
         cams = [cameras] if isinstance(cameras, str) else list(cameras or self.store.moments.cameras())
         ids = [i for cam in cams for i in self.writer.summarize(cam, t0, t1, granularity_s, prompt.strip(),
                                                                  structure)]
@@ -342,9 +460,12 @@ class Engine:
 
     def wait_for_documents(self, timeout: float | None = None) -> bool:
         """Wait until every committed event has its document and the forest's summaries are
-        current. False on timeout; True at once without a writer."""
+        current (starting the document writer: a write-side call). False on timeout; True at
+        once without an LLM."""
         self.flush()
-        return True if self.writer is None else self.writer.wait_idle(timeout)
+        if not self._documents:
+            return True
+        return self._start_writer().wait_idle(timeout)
 
     # -- questions -----------------------------------------------------------------------------
     def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *,
@@ -369,19 +490,26 @@ class Engine:
             raise VamError(f"as_of must be a finite time in seconds, got {as_of!r}")
         if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
             raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
-        if self.llm is None:
+        if self._llm_name is None:
             raise VamError("ask needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
         self.flush()
         t0 = time.perf_counter()
+        model = WatchedModel(self.llm)
+        summarizer = self._summarizer()
         view = MemoryView(self.store, self.vectors, self.embedder, self.text_embedder(), self.forest,
-                          self.writer.summarize if self.writer is not None else None, as_of=as_of, cameras=camera)
+                          summarizer.summarize if summarizer is not None else None, as_of=as_of, cameras=camera)
         answer = None
         if mode in ("auto", "two_phase"):
-            answer = self._two_phase().answer(question.strip(), view)
+            answer = self._two_phase(model).answer(question.strip(), view)
+            # a model that failed is an error, not a "not found" answer; in auto mode the agentic
+            # loop still gets its chance unless no server answers at all
+            model.raise_if_failed(unreachable_only=mode == "auto")
         if mode == "agentic" or (mode == "auto" and not answer.found):
             from .reason.agent import AgenticAnswerer
 
-            agentic = AgenticAnswerer(self.llm, max_turns=max_turns).answer(question.strip(), view)
+            agentic = AgenticAnswerer(model, max_turns=max_turns).answer(question.strip(), view)
+            if not agentic.found:
+                model.raise_if_failed()
             if answer is not None:  # auto: keep the two-phase turns in the trace
                 agentic.trace = answer.trace + agentic.trace
                 for k, v in answer.tokens.items():
@@ -392,10 +520,20 @@ class Engine:
         answer.timings["total"] = time.perf_counter() - t0
         return answer
 
-    def _two_phase(self):
+    def _two_phase(self, model):
         from .reason.two_phase import TwoPhaseAnswerer
 
-        return TwoPhaseAnswerer(self.llm, self.working, self.text_embedder())
+        return TwoPhaseAnswerer(model, self.working, self.text_embedder())
+
+    def _summarizer(self):
+        """What ``ask`` writes summary documents with: the running writer, or (an engine that
+        has only read) one that claims the store at its first summary; None without an LLM."""
+        if self.writer is not None or not self._documents:
+            return self.writer
+        with self._start_lock:
+            if self._ask_writer is None:
+                self._ask_writer = ClaimingSummarizer(self)
+            return self._ask_writer
 
     # -- reads ---------------------------------------------------------------------------------
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:
@@ -407,7 +545,7 @@ class Engine:
         out["gate_body"] = self._body.name
         out["embedder"] = self.embedder.name
         out["vector_warnings"] = list(self.vectors.warnings)
-        out["llm"] = self.llm.name if self.llm is not None else None
+        out["llm"] = self._llm_name
         if self.writer is not None:
             out["writer"] = vars(self.writer.stats())
             out["forest_nodes"] = len(self.forest)

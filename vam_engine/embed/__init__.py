@@ -55,13 +55,9 @@ def make_image_embedder(cfg: EmbedConfig | None = None, device: str = "cpu", *,
         from .onnx_body import OnnxImageEmbedder
 
         if device == "auto":
-            import importlib.util
+            from ..device import resolve_device
 
-            device = "cpu"
-            if importlib.util.find_spec("torch") is not None:
-                import torch
-
-                device = "cuda" if torch.cuda.is_available() else "cpu"
+            device = resolve_device(device)
         return OnnxImageEmbedder(cfg.model, device=device, batch_size=cfg.batch_size, cache_dir=cfg.cache_dir)
     raise EmbedError(f"unknown embed.body {cfg.body!r}")  # the config's Literal makes this unreachable
 

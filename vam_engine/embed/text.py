@@ -49,11 +49,9 @@ class SentenceTransformerEmbedder:
         except ImportError:
             raise EmbedError("embed.text_model needs sentence-transformers "
                              "(pip install sentence-transformers)") from None
-        device = str(device)
-        if device == "auto":
-            import torch
+        from ..device import resolve_device
 
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = resolve_device(str(device))
         try:
             self._model = SentenceTransformer(str(path) if path is not None else model, device=device,
                                               local_files_only=path is not None or offline())

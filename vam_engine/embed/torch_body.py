@@ -21,18 +21,17 @@ _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 def resolve_device(device) -> "torch.device":  # noqa: F821
     import torch
 
-    if device in (None, "auto"):
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    from ..device import DeviceError
+    from ..device import resolve_device as resolve
+
+    if isinstance(device, torch.device):
+        device = str(device)
     try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"embed: bad device {device!r}: {e}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise EmbedError(f"embed: device {device!r} asked for, but torch sees no CUDA device "
-                         f"(torch {torch.__version__})")
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"embed: device must be cpu, cuda[:i] or auto, got {device!r}")
-    return dev
+        return torch.device(resolve(device))
+    except DeviceError as e:
+        if str(device).startswith("cuda"):  # a real device this machine lacks: the embedder cannot run
+            raise EmbedError(f"embed: {e}") from None
+        raise
 
 
 def resolve_dtype(dtype: str, device) -> "torch.dtype":  # noqa: F821

@@ -133,20 +133,11 @@ class CudaBody:
 
 
 def make_body(device: str = "auto"):
-    """``auto`` takes CUDA when torch sees a GPU and the Triton kernels import, else the CPU."""
+    """``auto`` takes CUDA when torch sees a GPU (vam_engine.device), else the CPU; ``reference``
+    is the numpy definition. ``cuda`` without CUDA is a DeviceError."""
     if device == "reference":
         return ReferenceBody()
-    if device in ("cuda", "auto"):
-        try:
-            import torch
+    from ..device import resolve_device
 
-            if torch.cuda.is_available():
-                return CudaBody()
-            if device == "cuda":
-                raise RuntimeError("device='cuda' asked for, but torch sees no CUDA device")
-        except ImportError:
-            if device == "cuda":
-                raise RuntimeError("device='cuda' needs torch and triton installed (pip install vam_engine[gpu])")
-    if device not in ("cpu", "auto", "cuda"):
-        raise ValueError(f"device must be one of auto, cpu, cuda, reference; got {device!r}")
-    return CpuBody()
+    dev = resolve_device(device)
+    return CudaBody(dev) if dev.startswith("cuda") else CpuBody()

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ..device import cuda_available
 from ..errors import SourceError
 from .frame import Frame, StreamInfo
 from .source import DecoderBody, check_local_file, is_url
@@ -176,6 +177,7 @@ def _import_dali(path: str):
 
 class DaliDecoder(DecoderBody):
     name = "dali"
+    options = frozenset({"dali_device", "sequence_length", "num_threads"})
 
     def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
                  start_time_abs: float | None = None, resume_after: float | None = None, device_id: int = 0,
@@ -245,7 +247,7 @@ class DaliDecoder(DecoderBody):
         except ImportError:
             raise SourceError(self.path, "dali_device='gpu' hands frames on as CUDA torch tensors: "
                                          "torch is not installed") from None
-        if not torch.cuda.is_available():
+        if not cuda_available():
             raise SourceError(self.path, f"dali_device='gpu' hands frames on as CUDA torch tensors, but torch "
                                          f"{torch.__version__} has no CUDA device")
         self._torch = torch

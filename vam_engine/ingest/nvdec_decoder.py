@@ -28,6 +28,7 @@ import logging
 from fractions import Fraction
 from typing import Any, Iterator
 
+from ..device import cuda_available
 from ..errors import SourceError
 from .dali_decoder import ContainerProbe, probe_container
 from .frame import Frame, StreamInfo
@@ -148,6 +149,7 @@ class _PtsQueue:
 
 class NvdecDecoder(DecoderBody):
     name = "nvdec"
+    options = frozenset()  # only COMMON_OPTIONS
 
     def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
                  start_time_abs: float | None = None, resume_after: float | None = None, device_id: int = 0):
@@ -180,7 +182,7 @@ class NvdecDecoder(DecoderBody):
         except ImportError:
             raise SourceError(self.path, "the nvdec body hands frames on as CUDA torch tensors: "
                                          "torch is not installed") from None
-        if not torch.cuda.is_available():
+        if not cuda_available():
             raise SourceError(self.path, f"no CUDA GPU available (torch {torch.__version__} sees none); the nvdec "
                                          f"body needs an NVIDIA GPU: use the pyav body on this machine")
         n = torch.cuda.device_count()

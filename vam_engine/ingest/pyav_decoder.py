@@ -67,6 +67,7 @@ def _luma(frame: av.VideoFrame) -> np.ndarray:
 
 class PyAVDecoder(DecoderBody):
     name = "pyav"
+    options = frozenset({"skip_nonref", "skip_gops", "threads"})
 
     def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
                  start_time_abs: float | None = None, resume_after: float | None = None,

@@ -25,12 +25,18 @@ def check_local_file(path: str) -> None:
         raise SourceError(path, "file is empty (0 bytes)")
 
 
+COMMON_OPTIONS = frozenset({"fps", "keyframes_only", "start_time_abs", "resume_after", "device_id"})
+
+
 class DecoderBody:
     """Base of the decoder bodies. A body calls ``_setup`` first, sets ``info`` when it has opened
     its source, and iterates with ``_sample`` over its own decoded ``(t_rel, payload)`` stream."""
 
     name = ""
     info: StreamInfo
+    # Options of this body beyond COMMON_OPTIONS; ``open_decoder`` refuses an option a body
+    # does not list (instead of dropping it) unless its value means "the decoder's choice".
+    options: frozenset = frozenset()
 
     def _setup(self, path: str, camera_id: str, fps: float, keyframes_only: bool,
                resume_after: float | None) -> None:

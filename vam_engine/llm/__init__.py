@@ -10,15 +10,16 @@ from .openai_http import OpenAIChat
 from .scripted import ScriptedLLM
 
 __all__ = ["LLM", "Clip", "Image", "LLMError", "LLMRequest", "LLMResponse", "Message", "Part",
-           "Sampling", "OpenAIChat", "ScriptedLLM", "make_llm", "parse_llm_spec"]
+           "Sampling", "OpenAIChat", "ScriptedLLM", "describe_llm", "make_llm", "parse_llm_spec"]
 
-_SPEC_FORMS = "'openai:<http(s) url>#<model>', 'local:<model path or hub id>' or 'none'"
+# The local body loads a checkpoint directory only (no hub download): the spec says so.
+_SPEC_FORMS = "'openai:<http(s) url>#<model>', 'local:<Qwen-VL model directory>' or 'none'"
 
 
 def parse_llm_spec(spec: str) -> dict:
     """The ``llm`` config fields a CLI spec stands for:
     ``openai:http://host:8000/v1#model`` -> backend, url, model; ``local:/path`` -> backend,
-    model; ``none`` -> backend."""
+    model (a local directory); ``none`` -> backend."""
     if not isinstance(spec, str):
         raise ValueError(f"LLM spec must be a string, got {type(spec).__name__}")
     if spec.strip() == "none":
@@ -33,13 +34,15 @@ def parse_llm_spec(spec: str) -> dict:
         return {"backend": "openai", "url": url, "model": model}
     if sep and kind == "local":
         if not rest:
-            raise ValueError(f"LLM spec {spec!r}: expected 'local:<model path or hub id>'")
+            raise ValueError(f"LLM spec {spec!r}: expected 'local:<Qwen-VL model directory>'")
         return {"backend": "local", "model": rest}
     raise ValueError(f"LLM spec {spec!r} is not one of {_SPEC_FORMS}")
 
 
-def make_llm(cfg: LLMConfig, device: str = "cpu") -> LLM | None:
-    """The body ``cfg`` describes, or None for backend 'none'."""
+def describe_llm(cfg: LLMConfig) -> str | None:
+    """The name of the body ``cfg`` describes (as ``LLM.name`` will read), or None for backend
+    'none'; raises the VamError ``make_llm`` would for a config that cannot work, without
+    loading anything (the engine checks its config at construction and loads on first use)."""
     if cfg.backend == "none":
         return None
     if cfg.backend == "openai":
@@ -48,6 +51,24 @@ def make_llm(cfg: LLMConfig, device: str = "cpu") -> LLM | None:
                            "e.g. http://127.0.0.1:8000/v1)")
         if not cfg.model:
             raise VamError("llm.model is required for backend 'openai' (the model name the server serves)")
+        if not cfg.url.startswith(("http://", "https://")):
+            raise VamError(f"llm.url must start with http:// or https://, got {cfg.url!r}")
+        return f"openai:{cfg.url}#{cfg.model}"
+    if cfg.backend == "local":
+        if not cfg.model:
+            raise VamError("llm.model is required for backend 'local' (a Qwen-VL model directory)")
+        if not os.path.isdir(cfg.model):
+            raise VamError(f"llm.model {cfg.model!r} is not a directory: the local body loads a Qwen-VL "
+                           "checkpoint directory (hub ids are not downloaded)")
+        return f"local:{cfg.model}"
+    raise VamError(f"llm.backend must be none, local or openai, got {cfg.backend!r}")
+
+
+def make_llm(cfg: LLMConfig, device: str = "cpu") -> LLM | None:
+    """The body ``cfg`` describes, or None for backend 'none'."""
+    if describe_llm(cfg) is None:
+        return None
+    if cfg.backend == "openai":
         try:
             return OpenAIChat(cfg.url, cfg.model, api_key=os.environ.get(cfg.api_key_env) or None,
                               api_key_env=cfg.api_key_env, timeout_s=cfg.timeout_s,
@@ -55,12 +76,8 @@ def make_llm(cfg: LLMConfig, device: str = "cpu") -> LLM | None:
                               max_image_side=cfg.max_image_side, max_image_bytes=cfg.max_image_bytes)
         except ValueError as e:
             raise VamError(f"llm: {e}") from None
-    if cfg.backend == "local":
-        if not cfg.model:
-            raise VamError("llm.model is required for backend 'local' (a Qwen-VL model path or hub id)")
-        # Imported here: it pulls in torch and transformers, which the other bodies do not need.
-        from .local_qwen import LocalQwenVL
+    # Imported here: it pulls in torch and transformers, which the other bodies do not need.
+    from .local_qwen import LocalQwenVL
 
-        return LocalQwenVL(cfg.model, device=device, dtype=cfg.dtype, kv_cache_bytes=cfg.kv_cache_bytes,
-                           max_batch=cfg.max_batch)
-    raise VamError(f"llm.backend must be none, local or openai, got {cfg.backend!r}")
+    return LocalQwenVL(cfg.model, device=device, dtype=cfg.dtype, kv_cache_bytes=cfg.kv_cache_bytes,
+                       max_batch=cfg.max_batch)

@@ -23,10 +23,13 @@ from ..errors import VamError
 class LLMError(VamError):
     """A model call failed in a way the caller can act on (auth, malformed reply, unreachable)."""
 
-    def __init__(self, backend: str, problem: str, *, retryable: bool = False):
+    def __init__(self, backend: str, problem: str, *, retryable: bool = False, unreachable: bool = False):
         self.backend = backend
         self.problem = problem
         self.retryable = retryable
+        # no server answers at that address (connection refused, unknown host): a later try may
+        # pass (retryable), but a caller waiting on an answer should fail now
+        self.unreachable = unreachable
         super().__init__(f"{backend}: {problem}")
 
 

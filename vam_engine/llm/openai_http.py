@@ -6,9 +6,12 @@ Messages go out exactly in the order given, with nothing added: servers with pre
 prompt would defeat them.
 
 Failures:
-- 429, 5xx, timeouts and connection errors are retried with exponential backoff and jitter
+- 429, 5xx, timeouts and dropped connections are retried with exponential backoff and jitter
   (``Retry-After`` seconds honoured, capped at ``backoff_max_s``); when retries run out the
   error is ``retryable`` (the server may recover later).
+- A server that cannot be reached at all (connection refused, unknown host) gets one quick
+  retry, then fails with ``unreachable`` (and ``retryable``: it may be started later): backing
+  off for a minute in front of a stopped server only delays the error.
 - 401/403 and other 4xx fail at once, not retryable: sending the same request again cannot help.
 - A 200 whose body is not JSON or has no ``choices[0].message.content`` is retried once (a
   proxy can truncate a body); a second malformed body fails, not retryable: the server speaks
@@ -32,6 +35,7 @@ from .base import Clip, Image, LLMError, LLMRequest, LLMResponse
 from .images import clip_to_mp4_data_uri, to_jpeg_data_uri
 
 _EXCERPT = 300  # characters of an error body quoted in an LLMError
+_CONNECT_RETRY_S = 0.25  # the one retry of a refused connection: a server restarting right now
 
 
 class _VideoRejected(Exception):
@@ -184,6 +188,14 @@ class OpenAIChat:
                 resp = self._client.post(self.endpoint, content=body)
             except httpx.TimeoutException:
                 problem = f"no reply within {self.timeout_s:g} s"
+            except httpx.ConnectError as e:  # refused, unknown host: nothing listens there
+                if attempt >= min(1, self.max_retries):
+                    raise LLMError(self.name, f"cannot reach {self.endpoint}: {e} (is the server running at "
+                                              f"{self.url}?)" + (f" (request {request.tag!r})" if request.tag else ""),
+                                   retryable=True, unreachable=True) from None
+                time.sleep(_CONNECT_RETRY_S)
+                attempt += 1
+                continue
             except httpx.TransportError as e:
                 problem = f"cannot reach {self.endpoint}: {type(e).__name__}: {e}"
             else:

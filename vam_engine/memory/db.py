@@ -212,6 +212,8 @@ class Database:
         self.write_lock = threading.RLock()
         self.on_vectors = None  # callable(list[VectorChange]) after each commit that changed vectors
         conn = self.conn()
+        if self._version(conn) == SCHEMA_VERSION:
+            return  # current: opening writes nothing (readers open stores a writer is writing)
         with self.write_lock, conn:
             version = self._version(conn)
             if version is not None and version > SCHEMA_VERSION:

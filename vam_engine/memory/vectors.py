@@ -413,13 +413,9 @@ def _make_backend(device: str, dim: int, torch_dtype=None):
     if dev == "torch-cpu":
         return _TorchRows(dim, "cpu", torch_dtype)
     if dev == "auto" or dev.startswith("cuda"):
-        try:
-            import torch  # noqa: PLC0415
+        from ..device import cuda_available  # noqa: PLC0415
 
-            torch_cuda = torch.cuda.is_available()
-        except ImportError:
-            torch_cuda = False
-        if torch_cuda:
+        if cuda_available():
             return _TorchRows(dim, "cuda" if dev == "auto" else dev, torch_dtype)
         try:
             import faiss  # noqa: PLC0415

@@ -136,7 +136,8 @@ class MemoryWriter:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self.notify()
-            s = self.stats()
+            with self.lock:  # never between a round's documents and their forest leaves
+                s = self.stats()
             if s.pending_events == 0 and s.stale_nodes == 0:
                 return True
             if self.error is not None:
