@@ -305,3 +305,142 @@ def test_resume_removes_frame_files_no_row_or_held_frame_references(tmp_path):
         assert left == {refs[0.0], refs[1.0]}
     finally:
         store.close()
+
+
+# -- resume decides as an uninterrupted run: every commit point, and kill -9 of the CLI ------------
+# A 120 s clip of the demo's scenes (pans, static stretches, flicker, blur) at 640x360: long
+# enough for the adaptive thresholds to settle, so scene cuts keep a run's last frame and the
+# next scene's first frame 0.5 s apart, the second opening an event that goes on. That is the
+# shape the recent tier's 1 s thinning gap bites on while the event is still open.
+DEMO_SECONDS = 120
+DEMO_CFG = {"ingest": {"fps": 2.0, "batch_size": 4}, "store": {"commit_every": 8, "commit_interval_s": 30.0}}
+CAMPAIGN_KILLS = 3  # fresh store, kill -9 at a random moment, resume; test_cli_kill_campaign_long runs more
+
+
+@pytest.fixture(scope="module")
+def demo_clip(tmp_path_factory):
+    from vam_engine.demo import DEMO_SCENES, make_demo_clip
+
+    path = tmp_path_factory.mktemp("demo") / "scenes.mp4"
+    make_demo_clip(path, width=640, height=360, fps=10, scenes=DEMO_SCENES * (DEMO_SECONDS // 40))
+    return path
+
+
+def retain(store_dir) -> None:
+    """One retention pass, as `vam-engine index` runs at its start (tests run no worker)."""
+    from vam_engine.memory.retention import RetentionPass
+
+    store = MomentStore(store_dir, create=False)
+    try:
+        RetentionPass(store).run()
+    finally:
+        store.close()
+
+
+def memory_of(store_dir):
+    """What the store remembers: the moments' times and each event's members and keyframes."""
+    store = MomentStore(store_dir, create=False)
+    try:
+        ms = store.moments()
+        t_of = {m.moment_id: m.t_rel for m in ms}
+        events = [(tuple(m.t_rel for m in ms if m.event_id == e["event_id"]),
+                   tuple(t_of.get(k) for k in e["keyframes"])) for e in store.events()]
+        assert all(Path(m.frame_path).is_file() for m in ms), "a row without its file"
+        return [m.t_rel for m in ms], events
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def demo_reference(demo_clip, tmp_path_factory):
+    """An uninterrupted in-process run, a copy of the store after each of its commits, and what
+    the finished store remembers once retention has passed over it."""
+    import shutil
+    import sqlite3
+
+    base = tmp_path_factory.mktemp("demo_ref")
+    snaps = []
+    commit = MomentStore.commit
+
+    def commit_and_copy(self, batch):
+        changes = commit(self, batch)
+        d = base / f"after_commit_{len(snaps)}"
+        d.mkdir()
+        dst = sqlite3.connect(str(d / "store.sqlite"))
+        self.reader().backup(dst)  # this thread's connection: the commit just made is in it
+        dst.close()
+        shutil.copytree(self.root / "frames", d / "frames", ignore=shutil.ignore_patterns("*.tmp"))
+        snaps.append(d)
+        return changes
+
+    MomentStore.commit = commit_and_copy
+    try:
+        with Engine(base / "store", DEMO_CFG, device="cpu") as eng:
+            rep = eng.index_file(demo_clip, camera_id=CAMERA)
+    finally:
+        MomentStore.commit = commit
+    assert rep.failed is None and rep.sampled == 2 * DEMO_SECONDS
+    retain(base / "store")
+    return memory_of(base / "store"), snaps[:-1]  # the last commit finished the source
+
+
+def test_resume_after_any_commit_remembers_what_an_uninterrupted_run_does(demo_clip, demo_reference):
+    """A kill -9 leaves the store as it was after some commit. From each commit point: the
+    resumed `index` runs its retention pass first (as the CLI does), then indexes the rest; once
+    retention has passed over both, the moments and events equal the uninterrupted run's.
+    Retention thinning a moment of the still-open event (a future keyframe) broke this."""
+    want, snaps = demo_reference
+    assert len(snaps) >= 20 and len(want[0]) > 20
+    for d in snaps:
+        retain(d)
+        with Engine(d, DEMO_CFG, device="cpu") as eng:
+            rep = eng.index_file(demo_clip, camera_id=CAMERA)
+        assert rep.failed is None and rep.resumed_from is not None
+        retain(d)
+        got = memory_of(d)
+        assert got[0] == want[0], f"resumed after {d.name}: moments differ"
+        assert got[1] == want[1], f"resumed after {d.name}: events differ"
+
+
+CLI_CHILD = [sys.executable, "-m", "vam_engine.cli", "index", "--fps", "2", "--camera", CAMERA, "--device", "cpu", "-q"]
+
+
+def run_cli_campaign(clip, want, tmp_path, kills: int) -> None:
+    seed = int(os.environ.get("VAM_CRASH_SEED", time.time_ns() % 1_000_000))
+    rng = random.Random(seed)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in sys.path if p]),
+               VAM_RETENTION__ENABLED="1")  # the CLI's default: its pass runs at once, on what a kill left
+
+    def cli(store_dir, log):
+        return subprocess.Popen(CLI_CHILD + [str(clip), "--store", str(store_dir)], stdout=subprocess.DEVNULL,
+                                stderr=open(log, "w"), env=env, cwd=str(ROOT))
+
+    t0 = time.monotonic()
+    first = cli(tmp_path / "whole", tmp_path / "whole.log")
+    assert first.wait(WATCHDOG_S) == 0, (tmp_path / "whole.log").read_text()[-3000:]
+    wall = time.monotonic() - t0
+    retain(tmp_path / "whole")
+    assert memory_of(tmp_path / "whole") == want, "the CLI's uninterrupted run differs from the in-process one"
+    for k in range(kills):
+        store_dir = tmp_path / f"run{k}"
+        at = rng.uniform(0, wall)
+        child = cli(store_dir, tmp_path / f"run{k}.log")
+        try:
+            time.sleep(at)
+            child.send_signal(signal.SIGKILL)
+        finally:
+            child.wait(10)
+        resumed = cli(store_dir, tmp_path / f"resume{k}.log")
+        assert resumed.wait(WATCHDOG_S) == 0, (tmp_path / f"resume{k}.log").read_text()[-3000:]
+        retain(store_dir)
+        assert memory_of(store_dir) == want, f"seed {seed}: run {k}, killed {at:.2f} s after start " \
+                                             f"(exit {child.returncode})"
+
+
+def test_cli_killed_at_random_moments_resumes_as_an_uninterrupted_run(demo_clip, demo_reference, tmp_path):
+    run_cli_campaign(demo_clip, demo_reference[0], tmp_path, CAMPAIGN_KILLS)
+
+
+@pytest.mark.slow
+def test_cli_kill_campaign_long(demo_clip, demo_reference, tmp_path):
+    run_cli_campaign(demo_clip, demo_reference[0], tmp_path, 12)

@@ -783,10 +783,15 @@ class MomentStore:
         return [r[0] for r in self._conn().execute("SELECT DISTINCT camera_id FROM moments ORDER BY camera_id")]
 
     def retention_rows(self, camera_id: str):
+        """A moment of the camera's open event counts as protected: its event's keyframes (which
+        are protected for good) are picked only when the event closes, so thinning it before then
+        could delete a future keyframe, and a resumed run (whose retention pass runs at once)
+        would keep fewer moments than an uninterrupted one."""
         from .retention import RetentionRow
 
         rows = self._conn().execute(
-            "SELECT moment_id, t, tier, protected, frame_ref, nbytes FROM moments WHERE camera_id=? ORDER BY t",
+            "SELECT m.moment_id, m.t, m.tier, m.protected OR COALESCE(e.closed=0, 0), m.frame_ref, m.nbytes"
+            " FROM moments m LEFT JOIN events e ON e.event_id=m.event_id WHERE m.camera_id=? ORDER BY m.t",
             (camera_id,)).fetchall()
         last = len(rows) - 1
         return [RetentionRow(r[0], r[1], r[2], bool(r[3]) or i == last, self.root / r[4], r[5] or 0)
