@@ -222,12 +222,13 @@ class Engine:
         src_id, sampler, last = self._push_state(cam)
         if last[0] is not None and t <= last[0]:
             raise FrameError(f"camera {cam!r}: t={t} is not after the previous frame's t={last[0]}")
-        rgb, gray = _pushed_frame(cam, frame)
+        view = _pushed_view(cam, frame)
         last[0] = t
-        if isinstance(rgb, np.ndarray):  # every pushed frame feeds the present (it keeps 2 fps)
-            self.working.observe(cam, float(t_abs if t_abs is not None else t), rgb)
+        if isinstance(view, np.ndarray):  # every pushed frame feeds the present (it copies what it keeps)
+            self.working.observe(cam, float(t_abs if t_abs is not None else t), view)
         if not sampler.accept(float(t)):
-            return False
+            return False  # nothing copied or converted: most frames of a fast loop end here
+        rgb, gray = _own_frame(view)  # the caller may overwrite its buffer as soon as push returns
         f = Frame(cam, float(t), t_abs, None, gray, lambda: rgb)
         self._pipe().put_frame(f, src_id)
         return True
@@ -415,19 +416,16 @@ class Engine:
         return out
 
 
-def _pushed_frame(cam: str, frame):
-    """Validate a pushed frame; returns (rgb, gray) on the frame's own device."""
+def _pushed_view(cam: str, frame):
+    """Validate a pushed frame without copying it: the caller's numpy array (or a CPU tensor's
+    numpy view), or a CUDA tensor. It may change after ``push`` returns: see ``_own_frame``."""
     if hasattr(frame, "detach") and hasattr(frame, "device"):  # torch tensor
         t = frame.detach()
         if t.dtype.is_floating_point or t.ndim != 3 or t.shape[-1] != 3 or str(t.dtype) != "torch.uint8":
             raise FrameError(f"camera {cam!r}: pushed tensor must be H x W x 3 uint8, got {t.dtype} {tuple(t.shape)}")
         if t.device.type == "cuda":
-            import torch
-
-            w = torch.tensor([4899, 9617, 1868], device=t.device, dtype=torch.int32)
-            gray = ((t.int() * w).sum(-1) + 8192).bitwise_right_shift(14).to(t.dtype)
-            return t.contiguous(), gray
-        frame = t.cpu().numpy()
+            return t
+        frame = t.cpu().numpy()  # shares the tensor's memory
     if not isinstance(frame, np.ndarray):
         raise FrameError(f"camera {cam!r}: pushed frame must be a numpy array or torch tensor, got {type(frame).__name__}")
     if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
@@ -435,7 +433,20 @@ def _pushed_frame(cam: str, frame):
     h, w = frame.shape[:2]
     if h < 2 or w < 2 or h > 16384 or w > 16384:
         raise FrameError(f"camera {cam!r}: pushed frame has absurd dimensions {w}x{h}")
-    rgb = np.ascontiguousarray(frame)
+    return frame
+
+
+def _own_frame(view):
+    """(rgb, gray) of a sampled frame, both copies on the frame's own device: the gates and the
+    JPEG writer read them later, on other threads, while camera drivers reuse their buffers."""
+    if not isinstance(view, np.ndarray):  # a CUDA tensor
+        import torch
+
+        rgb = view.clone(memory_format=torch.contiguous_format)
+        w = torch.tensor([4899, 9617, 1868], device=rgb.device, dtype=torch.int32)
+        gray = ((rgb.int() * w).sum(-1) + 8192).bitwise_right_shift(14).to(rgb.dtype)
+        return rgb, gray
+    rgb = np.array(view, order="C", copy=True)
     return rgb, rgb_to_gray(rgb)
 
 
