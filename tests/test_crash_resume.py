@@ -119,8 +119,8 @@ def check_consistent(store_dir, reference, frames_of=None):
         assert len(times) == len(set(times)), "duplicate moments"
         want_times, want_log = reference
         done_up_to = -1.0 if progress is None else progress
-        state = store.load_commit_state(src["camera_id"]) or {}
-        held = (state.get("held") or {}).get("key", {}).get("t_rel")
+        state = store.load_commit_state(src["camera_id"])
+        held = state.held.key.t_rel if state is not None and state.held is not None else None
         # exactly the uninterrupted run's moments and gate records up to the committed progress,
         # but for a frame the online committer still holds (its decision waits for the next frame)
         assert times == [t for t in want_times if t <= done_up_to and t != held]
@@ -285,6 +285,8 @@ def test_resume_removes_frame_files_no_row_or_held_frame_references(tmp_path):
     """A kill between a held frame's write and the commit recording it (or between a commit that
     drops a held frame and its file's removal) leaves a file nothing references: resuming the
     source removes it and keeps the files of rows and of the held frame."""
+    from vam_engine.index.online import CommitterState, HeldFrame
+    from vam_engine.index.stage import FrameKey
     from vam_engine.memory.records import GateRecord
     from vam_engine.memory.store import CommitBatch, PendingMoment
 
@@ -298,7 +300,8 @@ def test_resume_removes_frame_files_no_row_or_held_frame_references(tmp_path):
         gate = GateRecord(100.0, 50.0, 0.1, float("nan"), None)
         batch = CommitBatch()
         batch.moments.append(PendingMoment(CAMERA, src, 0.0, None, 0, refs[0.0], 8, 8, gate))
-        batch.commit_states[CAMERA] = {"held": {"key": {"s": src, "t_rel": 1.0}, "emb": [1.0]}}
+        held = HeldFrame(1.0, np.ones(1), FrameKey(src, 1.0, None, 30, 8, 8, gate), 0.01)
+        batch.commit_states[CAMERA] = CommitterState(dim=1, reference=np.ones(1), held=held, event_t0=0.0)
         store.commit(batch)
         assert store.sweep_source_files(src) == 2
         left = {p.relative_to(store.root).as_posix() for p in store.root.rglob("*.jpg")}
@@ -444,3 +447,26 @@ def test_cli_killed_at_random_moments_resumes_as_an_uninterrupted_run(demo_clip,
 @pytest.mark.slow
 def test_cli_kill_campaign_long(demo_clip, demo_reference, tmp_path):
     run_cli_campaign(demo_clip, demo_reference[0], tmp_path, 12)
+
+
+def test_a_store_with_a_version_1_committer_state_resumes(tmp_path):
+    """Stores written before the committer's state had full names hold it abbreviated (its held
+    frame's key too): the store reads it as the typed state and keeps the held frame's file."""
+    from test_online_commit import V1_STATE
+
+    store = MomentStore(tmp_path / "store")
+    try:
+        src = store.open_source(CAMERA, "clip.mp4", "fp", "fps=2").source_id
+        held_ref, stray = store.frame_ref(CAMERA, src, 1.0), store.frame_ref(CAMERA, src, 0.5)
+        for ref in (held_ref, stray):
+            store.write_frame(ref, np.full((8, 8, 3), 128, np.uint8), 90)
+        with store.transaction() as conn:
+            conn.execute("INSERT INTO commit_state VALUES (?, ?)", (CAMERA, V1_STATE.replace('"s": 3', f'"s": {src}')))
+        state = store.load_commit_state(CAMERA)
+        assert state.held.key.source_id == src and state.held.key.t_rel == 1.0 and state.held.key.width == 64
+        assert store.sweep_source_files(src) == 1
+        assert (store.root / held_ref).is_file() and not (store.root / stray).exists()
+    finally:
+        store.close()
+    with Engine(tmp_path / "store", CFG, device="cpu") as eng:  # the pipeline adopts it (dim 4 here)
+        assert eng._pipe().semantic._committer(CAMERA).pending

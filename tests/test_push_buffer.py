@@ -2,9 +2,9 @@
 pushed, and frames the sampler rejects cost no copy and no conversion."""
 import numpy as np
 import pytest
+from _clips import code_frame, read_code
 from PIL import Image
 
-from _clips import code_frame, read_code
 from vam_engine import engine as engine_module
 from vam_engine.engine import Engine
 

@@ -45,3 +45,23 @@ class Evidence:
     source: str  # "frame" | "event" | "summary"
     text: str | None = None  # the document, for event/summary hits that have one
     similarity: float | None = None  # the best cosine with the query in any space that found it
+
+
+@dataclass(frozen=True)
+class GateSample:
+    """One sample's gate decision as the commit path records it (the ``samples`` table): the
+    image gates' statistics and what dropped it (an image gate or "dedup"; None: kept)."""
+
+    camera_id: str
+    source_id: int
+    t_rel: float
+    gate: GateRecord
+
+
+@dataclass(frozen=True)
+class GateReference:
+    """A camera's gate reference as committed: the last frame the image gates kept (its t_rel
+    and H x W uint8 luma). A resumed run compares its first samples against it."""
+
+    t: float
+    gray: object  # numpy on the commit path; the gate thread may hold a CUDA tensor until then

@@ -28,11 +28,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import StoreError
-from .records import GateRecord, Moment
+from .records import GateRecord, GateReference, GateSample, Moment
+
+if TYPE_CHECKING:
+    from ..index.online import CommitterState
 
 SCHEMA_VERSION = 2
 
@@ -202,11 +206,11 @@ VectorChange = tuple[str, int, "np.ndarray | None"]  # (space, id, vector) added
 @dataclass
 class CommitBatch:
     moments: list[PendingMoment] = field(default_factory=list)
-    samples: list[tuple] = field(default_factory=list)  # (camera, source, t_rel, lap, mad, ssim, hist, dropped_by)
+    samples: list[GateSample] = field(default_factory=list)
     progress: dict[int, float] = field(default_factory=dict)  # source_id -> progress_t
-    refs: dict[str, tuple[float, np.ndarray]] = field(default_factory=dict)  # camera -> (t, gray)
+    refs: dict[str, GateReference] = field(default_factory=dict)  # camera -> its gate reference
     finished: set[int] = field(default_factory=set)  # sources that reached their end
-    commit_states: dict[str, dict] = field(default_factory=dict)  # camera -> online committer state
+    commit_states: dict[str, CommitterState] = field(default_factory=dict)  # camera -> online committer state
     close_events: set[str] = field(default_factory=set)  # cameras whose open event ends here
     discard_files: list[str] = field(default_factory=list)  # files of held frames later dropped
 
@@ -316,9 +320,10 @@ class MomentStore:
         if not folder.is_dir():
             return 0
         keep = {r[0] for r in conn.execute("SELECT frame_ref FROM moments WHERE source_id=?", (source_id,))}
-        held = (self.load_commit_state(cam) or {}).get("held")
-        if held is not None and held["key"]["s"] == source_id:
-            keep.add(self.frame_ref(cam, source_id, held["key"]["t_rel"]))
+        state = self.load_commit_state(cam)
+        held = state.held if state is not None else None
+        if held is not None and held.key.source_id == source_id:
+            keep.add(self.frame_ref(cam, source_id, held.key.t_rel))
         removed = 0
         for p in folder.glob("*.jpg"):
             ref = f"{folder.relative_to(self.root).as_posix()}/{p.name}"
@@ -399,12 +404,14 @@ class MomentStore:
                 continue  # committed before (a resumed run repeats nothing)
             self._link_moment(conn, cur.lastrowid, m, changes)
         conn.executemany("INSERT OR REPLACE INTO samples VALUES (?,?,?,?,?,?,?,?)",
-                         [s[:3] + tuple(_nan_to_none(x) for x in s[3:7]) + s[7:] for s in batch.samples])
-        for cam, (t, gray) in batch.refs.items():
+                         [(s.camera_id, s.source_id, s.t_rel, _nan_to_none(s.gate.lap_var), _nan_to_none(s.gate.mad),
+                           _nan_to_none(s.gate.ssim), _nan_to_none(s.gate.hist_corr), s.gate.dropped_by)
+                          for s in batch.samples])
+        for cam, ref in batch.refs.items():
             conn.execute("UPDATE cameras SET ref_t=?, ref_shape=?, ref_gray=? WHERE camera_id=?",
-                         (t, json.dumps(list(gray.shape)), np.ascontiguousarray(gray).tobytes(), cam))
+                         (ref.t, json.dumps(list(ref.gray.shape)), np.ascontiguousarray(ref.gray).tobytes(), cam))
         for cam, state in batch.commit_states.items():
-            conn.execute("INSERT OR REPLACE INTO commit_state VALUES (?, ?)", (cam, json.dumps(state)))
+            conn.execute("INSERT OR REPLACE INTO commit_state VALUES (?, ?)", (cam, json.dumps(state.to_json())))
         for cam in batch.close_events:
             self._close_open_event(conn, cam, changes)
         for sid, t in batch.progress.items():
@@ -558,9 +565,11 @@ class MomentStore:
         cur = conn.execute(f"SELECT id FROM vectors INDEXED BY vectors_filter WHERE {' AND '.join(where)}", args)
         return np.fromiter((r[0] for r in cur), np.int64)
 
-    def load_commit_state(self, camera_id: str) -> dict | None:
+    def load_commit_state(self, camera_id: str) -> CommitterState | None:
+        from ..index.stage import read_state  # the committer's record (index/ imports this module)
+
         row = self._conn().execute("SELECT state FROM commit_state WHERE camera_id=?", (camera_id,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        return None if row is None else read_state(json.loads(row[0]))
 
     def moments_by_id(self, ids) -> dict[int, Moment]:
         ids = [int(i) for i in ids]
