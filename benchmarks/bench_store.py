@@ -198,9 +198,8 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
     and runs ANALYZE after the first checkpoint, so the store's event lookups stop scanning; no
     engine code is changed, only the database."""
     from vam_engine.config import VectorConfig
-    from vam_engine.memory.records import GateRecord
     from vam_engine.memory.commit import CommitBatch
-    from vam_engine.memory.records import PendingMoment
+    from vam_engine.memory.records import GateRecord, GateSample, PendingMoment
     from vam_engine.memory.store import Store
     from vam_engine.memory.vector_memory import VectorMemory
 
@@ -272,7 +271,7 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
                 i = n + j
                 batch.moments.append(PendingMoment(CAMERA, src.source_id, i * DT, None, i, refs[j], 1280, 720, gate,
                                                    embedding=embs[j], event_start=(i % args.event_every == 0 and i > 0)))
-                batch.samples.append((CAMERA, src.source_id, i * DT, 100.0, 30.0, 0.5, 0.7, None))
+                batch.samples.append(GateSample(CAMERA, src.source_id, i * DT, gate))
             batch.progress[src.source_id] = (n + m - 1) * DT
             for k in acc:
                 acc[k] = 0.0

@@ -24,6 +24,7 @@ import pytest
 from PIL import Image
 
 from vam_engine.engine import Engine
+from vam_engine.index.stage import load_state, sweep_source
 from vam_engine.memory import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,8 +120,8 @@ def check_consistent(store_dir, reference, frames_of=None):
         assert len(times) == len(set(times)), "duplicate moments"
         want_times, want_log = reference
         done_up_to = -1.0 if progress is None else progress
-        state = store.sources.commit_state(src["camera_id"]) or {}
-        held = (state.get("held") or {}).get("key", {}).get("t_rel")
+        state = load_state(store, src["camera_id"])
+        held = state.held.key.t_rel if state is not None and state.held is not None else None
         # exactly the uninterrupted run's moments and gate records up to the committed progress,
         # but for a frame the online committer still holds (its decision waits for the next frame)
         assert times == [t for t in want_times if t <= done_up_to and t != held]
@@ -285,6 +286,8 @@ def test_resume_removes_frame_files_no_row_or_held_frame_references(tmp_path):
     """A kill between a held frame's write and the commit recording it (or between a commit that
     drops a held frame and its file's removal) leaves a file nothing references: resuming the
     source removes it and keeps the files of rows and of the held frame."""
+    from vam_engine.index.online import CommitterState, HeldFrame
+    from vam_engine.index.stage import FrameKey
     from vam_engine.memory.records import GateRecord
     from vam_engine.memory.commit import CommitBatch
     from vam_engine.memory.records import PendingMoment
@@ -299,10 +302,173 @@ def test_resume_removes_frame_files_no_row_or_held_frame_references(tmp_path):
         gate = GateRecord(100.0, 50.0, 0.1, float("nan"), None)
         batch = CommitBatch()
         batch.moments.append(PendingMoment(CAMERA, src, 0.0, None, 0, refs[0.0], 8, 8, gate))
-        batch.commit_states[CAMERA] = {"held": {"key": {"s": src, "t_rel": 1.0}, "emb": [1.0]}}
+        held = HeldFrame(1.0, np.ones(1), FrameKey(src, 1.0, None, 30, 8, 8, gate), 0.01)
+        batch.commit_states[CAMERA] = CommitterState(dim=1, reference=np.ones(1), held=held, event_t0=0.0)
         store.commit(batch)
-        assert store.sources.sweep_files(src) == 2
+        assert sweep_source(store, CAMERA, src) == 2
         left = {p.relative_to(store.root).as_posix() for p in store.root.rglob("*.jpg")}
         assert left == {refs[0.0], refs[1.0]}
     finally:
         store.close()
+
+
+# -- resume decides as an uninterrupted run: every commit point, and kill -9 of the CLI ------------
+# A 120 s clip of the demo's scenes (pans, static stretches, flicker, blur) at 640x360: long
+# enough for the adaptive thresholds to settle, so scene cuts keep a run's last frame and the
+# next scene's first frame 0.5 s apart, the second opening an event that goes on. That is the
+# shape the recent tier's 1 s thinning gap bites on while the event is still open.
+DEMO_SECONDS = 120
+DEMO_CFG = {"ingest": {"fps": 2.0, "batch_size": 4}, "store": {"commit_every": 8, "commit_interval_s": 30.0}}
+CAMPAIGN_KILLS = 3  # fresh store, kill -9 at a random moment, resume; test_cli_kill_campaign_long runs more
+
+
+@pytest.fixture(scope="module")
+def demo_clip(tmp_path_factory):
+    from vam_engine.demo import DEMO_SCENES, make_demo_clip
+
+    path = tmp_path_factory.mktemp("demo") / "scenes.mp4"
+    make_demo_clip(path, width=640, height=360, fps=10, scenes=DEMO_SCENES * (DEMO_SECONDS // 40))
+    return path
+
+
+def retain(store_dir) -> None:
+    """One retention pass, as `vam-engine index` runs at its start (tests run no worker)."""
+    from vam_engine.memory.retention import RetentionPass
+
+    store = Store(store_dir, create=False)
+    try:
+        RetentionPass(store.moments).run()
+    finally:
+        store.close()
+
+
+def memory_of(store_dir):
+    """What the store remembers: the moments' times and each event's members and keyframes."""
+    store = Store(store_dir, create=False)
+    try:
+        ms = store.moments.list()
+        t_of = {m.moment_id: m.t_rel for m in ms}
+        events = [(tuple(m.t_rel for m in ms if m.event_id == e.event_id),
+                   tuple(t_of.get(k) for k in e.keyframes)) for e in store.events.list()]
+        assert all(Path(m.frame_path).is_file() for m in ms), "a row without its file"
+        return [m.t_rel for m in ms], events
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def demo_reference(demo_clip, tmp_path_factory):
+    """An uninterrupted in-process run, a copy of the store after each of its commits, and what
+    the finished store remembers once retention has passed over it."""
+    import shutil
+    import sqlite3
+
+    base = tmp_path_factory.mktemp("demo_ref")
+    snaps = []
+    commit = Store.commit
+
+    def commit_and_copy(self, batch):
+        changes = commit(self, batch)
+        d = base / f"after_commit_{len(snaps)}"
+        d.mkdir()
+        dst = sqlite3.connect(str(d / "store.sqlite"))
+        self.db.conn().backup(dst)  # this thread's connection: the commit just made is in it
+        dst.close()
+        shutil.copytree(self.root / "frames", d / "frames", ignore=shutil.ignore_patterns("*.tmp"))
+        snaps.append(d)
+        return changes
+
+    Store.commit = commit_and_copy
+    try:
+        with Engine(base / "store", DEMO_CFG, device="cpu") as eng:
+            rep = eng.index_file(demo_clip, camera_id=CAMERA)
+    finally:
+        Store.commit = commit
+    assert rep.failed is None and rep.sampled == 2 * DEMO_SECONDS
+    retain(base / "store")
+    return memory_of(base / "store"), snaps[:-1]  # the last commit finished the source
+
+
+def test_resume_after_any_commit_remembers_what_an_uninterrupted_run_does(demo_clip, demo_reference):
+    """A kill -9 leaves the store as it was after some commit. From each commit point: the
+    resumed `index` runs its retention pass first (as the CLI does), then indexes the rest; once
+    retention has passed over both, the moments and events equal the uninterrupted run's.
+    Retention thinning a moment of the still-open event (a future keyframe) broke this."""
+    want, snaps = demo_reference
+    assert len(snaps) >= 20 and len(want[0]) > 20
+    for d in snaps:
+        retain(d)
+        with Engine(d, DEMO_CFG, device="cpu") as eng:
+            rep = eng.index_file(demo_clip, camera_id=CAMERA)
+        assert rep.failed is None and rep.resumed_from is not None
+        retain(d)
+        got = memory_of(d)
+        assert got[0] == want[0], f"resumed after {d.name}: moments differ"
+        assert got[1] == want[1], f"resumed after {d.name}: events differ"
+
+
+CLI_CHILD = [sys.executable, "-m", "vam_engine.cli", "index", "--fps", "2", "--camera", CAMERA, "--device", "cpu", "-q"]
+
+
+def run_cli_campaign(clip, want, tmp_path, kills: int) -> None:
+    seed = int(os.environ.get("VAM_CRASH_SEED", time.time_ns() % 1_000_000))
+    rng = random.Random(seed)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in sys.path if p]),
+               VAM_RETENTION__ENABLED="1")  # the CLI's default: its pass runs at once, on what a kill left
+
+    def cli(store_dir, log):
+        return subprocess.Popen(CLI_CHILD + [str(clip), "--store", str(store_dir)], stdout=subprocess.DEVNULL,
+                                stderr=open(log, "w"), env=env, cwd=str(ROOT))
+
+    t0 = time.monotonic()
+    first = cli(tmp_path / "whole", tmp_path / "whole.log")
+    assert first.wait(WATCHDOG_S) == 0, (tmp_path / "whole.log").read_text()[-3000:]
+    wall = time.monotonic() - t0
+    retain(tmp_path / "whole")
+    assert memory_of(tmp_path / "whole") == want, "the CLI's uninterrupted run differs from the in-process one"
+    for k in range(kills):
+        store_dir = tmp_path / f"run{k}"
+        at = rng.uniform(0, wall)
+        child = cli(store_dir, tmp_path / f"run{k}.log")
+        try:
+            time.sleep(at)
+            child.send_signal(signal.SIGKILL)
+        finally:
+            child.wait(10)
+        resumed = cli(store_dir, tmp_path / f"resume{k}.log")
+        assert resumed.wait(WATCHDOG_S) == 0, (tmp_path / f"resume{k}.log").read_text()[-3000:]
+        retain(store_dir)
+        assert memory_of(store_dir) == want, f"seed {seed}: run {k}, killed {at:.2f} s after start " \
+                                             f"(exit {child.returncode})"
+
+
+def test_cli_killed_at_random_moments_resumes_as_an_uninterrupted_run(demo_clip, demo_reference, tmp_path):
+    run_cli_campaign(demo_clip, demo_reference[0], tmp_path, CAMPAIGN_KILLS)
+
+
+@pytest.mark.slow
+def test_cli_kill_campaign_long(demo_clip, demo_reference, tmp_path):
+    run_cli_campaign(demo_clip, demo_reference[0], tmp_path, 12)
+
+
+def test_a_store_with_a_version_1_committer_state_resumes(tmp_path):
+    """Stores written before the committer's state had full names hold it abbreviated (its held
+    frame's key too): the store reads it as the typed state and keeps the held frame's file."""
+    from test_online_commit import V1_STATE
+
+    store = Store(tmp_path / "store")
+    try:
+        src = store.sources.open(CAMERA, "clip.mp4", "fp", "fps=2").source_id
+        held_ref, stray = store.frames.ref(CAMERA, src, 1.0), store.frames.ref(CAMERA, src, 0.5)
+        for ref in (held_ref, stray):
+            store.frames.write(ref, np.full((8, 8, 3), 128, np.uint8), 90)
+        with store.db.transaction() as conn:
+            conn.execute("INSERT INTO commit_state VALUES (?, ?)", (CAMERA, V1_STATE.replace('"s": 3', f'"s": {src}')))
+        state = load_state(store, CAMERA)
+        assert state.held.key.source_id == src and state.held.key.t_rel == 1.0 and state.held.key.width == 64
+        assert sweep_source(store, CAMERA, src) == 1
+        assert (store.root / held_ref).is_file() and not (store.root / stray).exists()
+    finally:
+        store.close()
+    with Engine(tmp_path / "store", CFG, device="cpu") as eng:  # the pipeline adopts it (dim 4 here)
+        assert eng._pipe().semantic._committer(CAMERA).pending

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from vam_engine.config import CommitConfig
-from vam_engine.index import CommitInputError, Decision, OnlineCommitter, otsu_threshold
+from vam_engine.index import CommitInputError, CommitterState, Decision, OnlineCommitter, otsu_threshold
 
 D = 16
 
@@ -283,18 +283,18 @@ def test_adaptive_thresholds_kick_in_after_min_history():
         decisions += c.push(t, e, i)
         st = c.state()
         tau_d, tau_e = c.thresholds()
-        if len(st["dedup_hist"]) < cfg.min_history:
+        if len(st.dedup_history) < cfg.min_history:
             assert tau_d == fallback[0]
         else:
             assert tau_d != fallback[0] and 0.02 <= tau_d <= 0.5
-        if len(st["event_hist"]) < cfg.min_history:
+        if len(st.event_history) < cfg.min_history:
             assert tau_e == fallback[1]
         else:
             assert tau_e != fallback[1] and 0.02 <= tau_e <= 0.5
     decisions += c.finish()
     tau_d, tau_e = c.thresholds()
     assert 0.2 < tau_d < 0.45  # between the in-scene and the cross-scene distances
-    assert len(c.state()["event_hist"]) >= cfg.min_history
+    assert len(c.state().event_history) >= cfg.min_history
     # under the fallback (0.12) in-scene noise counts as new content: nearly everything is kept early;
     # with the adaptive threshold the middle of each scene is dropped
     early = [d for d in decisions if d.key < cfg.min_history]
@@ -339,7 +339,7 @@ def test_restart_from_json_state_is_identical(cfg):
         out = []
         for i in range(cut):
             out += a.push(ts[i], embs[i], keys[i])
-        state = json.loads(json.dumps(a.state()))
+        state = CommitterState.from_json(json.loads(json.dumps(a.state().to_json())))
         b = OnlineCommitter(cfg, state=state)
         assert b.thresholds() == a.thresholds()
         for i in range(cut, len(ts)):
@@ -352,7 +352,7 @@ def test_state_needs_json_keys():
     c = OnlineCommitter(CommitConfig())
     e = unit(np.ones(D)).astype(np.float32)
     c.push(0.0, e, object())  # kept at once: its key is not stored
-    json.dumps(c.state())
+    json.dumps(c.state().to_json())
     c.push(1.0, e, object())  # held
     with pytest.raises(ValueError, match="JSON"):
         c.state()
@@ -366,7 +366,7 @@ def test_bad_input_names_t_and_leaves_state_unchanged():
     out = []
     for i in range(3):
         out += c.push(ts[i], embs[i], i)
-    before = json.dumps(c.state())
+    before = json.dumps(c.state().to_json())
     nan = embs[3].copy()
     nan[2] = np.nan
     inf = embs[3].copy()
@@ -387,7 +387,7 @@ def test_bad_input_names_t_and_leaves_state_unchanged():
             c.push(t, e, 3)
         assert isinstance(err.value, CommitInputError)
         assert f"t={t}" in str(err.value) or f"t={t!r}" in str(err.value)
-        assert json.dumps(c.state()) == before
+        assert json.dumps(c.state().to_json()) == before
     for i in range(3, len(ts)):  # the committer goes on as if the bad frames never came
         out += c.push(ts[i], embs[i], i)
     out += c.finish()
@@ -397,3 +397,48 @@ def test_bad_input_names_t_and_leaves_state_unchanged():
 def test_decision_fields():
     d = run(CommitConfig(), [1.0], [unit(np.ones(D)).astype(np.float32)])
     assert d == [Decision(t=1.0, key=0, kept=True, reason=None, event_start=True, distance=None)]
+
+
+# A version 1 state as stores written before the names were spelled out hold it (one camera's
+# committer with a held frame; its key is the pipeline's abbreviated key).
+V1_STATE = (
+    '{"version": 1, "dim": 4, "ref": [1.0, 0.0, 0.0, 0.0], "held": {"t": 1.0, "emb": [0.9925354803025696, '
+    '0.12153495677174321, 0.010127913064311935, 0.0], "key": {"s": 3, "t_rel": 1.0, "t_abs": null, "pts": 1000, '
+    '"w": 64, "h": 48, "g": [120.5, 30.25, 0.5, null]}, "d": 0.0074645196974304495}, "dedup_hist": '
+    '[0.005062810977501941, 0.0074645196974304495], "event_hist": [], "prev_dk": null, "event_t0": 0.0, '
+    '"last_kept_t": 0.0, "last_t": 1.0}')
+V1_EMBS = [[1, 0, 0, 0], [0.99, 0.1, 0, 0], [0.98, 0.12, 0.01, 0]]  # pushed at t = 0, 0.5, 1.0 before it was saved
+
+
+def test_a_version_1_state_resumes_as_if_never_stopped():
+    from vam_engine.index.stage import FrameKey, read_state
+    from vam_engine.memory.records import GateRecord
+
+    state = read_state(json.loads(V1_STATE))
+    assert state.held.key == FrameKey(3, 1.0, None, 1000, 64, 48, GateRecord(120.5, 30.25, 0.5, None, None))
+    assert state.held.t == 1.0 and state.last_t == 1.0 and len(state.dedup_history) == 2
+    later = [[0.5, 0.8, 0.3, 0.1], [0.49, 0.81, 0.3, 0.1], [0.0, 0.1, 0.9, 0.4]]
+    whole = OnlineCommitter(CommitConfig())
+    for i, e in enumerate(V1_EMBS):
+        whole.push(i * 0.5, np.array(e, float), ("key", i))
+    resumed = OnlineCommitter(CommitConfig(), state)
+    for k, e in enumerate(later):
+        t = 1.5 + 0.5 * k
+        a, b = whole.push(t, np.array(e, float), k), resumed.push(t, np.array(e, float), k)
+        assert [(d.t, d.kept, d.reason, d.event_start, d.distance) for d in a] == \
+               [(d.t, d.kept, d.reason, d.event_start, d.distance) for d in b]
+    # what it writes back uses the full names, and reads back to the same state
+    data = resumed.state().to_json()
+    assert data["version"] == 2 and "dedup_history" in data and "dedup_hist" not in data
+    again = read_state(json.loads(json.dumps(data)))
+    assert again.to_json() == data
+
+
+def test_a_bad_state_is_a_clear_error():
+    from vam_engine.errors import VamError
+
+    for bad, problem in ((dict(json.loads(V1_STATE), version=7), "version 7"),
+                         ({"version": 2}, "KeyError"),
+                         (dict(json.loads(V1_STATE), dim=5), "dim")):
+        with pytest.raises(VamError, match=problem):
+            OnlineCommitter(CommitConfig(), CommitterState.from_json(bad))

@@ -42,6 +42,7 @@ from .memory.vector_memory import VectorMemory
 from .memory.writer_lock import WriterLock
 from .engine_roles import ClaimingSummarizer, WatchedModel, load_config, retain_store
 from .llm import describe_llm, make_llm
+from .index.stage import sweep_source
 from .pipeline import IndexPipeline, Progress, SourceReport, fingerprint
 
 if TYPE_CHECKING:
@@ -281,7 +282,7 @@ class Engine:
                                        skip_gops=ing.skip_gops, threads=ing.decode_threads)
                 state = self.store.sources.open(cam, uri, fp, sampling)
                 if rep.resumed_from is not None:
-                    self.store.sources.sweep_files(state.source_id)
+                    sweep_source(self.store, cam, state.source_id)
             except SourceError as e:
                 if on_open_error == "raise":
                     for _, dec in started:
@@ -314,12 +315,13 @@ class Engine:
         src_id, sampler, last = self._push_state(cam)
         if last[0] is not None and t <= last[0]:
             raise FrameError(f"camera {cam!r}: t={t} is not after the previous frame's t={last[0]}")
-        rgb, gray = _pushed_frame(cam, frame)
+        view = _pushed_view(cam, frame)
         last[0] = t
-        if isinstance(rgb, np.ndarray):  # every pushed frame feeds the present (it keeps 2 fps)
-            self.working.observe(cam, camera_time(float(t), t_abs), rgb)
+        if isinstance(view, np.ndarray):  # every pushed frame feeds the present (it copies what it keeps)
+            self.working.observe(cam, camera_time(float(t), t_abs), view)
         if not sampler.accept(float(t)):
-            return False
+            return False  # nothing copied or converted: most frames of a fast loop end here
+        rgb, gray = _own_frame(view)  # the caller may overwrite its buffer as soon as push returns
         f = Frame(cam, float(t), t_abs, None, gray, lambda: rgb)
         self._pipe().put_frame(f, src_id)
         return True
@@ -333,7 +335,7 @@ class Engine:
                 sampler = TickSampler(self.config.ingest.fps)
                 if state.progress_t is not None:
                     sampler.resume_after(state.progress_t)
-                    self.store.sources.sweep_files(state.source_id)
+                    sweep_source(self.store, cam, state.source_id)
                 st = (state.source_id, sampler, [state.progress_t])
                 self._push[cam] = st
         pipe.register(st[0], SourceReport(cam, f"push:{cam}", decoder="push"), None)
@@ -552,19 +554,16 @@ class Engine:
         return out
 
 
-def _pushed_frame(cam: str, frame):
-    """Validate a pushed frame; returns (rgb, gray) on the frame's own device."""
+def _pushed_view(cam: str, frame):
+    """Validate a pushed frame without copying it: the caller's numpy array (or a CPU tensor's
+    numpy view), or a CUDA tensor. It may change after ``push`` returns: see ``_own_frame``."""
     if hasattr(frame, "detach") and hasattr(frame, "device"):  # torch tensor
         t = frame.detach()
         if t.dtype.is_floating_point or t.ndim != 3 or t.shape[-1] != 3 or str(t.dtype) != "torch.uint8":
             raise FrameError(f"camera {cam!r}: pushed tensor must be H x W x 3 uint8, got {t.dtype} {tuple(t.shape)}")
         if t.device.type == "cuda":
-            import torch
-
-            w = torch.tensor([4899, 9617, 1868], device=t.device, dtype=torch.int32)
-            gray = ((t.int() * w).sum(-1) + 8192).bitwise_right_shift(14).to(t.dtype)
-            return t.contiguous(), gray
-        frame = t.cpu().numpy()
+            return t
+        frame = t.cpu().numpy()  # shares the tensor's memory
     if not isinstance(frame, np.ndarray):
         raise FrameError(f"camera {cam!r}: pushed frame must be a numpy array or torch tensor, got {type(frame).__name__}")
     if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
@@ -572,7 +571,20 @@ def _pushed_frame(cam: str, frame):
     h, w = frame.shape[:2]
     if h < 2 or w < 2 or h > 16384 or w > 16384:
         raise FrameError(f"camera {cam!r}: pushed frame has absurd dimensions {w}x{h}")
-    rgb = np.ascontiguousarray(frame)
+    return frame
+
+
+def _own_frame(view):
+    """(rgb, gray) of a sampled frame, both copies on the frame's own device: the gates and the
+    JPEG writer read them later, on other threads, while camera drivers reuse their buffers."""
+    if not isinstance(view, np.ndarray):  # a CUDA tensor
+        import torch
+
+        rgb = view.clone(memory_format=torch.contiguous_format)
+        w = torch.tensor([4899, 9617, 1868], device=rgb.device, dtype=torch.int32)
+        gray = ((rgb.int() * w).sum(-1) + 8192).bitwise_right_shift(14).to(rgb.dtype)
+        return rgb, gray
+    rgb = np.array(view, order="C", copy=True)
     return rgb, rgb_to_gray(rgb)
 
 

@@ -26,6 +26,7 @@ from .gate.cascade import GateCascade
 from .ingest import Frame
 from .index.stage import SemanticStage
 from .memory.commit import CommitBatch
+from .memory.records import GateReference, GateSample
 from .memory.store import Store
 
 
@@ -287,7 +288,7 @@ class IndexPipeline:
             try:
                 for w in writes:
                     w.result()  # every file is in place before its row commits
-                batch.refs = {cam: (t, _host(g)) for cam, (t, g) in batch.refs.items()}
+                batch.refs = {cam: GateReference(r.t, _host(r.gray)) for cam, r in batch.refs.items()}
                 self.store.commit(batch)
                 if self.after_commit is not None:
                     self.after_commit()
@@ -330,14 +331,13 @@ class IndexPipeline:
                 src.last_t = f.t_rel
                 touched.add(src)
                 if self.cfg.store.record_samples:
-                    batch.samples.append((cam, it.source_id, f.t_rel, rec.lap_var, rec.mad, rec.ssim,
-                                          rec.hist_corr, rec.dropped_by))
+                    batch.samples.append(GateSample(cam, it.source_id, f.t_rel, rec))
                 batch.progress[it.source_id] = f.t_rel
                 if rec.dropped_by is not None:
                     rep.dropped[rec.dropped_by] += 1
                     continue
                 passed.append((f, it.source_id, rec))
-                batch.refs[cam] = (f.t_rel, f.gray)
+                batch.refs[cam] = GateReference(f.t_rel, f.gray)
         decisions = self.semantic.process(passed, batch, writes)
         for end in ends:
             src = self._sources[end.source_id]

@@ -43,12 +43,14 @@ Rules as implemented (``d(a, b) = 1 - cos(a, b)``):
    span more than ``max_event_s``, and a static scene still gets a kept frame at least about every
    ``max_event_s``.
 
-``state()`` returns a JSON-serializable dict (plain lists of floats) with everything needed to
-continue identically: reference, held frame (t, embedding, key, distance), both histories, the last
-consecutive-kept distance, the open event's start, the last kept and last pushed ``t``. Keys are
-echoed back unchanged and are not stored, except the held frame's key, which ``state()`` must
-serialize: keys must therefore be JSON-serializable (str, int, float, bool, None, lists/dicts of
-those) when ``state()`` is used; a JSON round trip turns tuples into lists.
+``state()`` returns a :class:`CommitterState` with everything needed to continue identically:
+reference, held frame (t, embedding, key, distance), both histories, the last consecutive-kept
+distance, the open event's start, the last kept and last pushed ``t``; ``to_json()`` /
+``from_json()`` turn it into JSON with full field names (and read the version 1 layout, whose
+names were abbreviated). Keys are echoed back unchanged and are not stored, except the held
+frame's key, which ``state()`` must serialize: a key must be JSON-serializable (str, int, float,
+bool, None, lists/dicts of those; a JSON round trip turns tuples into lists) or have a
+``to_json()`` giving such a value, read back by the ``key_from_json`` given to ``from_json``.
 Bad input (non-finite or zero embedding, wrong shape, a dimension change, non-finite or
 non-increasing ``t``) raises :class:`CommitInputError` (a ``ValueError``) naming ``t`` and the
 problem, and leaves the committer unchanged.
@@ -59,7 +61,7 @@ import json
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -69,7 +71,7 @@ from .otsu import otsu_threshold
 
 ADAPTIVE_MIN = 0.02
 ADAPTIVE_MAX = 0.5
-STATE_VERSION = 1
+STATE_VERSION = 2  # 1: the same state under abbreviated names (read, never written)
 
 
 class CommitInputError(VamError, ValueError):
@@ -86,24 +88,89 @@ class Decision:
     distance: float | None  # cosine distance to the reference the decision used; None for the first frame
 
 
-@dataclass
-class _Held:
+@dataclass(frozen=True)
+class HeldFrame:
+    """The newest frame of a run of similar frames: its decision waits for the next frame."""
+
     t: float
-    emb: np.ndarray
+    embedding: np.ndarray  # float64, unit norm
     key: Any
-    d: float
+    distance: float  # to the reference, as its decision will report it
+
+
+def _key_to_json(key: Any) -> Any:
+    return key.to_json() if hasattr(key, "to_json") else key
+
+
+@dataclass(frozen=True)
+class CommitterState:
+    """A committer's persisted state (``OnlineCommitter.state()``); see the module docstring."""
+
+    dim: int | None = None
+    reference: np.ndarray | None = None  # float64, unit norm: the last kept frame
+    held: HeldFrame | None = None
+    dedup_history: tuple[float, ...] = ()
+    event_history: tuple[float, ...] = ()
+    prev_kept_distance: float | None = None  # d_{k-1}
+    event_t0: float | None = None
+    last_kept_t: float | None = None
+    last_t: float | None = None
+
+    def to_json(self) -> dict:
+        h = self.held
+        return {
+            "version": STATE_VERSION,
+            "dim": self.dim,
+            "reference": None if self.reference is None else self.reference.tolist(),
+            "held": None if h is None else {"t": h.t, "embedding": h.embedding.tolist(),
+                                            "key": _key_to_json(h.key), "distance": h.distance},
+            "dedup_history": list(self.dedup_history),
+            "event_history": list(self.event_history),
+            "prev_kept_distance": self.prev_kept_distance,
+            "event_t0": self.event_t0,
+            "last_kept_t": self.last_kept_t,
+            "last_t": self.last_t,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict, key_from_json: Callable[[Any], Any] | None = None) -> "CommitterState":
+        """Read ``to_json()``'s output, or a version 1 state (stores written before names were
+        spelled out). Raises VamError naming the problem."""
+        try:
+            version = data.get("version")
+            if version not in (1, STATE_VERSION):
+                raise ValueError(f"unknown state version {version!r}")
+            old = version == 1
+            name = (lambda new, v1: v1 if old else new)  # noqa: E731
+            opt = lambda x: None if x is None else float(x)  # noqa: E731
+            held = None
+            h = data["held"]
+            if h is not None:
+                key = h["key"] if key_from_json is None else key_from_json(h["key"])
+                held = HeldFrame(float(h["t"]), np.asarray(h[name("embedding", "emb")], dtype=np.float64), key,
+                                 float(h[name("distance", "d")]))
+            ref = data[name("reference", "ref")]
+            return cls(dim=None if data["dim"] is None else int(data["dim"]),
+                       reference=None if ref is None else np.asarray(ref, dtype=np.float64), held=held,
+                       dedup_history=tuple(float(x) for x in data[name("dedup_history", "dedup_hist")]),
+                       event_history=tuple(float(x) for x in data[name("event_history", "event_hist")]),
+                       prev_kept_distance=opt(data[name("prev_kept_distance", "prev_dk")]),
+                       event_t0=opt(data["event_t0"]), last_kept_t=opt(data["last_kept_t"]),
+                       last_t=opt(data["last_t"]))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise VamError(f"invalid committer state: {type(exc).__name__}: {exc}") from None
 
 
 class OnlineCommitter:
     """Per-camera online commit; see the module docstring for the exact rules."""
 
-    def __init__(self, cfg: CommitConfig | None = None, state: dict | None = None):
+    def __init__(self, cfg: CommitConfig | None = None, state: CommitterState | None = None):
         self.cfg = cfg if cfg is not None else CommitConfig()
         self._dedup_fb = 1.0 - float(self.cfg.dedup_fallback_sim)
         self._event_fb = 1.0 - float(self.cfg.event_fallback_sim)
         self._dim: int | None = None
         self._ref: np.ndarray | None = None
-        self._held: _Held | None = None
+        self._held: HeldFrame | None = None
         self._dedup_hist: deque[float] = deque(maxlen=self.cfg.window)
         self._event_hist: deque[float] = deque(maxlen=self.cfg.window)
         self._prev_dk: float | None = None  # d_{k-1}: distance of the last kept frame to the one before
@@ -173,7 +240,7 @@ class OnlineCommitter:
     def _keep_held(self) -> Decision:
         h = self._held
         self._held = None
-        return self._keep(h.t, h.emb, h.key, h.d)
+        return self._keep(h.t, h.embedding, h.key, h.distance)
 
     def push(self, t: float, emb: np.ndarray, key: Any = None) -> list[Decision]:
         """Add one frame; returns the decisions that became final (the held frame's and/or this one's)."""
@@ -189,8 +256,9 @@ class OnlineCommitter:
         if not forced and d < tau_d:  # redundant: hold it, drop the previously held one
             if self._held is not None:
                 h = self._held
-                out.append(Decision(t=h.t, key=h.key, kept=False, reason="dedup", event_start=False, distance=h.d))
-            self._held = _Held(t, e, key, d)
+                out.append(Decision(t=h.t, key=h.key, kept=False, reason="dedup", event_start=False,
+                                    distance=h.distance))
+            self._held = HeldFrame(t, e, key, d)
             self._dedup_hist.append(d)
             return out
         if self._held is not None:  # the run ends: keep its last frame, it becomes the reference
@@ -198,7 +266,7 @@ class OnlineCommitter:
             d = self._dist(e)
             forced = t - self._event_t0 > self.cfg.max_event_s
             if not forced and d < tau_d:
-                self._held = _Held(t, e, key, d)
+                self._held = HeldFrame(t, e, key, d)
                 self._dedup_hist.append(d)
                 return out
         self._dedup_hist.append(d)
@@ -228,51 +296,34 @@ class OnlineCommitter:
         return self._held is not None
 
     # -- persistence -----------------------------------------------------------------------------
-    def state(self) -> dict:
+    def state(self) -> CommitterState:
+        """A snapshot (later pushes do not change it), safe to serialize on another thread."""
         h = self._held
-        held = None
         if h is not None:
             try:
-                json.dumps(h.key)
+                json.dumps(_key_to_json(h.key))
             except (TypeError, ValueError) as exc:
                 raise CommitInputError(f"t={h.t}: the held frame's key {h.key!r} is not JSON-serializable "
                                        f"({exc}); keys must be JSON-serializable or None") from None
-            held = {"t": h.t, "emb": h.emb.tolist(), "key": h.key, "d": h.d}
-        return {
-            "version": STATE_VERSION,
-            "dim": self._dim,
-            "ref": None if self._ref is None else self._ref.tolist(),
-            "held": held,
-            "dedup_hist": list(self._dedup_hist),
-            "event_hist": list(self._event_hist),
-            "prev_dk": self._prev_dk,
-            "event_t0": self._event_t0,
-            "last_kept_t": self._last_kept_t,
-            "last_t": self._last_t,
-        }
+        return CommitterState(dim=self._dim, reference=self._ref, held=h,  # both replaced, never mutated
+                              dedup_history=tuple(self._dedup_hist), event_history=tuple(self._event_hist),
+                              prev_kept_distance=self._prev_dk, event_t0=self._event_t0,
+                              last_kept_t=self._last_kept_t, last_t=self._last_t)
 
-    def _load(self, s: dict) -> None:
-        try:
-            if s.get("version") != STATE_VERSION:
-                raise ValueError(f"unknown state version {s.get('version')!r}")
-            self._dim = None if s["dim"] is None else int(s["dim"])
-            self._ref = None if s["ref"] is None else np.asarray(s["ref"], dtype=np.float64)
-            if self._ref is not None and self._ref.shape != (self._dim,):
-                raise ValueError("reference does not match dim")
-            if s["held"] is not None:
-                h = s["held"]
-                emb = np.asarray(h["emb"], dtype=np.float64)
-                if emb.shape != (self._dim,) or self._ref is None:
-                    raise ValueError("held frame does not match dim")
-                self._held = _Held(float(h["t"]), emb, h["key"], float(h["d"]))
-            self._dedup_hist.extend(float(x) for x in s["dedup_hist"])
-            self._event_hist.extend(float(x) for x in s["event_hist"])
-            opt = lambda x: None if x is None else float(x)  # noqa: E731
-            self._prev_dk = opt(s["prev_dk"])
-            self._event_t0 = opt(s["event_t0"])
-            self._last_kept_t = opt(s["last_kept_t"])
-            self._last_t = opt(s["last_t"])
-            if self._ref is not None and self._event_t0 is None:
-                raise ValueError("a reference without an open event")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise VamError(f"invalid committer state: {exc}") from None
+    def _load(self, s: CommitterState) -> None:
+        if not isinstance(s, CommitterState):
+            raise TypeError(f"state must be a CommitterState (see CommitterState.from_json), got {type(s).__name__}")
+        problem = None
+        if s.reference is not None and s.reference.shape != (s.dim,):
+            problem = "reference does not match dim"
+        elif s.held is not None and (s.reference is None or s.held.embedding.shape != (s.dim,)):
+            problem = "held frame does not match dim"
+        elif s.reference is not None and s.event_t0 is None:
+            problem = "a reference without an open event"
+        if problem is not None:
+            raise VamError(f"invalid committer state: {problem}")
+        self._dim, self._ref, self._held = s.dim, s.reference, s.held
+        self._dedup_hist.extend(s.dedup_history)
+        self._event_hist.extend(s.event_history)
+        self._prev_dk, self._event_t0 = s.prev_kept_distance, s.event_t0
+        self._last_kept_t, self._last_t = s.last_kept_t, s.last_t

@@ -10,26 +10,76 @@ from __future__ import annotations
 
 from collections import defaultdict
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..config import EngineConfig
-from ..memory.records import GateRecord
+from ..gate.records import GateRecord
 from ..memory.commit import CommitBatch
-from ..memory.records import PendingMoment
+from ..memory.records import GateSample, PendingMoment
 from ..memory.store import Store
-from .online import OnlineCommitter
+from .online import CommitterState, OnlineCommitter
 
 
-def _key(frame, source_id: int, rec: GateRecord) -> dict:
-    """What the committer echoes back, JSON-serializable (it is saved with a held frame)."""
+@dataclass(frozen=True)
+class FrameKey:
+    """What the committer echoes back for a frame; saved with a held frame (``to_json``)."""
+
+    source_id: int
+    t_rel: float
+    t_abs: float | None
+    pts: int | None
+    width: int
+    height: int
+    gate: GateRecord  # the image gates' statistics (it passed them: dropped_by is None)
+
+    def to_json(self) -> dict:
+        g = self.gate
+        return {"source_id": self.source_id, "t_rel": self.t_rel, "t_abs": self.t_abs, "pts": self.pts,
+                "width": self.width, "height": self.height,
+                "gate": {"lap_var": g.lap_var, "mad": g.mad, "ssim": g.ssim, "hist_corr": g.hist_corr}}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "FrameKey":
+        """``to_json()``'s output, or the abbreviated key of version 1 states (s, w, h, g)."""
+        if "s" in d:  # version 1
+            g = d["g"]
+            return cls(int(d["s"]), float(d["t_rel"]), d["t_abs"], d["pts"], int(d["w"]), int(d["h"]),
+                       GateRecord(g[0], g[1], g[2], g[3], None))
+        g = d["gate"]
+        return cls(int(d["source_id"]), float(d["t_rel"]), d["t_abs"], d["pts"], int(d["width"]), int(d["height"]),
+                   GateRecord(g["lap_var"], g["mad"], g["ssim"], g["hist_corr"], None))
+
+
+def read_state(data: dict) -> CommitterState:
+    """A committer state from its JSON form (either version)."""
+    return CommitterState.from_json(data, key_from_json=FrameKey.from_json)
+
+
+def load_state(store: Store, camera_id: str) -> CommitterState | None:
+    """A camera's committer state as last committed (None: the camera starts fresh)."""
+    data = store.sources.commit_state(camera_id)
+    return None if data is None else read_state(data)
+
+
+def sweep_source(store: Store, camera_id: str, source_id: int) -> int:
+    """Before resuming a source: remove its frame files that no row and no held frame
+    references (memory/sources.py: ``sweep_files``). Returns how many."""
+    state = load_state(store, camera_id)
+    held = state.held if state is not None else None
+    keep = ([store.frames.ref(camera_id, source_id, held.key.t_rel)]
+            if held is not None and held.key.source_id == source_id else [])
+    return store.sources.sweep_files(source_id, keep)
+
+
+def _key(frame, source_id: int, rec: GateRecord) -> FrameKey:
     h, w = frame.shape
-    return {"s": source_id, "t_rel": frame.t_rel, "t_abs": frame.t_abs, "pts": frame.pts, "w": w, "h": h,
-            "g": [rec.lap_var, rec.mad, rec.ssim, rec.hist_corr]}
+    return FrameKey(source_id, frame.t_rel, frame.t_abs, frame.pts, w, h, rec)
 
 
-def _ident(key: dict) -> tuple:
-    return key["s"], key["t_rel"]
+def _ident(key: FrameKey) -> tuple:
+    return key.source_id, key.t_rel
 
 
 class SemanticStage:
@@ -45,12 +95,12 @@ class SemanticStage:
     def _committer(self, cam: str) -> OnlineCommitter:
         c = self._committers.get(cam)
         if c is None:
-            state = self.store.sources.commit_state(cam)
+            state = load_state(self.store, cam)
             c = self._committers[cam] = OnlineCommitter(self.cfg.commit, state)
-            held = (state or {}).get("held")
+            held = state.held if state is not None else None
             if held is not None:  # held before a restart: its JPEG was written before that commit
-                sid, t_rel = _ident(held["key"])
-                self._payload[(sid, t_rel)] = {"rgb": None, "emb": np.asarray(held["emb"], np.float32),
+                sid, t_rel = _ident(held.key)
+                self._payload[(sid, t_rel)] = {"rgb": None, "emb": held.embedding.astype(np.float32),
                                                "written": True, "ref": self.store.frames.ref(cam, sid, t_rel)}
         return c
 
@@ -108,9 +158,10 @@ class SemanticStage:
         sid, t_rel = _ident(key)
         p = self._payload.pop((sid, t_rel), None)
         ref = self.store.frames.ref(cam, sid, t_rel)
-        lap, mad, ssim, hcorr = key["g"]
+        g = key.gate
         if not d.kept:
-            batch.samples.append((cam, sid, t_rel, lap, mad, ssim, hcorr, d.reason or "dedup"))
+            batch.samples.append(GateSample(cam, sid, t_rel, GateRecord(g.lap_var, g.mad, g.ssim, g.hist_corr,
+                                                                        d.reason or "dedup")))
             # Its file may exist even when this run never wrote it: a run killed after writing a
             # held frame but before the commit recording it leaves the file without any state.
             batch.discard_files.append(ref)
@@ -118,7 +169,6 @@ class SemanticStage:
         emb = p["emb"]
         if not p["written"]:
             writes.append(self.encoder.submit(self.store.frames.write, ref, p["rgb"], self.cfg.store.jpeg_quality))
-        batch.moments.append(PendingMoment(cam, sid, t_rel, key["t_abs"], key["pts"], ref, key["w"], key["h"],
-                                           GateRecord(lap, mad, ssim, hcorr, None), embedding=emb,
-                                           event_start=d.event_start))
+        batch.moments.append(PendingMoment(cam, sid, t_rel, key.t_abs, key.pts, ref, key.width, key.height, g,
+                                           embedding=emb, event_start=d.event_start))
         return sid, None

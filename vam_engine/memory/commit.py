@@ -10,14 +10,19 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from ..numerics import spread_evenly, unit
 from .db import Database
 from .frames import FrameFiles
-from .records import PendingMoment
+from .records import GateReference, GateSample, PendingMoment
 from .vector_table import VectorChange, put_vector, vectors_by_id
+
+
+class SavedState(Protocol):
+    def to_json(self) -> dict: ...
 
 
 def _nan_to_none(x: float | None) -> float | None:
@@ -27,11 +32,12 @@ def _nan_to_none(x: float | None) -> float | None:
 @dataclass
 class CommitBatch:
     moments: list[PendingMoment] = field(default_factory=list)
-    samples: list[tuple] = field(default_factory=list)  # (camera, source, t_rel, lap, mad, ssim, hist, dropped_by)
+    samples: list[GateSample] = field(default_factory=list)
     progress: dict[int, float] = field(default_factory=dict)  # source_id -> progress_t
-    refs: dict[str, tuple[float, np.ndarray]] = field(default_factory=dict)  # camera -> (t, gray)
+    refs: dict[str, GateReference] = field(default_factory=dict)  # camera -> its gate reference
     finished: set[int] = field(default_factory=set)  # sources that reached their end
-    commit_states: dict[str, dict] = field(default_factory=dict)  # camera -> online committer state
+    # camera -> the online committer's state (index/online.py: anything with ``to_json()``)
+    commit_states: dict[str, "SavedState"] = field(default_factory=dict)
     close_events: set[str] = field(default_factory=set)  # cameras whose open event ends here
     discard_files: list[str] = field(default_factory=list)  # files of held frames later dropped
 
@@ -68,12 +74,14 @@ class Committer:
                 continue  # committed before (a resumed run repeats nothing)
             self._link_moment(conn, cur.lastrowid, m, changes)
         conn.executemany("INSERT OR REPLACE INTO samples VALUES (?,?,?,?,?,?,?,?)",
-                         [s[:3] + tuple(_nan_to_none(x) for x in s[3:7]) + s[7:] for s in batch.samples])
-        for cam, (t, gray) in batch.refs.items():
+                         [(s.camera_id, s.source_id, s.t_rel, _nan_to_none(s.gate.lap_var), _nan_to_none(s.gate.mad),
+                           _nan_to_none(s.gate.ssim), _nan_to_none(s.gate.hist_corr), s.gate.dropped_by)
+                          for s in batch.samples])
+        for cam, ref in batch.refs.items():
             conn.execute("UPDATE cameras SET ref_t=?, ref_shape=?, ref_gray=? WHERE camera_id=?",
-                         (t, json.dumps(list(gray.shape)), np.ascontiguousarray(gray).tobytes(), cam))
+                         (ref.t, json.dumps(list(ref.gray.shape)), np.ascontiguousarray(ref.gray).tobytes(), cam))
         for cam, state in batch.commit_states.items():
-            conn.execute("INSERT OR REPLACE INTO commit_state VALUES (?, ?)", (cam, json.dumps(state)))
+            conn.execute("INSERT OR REPLACE INTO commit_state VALUES (?, ?)", (cam, json.dumps(state.to_json())))
         for cam in batch.close_events:
             self._close_open_event(conn, cam, changes)
         for sid, t in batch.progress.items():

@@ -112,10 +112,14 @@ class MomentRepository:
 
     # -- retention -----------------------------------------------------------------------------
     def retention_rows(self, camera_id: str):
+        """Every moment of the camera by time. A moment of the camera's open event counts as
+        protected: its event's keyframes are picked when it closes, and a pass that thinned it
+        first (a resumed ``index`` runs one at once) would keep less than an uninterrupted run."""
         from .retention import RetentionRow
 
         rows = self.db.conn().execute(
-            "SELECT moment_id, t, tier, protected, frame_ref, nbytes FROM moments WHERE camera_id=? ORDER BY t",
+            "SELECT m.moment_id, m.t, m.tier, m.protected OR COALESCE(e.closed=0, 0), m.frame_ref, m.nbytes"
+            " FROM moments m LEFT JOIN events e ON e.event_id=m.event_id WHERE m.camera_id=? ORDER BY m.t",
             (camera_id,)).fetchall()
         last = len(rows) - 1
         return [RetentionRow(r[0], r[1], r[2], bool(r[3]) or i == last, self.root / r[4], r[5] or 0)

@@ -9,8 +9,8 @@ import numpy as np
 from ..gate.records import GateRecord
 
 __all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary",
-           "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "camera_time",
-           "is_absolute_time"]
+           "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "GateSample",
+           "GateReference", "camera_time", "is_absolute_time"]
 
 
 # -- camera-axis time -----------------------------------------------------------------------------
@@ -204,3 +204,23 @@ class Deletion:
     summaries: int
     vectors: int
     cameras: tuple[str, ...]  # the cameras whose references restart
+
+
+@dataclass(frozen=True)
+class GateSample:
+    """One sample's gate decision as the commit path records it (the ``samples`` table): the
+    image gates' statistics and what dropped it (an image gate or "dedup"; None: kept)."""
+
+    camera_id: str
+    source_id: int
+    t_rel: float
+    gate: GateRecord
+
+
+@dataclass(frozen=True)
+class GateReference:
+    """A camera's gate reference as committed: the last frame the image gates kept (its t_rel
+    and H x W uint8 luma). A resumed run compares its first samples against it."""
+
+    t: float
+    gray: object  # numpy on the commit path; the gate thread may hold a CUDA tensor until then

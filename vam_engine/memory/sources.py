@@ -50,7 +50,8 @@ class SourceRepository:
         return row[0], np.frombuffer(row[2], np.uint8).reshape(h, w).copy()
 
     def commit_state(self, camera_id: str) -> dict | None:
-        """The camera's online committer state as last committed (its JSON form)."""
+        """The camera's online committer state as last committed, in its JSON form (decoded by
+        index/stage.py: the committer's records belong to index/)."""
         row = self.db.conn().execute("SELECT state FROM commit_state WHERE camera_id=?", (camera_id,)).fetchone()
         return None if row is None else json.loads(row[0])
 
@@ -65,21 +66,19 @@ class SourceRepository:
                 raise StoreError(f"{self.frames.root}: this store's {role.replace('_', ' ')} is {row[0]!r}; the config "
                                  f"asks for {model_id!r} (vectors of different models cannot be searched together)")
 
-    def sweep_files(self, source_id: int) -> int:
-        """Before resuming a source: remove its frame files that no row and no held frame
-        references. A kill can leave them between a file's write and the commit recording it, or
-        between a commit that drops a held frame and the removal of its file. Returns how many."""
+    def sweep_files(self, source_id: int, keep=()) -> int:
+        """Before resuming a source: remove its frame files that no row references, except
+        ``keep`` (the camera's held frame, which the committer decides later). A kill can leave
+        such files between a file's write and the commit recording it, or between a commit that
+        drops a held frame and the removal of its file. Returns how many."""
         conn = self.db.conn()
         row = conn.execute("SELECT camera_id FROM sources WHERE source_id=?", (source_id,)).fetchone()
         if row is None:
             return 0
-        cam = row[0]
-        keep = {r[0] for r in conn.execute("SELECT frame_ref FROM moments WHERE source_id=?", (source_id,))}
-        held = (self.commit_state(cam) or {}).get("held")
-        if held is not None and held["key"]["s"] == source_id:
-            keep.add(self.frames.ref(cam, source_id, held["key"]["t_rel"]))
+        keep = set(keep) | {r[0] for r in conn.execute("SELECT frame_ref FROM moments WHERE source_id=?",
+                                                      (source_id,))}
         removed = 0
-        for ref in self.frames.source_files(cam, source_id):
+        for ref in self.frames.source_files(row[0], source_id):
             if ref not in keep:
                 self.frames.unlink(ref)
                 removed += 1

@@ -1,0 +1,100 @@
+"""``Engine.push`` from a camera driver that reuses one buffer: what is stored is what was
+pushed, and frames the sampler rejects cost no copy and no conversion."""
+import numpy as np
+import pytest
+from _clips import code_frame, read_code
+from PIL import Image
+
+from vam_engine import engine as engine_module
+from vam_engine.engine import Engine
+
+CFG = {"ingest": {"fps": 2.0}}
+N = 8
+
+
+def pushed(i: int) -> np.ndarray:
+    """Frame i: its index in code blocks over a texture, tinted with a colour of its own (so the
+    semantic dedup keeps most of them)."""
+    img = code_frame(i, seed=7).astype(np.int16)
+    tint = np.array([(i * 97) % 160 - 80, (i * 53) % 160 - 80, (i * 31) % 160 - 80], np.int16)
+    img[img.shape[0] // 3:] += tint
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def push_through_one_buffer(eng, camera, buffer, write):
+    """Push N sampled frames (t = 0, 0.5, ...) and between them N frames the 2 fps sampler
+    rejects, all through ``buffer``, overwritten with white right after each push."""
+    sampled = []
+    for i in range(N):
+        for t, frame in ((i * 0.5, pushed(i)), (i * 0.5 + 0.25, pushed(100 + i))):
+            write(buffer, frame)
+            sampled.append(eng.push(camera, buffer, t))
+            write(buffer, np.full_like(frame, 255))
+    eng.end_push(camera)  # decides the held frame: every kept frame is stored
+    return sampled
+
+
+def small(img: np.ndarray) -> np.ndarray:
+    """8 x 8 pixel block means, flattened: JPEG keeps these, not the pixel noise."""
+    h, w = img.shape[0] // 8 * 8, img.shape[1] // 8 * 8
+    return img[:h, :w].reshape(h // 8, 8, w // 8, 8, -1).mean(axis=(1, 3)).ravel()
+
+
+def check_stored(eng, camera):
+    ms = eng.moments(camera)
+    assert len(ms) >= N // 2, "the tinted frames should mostly be kept"
+    for m in ms:
+        i = round(m.t_rel / 0.5)
+        assert m.t_rel == i * 0.5
+        with Image.open(m.frame_path) as im:
+            got = np.asarray(im.convert("RGB"), np.float32)
+        want = pushed(i).astype(np.float32)
+        assert read_code(got) == i, f"t={m.t_rel}: the JPEG shows another frame"
+        assert np.abs(got.mean(axis=(0, 1)) - want.mean(axis=(0, 1))).max() < 4, f"t={m.t_rel}: colour differs"
+        assert np.corrcoef(small(got), small(want))[0, 1] > 0.95, f"t={m.t_rel}: the picture differs"
+
+
+def count_gray_conversions(monkeypatch):
+    calls = []
+    real = engine_module.rgb_to_gray
+    monkeypatch.setattr(engine_module, "rgb_to_gray", lambda rgb: calls.append(1) or real(rgb))
+    return calls
+
+
+def test_a_reused_numpy_buffer_stores_the_frames_pushed(tmp_path, monkeypatch):
+    conversions = count_gray_conversions(monkeypatch)
+    buffer = np.empty_like(pushed(0))
+    with Engine(tmp_path / "store", CFG, device="cpu") as eng:
+        sampled = push_through_one_buffer(eng, "robot", buffer, np.copyto)
+        assert sampled == [True, False] * N
+        assert len(conversions) == N, "only sampled frames are converted to gray"
+        check_stored(eng, "robot")
+        # the present (working memory) copied what it kept before the buffer was overwritten
+        short, medium = eng.working.window("robot", N * 0.5)
+        assert short and medium
+        for arr, t in short + medium:
+            assert arr.mean() < 250 and read_code(arr) == (round(t / 0.5) if t * 4 % 2 == 0 else 100 + int(t / 0.5))
+
+
+def test_a_reused_torch_buffer_stores_the_frames_pushed(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    conversions = count_gray_conversions(monkeypatch)
+    buffer = torch.empty(pushed(0).shape, dtype=torch.uint8)
+    with Engine(tmp_path / "store", CFG, device="cpu") as eng:
+        sampled = push_through_one_buffer(eng, "robot", buffer, lambda b, f: b.copy_(torch.from_numpy(f)))
+        assert sampled == [True, False] * N
+        assert len(conversions) == N
+        check_stored(eng, "robot")
+
+
+def test_a_non_contiguous_view_is_accepted_and_copied(tmp_path):
+    big = np.ascontiguousarray(np.concatenate([pushed(0), pushed(1)], axis=1))
+    view = big[:, : pushed(0).shape[1]]  # the left half: strided rows
+    assert not view.flags.c_contiguous
+    with Engine(tmp_path / "store", CFG, device="cpu") as eng:
+        assert eng.push("cam", view, 0.0)
+        big[:] = 255
+        eng.end_push("cam")
+        (m,) = eng.moments("cam")
+        with Image.open(m.frame_path) as im:
+            assert read_code(np.asarray(im.convert("RGB"))) == 0
