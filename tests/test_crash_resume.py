@@ -10,6 +10,7 @@ Resuming must then finish with exactly the uninterrupted run's moments and gate 
 """
 import json
 import os
+from dataclasses import astuple
 import random
 import signal
 import subprocess
@@ -102,9 +103,10 @@ def reference(clip, tmp_path_factory):
 # -- checks -------------------------------------------------------------------------------------
 def same_log(got, want):
     """Gate records equal: times and decisions exactly, statistics to float precision."""
-    assert [(r[0], r[1], r[6]) for r in got] == [(r[0], r[1], r[6]) for r in want]
+    assert [(r.camera_id, r.t_rel, r.gate.dropped_by) for r in got] == \
+        [(r.camera_id, r.t_rel, r.gate.dropped_by) for r in want]
     for g, w in zip(got, want):
-        for a, b in zip(g[2:6], w[2:6]):
+        for a, b in zip(astuple(g.gate)[:4], astuple(w.gate)[:4]):
             assert (a is None and b is None) or a == pytest.approx(b, rel=1e-6, abs=1e-9), (g, w)
 
 
@@ -129,8 +131,8 @@ def check_consistent(store_dir, reference, frames_of=None):
             assert Path(store.root, store.frames.ref(src["camera_id"], src["source_id"], held)).is_file()
         vec_ids = {r[0] for r in store.vector_table.rows("frame")}
         assert vec_ids == {m.moment_id for m in ms}, "every row has its vector and every vector its row"
-        same_log([r for r in store.moments.gate_log() if r[1] != held],
-                 [r for r in want_log if r[1] <= done_up_to and r[1] != held])
+        same_log([r for r in store.moments.gate_log() if r.t_rel != held],
+                 [r for r in want_log if r.t_rel <= done_up_to and r.t_rel != held])
         for m in ms:
             assert Path(m.frame_path).is_file(), m.frame_path
             with Image.open(m.frame_path) as im:
@@ -202,9 +204,9 @@ def test_kill_9_at_random_points_then_resume_equals_an_uninterrupted_run(clip, r
     with Engine(store_dir, CFG, device="cpu") as eng:
         rep = eng.index_file(clip, camera_id=CAMERA)
         assert rep.resumed_from == progress[-1] and rep.failed is None
-        assert rep.sampled == sum(1 for r in reference[1] if r[1] > progress[-1])
+        assert rep.sampled == sum(1 for r in reference[1] if r.t_rel > progress[-1])
     p, done = check_consistent(store_dir, reference)
-    assert done and p == reference[1][-1][1]
+    assert done and p == reference[1][-1].t_rel
     store = Store(store_dir, create=False)
     try:
         ms = store.moments.list()

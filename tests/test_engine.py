@@ -73,15 +73,16 @@ def test_pushed_frames_are_sampled_gated_and_stored(tmp_path):
             eng.push("robot", rng.random((8, 8, 3)), 10.0)
     assert sum(sampled) == 8 + 4
     log = Store(tmp_path / "store").moments.gate_log("robot")
-    assert [r[1] for r in log] == [i * 0.5 for i in range(12)]
-    assert [r[6] for r in log[-3:]] == ["low_change"] * 3  # the static repeats
-    kept = [r[1] for r in log if r[6] is None]
+    assert [r.t_rel for r in log] == [i * 0.5 for i in range(12)]
+    assert [r.gate.dropped_by for r in log[-3:]] == ["low_change"] * 3  # the static repeats
+    kept = [r.t_rel for r in log if r.gate.dropped_by is None]
     assert [m.t_rel for m in ms] == kept[:len(ms)] and len(ms) >= len(kept) - 1  # the newest may be held
     with Engine(tmp_path / "store", {"ingest": {"fps": 2.0}}, device="cpu") as eng:
         eng.push("robot", static, 7.0)
         eng.end_push("robot")  # the stream ended: the held frame (a run's end) is decided
         ms = eng.moments("robot")
-    assert [m.t_rel for m in ms] == [r[1] for r in Store(tmp_path / "store").moments.gate_log("robot") if r[6] is None]
+    assert [m.t_rel for m in ms] == [r.t_rel for r in Store(tmp_path / "store").moments.gate_log("robot")
+                                         if r.gate.dropped_by is None]
 
 
 def test_push_accepts_torch_tensors(tmp_path):
@@ -154,7 +155,7 @@ def test_demo_clip_scenes_get_the_gates_they_were_made_for(tmp_path):
     starts = [t for t, _ in clip["scenes"]] + [clip["duration_s"]]
     by_kind = {}
     for (t0, kind), t1 in zip(clip["scenes"], starts[1:]):
-        by_kind.setdefault(kind, []).extend(r[6] for r in log if t0 <= r[1] < t1)
+        by_kind.setdefault(kind, []).extend(r.gate.dropped_by for r in log if t0 <= r.t_rel < t1)
     assert set(by_kind["pan"]) == {None}
     assert by_kind["static"][0] is None and set(by_kind["static"][1:]) == {"low_change"}
     assert by_kind["flicker"][0] is None and "ssim" in by_kind["flicker"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .db import Database, placeholders, select_in
 from .frames import FrameFiles
-from .records import CameraExtent, GateRecord, Moment
+from .records import CameraExtent, GateRecord, GateSample, Moment
 from .vector_table import drop_vectors
 
 _COLUMNS = ("moment_id, camera_id, t_rel, t_abs, frame_ref, width, height, lap_var, mad, ssim, hist_corr,"
@@ -84,14 +84,15 @@ class MomentRepository:
         first, last, absolute = self.db.conn().execute(sql, args).fetchone()
         return CameraExtent(first, last, bool(absolute))
 
-    def gate_log(self, camera_id: str | None = None) -> list[tuple]:
-        """Every gated sample: (camera, t_rel, lap_var, mad, ssim, hist_corr, dropped_by)."""
-        sql = "SELECT camera_id, t_rel, lap_var, mad, ssim, hist_corr, dropped_by FROM samples"
+    def gate_log(self, camera_id: str | None = None) -> list[GateSample]:
+        """Every gated sample, by camera and time: its statistics and what dropped it."""
+        sql = "SELECT camera_id, source_id, t_rel, lap_var, mad, ssim, hist_corr, dropped_by FROM samples"
         args: tuple = ()
         if camera_id is not None:
             sql += " WHERE camera_id = ?"
             args = (camera_id,)
-        return list(self.db.conn().execute(sql + " ORDER BY camera_id, t_rel", args))
+        return [GateSample(r[0], r[1], r[2], GateRecord(*r[3:8]))
+                for r in self.db.conn().execute(sql + " ORDER BY camera_id, t_rel", args)]
 
     def counts(self) -> dict:
         """Per camera moment counts and t_rel extents, samples per outcome, moments per tier."""
