@@ -164,11 +164,11 @@ def _unit_rows(torch, n: int, dim: int, device, seed: int, store_dtype, *, truth
 
 
 def _mirror_topk(torch, t, n: int):
-    """VectorSpace's device body over ``t``: vam_engine.memory.vectors._TorchRows.topk when it
+    """VectorSpace's device body over ``t``: vam_engine.memory.vector_bodies._TorchRows.topk when it
     exists (query chunks of 2^26 / n rows, fp16 matmul + torch.topk, results to the host), else
     the same computation written out here. Returns fn(q numpy M x dim, k) -> (scores, rows)."""
     try:
-        from vam_engine.memory.vectors import _TorchRows
+        from vam_engine.memory.vector_bodies import _TorchRows
 
         body = _TorchRows(t.shape[1], str(t.device), t.dtype)
         body.t = t

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vam_engine.memory.records import ABSOLUTE_TIME_MIN, camera_time, is_absolute_time
-from vam_engine.numerics import spread_evenly, unit, unit_rows
+from vam_engine.numerics import spread_evenly, unit
 
 
 # -- spread_evenly ---------------------------------------------------------------------------------
@@ -73,22 +73,6 @@ def test_unit_checks_the_dimension():
         unit(np.ones(3), "q", dim=4)
 
 
-def test_unit_rows():
-    m = np.array([[3.0, 4.0], [0.0, 2.0]])
-    u = unit_rows(m, "batch")
-    assert u.dtype == np.float32 and np.allclose(u, [[0.6, 0.8], [0.0, 1.0]]) and m[0, 0] == 3.0
-    assert unit_rows(np.zeros((0, 4)), "batch").shape == (0, 4)
-    with pytest.raises(ValueError, match=r"batch: zero vectors .* rows \[1\]"):
-        unit_rows([[1.0, 0.0], [0.0, 0.0]], "batch")
-    with pytest.raises(ValueError, match=r"batch: NaN or inf values in rows \[0, 2\]"):
-        unit_rows([[np.nan, 0.0], [1.0, 0.0], [1.0, np.inf]], "batch")
-    with pytest.raises(ValueError, match="batch: embeddings must be 2-D"):
-        unit_rows([1.0, 2.0], "batch")
-    with pytest.raises(ValueError, match="batch: embeddings have dimension 2, expected 3"):
-        unit_rows([[1.0, 2.0]], "batch", dim=3)
-
-
-# -- camera-axis time ------------------------------------------------------------------------------
 def test_camera_time_prefers_the_absolute_time():
     assert camera_time(12.5, None) == 12.5 and camera_time(12.5, 1_700_000_012.5) == 1_700_000_012.5
     assert camera_time(3, 0.0) == 0.0  # a known t_abs of 0 is still the absolute time

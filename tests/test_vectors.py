@@ -10,7 +10,7 @@ from conftest import cuda_available
 from _tolerances import VECTOR_RECALL_AT_10, VECTOR_TOP1_SCORE_ATOL
 from vam_engine.config import VectorConfig
 from vam_engine.errors import VamError
-from vam_engine.memory import vectors as V
+from vam_engine.memory import vector_bodies, vectors as V
 from vam_engine.memory.vectors import VectorError, VectorSpace
 
 try:
@@ -151,10 +151,10 @@ def test_allowed_filter_exact_paths(device, rng):
 
 def test_exact_blocks_merge(monkeypatch, rng):
     """Scans split into many blocks (scores and gathers) give the same exact answer."""
-    monkeypatch.setattr(V, "SCORE_BLOCK", 1 << 10)
-    monkeypatch.setattr(V, "GATHER_BLOCK", 1 << 10)
-    monkeypatch.setattr(V, "MIN_BLOCK", 64)
-    monkeypatch.setattr(V, "SINGLE_THREAD_MAX", 1 << 12)  # both the einsum and the BLAS branch
+    monkeypatch.setattr(vector_bodies, "SCORE_BLOCK", 1 << 10)
+    monkeypatch.setattr(vector_bodies, "GATHER_BLOCK", 1 << 10)
+    monkeypatch.setattr(vector_bodies, "MIN_BLOCK", 64)
+    monkeypatch.setattr(vector_bodies, "SINGLE_THREAD_MAX", 1 << 12)  # both the einsum and the BLAS branch
     x, ids, q = data(3000, 32, rng)
     sp = space("flat", 32)
     sp.add(ids, x)

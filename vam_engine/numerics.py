@@ -1,7 +1,7 @@
 """Small numeric helpers several modules share (one definition each, so they cannot drift).
 
 ``spread_evenly``: which k of n ordered items to keep (keyframes of an event, frames shown to a
-model). ``unit`` / ``unit_rows``: embeddings as unit vectors, with errors that name the input.
+model). ``unit``: an embedding as a unit vector, with errors that name the input.
 """
 from __future__ import annotations
 
@@ -50,30 +50,3 @@ def unit(v, what: str, *, dim: int | None = None) -> np.ndarray:
         raise ValueError(f"{what}: embedding is the zero vector (no direction to compare)")
     a = a / np.float32(scale)  # scaled first: huge components do not overflow the norm
     return (a / np.float32(np.linalg.norm(a))).astype(np.float32)
-
-
-def unit_rows(m, what: str, *, dim: int | None = None) -> np.ndarray:
-    """Each row of the 2-D ``m`` as a float32 unit vector (a new array). ValueError naming
-    ``what`` and the first bad rows when ``m`` is not 2-D numeric, has the wrong width, or a
-    row is non-finite or zero."""
-    try:
-        with np.errstate(over="ignore"):
-            a = np.asarray(m).astype(np.float32)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{what}: embeddings are not numeric ({e})") from None
-    if a.ndim != 2:
-        raise ValueError(f"{what}: embeddings must be 2-D (rows x dim), got shape {a.shape}")
-    if dim is not None and a.shape[1] != dim:
-        raise ValueError(f"{what}: embeddings have dimension {a.shape[1]}, expected {dim}")
-    if a.shape[1] == 0 and a.shape[0]:
-        raise ValueError(f"{what}: embeddings are empty (dimension 0)")
-    bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
-    if bad.size:
-        raise ValueError(f"{what}: NaN or inf values in rows {bad[:8].tolist()}")
-    scale = np.abs(a).max(axis=1) if a.shape[1] else np.zeros(len(a), np.float32)
-    zero = np.flatnonzero(~(scale > 0))
-    if zero.size:
-        raise ValueError(f"{what}: zero vectors (no direction to compare) in rows {zero[:8].tolist()}")
-    a /= scale[:, None]
-    a /= np.linalg.norm(a, axis=1)[:, None]
-    return a

@@ -6,26 +6,14 @@ import math
 
 import numpy as np
 
+from ..numerics import unit
 from .records import ForestNode
-from .vectors import SINGLE_THREAD_MAX
+from .vector_bodies import SINGLE_THREAD_MAX
 
 
 def _unit(v, dim: int | None, what: str) -> np.ndarray:
-    """``v`` as a read-only float32 unit vector; ValueError naming ``what`` when unusable."""
-    try:
-        a = np.asarray(v, dtype=np.float32).reshape(-1)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{what}: embedding is not a numeric vector ({e})") from None
-    if np.asarray(v).ndim != 1:
-        raise ValueError(f"{what}: embedding must be 1-D, got shape {np.asarray(v).shape}")
-    if dim is not None and a.shape[0] != dim:
-        raise ValueError(f"{what}: embedding has dimension {a.shape[0]}, the forest holds {dim}")
-    if a.shape[0] == 0 or not np.all(np.isfinite(a)):
-        raise ValueError(f"{what}: embedding is empty or not finite")
-    norm = float(np.linalg.norm(a))
-    if norm < 1e-12:
-        raise ValueError(f"{what}: embedding is the zero vector (no direction to compare)")
-    a = (a / norm).astype(np.float32)
+    """``v`` as a read-only float32 unit vector (shared by nodes and indexes, never mutated)."""
+    a = unit(v, what, dim=dim)
     a.flags.writeable = False
     return a
 
