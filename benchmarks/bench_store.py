@@ -211,7 +211,7 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
     blob = tiny_jpeg()
     store = Store(root)
     if what_if:
-        with store._conn() as c:
+        with store.db.conn() as c:
             for sql in WHAT_IF_SQL:
                 c.execute(sql)
     vm = VectorMemory(store.vector_table, store.root / "vectors", cfg)
@@ -220,7 +220,7 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
     # (the store's on_vectors callback), snapshots, and the store's event close.
     acc = {"apply": 0.0, "snapshot": 0.0, "close_event": 0.0}
     natural_snaps: list[dict] = []
-    apply, snapshot, close_event = vm.apply, vm.snapshot, store._close_open_event
+    apply, snapshot, close_event = vm.apply, vm.snapshot, store._committer._close_open_event
     n_committed = [0]
 
     def timed_apply(changes):
@@ -240,9 +240,9 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
         close_event(conn, cam, changes)
         acc["close_event"] += time.perf_counter() - t0
 
-    store.on_vectors = timed_apply
+    store.db.on_vectors = timed_apply
     vm.snapshot = timed_snapshot
-    store._close_open_event = timed_close
+    store._committer._close_open_event = timed_close
 
     src = store.sources.open(CAMERA, "bench://c", "fingerprint", "fps=0.5")
     gate = GateRecord(100.0, 30.0, 0.5, 0.7, None)
@@ -291,7 +291,7 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
             if n in checkpoints:
                 at[n] = checkpoint(store, vm, snapshot, root, cfg, n)
                 if what_if and n == checkpoints[0]:
-                    store._conn().execute("ANALYZE")
+                    store.db.conn().execute("ANALYZE")
                 print(f"  {label} {n:>9,} moments: reopen {at[n]['reopen_s']:.2f} s "
                       f"({at[n]['replayed']:,} log entries replayed), snapshot {at[n]['snapshot_s']:.2f} s, "
                       f"db {at[n]['db_bytes'] / 1e6:,.0f} MB, {now - t_start:.0f} s so far", flush=True)
@@ -337,7 +337,7 @@ def checkpoint(store, vm, snapshot, root: Path, cfg, n: int) -> dict:
     snapshot()
     snap = time.perf_counter() - t0
     changes_per_moment = seq / n  # every change ever logged (the log is pruned, seq is not)
-    plans = {k: " / ".join(r[3] for r in store._conn().execute("EXPLAIN QUERY PLAN " + q, a))
+    plans = {k: " / ".join(r[3] for r in store.db.conn().execute("EXPLAIN QUERY PLAN " + q, a))
              for k, (q, a) in PLAN_QUERIES.items()}
     db = sum(p.stat().st_size for p in root.glob("store.sqlite*"))
     idx = sum(p.stat().st_size for p in (root / "vectors").glob("*.index"))
