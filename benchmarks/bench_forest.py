@@ -48,8 +48,9 @@ from _common import print_table, write_json  # noqa: E402
 
 from vam_engine.config import ForestConfig  # noqa: E402
 from vam_engine.memory import Store  # noqa: E402
-from vam_engine.memory.forest import EventForest
-from vam_engine.memory.forest_nodes import ForestNodeRepository, reference_policy_depth  # noqa: E402
+from vam_engine.memory.forest import EventForest  # noqa: E402
+from vam_engine.memory.forest_check import reference_policy_depth  # noqa: E402
+from vam_engine.memory.forest_nodes import ForestNodeRepository  # noqa: E402
 
 
 def make_events(n: int, d: int, seed: int):

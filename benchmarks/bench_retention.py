@@ -200,7 +200,7 @@ def simulate(days: int, content_s: float, keep_rate: float, model: dict, *, seed
         every_pass_encodes += sum(v for k, v in rep.kept_per_tier.items() if k != tiers[0].name)
         peak_bytes = max(peak_bytes, rep.bytes_after or 0)
         t += pass_every_s
-    rows = store.moments.retention_rows("cam0")
+    rows = store.retention_rows("cam0")
     kept = {tr.name: 0 for tr in tiers}
     for r in rows:
         kept[r.tier] += 1
@@ -208,7 +208,7 @@ def simulate(days: int, content_s: float, keep_rate: float, model: dict, *, seed
     return {
         "keep_rate": keep_rate, "samples_0_5fps": n_samples, "gated": int(len(times)),
         "protected_gated": int(prot.sum()), "protected_kept": sum(r.protected for r in rows),
-        "kept": kept, "kept_total": len(rows), "bytes": store.moments.frame_bytes(), "peak_bytes": peak_bytes,
+        "kept": kept, "kept_total": len(rows), "bytes": store.frame_bytes(), "peak_bytes": peak_bytes,
         "bytes_no_retention": gated_bytes, "encodes": encodes, "encodes_total": sum(encodes.values()),
         "every_pass_encodes": every_pass_encodes, "passes": passes, "pass_s_total": pass_s,
         "gaps_s": dict(rep.gaps_s), "budget_bytes": budget_bytes, "budget_met": rep.budget_met,

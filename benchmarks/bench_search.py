@@ -47,7 +47,7 @@ from _common import (DeviceRun, add_device_args, fmt, host_timed, print_table, r
                      write_json)
 
 from vam_engine.config import VectorConfig  # noqa: E402
-from vam_engine.memory import vectors as V  # noqa: E402
+from vam_engine.memory import vector_bodies, vector_index, vectors as V  # noqa: E402
 
 
 def _unit(a: np.ndarray) -> np.ndarray:
@@ -403,7 +403,7 @@ def main(argv=None) -> int:
     if a.sizes:
         sizes = [int(float(v)) for v in a.sizes.split(",")]
     k, d = a.k, a.dim
-    faiss = V._faiss()
+    faiss = vector_bodies._faiss()
     bw = copy_bandwidth_gbs()
     print(f"vector search: d={d}, k={k}, sizes={sizes}, {a.queries} queries, faiss threads "
           f"{faiss.omp_get_max_threads()}, memory copy bandwidth {bw:.1f} GB/s (read + write)", flush=True)
@@ -477,7 +477,7 @@ def main(argv=None) -> int:
             bs = time.perf_counter() - t0
             if kind == "ivf":
                 nlist = sp.stats()["nlist"]
-                default = V.ivf_nprobe(nlist)
+                default = vector_index.ivf_nprobe(nlist)
                 sweep = sorted({p for p in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if p <= nlist} | {default})
                 attr, label = "nprobe", "nprobe"
             else:
@@ -523,7 +523,7 @@ def main(argv=None) -> int:
                            f"{s['recall@10']:.3f}", s["speedup_vs_numpy"]] for s in summary])
     path = write_json(a.json, {"args": vars(a), "memory_copy_gb_s": bw, "rows": rows, "target": summary,
                                "table": table, "target_table": stable,
-                               "defaults": {"hnsw_M": V.HNSW_M, "hnsw_ef_construction": V.HNSW_EF_CONSTRUCTION,
+                               "defaults": {"hnsw_M": vector_index.HNSW_M, "hnsw_ef_construction": vector_index.HNSW_EF_CONSTRUCTION,
                                             "hnsw_ef_search": V.HNSW_EF_SEARCH,
                                             "ivf_nprobe": "max(16, nlist/64)"},
                                "wall_s": time.perf_counter() - t_start})

@@ -47,7 +47,7 @@ from vam_engine.memory.commit import CommitBatch
 from vam_engine.memory.records import PendingMoment  # noqa: E402
 from vam_engine.memory.store import Store  # noqa: E402
 from vam_engine.memory.vector_memory import VectorMemory  # noqa: E402
-from vam_engine.reason.writer import MemoryWriter  # noqa: E402
+from vam_engine.reason.writer import MemoryWriter, WriterMemory  # noqa: E402
 
 DOC = " ".join(f"word{i % 37}" for i in range(60))
 GATE = GateRecord(100.0, 40.0, 0.2, float("nan"), None)
@@ -64,7 +64,8 @@ def run_rate(body: str, rate: float, seconds: float, batch: int, llm, texts) -> 
         store = Store(d)
         vectors = VectorMemory(store.vector_table, store.root / "vectors", cfg.vectors)
         forest = EventForest(ForestNodeRepository(store.db), cfg.forest)
-        writer = MemoryWriter(store, texts, llm, forest, cfg.writer.model_copy(update={"queue_events": 10**9}),
+        memory = WriterMemory(store.doc_queue, store.events, store.moments, store.summaries)
+        writer = MemoryWriter(memory, texts, llm, forest, cfg.writer.model_copy(update={"queue_events": 10**9}),
                               max_batch=batch).start()
         src = store.sources.open("cam", "bench", "bench", "bench").source_id
         rng = np.random.default_rng(0)
