@@ -197,11 +197,21 @@ def score(clip: Clip, run: Run) -> dict:
                        "lap_var": [round(x.lap_var, 2) for x in inside],
                        "mad": [None if x.mad is None else round(x.mad, 2) for x in inside]})
     per_kind = {kd: asdict(recall(k, segs, (kd,))) for kd in KINDS if kd != BLUR}
+    per_segment = []
+    for s in segs:  # every segment's outcome and statistics, for whoever tunes a gate on these clips
+        inside = [x for x in run.samples if s.contains(x.t)]
+        mads = [x.mad for x in inside if x.mad is not None]
+        ssims = [x.ssim for x in inside if x.ssim is not None]
+        per_segment.append({"kind": s.kind, "note": s.note, "t0": s.t0, "t1": s.t1,
+                            "kept": sum(s.contains(t) for t in k), "samples": len(inside),
+                            "lap_var_median": statistics.median([x.lap_var for x in inside]) if inside else None,
+                            "mad_median": statistics.median(mads) if mads else None,
+                            "ssim_median": statistics.median(ssims) if ssims else None})
     return {"must_keep": asdict(recall(k, segs, MUST_KEEP)), "small": asdict(recall(k, segs, SMALL)),
             "low_texture": asdict(recall(k, segs, (LOW_TEXTURE,))), "per_kind": per_kind,
             "blurred_kept": blurred_kept(k, segs), "kept": len(k),
             "kept_per_min": kept_per_minute(len(k), clip.duration_s), "sampled": len(run.samples),
-            "off_pts": bad, "pts_ok": not bad, "seconds": run.seconds, "missed": missed,
+            "off_pts": bad, "pts_ok": not bad, "seconds": run.seconds, "missed": missed, "segments": per_segment,
             "dropped_by": dict(Counter(x.dropped_by or "kept" for x in run.samples))}
 
 
@@ -417,7 +427,14 @@ def shots_sprite(p: Params) -> list:
     return shots
 
 
-FOG, NIGHT = (0.13, 205.0), (0.11, 8.0)  # haze(keep, veil): sharp, Laplacian variance well under 20
+FOG, NIGHT = (0.13, 205.0), (0.11, 8.0)  # haze(keep, veil) at 360p: sharp, Laplacian variance well under 20
+
+
+def _low(p: Params):
+    """(fog, night, zoom) for the frame size: smaller frames are sharper (a photograph shrunk has
+    more detail per pixel), so they get less contrast and a closer view to stay under 20."""
+    f = min(1.0, p.height / 360)
+    return (FOG[0] * f ** 0.5, FOG[1]), (NIGHT[0] * f ** 0.5, NIGHT[1]), 1 / f
 
 
 def _moon(h, w, zoom: float):
@@ -425,31 +442,33 @@ def _moon(h, w, zoom: float):
 
 
 def shots_low_texture(p: Params) -> list:
+    fog, night, zoom = _low(p)
     h, w, d = p.height, p.width, lambda s: _sec(p, s)
     a = syn.photo_strip(["astronaut", "coffee", "rocket", "camera"], int(h * 1.15))
-    fog_strip = syn.haze(a, *FOG)
+    fog_strip = syn.haze(a, *fog)
     speed = (w / 2) / d(8)
     return [still(crop(a, h, w), d(10), note="normal view"),
-            still(_moon(h, w, 1.3), d(12), LOW_TEXTURE, "moon"),
-            still(syn.haze(cover(syn.photo("coffee"), h, w), *FOG), d(12), LOW_TEXTURE, "fog"),
-            still(syn.haze(cover(syn.photo("rocket"), h, w), *NIGHT), d(12), LOW_TEXTURE, "night"),
+            still(_moon(h, w, 1.3 * zoom), d(12), LOW_TEXTURE, "moon"),
+            still(syn.haze(cover(syn.photo("coffee"), h, w), *fog), d(12), LOW_TEXTURE, "fog"),
+            still(syn.haze(cover(syn.photo("rocket"), h, w), *night), d(12), LOW_TEXTURE, "night"),
             pan(fog_strip, h, w, d(24), speed=speed, kind=LOW_TEXTURE, cut=True,
                 note="foggy pan"),
             still(crop(a, h, w, a.shape[1] - w), d(10), note="normal view 2")]
 
 
 def shots_low_texture_only(p: Params) -> list:
+    fog, night, zoom = _low(p)
     h, w, d = p.height, p.width, lambda s: _sec(p, s)
-    night_strip = syn.haze(syn.photo_strip(["astronaut", "coffee", "rocket", "camera"], int(h * 1.15)), *NIGHT)
-    moon2 = cover(syn.photo("moon")[200:, 150:], h, w, 1.2)
+    night_strip = syn.haze(syn.photo_strip(["astronaut", "coffee", "rocket", "camera"], int(h * 1.15)), *night)
+    moon2 = cover(syn.photo("moon")[200:, 150:], h, w, 1.2 * zoom)
     speed = (w / 2) / d(8)
-    return [still(_moon(h, w, 1.3), d(12), LOW_TEXTURE, "moon"),
-            still(syn.haze(cover(syn.photo("coffee"), h, w), *FOG), d(12), LOW_TEXTURE, "fog coffee"),
-            still(syn.haze(cover(syn.photo("rocket"), h, w), *NIGHT), d(12), LOW_TEXTURE, "night rocket"),
+    return [still(_moon(h, w, 1.3 * zoom), d(12), LOW_TEXTURE, "moon"),
+            still(syn.haze(cover(syn.photo("coffee"), h, w), *fog), d(12), LOW_TEXTURE, "fog coffee"),
+            still(syn.haze(cover(syn.photo("rocket"), h, w), *night), d(12), LOW_TEXTURE, "night rocket"),
             still(moon2, d(10), LOW_TEXTURE, "moon, other crop"),
             still(syn.defocus(moon2, 4.0 * h / 360), d(10), BLUR, "moon defocused"),
             pan(night_strip, h, w, d(24), speed=speed, kind=LOW_TEXTURE, cut=True, note="night pan"),
-            still(syn.haze(cover(syn.photo("astronaut"), h, w), *FOG), d(10), LOW_TEXTURE, "fog astronaut")]
+            still(syn.haze(cover(syn.photo("astronaut"), h, w), *fog), d(10), LOW_TEXTURE, "fog astronaut")]
 
 
 def shots_vfr(p: Params) -> list:
@@ -460,14 +479,14 @@ def shots_vfr(p: Params) -> list:
     speed = (w / 2) / d(8)
     pan_s = min(d(14), (span - 1) / speed)
     view = crop(wall, h, w, 0, (wall.shape[0] - h) // 2)
-    retina = cover(syn.photo("retina"), h, w, 1.0)
+    retina = cover(syn.photo("retina"), h, w, 1080 / h)  # about its own resolution
     return [still(view, d(10), note="wall"),
             pan(wall, h, w, pan_s, y0=(wall.shape[0] - h) // 2, speed=speed, note="wall pan"),
             still(crop(wall, h, w, int(speed * pan_s), (wall.shape[0] - h) // 2), d(8), None),
             still(retina, d(10), LOW_TEXTURE, "retina"),
             still(view, d(4), note="wall again"),
             _crossing(view, _sprite(), d(10), h // 3, note="sprite over the wall"),
-            still(syn.defocus(view, 12.0 * h / 1080), d(8), BLUR, "wall sigma 12"),
+            still(syn.defocus(view, 16.0 * h / 1080), d(8), BLUR, "wall sigma 16"),
             still(crop(wall, h, w, span // 2, 0), d(8), note="wall, other view")]
 
 
@@ -486,7 +505,10 @@ def params_for(name: str, quick: bool, seed: int = 0) -> Params:
 
 
 def _key(p: Params) -> str:
-    src = inspect.getsource(sys.modules[__name__]) + inspect.getsource(syn)
+    """The cache key: the parameters, the clip-making part of this file and the generators' module
+    (editing the report does not regenerate the clips)."""
+    own = inspect.getsource(sys.modules[__name__])
+    src = own[own.index("# -- clips: shots"):own.index("# -- report")] + inspect.getsource(syn)
     return hashlib.sha1((json.dumps(asdict(p), sort_keys=True) + src).encode()).hexdigest()[:12]
 
 
@@ -628,7 +650,7 @@ def main(argv=None) -> int:
                                "segments": [asdict(s) for s in clip.segments]},
                       **res, "targets": [{"target": a, "measured": b, "met": c} for a, b, c in tg]}
     print()
-    print_table(["clip", "frames", "method", "seconds", "sampled", "must-keep", "small", "low-tex",
+    print_table(["clip", "size", "method", "clip s", "sampled", "must-keep", "small", "low-tex",
                  "blur kept", "kept/min", "real PTS", "run s"], rows)
     print("\ntargets (engine):")
     print_table(["clip", "target", "measured", "result"], trows)

@@ -47,6 +47,8 @@ def test_metrics_on_a_hand_made_case(bf):
     r = bf.score(clip, bf.Run("x", [0.0, 5.0, 13.0, 10.0 + 1 / 60], samples, 0.1))
     assert r["must_keep"] == {"hit": 2, "total": 3} and r["blurred_kept"] == 1 and not r["pts_ok"]
     assert r["off_pts"] == [10.0 + 1 / 60]
+    assert [g["kept"] for g in r["segments"]] == [1, 1, 0, 1, 1, 0]
+    assert r["segments"][2]["samples"] == 2 and r["segments"][2]["mad_median"] == pytest.approx(1.35)
     missed = {m["note"]: m for m in r["missed"]}
     assert set(missed) == {"cat", "fog"}
     assert missed["cat"]["dropped_by"] == {"low_change": 2} and missed["fog"]["dropped_by"] == {"blur": 1}
