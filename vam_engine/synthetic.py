@@ -8,7 +8,12 @@ the same kind of input).
 - ``rgb_frames``: colour frames of a few distinct scenes, for embedders;
 - ``scene_image`` and ``box_blur``: the demo clip's textured colour scenes;
 - ``write_scene_clip``: an H.264 clip (PyAV) of panning, static and defocused scenes with a fixed
-  GOP and B-frames, written as yuv420p directly.
+  GOP and B-frames, written as yuv420p directly;
+- photographs (scikit-image's bundled pictures, no download): ``photo``, ``photo_strip`` and
+  ``photo_wall`` (canvases to pan over), ``defocus`` (Gaussian blur), ``haze`` (fog and night:
+  sharp but low contrast), ``draw_digits`` (a counter display) and ``paste`` (a small sprite);
+- ``write_rgb_clip``: an H.264 clip of RGB frames at the PTS the caller gives (variable frame
+  rate, any start time), ``vfr_pts`` to make such PTS and ``frame_times`` to read them back.
 """
 from __future__ import annotations
 
@@ -219,3 +224,186 @@ def write_scene_clip(path: str | Path, *, width: int, height: int, fps: int = 30
     os.replace(tmp, path)
     return SceneClip(str(path), width, height, fps, i, g, bframes,
                      [(round(a, 3), round(b, 3), c) for a, b, c in scenes])
+
+
+# -- photographs ----------------------------------------------------------------------------------------
+PHOTOS = ("astronaut", "camera", "cat", "chelsea", "coffee", "moon", "retina", "rocket", "page", "brick",
+          "grass", "gravel", "hubble_deep_field", "coins", "text", "clock")
+
+
+def photo(name: str) -> np.ndarray:
+    """One of scikit-image's bundled photographs as H x W x 3 uint8 RGB (gray ones replicated, an
+    alpha channel dropped); only pictures shipped with the package, nothing is downloaded."""
+    if name not in PHOTOS:
+        raise ValueError(f"photo: {name!r} is not one of the bundled photographs {', '.join(PHOTOS)}")
+    import skimage.data
+
+    img = np.asarray(getattr(skimage.data, name)())
+    if img.dtype != np.uint8:  # some are stored as float or bool
+        img = np.clip(img.astype(np.float64) * (255.0 if img.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
+    if img.ndim == 2:
+        img = np.repeat(img[..., None], 3, axis=2)
+    return np.ascontiguousarray(img[..., :3])
+
+
+def resize_rgb(img: np.ndarray, h: int, w: int) -> np.ndarray:
+    """``img`` resized to h x w (area averaging when shrinking, bicubic when enlarging)."""
+    import cv2
+
+    if h < 1 or w < 1:
+        raise ValueError(f"resize_rgb: size {h}x{w} must be at least 1x1")
+    shrink = h * w < img.shape[0] * img.shape[1]
+    return cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_CUBIC)
+
+
+def photo_strip(names, height: int) -> np.ndarray:
+    """Photographs scaled to ``height`` (aspect kept) and set side by side: a wide canvas a camera
+    can pan across."""
+    if not names:
+        raise ValueError("photo_strip: no photograph names given")
+    parts = []
+    for n in names:
+        p = photo(n)
+        parts.append(resize_rgb(p, height, max(1, round(p.shape[1] * height / p.shape[0]))))
+    return np.ascontiguousarray(np.concatenate(parts, axis=1))
+
+
+def photo_wall(rows, row_height: int) -> np.ndarray:
+    """Rows of ``photo_strip`` stacked, each cropped to the narrowest row: a canvas for large
+    frames at (close to) the photographs' own resolution, so they stay sharp."""
+    strips = [photo_strip(r, row_height) for r in rows]
+    w = min(s.shape[1] for s in strips)
+    return np.ascontiguousarray(np.concatenate([s[:, :w] for s in strips], axis=0))
+
+
+def defocus(img: np.ndarray, sigma: float) -> np.ndarray:
+    """A Gaussian blur of std ``sigma`` pixels (an out-of-focus lens)."""
+    import cv2
+
+    if sigma <= 0:
+        raise ValueError(f"defocus: sigma={sigma} must be positive")
+    return cv2.GaussianBlur(img, (0, 0), sigma, borderType=cv2.BORDER_REFLECT_101)
+
+
+def haze(img: np.ndarray, keep: float, veil: float) -> np.ndarray:
+    """``keep * img + (1 - keep) * veil``: fog (a bright veil) or a night scene (a dark one). The
+    picture stays sharp, its contrast (and so its Laplacian variance) falls by keep**2."""
+    if not 0 < keep <= 1 or not 0 <= veil <= 255:
+        raise ValueError(f"haze: keep={keep} must be in (0, 1] and veil={veil} in [0, 255]")
+    return np.clip(np.rint(img.astype(np.float32) * keep + (1 - keep) * veil), 0, 255).astype(np.uint8)
+
+
+def draw_digits(img: np.ndarray, text: str, x: int, y: int, size: int, *, fg=(40, 230, 90),
+                bg=(20, 20, 20), pad: int = 6) -> np.ndarray:
+    """A copy of ``img`` with ``text`` drawn as a counter display: ``fg`` glyphs of ``size``
+    pixels on a ``bg`` box whose top-left corner is (x, y). The box is sized for ``text``'s
+    length in '8's, so changing the digits changes the glyphs only."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=size)
+    pil = Image.fromarray(img)
+    d = ImageDraw.Draw(pil)
+    _, _, x1, y1 = d.textbbox((x + pad, y + pad), "8" * len(text), font=font)
+    d.rectangle((x, y, x1 + pad, y1 + pad), fill=tuple(bg))
+    d.text((x + pad, y + pad), text, fill=tuple(fg), font=font)
+    return np.asarray(pil)
+
+
+def paste(img: np.ndarray, sprite: np.ndarray, x: int, y: int) -> np.ndarray:
+    """A copy of ``img`` with ``sprite`` over it at top-left (x, y), clipped at the borders (a
+    sprite partly or wholly outside the frame is drawn partly or not at all)."""
+    out = img.copy()
+    h, w = sprite.shape[:2]
+    ya, xa, yb, xb = max(0, y), max(0, x), min(img.shape[0], y + h), min(img.shape[1], x + w)
+    if ya < yb and xa < xb:
+        out[ya:yb, xa:xb] = sprite[ya - y:yb - y, xa - x:xb - x]
+    return out
+
+
+# -- clips of RGB frames at given PTS ----------------------------------------------------------------------
+@dataclass
+class WrittenClip:
+    """What ``write_rgb_clip`` wrote: the file, its size, its time base and every frame's PTS in
+    that time base (display order, as written)."""
+    path: str
+    width: int
+    height: int
+    time_base: Fraction
+    pts: list
+
+    def times(self) -> list[float]:
+        return [float(p * self.time_base) for p in self.pts]
+
+
+def vfr_pts(rng: np.random.Generator, seconds: float, *, start_s: float = 0.0,
+            time_base: Fraction = Fraction(1, 90000), rates=(30.0, 24.0, 15.0, 10.0),
+            run_s=(1.0, 4.0), gap_every_s: float = 20.0, gap_s: float = 1.2) -> list[int]:
+    """PTS (in ``time_base``) of a variable-frame-rate stream of ``seconds`` starting at ``start_s``:
+    runs of ``run_s`` seconds at a rate drawn from ``rates`` with +-10% jitter per frame, and a
+    ``gap_s`` hole (a camera that stalled) every ``gap_every_s`` seconds."""
+    if seconds <= 0 or start_s < 0:
+        raise ValueError(f"vfr_pts: seconds={seconds} must be positive and start_s={start_s} not negative")
+    per_s = 1 / time_base
+    out, t, next_gap = [], 0.0, gap_every_s
+    while t < seconds:
+        rate, end = float(rng.choice(rates)), t + float(rng.uniform(*run_s))
+        while t < min(end, seconds):
+            p = int(round((start_s + t) * per_s))
+            if not out or p > out[-1]:
+                out.append(p)
+            t += float(rng.uniform(0.9, 1.1)) / rate
+            if gap_every_s > 0 and t >= next_gap:
+                t, next_gap = t + gap_s, next_gap + gap_every_s
+    return out
+
+
+def write_rgb_clip(path: str | Path, frames, pts, time_base: Fraction, *, rate: int = 30, gop: int = 60,
+                   bframes: int = 2, crf: int = 23, preset: str = "ultrafast") -> WrittenClip:
+    """Encode RGB frames (an iterable of H x W x 3 uint8, one per entry of ``pts``) as H.264 in an
+    MP4 at exactly the PTS given (strictly increasing, in ``time_base``); ``rate`` is only the
+    encoder's rate-control hint. The file appears only when complete."""
+    import av
+
+    pts = [int(p) for p in pts]
+    if not pts or any(b <= a for a, b in zip(pts, pts[1:])) or pts[0] < 0:
+        raise ValueError(f"write_rgb_clip: pts must be non-empty, non-negative and strictly increasing ({path})")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp" + path.suffix)
+    n, shape = 0, None
+    with av.open(str(tmp), "w") as out:
+        s = None
+        for img, p in zip(frames, pts):
+            if s is None:
+                shape = img.shape
+                if img.ndim != 3 or img.shape[2] != 3 or img.shape[0] % 2 or img.shape[1] % 2:
+                    raise ValueError(f"write_rgb_clip: frames must be H x W x 3 with even sides, got {img.shape}")
+                s = out.add_stream("libx264", rate=rate)
+                s.width, s.height, s.pix_fmt = img.shape[1], img.shape[0], "yuv420p"
+                s.codec_context.time_base = time_base
+                s.time_base = time_base
+                s.options = {"preset": preset, "crf": str(crf), "g": str(gop), "keyint_min": str(gop),
+                             "sc_threshold": "0", "bf": str(bframes)}
+            elif img.shape != shape:
+                raise ValueError(f"write_rgb_clip: frame {n} is {img.shape}, the clip is {shape}")
+            f = av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")
+            f.pts, f.time_base = p, time_base
+            for pkt in s.encode(f):
+                out.mux(pkt)
+            n += 1
+        if n != len(pts):
+            raise ValueError(f"write_rgb_clip: {n} frames for {len(pts)} PTS ({path})")
+        for pkt in s.encode():
+            out.mux(pkt)
+    os.replace(tmp, path)
+    return WrittenClip(str(path), shape[1], shape[0], time_base, pts)
+
+
+def frame_times(path: str | Path) -> list[float]:
+    """Every decoded frame's PTS in seconds (the container's time, not relative to its start), in
+    display order."""
+    import av
+
+    with av.open(str(path)) as c:
+        s = c.streams.video[0]
+        return sorted(float(f.pts * s.time_base) for f in c.decode(s) if f.pts is not None)
