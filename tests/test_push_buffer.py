@@ -98,3 +98,35 @@ def test_a_non_contiguous_view_is_accepted_and_copied(tmp_path):
         (m,) = eng.moments("cam")
         with Image.open(m.frame_path) as im:
             assert read_code(np.asarray(im.convert("RGB"))) == 0
+
+
+def test_frames_not_taken_are_neither_copied_nor_converted(tmp_path, monkeypatch):
+    """A frame neither the sampler nor the present takes costs no copy and no conversion; a
+    taken frame is copied on the caller's thread and converted to gray on another one."""
+    import threading
+
+    conversions = []
+    real_gray = engine_module.rgb_to_gray
+    monkeypatch.setattr(engine_module, "rgb_to_gray",
+                        lambda rgb: conversions.append(threading.current_thread()) or real_gray(rgb))
+    copies = []
+    real_copy = engine_module._own_copy
+    monkeypatch.setattr(engine_module, "_own_copy", lambda view: copies.append(1) or real_copy(view))
+    kept_by_present = []
+    with Engine(tmp_path / "store", {"ingest": {"fps": 0.5}}, device="cpu") as eng:
+        real_observe = eng.working.observe
+
+        def observe(cam, t, rgb):
+            before = eng.working.latest(cam)
+            real_observe(cam, t, rgb)
+            kept_by_present.append(eng.working.latest(cam) != before)
+
+        monkeypatch.setattr(eng.working, "observe", observe)
+        frame = pushed(0)
+        taken = [eng.push("cam", frame, i / 30) for i in range(90)]  # 3 s at 30 fps
+        assert taken == [i % 60 == 0 for i in range(90)]  # 0.5 fps: t = 0 and t = 2
+        assert sum(kept_by_present) == 6  # the present takes 2 fps: t = 0, 0.5, ..., 2.5
+        assert len(copies) == 2, "only the sampled frames are copied"
+        eng.flush()
+        assert len(conversions) == 2, "only the sampled frames are converted"
+        assert all(th is not threading.main_thread() for th in conversions), "converted on the caller's thread"
