@@ -23,6 +23,27 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def encode_jpeg(rgb, quality: int) -> bytes:
+    """H x W x 3 uint8 RGB -> JPEG bytes (4:2:0, as PIL writes by default). libjpeg-turbo
+    through simplejpeg when installed: about twice PIL's speed here (no Image object, no tile
+    loop), and it releases the GIL, so encoder threads run beside the gate thread; else PIL."""
+    try:
+        import simplejpeg
+    except ImportError:
+        simplejpeg = None
+    if simplejpeg is not None:
+        import numpy as np
+
+        return simplejpeg.encode_jpeg(np.ascontiguousarray(rgb), quality, colorspace="RGB", colorsubsampling="420")
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
 class FrameFiles:
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -40,13 +61,12 @@ class FrameFiles:
     def write(self, frame_ref: str, rgb, quality: int) -> None:
         """Write a JPEG under a temporary name, then rename it into place. ``rgb`` is an
         H x W x 3 uint8 array or a callable returning one (so conversion runs here)."""
-        from PIL import Image
-
         rgb = rgb() if callable(rgb) else rgb
         path = self.root / frame_ref
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # pid: see sweep_temporaries
-        Image.fromarray(rgb).save(tmp, format="JPEG", quality=quality)
+        with open(tmp, "wb") as f:
+            f.write(encode_jpeg(rgb, quality))
         os.replace(tmp, path)
 
     def size(self, frame_ref: str) -> int | None:
