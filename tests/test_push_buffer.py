@@ -130,3 +130,16 @@ def test_frames_not_taken_are_neither_copied_nor_converted(tmp_path, monkeypatch
         eng.flush()
         assert len(conversions) == 2, "only the sampled frames are converted"
         assert all(th is not threading.main_thread() for th in conversions), "converted on the caller's thread"
+
+
+@pytest.mark.parametrize("layout", ["c", "cropped", "strided", "transposed", "fortran"])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_the_present_keeps_a_private_downscaled_copy(layout, k):
+    from vam_engine.reason.working import _strided_copy
+
+    base = np.random.default_rng(k).integers(0, 256, (61, 83, 3), dtype=np.uint8)
+    arr = {"c": base, "cropped": base[:, 5:70], "strided": base[3:, ::2], "transposed": base.transpose(1, 0, 2),
+           "fortran": np.asfortranarray(base)}[layout]
+    out = _strided_copy(arr, k)
+    assert np.array_equal(out, arr[::k, ::k]) and out.flags.c_contiguous
+    assert not np.shares_memory(out, arr)

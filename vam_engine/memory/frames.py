@@ -11,6 +11,10 @@ import re
 from pathlib import Path
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
+try:
+    import simplejpeg as _simplejpeg
+except ImportError:  # PIL writes the JPEGs instead
+    _simplejpeg = None
 
 
 def _alive(pid: int) -> bool:
@@ -27,14 +31,10 @@ def encode_jpeg(rgb, quality: int) -> bytes:
     """H x W x 3 uint8 RGB -> JPEG bytes (4:2:0, as PIL writes by default). libjpeg-turbo
     through simplejpeg when installed: about twice PIL's speed here (no Image object, no tile
     loop), and it releases the GIL, so encoder threads run beside the gate thread; else PIL."""
-    try:
-        import simplejpeg
-    except ImportError:
-        simplejpeg = None
-    if simplejpeg is not None:
+    if _simplejpeg is not None:
         import numpy as np
 
-        return simplejpeg.encode_jpeg(np.ascontiguousarray(rgb), quality, colorspace="RGB", colorsubsampling="420")
+        return _simplejpeg.encode_jpeg(np.ascontiguousarray(rgb), quality, colorspace="RGB", colorsubsampling="420")
     import io
 
     from PIL import Image
