@@ -111,7 +111,7 @@ def test_frames_not_taken_are_neither_copied_nor_converted(tmp_path, monkeypatch
                         lambda rgb: conversions.append(threading.current_thread()) or real_gray(rgb))
     copies = []
     real_copy = engine_module._own_copy
-    monkeypatch.setattr(engine_module, "_own_copy", lambda view: copies.append(1) or real_copy(view))
+    monkeypatch.setattr(engine_module, "_own_copy", lambda *a: copies.append(1) or real_copy(*a))
     kept_by_present = []
     with Engine(tmp_path / "store", {"ingest": {"fps": 0.5}}, device="cpu") as eng:
         real_observe = eng.working.observe
@@ -143,3 +143,22 @@ def test_the_present_keeps_a_private_downscaled_copy(layout, k):
     out = _strided_copy(arr, k)
     assert np.array_equal(out, arr[::k, ::k]) and out.flags.c_contiguous
     assert not np.shares_memory(out, arr)
+
+
+def test_pooled_copies_are_reused_only_once_nothing_references_them():
+    from vam_engine.ingest.buffers import BufferPool
+
+    pool = BufferPool(per_shape=2)
+    frame = pushed(0)
+    a = pool.copy(frame)
+    view = a[1:, ::2]  # a batch or payload holding a view keeps the buffer busy
+    del a
+    b = pool.copy(pushed(1))
+    assert not np.shares_memory(b, view) and np.array_equal(view, frame[1:, ::2])
+    c = pool.copy(pushed(2))  # over per_shape: a fresh array
+    assert not np.shares_memory(c, b) and not np.shares_memory(c, view)
+    addr = view.base.__array_interface__["data"][0]
+    del view
+    d = pool.copy(pushed(3))  # the first buffer is free again
+    assert d.__array_interface__["data"][0] == addr and np.array_equal(d, pushed(3))
+    assert np.array_equal(b, pushed(1))

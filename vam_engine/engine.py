@@ -34,6 +34,7 @@ from .errors import FrameError, SourceError, VamError
 from .gate.bodies import make_body
 from .gate.cascade import GateCascade
 from .ingest import Frame, TickSampler, is_url, open_decoder
+from .ingest.buffers import BufferPool
 from .embed import make_image_embedder, make_text_embedder
 from .memory.records import Deletion, Moment, Summary, camera_time
 from .memory.search import SOURCES, SearchResult, search
@@ -107,6 +108,7 @@ class Engine:
             self._close_opened()
             raise
         self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
+        self._buffers = BufferPool()  # private copies of sampled pushed frames
         from .reason.working import WorkingMemory
 
         self.working = WorkingMemory()  # the present of each camera: a short window and a medium buffer
@@ -324,7 +326,7 @@ class Engine:
             return False  # nothing copied or converted: most frames of a fast loop end here
         # The caller may overwrite its buffer as soon as push returns: copy it; the gray plane is
         # made from the copy on the gate thread (Frame runs the callable at its first read).
-        rgb = _own_copy(view)
+        rgb = _own_copy(view, self._buffers)
         f = Frame(cam, float(t), t_abs, None, lambda: _gray_of(rgb), lambda: rgb)
         self._push_state(cam)  # (re-)registers the source: the pipeline may have ended it
         self._pipe().put_frame(f, src_id)
@@ -578,14 +580,15 @@ def _pushed_view(cam: str, frame):
     return frame
 
 
-def _own_copy(view):
-    """A private copy of a sampled frame on its own device: the gates and the JPEG writer read
-    it later, on other threads, while camera drivers reuse their buffers."""
+def _own_copy(view, pool: BufferPool | None = None):
+    """A private copy of a sampled frame on its own device (in a reused buffer from ``pool``):
+    the gates and the JPEG writer read it later, on other threads, while camera drivers reuse
+    their buffers."""
     if not isinstance(view, np.ndarray):  # a CUDA tensor
         import torch
 
         return view.clone(memory_format=torch.contiguous_format)
-    return np.array(view, order="C", copy=True)
+    return pool.copy(view) if pool is not None else np.array(view, order="C", copy=True)
 
 
 def _gray_of(rgb):
