@@ -18,7 +18,7 @@ _FREE_REFS = 2  # the pool's list entry and getrefcount's own argument
 
 class BufferPool:
     """``copy(view)``: a C-contiguous private copy of an array, in a reused buffer when one of
-    its shape is free. At most ``per_shape`` buffers are kept per (shape, dtype); beyond that,
+    its shape is free (``take``: such a buffer, to fill). At most ``per_shape`` buffers are kept per (shape, dtype); beyond that,
     copies are fresh arrays."""
 
     def __init__(self, per_shape: int = 8):
@@ -29,11 +29,12 @@ class BufferPool:
         self._lock = threading.Lock()
 
     def copy(self, view: np.ndarray) -> np.ndarray:
-        out = self._take(view.shape, view.dtype)
+        out = self.take(view.shape, view.dtype)
         np.copyto(out, view)
         return out
 
-    def _take(self, shape: tuple, dtype) -> np.ndarray:
+    def take(self, shape: tuple, dtype) -> np.ndarray:
+        """An array of that shape and dtype (contents undefined) that nothing else references."""
         key = (tuple(shape), np.dtype(dtype).str)
         with self._lock:
             bufs = self._buffers.setdefault(key, [])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import threading
 from collections import deque
 from fractions import Fraction
 from typing import Iterator
@@ -19,6 +20,7 @@ import av
 import numpy as np
 
 from ..errors import SourceError
+from .buffers import BufferPool
 from .frame import Frame, StreamInfo
 from .sampler import _EPS
 from .source import DecoderBody, check_local_file, is_url
@@ -118,13 +120,32 @@ def _rgb(frame: av.VideoFrame) -> np.ndarray:
     if (_cv2 is None or frame.format.name != "yuv420p" or w % 2 or h % 2 or frame.colorspace not in _BT601
             or frame.color_range == 2):
         return frame.to_ndarray(format="rgb24")
-    i420 = np.empty((h * 3 // 2, w), np.uint8)
+    i420 = _scratch.get((h * 3 // 2, w))
     y, u, v = frame.planes
     i420[:h] = np.frombuffer(y, np.uint8).reshape(h, y.line_size)[:, :w]
     q = h // 4  # each chroma plane fills h/4 rows of width w in I420's layout
     i420[h:h + q] = np.frombuffer(u, np.uint8).reshape(h // 2, u.line_size)[:, : w // 2].reshape(q, w)
     i420[h + q:] = np.frombuffer(v, np.uint8).reshape(h // 2, v.line_size)[:, : w // 2].reshape(q, w)
-    return _cv2.cvtColor(i420, _cv2.COLOR_YUV2RGB_I420)
+    # Into a pooled array: a fresh one costs more in page faults than the conversion itself.
+    return _cv2.cvtColor(i420, _cv2.COLOR_YUV2RGB_I420, dst=_RGB_POOL.take((h, w, 3), np.uint8))
+
+
+class _Scratch(threading.local):
+    """One I420 staging array per thread and size (read by OpenCV, never handed out)."""
+
+    def __init__(self):
+        self.arrays: dict = {}
+
+    def get(self, shape: tuple) -> np.ndarray:
+        a = self.arrays.get(shape)
+        if a is None:
+            self.arrays.clear()
+            a = self.arrays[shape] = np.empty(shape, np.uint8)
+        return a
+
+
+_scratch = _Scratch()
+_RGB_POOL = BufferPool(per_shape=8)  # kept frames' RGB, awaiting their embedding and JPEG
 
 
 class PyAVDecoder(DecoderBody):
