@@ -3,9 +3,16 @@
 Decoding as little as possible:
 - gray statistics read the Y plane of the decoded frame directly (no colour conversion);
 - when samples are sparse (at least ``SPARSE_FRAMES`` frame intervals apart) the codec skips
-  non-reference frames (B-frames), which nothing else depends on, and whole GOPs are skipped
-  when the next keyframe comes at or before the next tick (their frames cannot be samples);
-- ``keyframes_only`` decodes keyframes alone and takes, for each tick, the nearest keyframe.
+  non-reference frames (B-frames), which nothing else depends on, and each GOP is planned at
+  its keyframe against the sampler's next tick (``_plan_gop``): skipped whole when none of
+  its frames can be a sample, its IDR keyframe decoded alone when that keyframe is the tick's
+  sample and no other frame of the GOP can be the next one (samples at or sparser than the
+  GOP: the default mode then decodes what keyframes_only decodes), else decoded, with the rest
+  of the GOP dropped after a sample when the next keyframe comes by the next tick;
+- ``keyframes_only`` sends only keyframes to the decoder (the others too before a non-IDR
+  keyframe, which needs them) and takes, for each tick, the nearest keyframe;
+- kept frames' RGB comes from OpenCV's I420 converter when installed (``_rgb``).
+Times are always the frames' own PTS.
 """
 from __future__ import annotations
 
