@@ -59,8 +59,9 @@ def test_luma_is_read_in_place_and_rgb_is_lazy(tmp_path):
 def test_sparse_sampling_skips_non_reference_frames(tmp_path):
     pts = [i * 40 for i in range(250)]  # 10 s at 25 fps with B-frames
     times = write_clip(tmp_path / "b.mp4", pts, bframes=3, gop=50)
-    full, f_all = decode(tmp_path / "b.mp4", fps=0.5, skip_nonref=False)
-    sparse, f_sp = decode(tmp_path / "b.mp4", fps=0.5)  # auto: 25/0.5 >= 4 frames apart
+    # GOP planning off: on this clip it would decode the keyframes alone in both runs
+    full, f_all = decode(tmp_path / "b.mp4", fps=0.5, skip_nonref=False, skip_gops=False)
+    sparse, f_sp = decode(tmp_path / "b.mp4", fps=0.5, skip_gops=False)  # auto: 25/0.5 >= 4 frames apart
     assert sparse.stats.decoded < 0.7 * full.stats.decoded
     # every sample is the first *decoded* frame at or after its tick, and a true source frame
     for f in f_sp:
@@ -120,3 +121,31 @@ def test_gop_skipping_with_resume(tmp_path):
     _, full = decode(tmp_path / "r.mp4", fps=0.5, skip_gops=False)
     _, rest = decode(tmp_path / "r.mp4", fps=0.5, skip_gops=True, resume_after=full[2].t_rel)
     assert [f.t_rel for f in rest] == [f.t_rel for f in full[3:]]
+
+
+@pytest.mark.parametrize("gop,bframes,params", [(50, 2, None), (25, 3, None), (100, 2, None), (50, 3, "open-gop=1"),
+                                                (37, 2, "keyint-min=3:scenecut=0")])
+def test_keyframes_on_the_ticks_are_decoded_alone(tmp_path, gop, bframes, params):
+    """25 fps, samples every 2 s (50 frames): where a keyframe is a tick's sample and the next
+    keyframe comes by the following tick, the keyframe is decoded alone; the samples are
+    exactly those of a decode of every frame."""
+    pts = [i * 40 for i in range(500)]
+    path = tmp_path / "a.mp4"
+    times = write_clip(path, pts, gop=gop, bframes=bframes, x264_params=params)
+    full, f_full = decode(path, fps=0.5, skip_gops=False)
+    fast, f_fast = decode(path, fps=0.5)
+    assert [f.t_rel for f in f_fast] == [f.t_rel for f in f_full]
+    assert [read_code(f.rgb()) for f in f_fast] == [times.index(f.t_rel) % 256 for f in f_full]
+    assert all(np.array_equal(a.gray, b.gray) for a, b in zip(f_fast, f_full))
+    assert not fast.stats.errors
+    if gop in (25, 50) and params is None:  # every sample is a keyframe, and nothing else is decoded
+        assert fast.stats.decoded == len(f_fast) == 10
+        assert fast.stats.skipped_packets == 500 - len(range(0, 500, gop)) + (len(range(0, 500, gop)) - 10)
+
+
+def test_keyframes_only_sends_only_keyframes_to_the_decoder(tmp_path):
+    write_clip(tmp_path / "k.mp4", [i * 40 for i in range(200)], gop=20, bframes=2)
+    dec, frames = decode(tmp_path / "k.mp4", fps=1.0, keyframes_only=True)
+    assert dec.stats.decoded == 10 and dec.stats.skipped_packets == 190
+    codes = [read_code(f.rgb()) for f in frames]
+    assert codes == [round(f.t_rel * 25) for f in frames] and all(c % 20 == 0 for c in codes)

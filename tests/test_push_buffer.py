@@ -98,3 +98,67 @@ def test_a_non_contiguous_view_is_accepted_and_copied(tmp_path):
         (m,) = eng.moments("cam")
         with Image.open(m.frame_path) as im:
             assert read_code(np.asarray(im.convert("RGB"))) == 0
+
+
+def test_frames_not_taken_are_neither_copied_nor_converted(tmp_path, monkeypatch):
+    """A frame neither the sampler nor the present takes costs no copy and no conversion; a
+    taken frame is copied on the caller's thread and converted to gray on another one."""
+    import threading
+
+    conversions = []
+    real_gray = engine_module.rgb_to_gray
+    monkeypatch.setattr(engine_module, "rgb_to_gray",
+                        lambda rgb: conversions.append(threading.current_thread()) or real_gray(rgb))
+    copies = []
+    real_copy = engine_module._own_copy
+    monkeypatch.setattr(engine_module, "_own_copy", lambda *a: copies.append(1) or real_copy(*a))
+    kept_by_present = []
+    with Engine(tmp_path / "store", {"ingest": {"fps": 0.5}}, device="cpu") as eng:
+        real_observe = eng.working.observe
+
+        def observe(cam, t, rgb):
+            before = eng.working.latest(cam)
+            real_observe(cam, t, rgb)
+            kept_by_present.append(eng.working.latest(cam) != before)
+
+        monkeypatch.setattr(eng.working, "observe", observe)
+        frame = pushed(0)
+        taken = [eng.push("cam", frame, i / 30) for i in range(90)]  # 3 s at 30 fps
+        assert taken == [i % 60 == 0 for i in range(90)]  # 0.5 fps: t = 0 and t = 2
+        assert sum(kept_by_present) == 6  # the present takes 2 fps: t = 0, 0.5, ..., 2.5
+        assert len(copies) == 2, "only the sampled frames are copied"
+        eng.flush()
+        assert len(conversions) == 2, "only the sampled frames are converted"
+        assert all(th is not threading.main_thread() for th in conversions), "converted on the caller's thread"
+
+
+@pytest.mark.parametrize("layout", ["c", "cropped", "strided", "transposed", "fortran"])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_the_present_keeps_a_private_downscaled_copy(layout, k):
+    from vam_engine.reason.working import _strided_copy
+
+    base = np.random.default_rng(k).integers(0, 256, (61, 83, 3), dtype=np.uint8)
+    arr = {"c": base, "cropped": base[:, 5:70], "strided": base[3:, ::2], "transposed": base.transpose(1, 0, 2),
+           "fortran": np.asfortranarray(base)}[layout]
+    out = _strided_copy(arr, k)
+    assert np.array_equal(out, arr[::k, ::k]) and out.flags.c_contiguous
+    assert not np.shares_memory(out, arr)
+
+
+def test_pooled_copies_are_reused_only_once_nothing_references_them():
+    from vam_engine.ingest.buffers import BufferPool
+
+    pool = BufferPool(per_shape=2)
+    frame = pushed(0)
+    a = pool.copy(frame)
+    view = a[1:, ::2]  # a batch or payload holding a view keeps the buffer busy
+    del a
+    b = pool.copy(pushed(1))
+    assert not np.shares_memory(b, view) and np.array_equal(view, frame[1:, ::2])
+    c = pool.copy(pushed(2))  # over per_shape: a fresh array
+    assert not np.shares_memory(c, b) and not np.shares_memory(c, view)
+    addr = view.base.__array_interface__["data"][0]
+    del view
+    d = pool.copy(pushed(3))  # the first buffer is free again
+    assert d.__array_interface__["data"][0] == addr and np.array_equal(d, pushed(3))
+    assert np.array_equal(b, pushed(1))

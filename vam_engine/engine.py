@@ -34,6 +34,7 @@ from .errors import FrameError, SourceError, VamError
 from .gate.bodies import make_body
 from .gate.cascade import GateCascade
 from .ingest import Frame, TickSampler, is_url, open_decoder
+from .ingest.buffers import BufferPool
 from .embed import make_image_embedder, make_text_embedder
 from .memory.records import Deletion, Moment, Summary, camera_time
 from .memory.search import SOURCES, SearchResult, search
@@ -107,6 +108,7 @@ class Engine:
             self._close_opened()
             raise
         self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
+        self._buffers = BufferPool()  # private copies of sampled pushed frames
         from .reason.working import WorkingMemory
 
         self.working = WorkingMemory()  # the present of each camera: a short window and a medium buffer
@@ -312,7 +314,8 @@ class Engine:
         cam = _check_camera_id(camera_id)
         if not isinstance(t, (int, float)) or not math.isfinite(t):
             raise FrameError(f"camera {cam!r}: t must be a finite number of seconds, got {t!r}")
-        src_id, sampler, last = self._push_state(cam)
+        st = self._push.get(cam) if self._pipeline is not None else None
+        src_id, sampler, last = st if st is not None else self._push_state(cam)
         if last[0] is not None and t <= last[0]:
             raise FrameError(f"camera {cam!r}: t={t} is not after the previous frame's t={last[0]}")
         view = _pushed_view(cam, frame)
@@ -321,8 +324,11 @@ class Engine:
             self.working.observe(cam, camera_time(float(t), t_abs), view)
         if not sampler.accept(float(t)):
             return False  # nothing copied or converted: most frames of a fast loop end here
-        rgb, gray = _own_frame(view)  # the caller may overwrite its buffer as soon as push returns
-        f = Frame(cam, float(t), t_abs, None, gray, lambda: rgb)
+        # The caller may overwrite its buffer as soon as push returns: copy it; the gray plane is
+        # made from the copy on the gate thread (Frame runs the callable at its first read).
+        rgb = _own_copy(view, self._buffers)
+        f = Frame(cam, float(t), t_abs, None, lambda: _gray_of(rgb), lambda: rgb)
+        self._push_state(cam)  # (re-)registers the source: the pipeline may have ended it
         self._pipe().put_frame(f, src_id)
         return True
 
@@ -556,7 +562,7 @@ class Engine:
 
 def _pushed_view(cam: str, frame):
     """Validate a pushed frame without copying it: the caller's numpy array (or a CPU tensor's
-    numpy view), or a CUDA tensor. It may change after ``push`` returns: see ``_own_frame``."""
+    numpy view), or a CUDA tensor. It may change after ``push`` returns: see ``_own_copy``."""
     if hasattr(frame, "detach") and hasattr(frame, "device"):  # torch tensor
         t = frame.detach()
         if t.dtype.is_floating_point or t.ndim != 3 or t.shape[-1] != 3 or str(t.dtype) != "torch.uint8":
@@ -574,18 +580,25 @@ def _pushed_view(cam: str, frame):
     return frame
 
 
-def _own_frame(view):
-    """(rgb, gray) of a sampled frame, both copies on the frame's own device: the gates and the
-    JPEG writer read them later, on other threads, while camera drivers reuse their buffers."""
+def _own_copy(view, pool: BufferPool | None = None):
+    """A private copy of a sampled frame on its own device (in a reused buffer from ``pool``):
+    the gates and the JPEG writer read it later, on other threads, while camera drivers reuse
+    their buffers."""
     if not isinstance(view, np.ndarray):  # a CUDA tensor
         import torch
 
-        rgb = view.clone(memory_format=torch.contiguous_format)
+        return view.clone(memory_format=torch.contiguous_format)
+    return pool.copy(view) if pool is not None else np.array(view, order="C", copy=True)
+
+
+def _gray_of(rgb):
+    """The gray plane of a private copy (``_own_copy``), on its device."""
+    if not isinstance(rgb, np.ndarray):  # a CUDA tensor
+        import torch
+
         w = torch.tensor([4899, 9617, 1868], device=rgb.device, dtype=torch.int32)
-        gray = ((rgb.int() * w).sum(-1) + 8192).bitwise_right_shift(14).to(rgb.dtype)
-        return rgb, gray
-    rgb = np.array(view, order="C", copy=True)
-    return rgb, rgb_to_gray(rgb)
+        return ((rgb.int() * w).sum(-1) + 8192).bitwise_right_shift(14).to(rgb.dtype)
+    return rgb_to_gray(rgb)
 
 
 def rgb_to_gray(rgb: np.ndarray) -> np.ndarray:

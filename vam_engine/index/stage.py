@@ -91,6 +91,7 @@ class SemanticStage:
         self.encoder = encoder
         self._committers: dict[str, OnlineCommitter] = {}
         self._payload: dict[tuple, dict] = {}  # (source, t_rel) -> rgb, emb, written: frames not yet decided
+        self._scratch: dict[tuple, np.ndarray] = {}  # frame shape -> reused embedder batch (_batch)
 
     def _committer(self, cam: str) -> OnlineCommitter:
         c = self._committers.get(cam)
@@ -122,8 +123,8 @@ class SemanticStage:
         by_shape: dict[tuple, list[int]] = defaultdict(list)
         for i, rgb in enumerate(rgbs):
             by_shape[rgb.shape].append(i)
-        for idx in by_shape.values():  # one embedder call per frame size, across cameras
-            out = self.embedder.embed_images(np.stack([rgbs[i] for i in idx]))
+        for shape, idx in by_shape.items():  # one embedder call per frame size, across cameras
+            out = self.embedder.embed_images(self._batch(shape, [rgbs[i] for i in idx]))
             if embs.shape[1] == 0:
                 embs = np.empty((len(passed), out.shape[1]), np.float32)
             embs[idx] = out
@@ -136,6 +137,18 @@ class SemanticStage:
             for d in self._committer(f.camera_id).push(t_axis, embs[i], key):
                 out.append(self._apply(f.camera_id, d, batch, writes))
         return out
+
+    def _batch(self, shape: tuple, frames: list) -> np.ndarray:
+        """N x H x W x 3 of ``frames`` for the embedder: one frame as a view, several stacked
+        into an array reused from call to call (a fresh one costs its page faults every batch;
+        embedders read their input during the call and keep nothing of it)."""
+        if len(frames) == 1:
+            return frames[0][None]
+        buf = self._scratch.get(shape)
+        if buf is None or len(buf) < len(frames):
+            self._scratch.clear()  # the frame size changed, or a larger batch came: keep one
+            buf = self._scratch[shape] = np.empty((max(len(frames), 16), *shape), np.uint8)
+        return np.stack(frames, out=buf[: len(frames)])
 
     def finish(self, cam: str, batch: CommitBatch, writes: list[Future]) -> list[tuple[int, str | None]]:
         """A source of this camera ended: decide its held frame and close its open event."""

@@ -12,7 +12,9 @@ class Frame:
     """One sampled frame of one camera.
 
     ``gray`` is the H x W uint8 luma plane (a numpy array from CPU decoders, a CUDA tensor from
-    GPU decoders); gate statistics read only this. ``rgb()`` converts to H x W x 3 uint8 on
+    GPU decoders); gate statistics read only this. It may be given as a callable that makes it:
+    it then runs at the first read, on the reader's thread (the gate thread), so a pushed frame
+    is converted there and not on the caller's thread. ``rgb()`` converts to H x W x 3 uint8 on
     demand, so frames dropped by the gates are never converted.
     """
 
@@ -20,8 +22,15 @@ class Frame:
     t_rel: float  # seconds since the stream's first frame, from PTS
     t_abs: float | None  # unix seconds, when the caller or the container gives a start time
     pts: int | None  # raw presentation timestamp in the stream's time base
-    gray: Any
+    _gray: Any = field(repr=False)  # the luma plane, or a callable returning it
     _to_rgb: Callable[[], np.ndarray] = field(repr=False)
+
+    @property
+    def gray(self) -> Any:
+        g = self._gray
+        if callable(g):
+            g = self._gray = g()
+        return g
 
     def rgb(self) -> np.ndarray:
         out = self._to_rgb()

@@ -3,13 +3,22 @@
 Decoding as little as possible:
 - gray statistics read the Y plane of the decoded frame directly (no colour conversion);
 - when samples are sparse (at least ``SPARSE_FRAMES`` frame intervals apart) the codec skips
-  non-reference frames (B-frames), which nothing else depends on, and whole GOPs are skipped
-  when the next keyframe comes at or before the next tick (their frames cannot be samples);
-- ``keyframes_only`` decodes keyframes alone and takes, for each tick, the nearest keyframe.
+  non-reference frames (B-frames), which nothing else depends on, and each GOP is planned at
+  its keyframe against the sampler's next tick (``_plan_gop``): skipped whole when none of
+  its frames can be a sample, its IDR keyframe decoded alone when that keyframe is the tick's
+  sample and no other frame of the GOP can be the next one (samples at or sparser than the
+  GOP: the default mode then decodes what keyframes_only decodes), else decoded, with the rest
+  of the GOP dropped after a sample when the next keyframe comes by the next tick;
+- ``keyframes_only`` sends only keyframes to the decoder (the others too before a non-IDR
+  keyframe, which needs them) and takes, for each tick, the nearest keyframe;
+- kept frames' RGB comes from OpenCV's I420 converter when installed (``_rgb``).
+Times are always the frames' own PTS.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
+import threading
 from collections import deque
 from fractions import Fraction
 from typing import Iterator
@@ -18,7 +27,9 @@ import av
 import numpy as np
 
 from ..errors import SourceError
+from .buffers import BufferPool
 from .frame import Frame, StreamInfo
+from .sampler import _EPS
 from .source import DecoderBody, check_local_file, is_url
 
 MAX_SIDE = 16384  # larger than any real camera or codec level; anything above is a corrupt header
@@ -26,6 +37,7 @@ SPARSE_FRAMES = 4  # skip non-reference frames when samples are at least this ma
 LOOKAHEAD_PACKETS = 2048  # packets read ahead to find the next keyframe (a long GOP disables GOP skipping)
 _LUMA_FORMATS = {"yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "nv12", "nv21",
                  "gray", "yuv410p", "yuv411p", "yuv440p", "yuvj440p"}
+_DRAIN = object()  # in the packet plan: take every frame out of the decoder, then continue
 
 
 def _creation_time(container) -> float | None:
@@ -65,6 +77,84 @@ def _luma(frame: av.VideoFrame) -> np.ndarray:
     return frame.reformat(format="gray").to_ndarray()
 
 
+def _nal_length_size(codec: str, extradata: bytes | None) -> int:
+    """Bytes of each NAL unit's length prefix (avcC / hvcC extradata, as in MP4); 0: Annex B
+    start codes (MPEG-TS, raw streams)."""
+    if not extradata or extradata[0] != 1:
+        return 0
+    at = 4 if codec == "h264" else 21
+    return (extradata[at] & 3) + 1 if len(extradata) > at else 0
+
+
+def _first_slice_type(data: bytes, codec: str, length_size: int) -> int | None:
+    """NAL unit type of the first coded slice in an H.264 / HEVC access unit."""
+    i, n = 0, len(data)
+    while i < n:
+        if length_size:
+            size = int.from_bytes(data[i:i + length_size], "big")
+            start, i = i + length_size, i + length_size + size
+        else:
+            j = data.find(b"\x00\x00\x01", i)
+            if j < 0:
+                return None
+            start = j + 3
+            i = start
+        if start >= n:
+            return None
+        if codec == "h264":
+            t = data[start] & 0x1F
+            if 1 <= t <= 5:
+                return t
+        else:
+            t = (data[start] >> 1) & 0x3F
+            if t <= 21:
+                return t
+    return None
+
+
+try:  # optional: a SIMD I420 -> RGB converter about 4x faster than swscale's path through PyAV here
+    import cv2 as _cv2
+except ImportError:
+    _cv2 = None
+_BT601 = {2, 5, 6}  # AVColorSpace unspecified, BT470BG, SMPTE170M: what swscale assumes as well
+
+
+def _rgb(frame: av.VideoFrame) -> np.ndarray:
+    """H x W x 3 RGB of a decoded frame. For limited-range BT.601 yuv420p (what cameras and
+    encoders make by default) through OpenCV when installed: it differs from swscale by its
+    chroma upsampling only (at most a few levels, below JPEG's own error); else PyAV (swscale)."""
+    w, h = frame.width, frame.height
+    if (_cv2 is None or frame.format.name != "yuv420p" or w % 2 or h % 2 or frame.colorspace not in _BT601
+            or frame.color_range == 2):
+        return frame.to_ndarray(format="rgb24")
+    i420 = _scratch.get((h * 3 // 2, w))
+    y, u, v = frame.planes
+    i420[:h] = np.frombuffer(y, np.uint8).reshape(h, y.line_size)[:, :w]
+    q = h // 4  # each chroma plane fills h/4 rows of width w in I420's layout
+    i420[h:h + q] = np.frombuffer(u, np.uint8).reshape(h // 2, u.line_size)[:, : w // 2].reshape(q, w)
+    i420[h + q:] = np.frombuffer(v, np.uint8).reshape(h // 2, v.line_size)[:, : w // 2].reshape(q, w)
+    # Into a pooled array: a fresh one costs more in page faults than the conversion itself.
+    return _cv2.cvtColor(i420, _cv2.COLOR_YUV2RGB_I420, dst=_RGB_POOL.take((h, w, 3), np.uint8))
+
+
+class _Scratch(threading.local):
+    """One I420 staging array per thread and size (read by OpenCV, never handed out)."""
+
+    def __init__(self):
+        self.arrays: dict = {}
+
+    def get(self, shape: tuple) -> np.ndarray:
+        a = self.arrays.get(shape)
+        if a is None:
+            self.arrays.clear()
+            a = self.arrays[shape] = np.empty(shape, np.uint8)
+        return a
+
+
+_scratch = _Scratch()
+_RGB_POOL = BufferPool(per_shape=8)  # kept frames' RGB, awaiting their embedding and JPEG
+
+
 class PyAVDecoder(DecoderBody):
     name = "pyav"
     options = frozenset({"skip_nonref", "skip_gops", "threads"})
@@ -74,6 +164,7 @@ class PyAVDecoder(DecoderBody):
                  device_id: int = 0, skip_nonref: bool | None = None, skip_gops: bool | None = None,
                  threads: int = 0):
         self._setup(path, camera_id, fps, keyframes_only, resume_after)
+        self._nal_len: int | None = None  # NAL length-prefix size, once known (_is_idr)
         self._pkt_end: int | None = None  # end (pts + duration) of the last packet demuxed
         self._bad_pts: set = set()  # PTS of packets the demuxer flagged damaged
         self._container = self._open()
@@ -178,66 +269,196 @@ class PyAVDecoder(DecoderBody):
                 self._bad_packet(f"damaged packet at pts={packet.pts} (data lost or corrupt): its frame is skipped")
             yield packet
 
-    def _skip_to_keyframe(self, ahead: deque, packets: Iterator[av.Packet]) -> bool:
-        """Drop the packets before the next keyframe when every frame they hold is shown before
-        the next tick: none of them can be a sample, and decoding restarts at the keyframe.
-
-        Frames of a GOP are shown before the GOP's successor keyframe (closed GOPs, as camera
-        encoders and x264 make them), so the next keyframe at or before the tick proves it.
-        Returns whether packets were dropped.
-        """
-        if self._t0_pts is None:
+    def _is_idr(self, packet: av.Packet) -> bool:
+        """Whether a keyframe packet resets the decoder (H.264 / HEVC IDR): only such a keyframe
+        decodes right after skipped packets. Non-IDR keyframes (open GOPs' recovery points)
+        and other codecs: False, so their GOPs are fed as before."""
+        codec = self.info.codec
+        if codec not in ("h264", "hevc"):
             return False
-        tick_pts = self._t0_pts + self._sampler.next_tick / self._time_base
+        if self._nal_len is None:
+            self._nal_len = _nal_length_size(codec, self._stream.codec_context.extradata)
+        t = _first_slice_type(bytes(packet), codec, self._nal_len)
+        return t == 5 if codec == "h264" else t in (19, 20)
+
+    def _pkt_time(self, packet: av.Packet) -> float | None:
+        if packet.pts is None or self._t0_pts is None:
+            return None
+        return float((packet.pts - self._t0_pts) * self._time_base)
+
+    def _next_keyframe(self, ahead: deque, packets: Iterator[av.Packet]) -> int | None:
+        """Index in ``ahead`` of the first keyframe after ``ahead[0]``, reading ahead as needed;
+        ``len(ahead)`` when the stream ends first (or at the end-of-stream flush packet, which
+        stays); None when it is further than LOOKAHEAD_PACKETS (long GOPs are not planned)."""
         i = 1
         while True:
             while len(ahead) <= i:
                 if len(ahead) >= LOOKAHEAD_PACKETS:
-                    return False
+                    return None
                 p = next(packets, None)
                 if p is None:
-                    return False
+                    return len(ahead)
                 ahead.append(p)
             p = ahead[i]
-            if p.is_keyframe:
-                break
+            if p.is_keyframe or not p.size:
+                return i
             i += 1
-        if p.pts is None or p.pts > tick_pts + 1e-9 / self._time_base:
-            return False
-        for _ in range(i):
+
+    def _plan_gop(self, ahead: deque, packets: Iterator[av.Packet], tick: float) -> tuple[str, int]:
+        """What to do with the GOP at ``ahead[0]`` (a keyframe) when the sampler's next tick is
+        ``tick``: ("skip", n) drops its n packets (none of its frames can be a sample),
+        ("alone", n) decodes its keyframe alone and drops the rest (the keyframe is the tick's
+        sample and no other frame of the GOP can be the next one), ("decode", 0) decodes it.
+
+        Frames of a GOP are shown before its successor keyframe (closed GOPs, as camera encoders
+        and x264 make them); with open GOPs the next GOP's leading frames, which reference this
+        one, are shown before that keyframe too, so both plans also require that keyframe to
+        come at or before the tick that follows (then those frames cannot be samples either).
+        """
+        i = self._next_keyframe(ahead, packets)
+        if i is None:
+            return "decode", 0
+        ts = [self._pkt_time(p) for p in itertools.islice(ahead, 0, i)]
+        if any(t is None for t in ts):
+            return "decode", 0
+        t_next = self._pkt_time(ahead[i]) if i < len(ahead) and ahead[i].size else None
+        if i < len(ahead) and ahead[i].size and t_next is None:
+            return "decode", 0
+        if (t_next is not None and t_next <= tick + _EPS) or (t_next is None and max(ts) + _EPS < tick):
+            return "skip", i
+        t_key = ts[0]
+        after = self._sampler.tick_after(t_key)
+        if (t_key + _EPS >= tick and not ahead[0].is_corrupt
+                and (t_next is None or t_next <= after + _EPS)
+                and self._is_idr(ahead[0]) and (t_next is None or self._is_idr(ahead[i]))
+                and all(t + _EPS < after and not (t + _EPS >= tick and t < t_key) for t in ts[1:])):
+            return "alone", i
+        return "decode", 0
+
+    def _drop(self, ahead: deque, n: int) -> None:
+        for _ in range(n):
             ahead.popleft()
-        self.stats.skipped_packets += i
-        self._stream.codec_context.flush_buffers()  # frames still inside are all before the tick
+        self.stats.skipped_packets += n
+
+    def _planned_packets(self) -> Iterator[av.Packet | object]:
+        """The packets to decode in the default mode, in decode order, plus _DRAIN markers.
+
+        With GOP skipping on, each GOP is planned at its keyframe (``_plan_gop``) against the
+        sampler's next tick. The decoder holds frames back (frame threads, reordering), so the
+        sampler lags behind the packets fed; the plan uses its own exact prediction while only
+        skipped GOPs and lone keyframes went in, and after a GOP decoded in full it drains the
+        decoder first (_DRAIN) when a lone-keyframe plan could follow. After each sample inside
+        a decoded GOP, the rest of the GOP is dropped when the next keyframe comes at or before
+        the next tick (its frames cannot be samples).
+        """
+        packets = self._packets()
+        ahead: deque = deque()
+        plan = self._skip_gops
+        synced = True  # nothing inside the decoder can change the sampler's next tick but lone keyframes
+        tick = self._sampler.next_tick  # the sampler's next tick once what is inside is out (while synced)
+        seen = self.stats.sampled
+        while True:
+            if not ahead:
+                p = next(packets, None)
+                if p is None:
+                    return
+                ahead.append(p)
+            if plan and self._lost_alone:  # a lone keyframe failed to decode: the prediction is off
+                self._lost_alone = False
+                synced = False
+            head = ahead[0]
+            if plan and head.is_keyframe and head.size:
+                if not synced:
+                    what, n = self._plan_gop(ahead, packets, self._sampler.next_tick)  # a lower bound: safe
+                    if what == "alone":  # could be, with the exact tick: drain to learn it
+                        yield _DRAIN
+                        synced, tick = True, self._sampler.next_tick
+                if synced:
+                    what, n = self._plan_gop(ahead, packets, tick)
+                if what == "skip":
+                    self._drop(ahead, n)
+                    continue
+                if what == "alone":
+                    key = ahead.popleft()
+                    self._alone.add(key.pts)
+                    self._drop(ahead, n - 1)
+                    tick = self._sampler.tick_after(self._pkt_time(key))
+                    yield key
+                    continue
+                synced = False
+            elif plan and self.stats.sampled > seen and self._skip_rest(ahead, packets):
+                synced, tick = not self._alone, self._sampler.next_tick
+                seen = self.stats.sampled
+                continue
+            seen = self.stats.sampled
+            yield ahead.popleft()
+
+    def _skip_rest(self, ahead: deque, packets: Iterator[av.Packet]) -> bool:
+        """After a sample inside a decoded GOP: drop the packets before the next keyframe when
+        that keyframe comes at or before the next tick (every frame they hold is shown before
+        it). Returns whether packets were dropped."""
+        i = self._next_keyframe(ahead, packets)
+        if i is None or i >= len(ahead) or not ahead[i].size:
+            return False
+        t = self._pkt_time(ahead[i])
+        if t is None or t > self._sampler.next_tick + _EPS:
+            return False
+        self._drop(ahead, i)
+        if not self._alone:  # frames still inside are all before the tick (lone keyframes stay)
+            self._stream.codec_context.flush_buffers()
         return True
 
+    def _keyframe_packets(self) -> Iterator[av.Packet]:
+        """keyframes_only: only keyframes (and the end-of-stream flush) reach the decoder when
+        the next keyframe is an IDR; sending the others just to have the decoder discard them
+        (skip_frame NONKEY) costs a thread hand-off each. Before a non-IDR keyframe the decoder
+        needs them to keep its state, and gets them."""
+        held: list = []  # non-key packets since the last keyframe: dropped only before an IDR
+        for p in self._packets():
+            if not p.is_keyframe and p.size:
+                held.append(p)
+                if len(held) < LOOKAHEAD_PACKETS:
+                    continue
+            elif held and (not p.size or self._is_idr(p)):  # an IDR, or the end: nothing needs them
+                self.stats.skipped_packets += len(held)
+                held = []
+            yield from held
+            held = []
+            yield p
+
     def _frames(self) -> Iterator[av.VideoFrame]:
-        packets = self._packets()
-        ahead: deque = deque()  # packets read ahead to find the next keyframe
-        check = self._skip_gops  # at the start, at each keyframe and after each sample
+        self._alone: set = set()  # PTS of lone keyframes fed (predicted samples) not yet out
+        self._lost_alone = False
+        feed = self._keyframe_packets() if self.keyframes_only else self._planned_packets()
+        cc = self._stream.codec_context
         bad_frames = 0
-        while True:
-            if check or (ahead and ahead[0].is_keyframe and self._skip_gops):
-                while self._skip_to_keyframe(ahead, packets):
-                    pass
-                check = False
-            packet = ahead.popleft() if ahead else next(packets, None)
-            if packet is None:
-                break
+        for packet in feed:
+            drain = packet is _DRAIN
             try:
-                decoded = packet.decode()
+                decoded = cc.decode(None) if drain else packet.decode()
             except av.error.FFmpegError as e:
-                self._bad_packet(f"undecodable packet at pts={packet.pts}: {e.strerror or e}")
-                continue
+                if not drain:
+                    self._bad_packet(f"undecodable packet at pts={packet.pts}: {e.strerror or e}")
+                    self._lost_alone = self._lost_alone or packet.pts in self._alone
+                    self._alone.discard(packet.pts)
+                decoded = []
+            if drain:
+                cc.flush_buffers()  # out of its end-of-stream state: the next packet is a keyframe
             for frame in decoded:
                 self.stats.decoded += 1
+                alone = False
+                if self._alone and frame.pts is not None:
+                    alone = frame.pts in self._alone
+                    if any(p < frame.pts for p in self._alone):  # one never came out
+                        self._lost_alone = True
+                    self._alone = {p for p in self._alone if p > frame.pts}
                 if frame.is_corrupt or (frame.pts is not None and frame.pts in self._bad_pts):
                     bad_frames += 1
+                    self._lost_alone = self._lost_alone or alone
                     if bad_frames <= 5:
                         self._note(f"frame at pts={frame.pts} decoded with errors (damaged or cut data): skipped")
                     continue
-                taken_before = self.stats.sampled
                 yield frame
-                check = check or (self._skip_gops and self.stats.sampled > taken_before)
 
     def _time(self, frame: av.VideoFrame) -> float | None:
         pts = frame.pts
@@ -253,7 +474,7 @@ class PyAVDecoder(DecoderBody):
             yield self._time(frame), (frame if not self.keyframes_only or frame.key_frame else None)
 
     def _make(self, t: float, frame: av.VideoFrame) -> Frame:
-        return self._frame(t, frame.pts, _luma(frame), lambda f=frame: f.to_ndarray(format="rgb24"))
+        return self._frame(t, frame.pts, _luma(frame), lambda f=frame: _rgb(f))
 
     def __iter__(self) -> Iterator[Frame]:
         self._seek_for_resume()

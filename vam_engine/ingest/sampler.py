@@ -30,7 +30,11 @@ class TickSampler:
         return True
 
     def resume_after(self, t: float) -> None:
-        self.next_tick = (math.floor(t / self.interval + _EPS) + 1) * self.interval
+        self.next_tick = self.tick_after(t)
+
+    def tick_after(self, t: float) -> float:
+        """The first tick after time t (the next tick once a frame at t is taken)."""
+        return (math.floor(t / self.interval + _EPS) + 1) * self.interval
 
 
 class NearestKeyframeSampler:

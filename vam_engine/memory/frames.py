@@ -11,6 +11,10 @@ import re
 from pathlib import Path
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
+try:
+    import simplejpeg as _simplejpeg
+except ImportError:  # PIL writes the JPEGs instead
+    _simplejpeg = None
 
 
 def _alive(pid: int) -> bool:
@@ -21,6 +25,23 @@ def _alive(pid: int) -> bool:
     except OSError:  # exists, owned by another user
         return True
     return True
+
+
+def encode_jpeg(rgb, quality: int) -> bytes:
+    """H x W x 3 uint8 RGB -> JPEG bytes (4:2:0, as PIL writes by default). libjpeg-turbo
+    through simplejpeg when installed: about twice PIL's speed here (no Image object, no tile
+    loop), and it releases the GIL, so encoder threads run beside the gate thread; else PIL."""
+    if _simplejpeg is not None:
+        import numpy as np
+
+        return _simplejpeg.encode_jpeg(np.ascontiguousarray(rgb), quality, colorspace="RGB", colorsubsampling="420")
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
 
 
 class FrameFiles:
@@ -40,13 +61,12 @@ class FrameFiles:
     def write(self, frame_ref: str, rgb, quality: int) -> None:
         """Write a JPEG under a temporary name, then rename it into place. ``rgb`` is an
         H x W x 3 uint8 array or a callable returning one (so conversion runs here)."""
-        from PIL import Image
-
         rgb = rgb() if callable(rgb) else rgb
         path = self.root / frame_ref
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # pid: see sweep_temporaries
-        Image.fromarray(rgb).save(tmp, format="JPEG", quality=quality)
+        with open(tmp, "wb") as f:
+            f.write(encode_jpeg(rgb, quality))
         os.replace(tmp, path)
 
     def size(self, frame_ref: str) -> int | None:

@@ -45,6 +45,17 @@ class _Ring:
         return [(a, t) for t, a in self.frames if now - self.span_s < t <= now]
 
 
+def _strided_copy(rgb: np.ndarray, k: int) -> np.ndarray:
+    """A C-contiguous copy of ``rgb[::k, ::k]`` (never a view of the caller's buffer). Pixels
+    of a channel-contiguous array are copied as one 3-byte item each, about 4x faster than
+    numpy's per-byte strided copy."""
+    if rgb.strides[2] != 1:
+        return np.array(rgb[::k, ::k], copy=True, order="C")
+    px = rgb.view(np.dtype((np.void, 3)))[..., 0]  # H x W of 3-byte pixels, same memory
+    out = np.array(px[::k, ::k], copy=True, order="C")
+    return out.view(np.uint8).reshape(out.shape[0], out.shape[1], 3)
+
+
 class WorkingMemory:
     """Per camera ring buffers of recent frames, fed by ``observe`` from ingest threads."""
 
@@ -84,8 +95,7 @@ class WorkingMemory:
             takers = [r for r in rings if r.wants(t)]
             if not takers:
                 return  # the common case at high frame rates: nothing to copy
-            k = max(1, math.ceil(max(rgb.shape[0], rgb.shape[1]) / self.max_side))
-            small = np.array(rgb[::k, ::k], copy=True, order="C")
+            small = _strided_copy(rgb, max(1, math.ceil(max(rgb.shape[0], rgb.shape[1]) / self.max_side)))
             small.flags.writeable = False  # shared by both buffers and handed to readers
             for r in takers:
                 r.add(t, small)
