@@ -220,7 +220,7 @@ class PriorityScheduler:
             out = self.body.generate([t.request for t in batch])
             if len(out) != len(batch):
                 raise LLMError(self.name, f"{len(out)} responses for {len(batch)} requests")
-        except Exception as e:  # noqa: BLE001 - handed to the caller that sent the request
+        except BaseException as e:  # noqa: BLE001 - handed to the caller; the worker lives on
             calls = list(dict.fromkeys(t.call for t in batch))
             if len(calls) > 1:  # not every caller's fault: send each caller's requests alone
                 for c in calls:
