@@ -152,28 +152,46 @@ def test_backend_gets_a_batch_after_every_n_frontend_batches():
         llm.close()
 
 
-def test_backend_work_completes_while_frontend_requests_keep_arriving():
-    body = GatedBody(gated=())
-    llm = schedule_local(body, max_batch=2, backend_every=3)
-    stop = threading.Event()
+class RefillingBody(GatedBody):
+    """Each frontend batch queues a new frontend call before it returns: the frontend queue is
+    never empty when the scheduler picks the next batch, the worst case for the backend."""
 
-    def frontend_forever():
-        while not stop.is_set():  # always a frontend request waiting: backend never has the queue to itself
-            llm.generate([req("router", "q"), req("router", "q")])
+    def __init__(self):
+        super().__init__(gated=())
+        self.llm = None
+        self.stop = threading.Event()
+        self.callers = []
 
-    producers = [threading.Thread(target=frontend_forever, daemon=True) for _ in range(3)]
+    def generate(self, requests):
+        out = super().generate(requests)
+        if requests[0].priority_class == FRONTEND and not self.stop.is_set():
+            before = self.llm.stats().submitted[FRONTEND]
+            c = Caller(self.llm, [req("router", "q")])
+            c.start()
+            self.callers.append(c)
+            until(lambda: self.llm.stats().submitted[FRONTEND] > before, "the next frontend call queued")
+        return out
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_backend_work_completes_while_frontend_requests_keep_arriving(every):
+    body = RefillingBody()
+    llm = body.llm = schedule_local(body, max_batch=2, backend_every=every)
     try:
-        for p in producers:
-            p.start()
-        until(lambda: llm.stats().completed[FRONTEND] >= 20, "frontend traffic flowing")
+        first = Caller(llm, [req("router", "q")])
+        first.start()
+        until(lambda: llm.stats().completed[FRONTEND] >= 5, "frontend traffic flowing")
         back = Caller(llm, [req("event_writer", f"doc{i}") for i in range(20)])
         back.start()
-        back.finish()
-        assert back.error is None and back.result == [f"doc{i}" for i in range(20)]
+        assert back.finish().error is None and back.result == [f"doc{i}" for i in range(20)]
+        # while the backend waited, a backend batch followed every `every` frontend batches
+        order = ["B" if b[0].startswith("doc") else "F" for b in body.batches]
+        first_b, last_b = order.index("B"), len(order) - 1 - order[::-1].index("B")
+        assert "F" * (every + 1) not in "".join(order[first_b:last_b + 1])
     finally:
-        stop.set()
-        for p in producers:
-            p.join(WAIT_S)
+        body.stop.set()
+        for c in [first, *body.callers]:
+            c.finish()
         llm.close()
 
 
