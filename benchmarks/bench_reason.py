@@ -54,7 +54,11 @@ engine time per turn at 1e5 moments.
 
     python benchmarks/bench_reason.py                    # ~1 min on 2 cores
     python benchmarks/bench_reason.py --moments 100000   # the 1e5 row (~2 min more)
-    python benchmarks/bench_reason.py --skip-kv          # parts 2 and 3 only (seconds)
+    python benchmarks/bench_reason.py --skip-kv          # parts 2, 3 and 4 only (seconds)
+    python benchmarks/bench_reason.py --skip-kv --skip-overhead --skip-agentic   # part 4 only
+
+Part 4, two-tier scheduling: see benchmarks/_two_tier.py (answer latency with the writer idle
+and saturated, through the scheduler's HTTP and local adapters, and with no tiers).
 
 Prints the tables and writes benchmarks/results/bench_reason.json.
 """
@@ -633,6 +637,9 @@ def main() -> None:
     ap.add_argument("--skip-kv", action="store_true", help="skip part 1 (the slow one)")
     ap.add_argument("--skip-overhead", action="store_true", help="skip part 2 (two-phase overhead)")
     ap.add_argument("--skip-agentic", action="store_true", help="skip part 3 (agentic overhead)")
+    ap.add_argument("--skip-two-tier", action="store_true", help="skip part 4 (two-tier scheduling)")
+    ap.add_argument("--tier-answers", type=int, default=50, help="part 4 answers per row")
+    ap.add_argument("--tier-latency-ms", type=float, default=20.0, help="part 4 scripted latency per call")
     args = ap.parse_args()
     args.moments = int(args.moments)
     import torch
@@ -650,7 +657,13 @@ def main() -> None:
                 result["overhead"] = part_overhead(args, store, forest, build_s)
             if not args.skip_agentic:
                 result["agentic"] = part_agentic(args, store, forest, build_s)
+    if not args.skip_two_tier:
+        from _two_tier import part_two_tier
+
+        result["two_tier"] = part_two_tier(args, print_table)
     name = "bench_reason" if args.moments == 10_000 else f"bench_reason_{args.moments}"
+    if args.skip_kv and args.skip_overhead and args.skip_agentic:
+        name = "bench_reason_two_tier"  # part 4 alone: keep the full run's JSON
     print(f"\nwrote {write_json(name, result)}")
 
 

@@ -497,7 +497,8 @@ def test_make_llm(server, monkeypatch):
     llm = make_llm(LLMConfig(backend="openai", url=server.url, model="m", api_key_env="VAM_TEST_LLM_KEY",
                              max_retries=0))
     try:
-        assert isinstance(llm, OpenAIChat) and llm.name == f"openai:{server.url}#m"
+        # the body behind the two-tier scheduler (test_llm_scheduler.py)
+        assert isinstance(llm.body, OpenAIChat) and llm.name == f"openai:{server.url}#m"
         llm.generate([ask()])
         assert server.calls[0][1]["Authorization"] == "Bearer sk-from-env"
         server.script = lambda n, body: raw(401, "no")

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import VamError
 
@@ -94,6 +94,20 @@ class LLMConfig(_Section):
     kv_cache_bytes: int = Field(2 << 30, ge=0, description="local: memory for cached prefixes (LRU); 0 = off")
     max_image_side: int = Field(1280, ge=16, description="images are resized to fit this square")
     max_image_bytes: int = Field(5 << 20, ge=1024, description="images are recompressed below this")
+    backend_slots: int | None = Field(None, ge=1, description="openai: connections backend work (documents, "
+                                                              "summaries) may hold at once; None = concurrency - 1 "
+                                                              "(at least 1), keeping one for answers")
+    backend_every: int = Field(4, ge=1, description="while backend work waits, frontend batches in a row before "
+                                                    "one backend batch (backend is never starved)")
+    roles: dict[str, str] = Field(default_factory=dict, description="role -> LLM spec like --llm's (e.g. a light "
+                                                                   "model for 'router'); other roles use this model")
+
+    @model_validator(mode="after")
+    def _backend_slots_fit(self):
+        if self.backend_slots is not None and self.backend_slots > self.concurrency:
+            raise ValueError(f"llm.backend_slots ({self.backend_slots}) cannot exceed llm.concurrency "
+                             f"({self.concurrency})")
+        return self
 
 
 class WriterConfig(_Section):

@@ -7,10 +7,13 @@ from ..config import LLMConfig
 from ..errors import VamError
 from .base import LLM, Clip, Image, LLMError, LLMRequest, LLMResponse, Message, Part, Sampling
 from .openai_http import OpenAIChat
+from .roles import RoleRouter, role_configs
+from .scheduler import PriorityScheduler, SchedulerPolicy, schedule_http, schedule_local
 from .scripted import ScriptedLLM
 
 __all__ = ["LLM", "Clip", "Image", "LLMError", "LLMRequest", "LLMResponse", "Message", "Part",
-           "Sampling", "OpenAIChat", "ScriptedLLM", "describe_llm", "make_llm", "parse_llm_spec"]
+           "Sampling", "OpenAIChat", "PriorityScheduler", "RoleRouter", "SchedulerPolicy", "ScriptedLLM",
+           "describe_llm", "make_llm", "parse_llm_spec"]
 
 # The local body loads a checkpoint directory only (no hub download): the spec says so.
 _SPEC_FORMS = "'openai:<http(s) url>#<model>', 'local:<Qwen-VL model directory>' or 'none'"
@@ -41,8 +44,19 @@ def parse_llm_spec(spec: str) -> dict:
 
 def describe_llm(cfg: LLMConfig) -> str | None:
     """The name of the body ``cfg`` describes (as ``LLM.name`` will read), or None for backend
-    'none'; raises the VamError ``make_llm`` would for a config that cannot work, without
-    loading anything (the engine checks its config at construction and loads on first use)."""
+    'none'; raises the VamError ``make_llm`` would for a config that cannot work (its
+    ``roles`` included), without loading anything (the engine checks its config at
+    construction and loads on first use)."""
+    name = _describe_one(cfg)
+    for role, role_cfg in role_configs(cfg).items():
+        try:
+            _describe_one(role_cfg)
+        except VamError as e:
+            raise VamError(f"llm.roles.{role}: {e}") from None
+    return name
+
+
+def _describe_one(cfg: LLMConfig) -> str | None:
     if cfg.backend == "none":
         return None
     if cfg.backend == "openai":
@@ -65,9 +79,36 @@ def describe_llm(cfg: LLMConfig) -> str | None:
 
 
 def make_llm(cfg: LLMConfig, device: str = "cpu") -> LLM | None:
-    """The body ``cfg`` describes, or None for backend 'none'."""
+    """The body ``cfg`` describes behind the two-tier scheduler (``scheduler``), or None for
+    backend 'none'; with ``llm.roles``, a ``RoleRouter`` over one scheduled body per distinct
+    model."""
     if describe_llm(cfg) is None:
         return None
+    bodies: dict[str, LLM] = {}
+    try:
+        default = _scheduled(cfg, device, bodies)
+        routes = {role: _scheduled(role_cfg, device, bodies) for role, role_cfg in role_configs(cfg).items()}
+    except BaseException:
+        for body in bodies.values():
+            body.close()
+        raise
+    return RoleRouter(default, routes) if routes else default
+
+
+def _scheduled(cfg: LLMConfig, device: str, bodies: dict) -> LLM:
+    # one body per distinct model: two roles naming the same spec share its scheduler
+    key = _describe_one(cfg)
+    if key not in bodies:
+        body = _make_body(cfg, device)
+        if cfg.backend == "openai":
+            bodies[key] = schedule_http(body, concurrency=cfg.concurrency, backend_slots=cfg.backend_slots,
+                                        backend_every=cfg.backend_every)
+        else:
+            bodies[key] = schedule_local(body, max_batch=cfg.max_batch, backend_every=cfg.backend_every)
+    return bodies[key]
+
+
+def _make_body(cfg: LLMConfig, device: str) -> LLM:
     if cfg.backend == "openai":
         try:
             return OpenAIChat(cfg.url, cfg.model, api_key=os.environ.get(cfg.api_key_env) or None,

@@ -91,11 +91,39 @@ class Sampling:
     json_object: bool = False  # ask the server for a JSON object where it supports that
 
 
+# The two priority classes (DESIGN.md section 2, StreamMind): frontend work is latency-critical
+# (answers, monitor checks) and never queues behind backend work (event documents, forest
+# merges, summaries, QA-summary rewrites), which builds memory asynchronously and may lag.
+FRONTEND = "frontend"
+BACKEND = "backend"
+PRIORITIES = (FRONTEND, BACKEND)
+# Roles whose requests are backend work; every other role (and an untagged request) is frontend,
+# so a new caller is never slowed down by default.
+BACKEND_ROLES = frozenset({"event_writer", "summary_writer", "node_merger", "qa_summarizer"})
+
+
+def role_of(tag: str) -> str:
+    """The role a request tag names: a repair request ("planner_repair") is its role's."""
+    return tag.removesuffix("_repair")
+
+
 @dataclass
 class LLMRequest:
     messages: list  # of Message
     sampling: Sampling = field(default_factory=Sampling)
     tag: str = ""  # what the request is for (role name); recorded in timings and by the scripted body
+    priority: str | None = None  # FRONTEND or BACKEND; None = from the role (BACKEND_ROLES)
+
+    def __post_init__(self):
+        if self.priority is not None and self.priority not in PRIORITIES:
+            raise ValueError(f"request priority must be {FRONTEND!r}, {BACKEND!r} or None, got {self.priority!r}")
+
+    @property
+    def priority_class(self) -> str:
+        """The class the scheduler serves this request in: the explicit priority, else its role's."""
+        if self.priority is not None:
+            return self.priority
+        return BACKEND if role_of(self.tag) in BACKEND_ROLES else FRONTEND
 
 
 @dataclass
