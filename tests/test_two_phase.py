@@ -294,7 +294,7 @@ def test_invalid_replies_get_one_repair_then_fall_back(mem):
     n = len(coarse.messages)
     assert all(_same(a, b) for a, b in zip(repair.messages[:n], coarse.messages))
     assert repair.messages[n].content == ["not json"] and "could not be used" in repair.messages[n + 1].content[0]
-    assert 'e.g. {"answer": "..."} or {"retrieve": "..."}' in repair.messages[n + 1].content[0]
+    assert 'e.g. {"answer": "...", "sufficient": true} or {"retrieve": "..."}' in repair.messages[n + 1].content[0]
     # fallback: the question itself is the retrieval intent, and fine continues the repair request
     assert fine.messages[-1].content[0] == "Memory retrieved for: Where did the camera pan?"
     assert all(_same(a, b) for a, b in zip(fine.messages[:n + 2], repair.messages))

@@ -88,6 +88,7 @@ class Engine:
         self._retention_pass = None
         self._forest = None
         self._ask_writer = None
+        self._qa = None  # the QA-history recorder, started by the first ask
         self.writer = None
         self.store = None
         self.vectors = None
@@ -209,6 +210,8 @@ class Engine:
             pipe.close()
         if self.writer is not None:
             self.writer.close()
+        if self._qa is not None:
+            self._qa.close()  # before the model and the store it uses
         if self._llm is not None:
             self._llm.close()
         if self._retention is not None:
@@ -471,7 +474,7 @@ class Engine:
 
     # -- questions -----------------------------------------------------------------------------
     def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *,
-            max_turns: int = 6) -> "Answer":
+            max_turns: int = 6, wait_for_ingest: bool = False) -> "Answer":
         """Answer a question from the memory, with cited evidence (camera, interval, moment ids,
         frame paths), the trace of every model turn, token counts and timings per stage.
 
@@ -479,7 +482,12 @@ class Engine:
         retrieval of forest nodes when needed, continuing from the coarse KV cache), "agentic"
         (router + search/inspect/summarize/answer planner loop), or "auto": two-phase, then the
         agentic loop when two-phase finds nothing. ``as_of``: nothing later than it is seen by
-        any stage. ``camera``: one camera id or a list (default: all)."""
+        any stage. ``camera``: one camera id or a list (default: all).
+
+        It answers from what is committed now; ``wait_for_ingest=True`` first waits for every
+        frame already queued (evaluation that pauses the stream clock). Every answer returned is
+        recorded in the QA history (scope: ``camera``); the summary rewrite runs after it returns
+        (``Answer.background``). ``timings["response_s"]``: the latency the caller saw."""
         from .memory.view import MemoryView
 
         if not isinstance(question, str) or not question.strip():
@@ -494,8 +502,11 @@ class Engine:
             raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
         if self._llm_name is None:
             raise VamError("ask needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
-        self.flush()
+        if not isinstance(wait_for_ingest, bool):
+            raise VamError(f"wait_for_ingest must be True or False, got {wait_for_ingest!r}")
         t0 = time.perf_counter()
+        if wait_for_ingest:
+            self.flush()
         model = WatchedModel(self.llm)
         summarizer = self._summarizer()
         view = MemoryView(self.store, self.vectors, self.embedder, self.text_embedder(), self.forest,
@@ -520,12 +531,29 @@ class Engine:
                     agentic.add_time(k, v)
             answer = agentic
         answer.timings["total"] = time.perf_counter() - t0
+        t = answer.asked_at if answer.asked_at is not None else view.now()
+        answer.background = self._qa_recorder().record(question.strip(), answer, view, 0.0 if t is None else t)
+        answer.timings["response_s"] = time.perf_counter() - t0
         return answer
 
     def _two_phase(self, model):
         from .reason.two_phase import TwoPhaseAnswerer
 
-        return TwoPhaseAnswerer(model, self.working, self.text_embedder())
+        # ask records every answer itself (either path), off the response path
+        return TwoPhaseAnswerer(model, self.working, self.text_embedder(), update_qa=False)
+
+    def _qa_recorder(self):
+        from .reason.qa_record import QARecorder
+
+        with self._start_lock:
+            if self._qa is None:
+                self._qa = QARecorder(self.llm, self.text_embedder())
+            return self._qa
+
+    def wait_for_answers(self, timeout: float | None = None) -> bool:
+        """Wait until the QA-history work of every answer returned so far (embedding, summary
+        rewrite) has ended; False on timeout."""
+        return self._qa is None or self._qa.wait_idle(timeout)
 
     def _summarizer(self):
         """What ``ask`` writes summary documents with: the running writer, or (an engine that

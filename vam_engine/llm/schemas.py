@@ -214,13 +214,20 @@ class AnchorVerdict(Strict):
 
 
 class CoarseReply(Strict):
-    """{"answer": ...} or {"retrieve": ...}: exactly one, non-empty."""
+    """{"answer": ..., "sufficient": ...} or {"retrieve": ...}: exactly one, non-empty.
+    ``sufficient`` (with an answer only) is the model's verdict that the present it was shown
+    settles the question; left out, the "answer" key itself is that verdict (the protocol asks
+    for an answer only when the present suffices)."""
     answer: Optional[str] = Field(None, min_length=1, max_length=4000)
     retrieve: Optional[str] = Field(None, min_length=1, max_length=500)
+    sufficient: Optional[bool] = None
 
 
 class FineReply(Strict):
+    """{"answer": ..., "sufficient": ...}: ``sufficient`` true is the model's explicit verdict
+    that the retrieved memory supports the answer; left out, it counts as not sufficient."""
     answer: str = Field(min_length=1, max_length=4000)
+    sufficient: Optional[bool] = None
 
 
 # -- parsing -----------------------------------------------------------------------------------
@@ -322,6 +329,8 @@ def parse_coarse(text: str) -> CoarseReply:
         raise ValueError('coarse reply must have exactly one of "answer" and "retrieve"')
     if not (r.answer or r.retrieve).strip():
         raise ValueError("coarse reply is blank")
+    if r.retrieve is not None and r.sufficient is not None:
+        raise ValueError('coarse reply: "sufficient" goes with "answer" only')
     return r
 
 

@@ -76,6 +76,7 @@ class _Run:
     context: list = field(default_factory=list)   # rendered text per context turn (append-only: prefix-stable)
     seen: set = field(default_factory=set)        # dedupe keys of every result so far
     turns: ModelTurns | None = None               # the question's model requests (set by answer())
+    dialogue: list = field(default_factory=list)  # the last question/answer pairs in view, oldest first
     origin: float | None = None                   # "relative" time zero, computed when first needed
     failure: Exception | None = None              # a model failure to raise once the turn's results are kept
 
@@ -100,13 +101,18 @@ def _rank(f: Found) -> float:
 
 
 class AgenticAnswerer:
-    def __init__(self, llm, *, max_turns: int = 6):
+    def __init__(self, llm, *, max_turns: int = 6, dialogue_turns: int = 3):
+        """``dialogue_turns``: how many of the last question/answer pairs in view the router
+        and the planner see (a follow-up question refers to them)."""
         if llm is None:
             raise VamError("the agentic answerer needs an LLM: set llm.backend (local or openai) or pass llm=...")
         if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
             raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
+        if not (isinstance(dialogue_turns, int) and 0 <= dialogue_turns <= 20):
+            raise VamError(f"dialogue_turns must be an integer in 0..20, got {dialogue_turns!r}")
         self.llm = llm
         self.max_turns = max_turns
+        self.dialogue_turns = dialogue_turns
 
     @property
     def max_calls(self) -> int:
@@ -122,6 +128,11 @@ class AgenticAnswerer:
         question = question.strip()
         run = _Run(question, question, view, Answer("", False, [], "agentic"))
         run.turns = ModelTurns(self.llm, run.out)
+        run.out.asked_at = view.now()
+        try:
+            run.dialogue = view.dialogue(self.dialogue_turns) if self.dialogue_turns else []
+        except VamError as e:  # no dialogue is a worse answer, not a failed one
+            run.out.trace.append(TraceEntry("dialogue", error=f"{type(e).__name__}: {e}"))
         try:
             self._route_and_plan(run)
         except _ModelDown as e:
@@ -138,7 +149,7 @@ class AgenticAnswerer:
         for turn in range(1, self.max_turns + 1):
             entry = TraceEntry("planner", turn=turn, turns_left=self.max_turns - turn + 1)
             run.out.trace.append(entry)
-            request = prompts.plan(run.goal, self._context(run), self.max_turns - turn + 1)
+            request = self._plan(run, self.max_turns - turn + 1)
             action = self._ask(run, "planning", request, lambda text: self._parse_action(run, text), entry)
             if action is None:
                 if turn == 1:
@@ -199,7 +210,7 @@ class AgenticAnswerer:
         """True when the router answered by itself."""
         entry = TraceEntry("router")
         run.out.trace.append(entry)
-        request = prompts.route(run.question, run.view.now(), run.view.camera_ids())
+        request = prompts.route(run.question, run.view.now(), run.view.camera_ids(), run.dialogue)
         route = self._ask(run, "routing", request, parse_route, entry)
         if route is None:
             entry.fallback = "retrieve with the question as asked"
@@ -400,10 +411,8 @@ class AgenticAnswerer:
             if wider > granularity * (1 + 1e-6):
                 entry.notes.append(f"windows widened to {wider:.1f} s (at most {MAX_SUMMARY_DOCS} documents)")
             granularity = wider
-        if structure is not None:
-            entry.notes.append("summary_structure is not stored by this memory view")
         with self._timed(run, "summarize"):
-            docs = run.view.summarize(t0, t1, granularity, prompt)
+            docs = run.view.summarize(t0, t1, granularity, prompt, structure)
         if not docs:
             entry.notes.append("no summary written (no frames in range, or no writer)")
         moments = run.view.moments_by_id([m for d in docs for m in d.moment_ids])
@@ -531,7 +540,7 @@ class AgenticAnswerer:
         if not run.findings():
             run.out.text, run.out.found = f"{NOT_FOUND} no evidence in memory supports an answer ({reason})", False
             return
-        action = self._ask(run, "planning", prompts.plan(run.goal, self._context(run), 0),
+        action = self._ask(run, "planning", self._plan(run, 0),
                            lambda text: self._parse_action(run, text), entry, repair=False)
         if isinstance(action, AnswerAction):
             entry.action = "answer"
@@ -559,3 +568,12 @@ class AgenticAnswerer:
     # -- context -------------------------------------------------------------------------------
     def _context(self, run: _Run) -> str:
         return "\n".join(run.context)
+
+    def _plan(self, run: _Run, turns_left: int):
+        """One planner request: the dialogue, the goal, the context, and the kinds of summary
+        documents in view (read each turn: a summarize action adds some)."""
+        try:
+            kinds = run.view.summary_kinds()
+        except VamError:
+            kinds = []
+        return prompts.plan(run.goal, self._context(run), turns_left, dialogue=run.dialogue, structures=kinds)
