@@ -340,7 +340,11 @@ def test_summarize_action_writes_window_documents(sum_eng):
     docs = ans.evidence
     assert {(d.t_start, d.t_end) for d in docs} == {(0.0, 15.0), (15.0, 30.0)}
     assert all(d.source == "summary" and "focus who comes and goes" in d.text for d in docs)
-    assert any("not stored" in n for n in _planner_entries(ans)[0].notes)
+    kept = [x for x in sum_eng.store.summaries.list() if x.prompt == "who comes and goes"]
+    assert kept and all(x.structure == "quarter" for x in kept)  # the planner's label is stored
+    # the next planner turn is told which structures exist, and can filter on them
+    second = [r for r in llm.sent if r.tag == "planner"][1].messages[1].content[0]
+    assert "summary_structure 'quarter', 15 s windows" in second
 
 
 def test_summarize_is_bounded_in_documents(sum_eng):
