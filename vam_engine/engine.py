@@ -488,22 +488,13 @@ class Engine:
         frame already queued (evaluation that pauses the stream clock). Every answer returned is
         recorded in the QA history (scope: ``camera``); the summary rewrite runs after it returns
         (``Answer.background``). ``timings["response_s"]``: the latency the caller saw."""
+        from .engine_ask import answer_in_mode, check_ask
         from .memory.view import MemoryView
 
-        if not isinstance(question, str) or not question.strip():
-            raise VamError("ask needs a non-empty question")
-        if len(question) > 4000:
-            raise VamError(f"the question is {len(question)} characters long; at most 4000")
-        if mode not in ("auto", "two_phase", "agentic"):
-            raise VamError(f"mode must be auto, two_phase or agentic, got {mode!r}")
-        if as_of is not None and not (isinstance(as_of, (int, float)) and math.isfinite(as_of)):
-            raise VamError(f"as_of must be a finite time in seconds, got {as_of!r}")
-        if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
-            raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
+        check_ask(question, as_of, mode, max_turns, wait_for_ingest)
         if self._llm_name is None:
             raise VamError("ask needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
-        if not isinstance(wait_for_ingest, bool):
-            raise VamError(f"wait_for_ingest must be True or False, got {wait_for_ingest!r}")
+        question = question.strip()
         t0 = time.perf_counter()
         if wait_for_ingest:
             self.flush()
@@ -511,28 +502,10 @@ class Engine:
         summarizer = self._summarizer()
         view = MemoryView(self.store, self.vectors, self.embedder, self.text_embedder(), self.forest,
                           summarizer.summarize if summarizer is not None else None, as_of=as_of, cameras=camera)
-        answer = None
-        if mode in ("auto", "two_phase"):
-            answer = self._two_phase(model).answer(question.strip(), view)
-            # a model that failed is an error, not a "not found" answer; in auto mode the agentic
-            # loop still gets its chance unless no server answers at all
-            model.raise_if_failed(unreachable_only=mode == "auto")
-        if mode == "agentic" or (mode == "auto" and not answer.found):
-            from .reason.agent import AgenticAnswerer
-
-            agentic = AgenticAnswerer(model, max_turns=max_turns).answer(question.strip(), view)
-            if not agentic.found:
-                model.raise_if_failed()
-            if answer is not None:  # auto: keep the two-phase turns in the trace
-                agentic.trace = answer.trace + agentic.trace
-                for k, v in answer.tokens.items():
-                    agentic.tokens[k] += v
-                for k, v in answer.timings.items():
-                    agentic.add_time(k, v)
-            answer = agentic
+        answer = answer_in_mode(model, self._two_phase(model), question, view, mode, max_turns)
         answer.timings["total"] = time.perf_counter() - t0
         t = answer.asked_at if answer.asked_at is not None else view.now()
-        answer.background = self._qa_recorder().record(question.strip(), answer, view, 0.0 if t is None else t)
+        answer.background = self._qa_recorder().record(question, answer, view, 0.0 if t is None else t)
         answer.timings["response_s"] = time.perf_counter() - t0
         return answer
 
