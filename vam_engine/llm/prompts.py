@@ -95,8 +95,12 @@ def merge_summaries(camera_id: str, parts) -> LLMRequest:
     return _request("node_merger", NODE_MERGER, [payload])
 
 
-def inspect(question: str, frames) -> LLMRequest:
-    return _request("inspector", INSPECTOR, [_payload(task="inspect", question=question), *_frames(frames)])
+def inspect(question: str, frames, *, groups: int = 1) -> LLMRequest:
+    """An inspection of ``frames`` ((image, t) pairs); ``groups`` > 1: frames of that many
+    results, looked at together (each group's frames are in time order, groups one after another)."""
+    payload = _payload(task="inspect", question=question) if groups <= 1 else _payload(
+        task="inspect", question=question, results_shown=groups)
+    return _request("inspector", INSPECTOR, [payload, *_frames(frames)])
 
 
 def anchor(target: str, frames) -> LLMRequest:
@@ -194,6 +198,8 @@ Actions:
   {"action": "search", "queries": [{"q": "...", "top_k": 10, "inspect_k": 2, "threshold": 0.3}], "time_range": {...}, "sources": ["frame", "event", "summary"], "summary_filter": {"summary_structure": "...", "granularity_seconds": 60.0}, "thought": "..."}
   1 to 8 queries in English. top_k: results per query, 1..200. inspect_k: how many of a query's best new results a visual inspector looks at directly, 0..50.
   threshold: results whose similarity (cosine) is below it are dropped, >= 0. time_range, sources and summary_filter are optional.
+  Optional too: "visual_ref": {"ref": {"turn_idx": 1, "result_idx": 0}} searches for what that result's frame looks like (same person, object or place);
+  "inspection_prompt": "..." is what the inspector is asked about the inspected results (default: the question); "joint_inspection": true looks at all of them together in one inspection (to compare or order them).
 - inspect (look at frames directly):
   {"action": "inspect", "prompt": "...", "time_range": {...}, "max_frames": 8, "thought": "..."}
   or {"action": "inspect", "prompt": "...", "ref": {"turn_idx": 1, "result_idx": 0}, "max_frames": 8, "thought": "..."}

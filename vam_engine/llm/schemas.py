@@ -161,6 +161,12 @@ class AnswerAction(Strict):
     thought: Thought = ""
 
 
+class VisualRef(Strict):
+    """An appearance query (VAM 3.4 visual_ref): a frame of a result already in the context
+    (its middle frame) is searched for among the frames and events, with each query's text."""
+    ref: Ref
+
+
 class SearchAction(Strict):
     action: Literal["search"]
     queries: list[SearchQuery] = Field(min_length=1, max_length=MAX_QUERIES)
@@ -168,6 +174,9 @@ class SearchAction(Strict):
     sources: list[Literal["frame", "event", "summary"]] = Field(default_factory=lambda: list(SOURCES),
                                                                 min_length=1, max_length=3)
     summary_filter: Optional[SummaryFilter] = None
+    visual_ref: Optional[VisualRef] = None
+    joint_inspection: bool = False           # the inspect_k picks are looked at together, in one request
+    inspection_prompt: Optional[Prompt] = None  # what the inspector is asked (default: the question)
     thought: Thought = ""
 
     @model_validator(mode="after")

@@ -74,12 +74,14 @@ class MemoryView:
         return float(ext.first) if ext.first is not None and ext.absolute else 0.0
 
     # -- reads ---------------------------------------------------------------------------------
-    def search(self, text: str, top_k: int = 10, time_range=None, sources=SOURCES) -> list[Evidence]:
-        """Fused search, clipped to the view (``as_of``: nothing that ends after it)."""
+    def search(self, text: str | None, top_k: int = 10, time_range=None, sources=SOURCES, *,
+               image=None) -> list[Evidence]:
+        """Fused search by text and/or ``image`` (an RGB array or a frame path), clipped to the
+        view (``as_of``: nothing that ends after it)."""
         if time_range is not None and self.as_of is not None:
             t0, t1 = time_range
             time_range = (t0, self.as_of if t1 is None else min(t1, self.as_of))
-        return search(self._store, self._vectors, self._embedder, self.text_embedder, text=text, top_k=top_k,
+        return search(self._store, self._vectors, self._embedder, self.text_embedder, text=text, image=image, top_k=top_k,
                       time_range=time_range, cameras=self.cameras, sources=tuple(sources), as_of=self.as_of).evidence
 
     def frames(self, t0: float, t1: float, max_frames: int, camera: str | None = None) -> list[Moment]:

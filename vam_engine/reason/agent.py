@@ -40,6 +40,7 @@ NOT_FOUND = "Not found:"
 MAX_NEW_PER_TURN = 12          # new results kept per turn: the context stays readable and bounded
 MAX_INSPECTIONS_PER_TURN = 8   # inspect_k across all queries of one search, in one batch
 INSPECT_FRAMES = 8             # frames per inspection of a search hit
+JOINT_FRAMES = 16              # frames of one joint inspection, shared by its hits
 MAX_ANCHOR_CHECKS = 4          # verifier calls per anchor
 MAX_SUMMARY_DOCS = 16          # summary documents one summarize may write (windows x cameras)
 ANCHOR_GAP_S = 2.0             # hits closer than this in time are one occurrence of an anchor event
@@ -203,6 +204,14 @@ class AgenticAnswerer:
             if run.lookup(action.ref.turn_idx, action.ref.result_idx) is None:
                 raise ValueError(f"ref: [{action.ref.turn_idx}.{action.ref.result_idx}] is not a result in the "
                                  f"context (turns 1..{len(run.blocks)})")
+        if isinstance(action, SearchAction) and action.visual_ref is not None:
+            r = action.visual_ref.ref
+            found = run.lookup(r.turn_idx, r.result_idx)
+            if found is None:
+                raise ValueError(f"visual_ref.ref: [{r.turn_idx}.{r.result_idx}] is not a result in the context "
+                                 f"(turns 1..{len(run.blocks)})")
+            if not found.evidence.frame_paths:
+                raise ValueError(f"visual_ref.ref: [{r.turn_idx}.{r.result_idx}] has no frame to search with")
         return action
 
     # -- router --------------------------------------------------------------------------------
@@ -277,11 +286,15 @@ class AgenticAnswerer:
         if rng is None:
             return []
         allowed = self._summary_filter(run, action.summary_filter)
+        image = None
+        if action.visual_ref is not None:  # checked when parsed: the result exists and has frames
+            paths = run.lookup(action.visual_ref.ref.turn_idx, action.visual_ref.ref.result_idx).evidence.frame_paths
+            image = paths[len(paths) // 2]
         new, keys = [], set()
         for qi, q in enumerate(action.queries):
             with self._timed(run, "retrieval"):
                 hits = run.view.search(q.q, top_k=q.top_k, time_range=None if rng == (None, None) else rng,
-                                       sources=tuple(action.sources))
+                                       sources=tuple(action.sources), image=image)
             rank = 0
             for h in hits:
                 sim = h.similarity if h.similarity is not None else 0.0
@@ -305,7 +318,8 @@ class AgenticAnswerer:
         picks = [i for i, (h, qi, rank) in enumerate(new) if rank < action.queries[qi].inspect_k]
         picks = sorted(picks, key=lambda i: (new[i][2], new[i][1]))[:MAX_INSPECTIONS_PER_TURN]
         try:
-            notes = self._inspect_many(run, [new[i][0] for i in picks])
+            notes = self._inspect_many(run, [new[i][0] for i in picks], action.inspection_prompt or run.goal,
+                                       joint=action.joint_inspection)
         except _ModelDown as e:  # keep the hits found; the loop ends once they are in the context
             run.failure, notes = e, {}
         out = []
@@ -327,15 +341,22 @@ class AgenticAnswerer:
             out.add((s.camera_id or "*", s.t0, s.t1))
         return out
 
-    def _inspect_many(self, run: _Run, hits: list) -> dict:
-        """Inspector notes {index in hits: text} for search hits, in one batch."""
-        requests, idx = [], []
+    def _inspect_many(self, run: _Run, hits: list, prompt: str, *, joint: bool = False) -> dict:
+        """Inspector notes {index in hits: text} for search hits, in one batch: one request per
+        hit, or (``joint``) one request showing every hit's frames (JOINT_FRAMES in all, shared
+        evenly) whose note every hit gets."""
+        per_hit = max(1, JOINT_FRAMES // max(1, len(hits))) if joint else INSPECT_FRAMES
+        groups, idx = [], []
         for i, h in enumerate(hits):
-            ms = self._frames(run, h.t_start, h.t_end, INSPECT_FRAMES, h.camera_id)
+            ms = self._frames(run, h.t_start, h.t_end, per_hit, h.camera_id)
             if ms:
-                requests.append(prompts.inspect(run.goal, [(Image(m.frame_path), m.t) for m in ms]))
+                groups.append([(Image(m.frame_path), m.t) for m in ms])
                 idx.append(i)
-        texts = self._call(run, "inspection", requests)
+        if joint and groups:
+            text = self._call(run, "inspection", [prompts.inspect(prompt, [f for g in groups for f in g],
+                                                                  groups=len(groups))])[0].strip()
+            return {i: text[:MAX_NOTE_CHARS] for i in idx} if text else {}
+        texts = self._call(run, "inspection", [prompts.inspect(prompt, g) for g in groups])
         return {i: t.strip()[:MAX_NOTE_CHARS] for i, t in zip(idx, texts) if t.strip()}
 
     def _frames(self, run: _Run, t0: float, t1: float | None, n: int, camera: str | None = None) -> list:
