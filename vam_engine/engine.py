@@ -12,8 +12,10 @@ delete, retain                             yes          no               retain:
 =========================================  ===========  ===============  =========
 
 The writer lock (memory/writer_lock.py) makes one process the store's writer; readers take no
-lock and keep working meanwhile. ``ask`` may append QA history, and writes summary documents
-only when its planner asks for them (taking the writer lock then). The LLM is built at its first
+lock and keep working meanwhile. ``ask`` records every answer in the QA history (one row at
+once; its embedding and the rolling summary's rewrite by a background thread that ``close``
+waits for), and writes summary documents only when its planner asks for them (taking the
+writer lock then). The LLM is built at its first
 use (``ask`` or the document writer), never at construction.
 """
 from __future__ import annotations

@@ -7,7 +7,12 @@ planner turn becomes a permissive search, on a later turn the loop ends with the
 A failing model (``LLMError``) ends the loop with the best evidence found so far, or "not found".
 The loop stops on an answer, on the turn budget, or after two consecutive turns that add no new
 evidence. Everything reads the memory through the view, so ``as_of`` and the camera filter hold
-for every stage, anchors and inspections included.
+for every stage, anchors and inspections included. The router and every planner turn see the
+last question/answer pairs in view (the dialogue: a follow-up refers to them); the planner also
+sees the kinds of summary documents that exist. A search may carry ``visual_ref`` (a result's
+middle frame becomes an image query), ``inspection_prompt`` and ``joint_inspection`` (its
+inspect_k picks looked at in one request); the two-phase answer reports ``found`` only on the
+model's explicit verdict, so ``Engine.ask``'s auto mode lands here otherwise.
 
 Model calls per ``answer()`` are bounded (``max_model_calls``):
     router 2 (reply + repair) + router summary documents MAX_SUMMARY_DOCS
