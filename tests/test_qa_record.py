@@ -80,3 +80,18 @@ def test_a_failed_rewrite_is_kept_in_its_job_and_close_cancels_what_waits(tmp_pa
     after = rec.record("q3", _answer("a3"), view, 4.0)  # recorded, nothing more runs
     assert after.state == "cancelled" and store.qa.records()[-1].question == "q3"
     store.close()
+
+
+def test_a_failed_insert_fails_the_update_not_the_caller(tmp_path):
+    store = Store(tmp_path / "s")
+
+    class Broken(MemoryView):
+        def remember_answer(self, *a, **kw):
+            raise OSError("disk full")
+
+    rec = QARecorder(ScriptedLLM(lambda r: "x"), None)
+    up = rec.record("q", _answer("a"), Broken(store, None, None, None), 1.0)
+    assert up.wait(0) and up.state == "failed" and "disk full" in up.error and up.qa_id == -1
+    assert store.qa.records() == []
+    rec.close()
+    store.close()

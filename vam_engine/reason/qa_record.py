@@ -30,7 +30,7 @@ QA_SUMMARY_CHARS = 2000
 @dataclass
 class QAUpdate:
     """The background part of recording one answer."""
-    qa_id: int
+    qa_id: int                     # -1: the pair could not be recorded
     t: float
     state: str = "queued"          # queued | running | done | failed | cancelled
     error: str | None = None
@@ -70,8 +70,14 @@ class QARecorder:
 
     def record(self, question: str, answer: Answer, view: MemoryView, t: float) -> QAUpdate:
         """Insert the pair now at time ``t`` (scope: the view's cameras); queue its embedding and
-        the summary rewrite. Raises VamError when the insert fails (the store is unusable)."""
-        qa_id = view.remember_answer(float(t), question, answer.text, None)
+        the summary rewrite. An insert that fails (a store error) fails the update, never the
+        answer it records."""
+        try:
+            qa_id = view.remember_answer(float(t), question, answer.text, None)
+        except Exception as e:  # noqa: BLE001 - a store error (sqlite's too) must not lose the answer
+            update = QAUpdate(-1, float(t))
+            update._end("failed", f"recording the answer: {type(e).__name__}: {e}")
+            return update
         update = QAUpdate(qa_id, float(t))
         with self._lock:
             if self._closed:
