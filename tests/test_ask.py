@@ -1,6 +1,7 @@
 """Engine.ask end to end with a scripted model: pushed frames feed the present, the answer
 cites what the model was shown, auto falls back to the agentic loop, bad arguments are refused."""
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -132,7 +133,6 @@ def test_arguments_are_checked(tmp_path):
 
 
 # -- answers that do not wait; the QA history; the dialogue -------------------------------------
-import threading  # noqa: E402
 
 
 class BlockingEmbedder:
