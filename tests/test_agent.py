@@ -340,7 +340,11 @@ def test_summarize_action_writes_window_documents(sum_eng):
     docs = ans.evidence
     assert {(d.t_start, d.t_end) for d in docs} == {(0.0, 15.0), (15.0, 30.0)}
     assert all(d.source == "summary" and "focus who comes and goes" in d.text for d in docs)
-    assert any("not stored" in n for n in _planner_entries(ans)[0].notes)
+    kept = [x for x in sum_eng.store.summaries.list() if x.prompt == "who comes and goes"]
+    assert kept and all(x.structure == "quarter" for x in kept)  # the planner's label is stored
+    # the next planner turn is told which structures exist, and can filter on them
+    second = [r for r in llm.sent if r.tag == "planner"][1].messages[1].content[0]
+    assert "summary_structure 'quarter', 15 s windows" in second
 
 
 def test_summarize_is_bounded_in_documents(sum_eng):
@@ -797,3 +801,44 @@ def test_tiny_local_model_runs_the_whole_loop_within_its_budget(eng, tmp_path, m
     assert 1 <= len(entries) <= 3 and any(e.repaired or e.fallback for e in entries)
     assert all(e.t_end <= 25.0 for e in ans.evidence)
     assert ans.tokens["prompt"] > 0 and ans.tokens["cached"] > 0  # repairs continue from the cached prompt
+
+
+# -- the VAM planner fields visual_ref, joint_inspection, inspection_prompt ----------------------
+def test_visual_ref_searches_for_the_look_of_an_earlier_result(eng):
+    first = search(DOOR, top_k=3, sources=["event"])
+    again = search("the same place", top_k=5, sources=["frame"], visual_ref={"ref": {"turn_idx": 1, "result_idx": 0}})
+    ans, llm = _ask(_view(eng), [first, again, answer("there", (2, 0))])
+    e1, e2 = _planner_entries(ans)[:2]
+    assert e1.added and e2.added and e2.error is None
+    ref = next(f for f in ans.evidence if f.source == "event")
+    frames = [f for f in ans.evidence if f.source == "frame"]
+    # the referred result's middle frame is the image query: the best frame hit is that frame
+    mid = ref.frame_paths[len(ref.frame_paths) // 2]
+    best = max(frames, key=lambda f: f.similarity or 0.0)
+    assert mid in best.frame_paths and best.similarity == pytest.approx(1.0, abs=0.02)
+    # a dangling or frameless visual_ref is an invalid action (repaired like any other)
+    bad = search("x", visual_ref={"ref": {"turn_idx": 5, "result_idx": 0}})
+    ans, llm = _ask(_view(eng), [first, bad, answer("x", (1, 0))])
+    assert "visual_ref.ref: [5.0] is not a result" in _planner_entries(ans)[1].error
+
+
+def test_joint_inspection_looks_at_the_picks_together_with_its_own_prompt(eng):
+    act = search(DOOR, top_k=6, inspect_k=3, joint_inspection=True, inspection_prompt="which door is open?")
+    ans, llm = _ask(_view(eng), [act, answer("the blue one", (1, 0))])
+    inspections = [r for r in llm.sent if r.tag == "inspector"]
+    assert len(inspections) == 1  # one request for all three picks
+    payload = json.loads(inspections[0].messages[1].content[0])
+    assert payload["question"] == "which door is open?" and payload["results_shown"] == 3
+    assert sum(isinstance(p, Image) for p in inspections[0].messages[1].content) <= 16
+    notes = list(_planner_entries(ans)[0].inspections.values())
+    assert len(notes) == 3 and len(set(notes)) == 1
+    # apart (the default), one request per pick, asked the inspection_prompt
+    act = search(DOOR, top_k=6, inspect_k=2, inspection_prompt="which door is open?")
+    ans, llm = _ask(_view(eng), [act, answer("the blue one", (1, 0))])
+    inspections = [r for r in llm.sent if r.tag == "inspector"]
+    assert len(inspections) == 2
+    assert all(json.loads(r.messages[1].content[0])["question"] == "which door is open?" for r in inspections)
+    for bad in ({"joint_inspection": 1}, {"joint_inspection": "yes"}, {"inspection_prompt": ""},
+                {"visual_ref": {"ref": {"turn_idx": 1, "result_idx": 0}, "extra": 1}}, {"visual_ref": 1}):
+        with pytest.raises(ValueError, match="invalid search action"):
+            parse_action(json.dumps({**search("door"), **bad}))

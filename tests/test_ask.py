@@ -1,6 +1,7 @@
 """Engine.ask end to end with a scripted model: pushed frames feed the present, the answer
 cites what the model was shown, auto falls back to the agentic loop, bad arguments are refused."""
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -35,6 +36,7 @@ class Model:
     def __init__(self, direct: bool):
         self.direct = direct
         self.planned = 0
+        self.sufficient = None
 
     def __call__(self, req) -> str:
         tag = req.tag
@@ -46,8 +48,9 @@ class Model:
             raise LLMError("scripted", "the coarse stage is down")
         if tag == "two_phase_coarse":
             return json.dumps({"answer": "a textured scene"} if self.direct else {"retrieve": "textured scene"})
-        if tag == "two_phase_fine":
-            return json.dumps({"answer": "seen"})
+        if tag == "two_phase_fine":  # "sufficient" only when told: without it two-phase has not found it
+            return json.dumps({"answer": "seen", **({"sufficient": self.sufficient} if self.sufficient is not None
+                                                   else {})})
         if tag == "qa_summarizer":
             return "asked about the scene"
         if tag == "router":
@@ -127,3 +130,155 @@ def test_arguments_are_checked(tmp_path):
             eng.ask("q", as_of=float("nan"))
         with pytest.raises(VamError, match="max_turns"):
             eng.ask("q", max_turns=0)
+
+
+# -- answers that do not wait; the QA history; the dialogue -------------------------------------
+
+
+class BlockingEmbedder:
+    """The engine's image embedder, whose embed_images waits on ``gate`` (open by default)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.gate = threading.Event()
+        self.gate.set()
+        self.blocked = threading.Event()  # set while a call waits on the gate
+
+    def embed_images(self, *args, **kw):
+        if not self.gate.is_set():
+            self.blocked.set()
+            self.gate.wait(60)
+            self.blocked.clear()
+        return self.inner.embed_images(*args, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_ask_answers_while_ingest_is_held_up_by_a_blocked_embedder(tmp_path):
+    eng = _engine(tmp_path / "s", Model(direct=True))
+    try:
+        eng.embedder = emb = BlockingEmbedder(eng.embedder)  # before the pipeline exists: it takes this one
+        for i in range(20):
+            eng.push("robot", _texture(i), i * 0.5)
+        assert eng.flush(timeout=60)
+        emb.gate.clear()
+        for i in range(20, 30):
+            eng.push("robot", _texture(i), i * 0.5)
+        assert emb.blocked.wait(30)  # ingest is stuck in the embedder
+        ans = eng.ask("what does the robot see?", mode="two_phase")
+        assert ans.found and emb.blocked.is_set() and not emb.gate.is_set()  # returned while ingest waits
+        assert ans.timings["response_s"] >= ans.timings["total"] > 0
+
+        done = threading.Event()
+        waited = threading.Thread(target=lambda: (eng.ask("and now?", mode="two_phase", wait_for_ingest=True),
+                                                  done.set()))
+        waited.start()
+        assert not done.wait(1.0)  # the opt-in waits for the queued frames
+        emb.gate.set()
+        waited.join(60)
+        assert done.is_set()
+        with pytest.raises(VamError, match="wait_for_ingest"):
+            eng.ask("q", wait_for_ingest="yes")
+    finally:
+        emb.gate.set()
+        eng.close()
+
+
+class GatedSummarizer(Model):
+    """Model, but the QA summarizer's reply waits on ``gate``."""
+
+    def __init__(self):
+        super().__init__(direct=True)
+        self.gate = threading.Event()
+        self.summaries = 0
+
+    def __call__(self, req) -> str:
+        if req.tag == "qa_summarizer":
+            assert self.gate.wait(60)
+            self.summaries += 1
+            return f"summary {self.summaries}"
+        return super().__call__(req)
+
+
+@pytest.fixture(scope="module")
+def robot(tmp_path_factory):
+    model = GatedSummarizer()
+    eng = _engine(tmp_path_factory.mktemp("ask") / "s", model)
+    for i in range(30):
+        eng.push("robot", _texture(i), i * 0.5)
+    eng.end_push("robot")
+    assert eng.wait_for_documents(timeout=120)
+    yield eng, model
+    model.gate.set()
+    eng.close()
+
+
+def test_the_qa_summary_is_rewritten_after_the_answer_is_returned(robot):
+    eng, model = robot
+    model.gate.clear()
+    before = eng.store.qa.summary()
+    ans = eng.ask("what does the robot see?", mode="two_phase", camera="robot")
+    # returned while the summary rewrite is still held up; the pair itself is already recorded
+    assert ans.found and ans.background.state in ("queued", "running") and eng.store.qa.summary() == before
+    rec = eng.store.qa.records()[-1]
+    assert (rec.question, rec.answer, rec.cameras) == ("what does the robot see?", ans.text, ("robot",))
+    assert "qa_summary" not in {e.stage for e in ans.trace} and "qa_summary" not in ans.timings
+    model.gate.set()
+    assert ans.background.wait(30) and ans.background.state == "done"
+    assert eng.store.qa.summary() == f"summary {model.summaries}" and ans.background.seconds > 0
+    q = eng.text_embedder().embed_texts(["what does the robot see?"])[0]
+    assert eng.store.qa.retrieve(q, 1)[0].qa_id == rec.qa_id  # embedded in the background too
+    assert eng.wait_for_answers(timeout=30)
+
+
+def test_both_paths_record_their_answer_scoped_by_camera(robot):
+    eng, model = robot
+    model.gate.set()
+    model.planned = 0
+    ans = eng.ask("what is the robot looking at?", mode="agentic", camera=["robot"])
+    assert ans.mode == "agentic" and ans.found
+    rec = eng.store.qa.records()[-1]
+    assert (rec.question, rec.answer, rec.cameras) == ("what is the robot looking at?", ans.text, ("robot",))
+    assert rec.t == pytest.approx(ans.asked_at)
+    ans = eng.ask("anything at all?", mode="two_phase")  # no camera: every camera
+    assert eng.store.qa.records()[-1].cameras is None and eng.store.qa.records()[-1].answer == ans.text
+    assert eng.wait_for_answers(timeout=30)
+
+
+def test_a_follow_up_question_sees_the_previous_turn(robot):
+    eng, model = robot
+    model.gate.set()
+    model.planned = 0
+    first = eng.ask("when did the texture change?", mode="agentic", camera="robot")
+    model.planned = 0
+    sent = len(eng.llm.sent)
+    eng.ask("and before that?", mode="agentic", camera="robot")
+    router = next(r for r in eng.llm.sent[sent:] if r.tag == "router")
+    dialogue = json.loads(router.messages[1].content[0])["dialogue"]
+    assert dialogue[-1]["question"] == "when did the texture change?" and dialogue[-1]["answer"] == first.text[:600]
+    planner = next(r for r in eng.llm.sent[sent:] if r.tag == "planner")
+    text = planner.messages[1].content[0]
+    assert "when did the texture change?" in text and text.index(first.text[:100]) < text.index("Question:")
+    # as_of before the first question: it is not part of that question's dialogue
+    sent = len(eng.llm.sent)
+    model.planned = 0
+    eng.ask("and before that?", mode="agentic", camera="robot", as_of=first.asked_at - 1.0)
+    router = next(r for r in eng.llm.sent[sent:] if r.tag == "router")
+    assert all(d["question"] != "when did the texture change?"
+               for d in json.loads(router.messages[1].content[0])["dialogue"])
+
+
+@pytest.mark.parametrize("verdict, mode", [(None, "agentic"), (False, "agentic"), (True, "two_phase")])
+def test_auto_keeps_two_phase_only_on_the_models_sufficient_verdict(robot, verdict, mode):
+    eng, model = robot
+    model.gate.set()
+    model.direct, model.sufficient, model.planned = False, verdict, 0
+    try:
+        ans = eng.ask("what did the robot see at the start?")
+    finally:
+        model.direct, model.sufficient = True, None
+    assert ans.mode == mode and ans.found
+    assert ans.text == ("seen" if mode == "two_phase" else "agentic: a textured scene")
+    assert "two_phase_fine" in {c.tag for e in ans.trace for c in e.calls}
+    assert eng.store.qa.records()[-1].answer == ans.text  # the answer returned is the one recorded

@@ -51,7 +51,7 @@ def test_repair_cuts_a_runaway_reply_and_says_so():
     assert short.tag == "two_phase_coarse_repair" and short.messages[:4] == req.messages
     assert short.messages[4].role == "assistant" and short.messages[4].content == ["not json"]
     ask = short.messages[5].content[0]
-    assert "reply is not valid JSON" in ask and 'e.g. {"answer": "..."} or {"retrieve": "..."}' in ask
+    assert "reply is not valid JSON" in ask and 'e.g. {"answer": "...", "sufficient": true} or {"retrieve": "..."}' in ask
     assert "cut" not in ask  # nothing was cut
     long = prompts.repair(req, "y" * 50_000, "e" * 10_000)
     assert long.messages[4].content == ["y" * prompts.REPAIR_REPLY_CHARS]
@@ -76,3 +76,38 @@ def test_reply_parsing_lives_in_schemas_not_in_prompts():
             schemas.parse_coarse(bad)
     with pytest.raises(ValueError, match="invalid fine reply"):
         schemas.parse_fine('{"answer": "a", "more": 1}')
+
+
+def test_the_sufficient_verdict_is_strict_and_goes_with_answers_only():
+    assert schemas.parse_fine('{"answer": "yes", "sufficient": true}').sufficient is True
+    assert schemas.parse_fine('{"answer": "unclear", "sufficient": false}').sufficient is False
+    assert schemas.parse_fine('{"answer": "yes"}').sufficient is None  # no verdict: not found
+    assert schemas.parse_coarse('{"answer": "a cat", "sufficient": false}').sufficient is False
+    for bad, msg in [('{"answer": "a", "sufficient": "true"}', "sufficient"),
+                     ('{"answer": "a", "sufficient": 1}', "sufficient")]:
+        with pytest.raises(ValueError, match=msg):
+            schemas.parse_fine(bad)
+        with pytest.raises(ValueError, match=msg):
+            schemas.parse_coarse(bad)
+    with pytest.raises(ValueError, match='"sufficient" goes with "answer" only'):
+        schemas.parse_coarse('{"retrieve": "people", "sufficient": true}')
+
+
+def test_router_and_planner_requests_carry_the_dialogue_and_the_summary_kinds():
+    from vam_engine.memory.records import QARecord
+    from vam_engine.memory.view import SummaryKind
+
+    turns = [QARecord(1, 12.5, None, "when did the dog come in?", "at 12 s, through the blue door")]
+    route = prompts.route("and before that?", 30.0, ["cam"], turns)
+    payload = json.loads(route.messages[1].content[0])
+    assert payload["dialogue"] == [{"t_s": 12.5, "question": "when did the dog come in?",
+                                    "answer": "at 12 s, through the blue door"}]
+    assert payload["request"] == "and before that?"
+    plan = prompts.plan("and before that?", "", 3, dialogue=turns,
+                        structures=[SummaryKind("minutes", 60.0, 4), SummaryKind(None, 15.0, 1)])
+    text = plan.messages[1].content[0]
+    assert text.index("when did the dog come in?") < text.index("Question: and before that?")
+    assert "summary_structure 'minutes', 60 s windows: 4 document(s)" in text
+    assert "no structure label, 15 s windows: 1 document(s)" in text
+    bare = prompts.plan("q", "", 3).messages[1].content[0]
+    assert bare.startswith("Question: q") and "Summary documents" not in bare

@@ -193,7 +193,7 @@ def _texts(req) -> list:
     return [p for m in req.messages for p in m.content if isinstance(p, str)]
 
 
-def _scripted(coarse, fine='{"answer": "from memory"}', summary="rolling summary"):
+def _scripted(coarse, fine='{"answer": "from memory", "sufficient": true}', summary="rolling summary"):
     """A model whose reply depends on the request's role: coarse (and its repair), fine (and its
     repair), the QA summarizer. A list gives successive replies."""
     queues = {k: list(v) if isinstance(v, list) else [v] for k, v in
@@ -294,14 +294,14 @@ def test_invalid_replies_get_one_repair_then_fall_back(mem):
     n = len(coarse.messages)
     assert all(_same(a, b) for a, b in zip(repair.messages[:n], coarse.messages))
     assert repair.messages[n].content == ["not json"] and "could not be used" in repair.messages[n + 1].content[0]
-    assert 'e.g. {"answer": "..."} or {"retrieve": "..."}' in repair.messages[n + 1].content[0]
+    assert 'e.g. {"answer": "...", "sufficient": true} or {"retrieve": "..."}' in repair.messages[n + 1].content[0]
     # fallback: the question itself is the retrieval intent, and fine continues the repair request
     assert fine.messages[-1].content[0] == "Memory retrieved for: Where did the camera pan?"
     assert all(_same(a, b) for a, b in zip(fine.messages[:n + 2], repair.messages))
     assert fine.messages[n + 2].content == ['{"answer": "x", "extra": 1}']
     assert len(fine_repair.messages) == len(fine.messages) + 2
-    # nodes were found, so the raw reply stands as the answer
-    assert ans.found and ans.text == "nope" and ans.evidence
+    # nodes were found, so the raw reply's words are kept; with no verdict it is not "found"
+    assert not ans.found and ans.text == "nope" and ans.evidence
     (turn,) = _stage(ans, "coarse")  # one entry per turn: the reply and its repair
     assert [c.tag for c in turn.calls] == ["two_phase_coarse", "two_phase_coarse_repair"]
     assert turn.reply == "not json" and "not valid JSON" in turn.error
@@ -313,6 +313,41 @@ def test_invalid_replies_get_one_repair_then_fall_back(mem):
     llm = _scripted('{"retrieve": "a giraffe"}', fine="???")
     ans = TwoPhaseAnswerer(llm, None, None, k_f=0, use_qa=False, update_qa=False).answer("Any giraffe?", _view(mem))
     assert not ans.found and ans.text.startswith("Not found:") and ans.evidence == []
+
+
+def test_found_needs_the_models_explicit_verdict(mem):
+    # a fine answer without "sufficient": the words are kept, found is False
+    llm = _scripted('{"retrieve": "textured scene"}', fine='{"answer": "maybe a scene"}')
+    ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), use_qa=False, update_qa=False).answer(
+        "What was shown?", _view(mem))
+    assert not ans.found and ans.text == "maybe a scene" and ans.trace[-1].action == "insufficient"
+    # an explicit "not sufficient" verdict
+    llm = _scripted('{"retrieve": "textured scene"}', fine='{"answer": "cannot tell", "sufficient": false}')
+    ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), use_qa=False, update_qa=False).answer(
+        "What was shown?", _view(mem))
+    assert not ans.found and ans.text == "cannot tell"
+    # a coarse answer the model says the present does not settle goes on to the fine stage
+    llm = _scripted('{"answer": "a guess", "sufficient": false}')
+    ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), use_qa=False, update_qa=False).answer(
+        "What was shown first?", _view(mem))
+    assert _tags(llm) == ["two_phase_coarse", "two_phase_fine"]
+    assert _stage(ans, "coarse")[0].action == "insufficient_retrieve"
+    assert llm.sent[1].messages[-1].content[0] == "Memory retrieved for: What was shown first?"
+    assert ans.found and ans.text == "from memory"
+
+
+def test_the_coarse_request_shows_the_recent_dialogue_in_view(mem):
+    qa = mem.store.qa
+    qa.add(21.0, "what colour was the door?", "blue, at 21 s", None, cameras=["cam"])
+    qa.add(22.0, "what is on the other camera?", "OTHER CAMERA ANSWER", None, cameras=["other"])
+    qa.add(1e6, "a later question", "FUTURE DIALOGUE", None)
+    llm = _scripted('{"answer": "before that, the hallway", "sufficient": true}')
+    TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), update_qa=False).answer(
+        "and before that?", _view(mem, as_of=30.0))
+    last = "\n".join(p for p in llm.sent[0].messages[3].content if isinstance(p, str))
+    assert "what colour was the door?" in last and "blue, at 21 s" in last
+    assert last.index("blue, at 21 s") < last.index("Question: and before that?")
+    assert "OTHER CAMERA" not in last and "FUTURE DIALOGUE" not in last  # scoped by camera, causal
 
 
 def test_model_errors_end_in_not_found(mem):

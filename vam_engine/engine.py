@@ -12,8 +12,10 @@ delete, retain                             yes          no               retain:
 =========================================  ===========  ===============  =========
 
 The writer lock (memory/writer_lock.py) makes one process the store's writer; readers take no
-lock and keep working meanwhile. ``ask`` may append QA history, and writes summary documents
-only when its planner asks for them (taking the writer lock then). The LLM is built at its first
+lock and keep working meanwhile. ``ask`` records every answer in the QA history (one row at
+once; its embedding and the rolling summary's rewrite by a background thread that ``close``
+waits for), and writes summary documents only when its planner asks for them (taking the
+writer lock then). The LLM is built at its first
 use (``ask`` or the document writer), never at construction.
 """
 from __future__ import annotations
@@ -89,6 +91,7 @@ class Engine:
         self._retention_pass = None
         self._forest = None
         self._ask_writer = None
+        self._qa = None  # the QA-history recorder, started by the first ask
         self.writer = None
         self.store = None
         self.vectors = None
@@ -211,6 +214,8 @@ class Engine:
             pipe.close()
         if self.writer is not None:
             self.writer.close()
+        if self._qa is not None:
+            self._qa.close()  # before the model and the store it uses
         if self._llm is not None:
             self._llm.close()
         if self._retention is not None:
@@ -477,7 +482,7 @@ class Engine:
 
     # -- questions -----------------------------------------------------------------------------
     def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *,
-            max_turns: int = 6) -> "Answer":
+            max_turns: int = 6, wait_for_ingest: bool = False) -> "Answer":
         """Answer a question from the memory, with cited evidence (camera, interval, moment ids,
         frame paths), the trace of every model turn, token counts and timings per stage.
 
@@ -485,53 +490,51 @@ class Engine:
         retrieval of forest nodes when needed, continuing from the coarse KV cache), "agentic"
         (router + search/inspect/summarize/answer planner loop), or "auto": two-phase, then the
         agentic loop when two-phase finds nothing. ``as_of``: nothing later than it is seen by
-        any stage. ``camera``: one camera id or a list (default: all)."""
+        any stage. ``camera``: one camera id or a list (default: all).
+
+        It answers from what is committed now; ``wait_for_ingest=True`` first waits for every
+        frame already queued (evaluation that pauses the stream clock). Every answer returned is
+        recorded in the QA history (scope: ``camera``); the summary rewrite runs after it returns
+        (``Answer.background``). ``timings["response_s"]``: the latency the caller saw."""
+        from .engine_ask import answer_in_mode, check_ask
         from .memory.view import MemoryView
 
-        if not isinstance(question, str) or not question.strip():
-            raise VamError("ask needs a non-empty question")
-        if len(question) > 4000:
-            raise VamError(f"the question is {len(question)} characters long; at most 4000")
-        if mode not in ("auto", "two_phase", "agentic"):
-            raise VamError(f"mode must be auto, two_phase or agentic, got {mode!r}")
-        if as_of is not None and not (isinstance(as_of, (int, float)) and math.isfinite(as_of)):
-            raise VamError(f"as_of must be a finite time in seconds, got {as_of!r}")
-        if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
-            raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
+        check_ask(question, as_of, mode, max_turns, wait_for_ingest)
         if self._llm_name is None:
             raise VamError("ask needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
-        self.flush()
+        question = question.strip()
         t0 = time.perf_counter()
+        if wait_for_ingest:
+            self.flush()
         model = WatchedModel(self.llm)
         summarizer = self._summarizer()
         view = MemoryView(self.store, self.vectors, self.embedder, self.text_embedder(), self.forest,
                           summarizer.summarize if summarizer is not None else None, as_of=as_of, cameras=camera)
-        answer = None
-        if mode in ("auto", "two_phase"):
-            answer = self._two_phase(model).answer(question.strip(), view)
-            # a model that failed is an error, not a "not found" answer; in auto mode the agentic
-            # loop still gets its chance unless no server answers at all
-            model.raise_if_failed(unreachable_only=mode == "auto")
-        if mode == "agentic" or (mode == "auto" and not answer.found):
-            from .reason.agent import AgenticAnswerer
-
-            agentic = AgenticAnswerer(model, max_turns=max_turns).answer(question.strip(), view)
-            if not agentic.found:
-                model.raise_if_failed()
-            if answer is not None:  # auto: keep the two-phase turns in the trace
-                agentic.trace = answer.trace + agentic.trace
-                for k, v in answer.tokens.items():
-                    agentic.tokens[k] += v
-                for k, v in answer.timings.items():
-                    agentic.add_time(k, v)
-            answer = agentic
+        answer = answer_in_mode(model, self._two_phase(model), question, view, mode, max_turns)
         answer.timings["total"] = time.perf_counter() - t0
+        t = answer.asked_at if answer.asked_at is not None else view.now()
+        answer.background = self._qa_recorder().record(question, answer, view, 0.0 if t is None else t)
+        answer.timings["response_s"] = time.perf_counter() - t0
         return answer
 
     def _two_phase(self, model):
         from .reason.two_phase import TwoPhaseAnswerer
 
-        return TwoPhaseAnswerer(model, self.working, self.text_embedder())
+        # ask records every answer itself (either path), off the response path
+        return TwoPhaseAnswerer(model, self.working, self.text_embedder(), update_qa=False)
+
+    def _qa_recorder(self):
+        from .reason.qa_record import QARecorder
+
+        with self._start_lock:
+            if self._qa is None:
+                self._qa = QARecorder(self.llm, self.text_embedder())
+            return self._qa
+
+    def wait_for_answers(self, timeout: float | None = None) -> bool:
+        """Wait until the QA-history work of every answer returned so far (embedding, summary
+        rewrite) has ended; False on timeout."""
+        return self._qa is None or self._qa.wait_idle(timeout)
 
     def _summarizer(self):
         """What ``ask`` writes summary documents with: the running writer, or (an engine that

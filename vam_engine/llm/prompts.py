@@ -95,8 +95,12 @@ def merge_summaries(camera_id: str, parts) -> LLMRequest:
     return _request("node_merger", NODE_MERGER, [payload])
 
 
-def inspect(question: str, frames) -> LLMRequest:
-    return _request("inspector", INSPECTOR, [_payload(task="inspect", question=question), *_frames(frames)])
+def inspect(question: str, frames, *, groups: int = 1) -> LLMRequest:
+    """An inspection of ``frames`` ((image, t) pairs); ``groups`` > 1: frames of that many
+    results, looked at together (each group's frames are in time order, groups one after another)."""
+    payload = _payload(task="inspect", question=question) if groups <= 1 else _payload(
+        task="inspect", question=question, results_shown=groups)
+    return _request("inspector", INSPECTOR, [payload, *_frames(frames)])
 
 
 def anchor(target: str, frames) -> LLMRequest:
@@ -126,12 +130,12 @@ SAMPLING.update({
 
 TWO_PHASE_SYSTEM = """You answer questions about video streams from a visual memory.
 You receive the event memory (the top-level summaries of each camera's history, each with its time range), then each camera's recent frames: a slower buffer of the recent past, then a faster short window up to now, every frame preceded by its time. Then a summary of earlier questions and answers, the current time and the question.
-If that is enough to answer, reply with ONLY {"answer": "<your answer>"}.
+If that is enough to answer, reply with ONLY {"answer": "<your answer>", "sufficient": true}.
 If the answer needs older or finer memory, reply with ONLY {"retrieve": "<what to look for>"}: a short description of the people, objects, actions or scene to search the memory for (for "Was anyone here just now?" over a living room: "people in the living room"), not the question itself.
-Exactly one JSON object with exactly one of these two keys; nothing else."""
+Exactly one JSON object of one of these two forms; nothing else ("sufficient" goes with "answer" only; false there means the frames shown do not settle it and the memory should be searched)."""
 
 TWO_PHASE_FINE = """Above is the memory retrieved for that search: event nodes (summary, time range, keyframes with their times) and earlier questions with their answers.
-Answer the question now from everything you have seen. Reply with ONLY {"answer": "<your answer>"}; if the memory does not show the answer, say so in the answer."""
+Answer the question now from everything you have seen. Reply with ONLY {"answer": "<your answer>", "sufficient": true} when what you were shown supports the answer; when the memory does not show it, say so in the answer and set "sufficient": false."""
 
 QA_SUMMARIZER = """You keep a short running summary of the questions asked about video streams and their answers.
 You receive the current summary (possibly empty) and one new question with its answer and time.
@@ -167,13 +171,14 @@ SAMPLING.update({
     "planner": Sampling(temperature=0.1, max_tokens=500, json_object=True),
 })
 
-ROUTER = """You route requests to a visual memory of video streams. You receive one user request, the cameras, and the current time on the memory's timeline, and choose exactly one next step.
+ROUTER = """You route requests to a visual memory of video streams. You receive one user request, the cameras, the current time on the memory's timeline and the recent dialogue (the last questions with their answers and times, oldest first), and choose exactly one next step.
 Reply with ONLY one JSON object, one of:
 1. {"type": "final", "text": "..."}
    Only for a request that needs nothing from the memory (a greeting, a question about you).
 2. {"type": "tool", "name": "retrieve", "args": {"question": "..."}}
    The default: any question about what the cameras recorded (objects, people, actions, places, times, counts, "what happened").
    Rewrite the request as one clear English question for retrieval; keep its objects, attributes, actions and time clues, including relative ones such as "before X", "after Y" or "when Z happened".
+   A follow-up ("and before that?", "what did he do next?") refers to the recent dialogue: make the rewritten question self-contained, naming what it refers to and the times the earlier answers gave.
 3. {"type": "tool", "name": "summarize", "args": {"min_time": 0.0, "max_time": 1800.0, "time_mode": "relative", "granularity_seconds": 60.0, "prompt": "...", "summary_structure": "..."}}
    Only when the user explicitly asks for a timeline or a window-by-window summary of a stated span ("minute by minute for the first half hour", "a 5-minute timeline of the last hour").
    It writes one searchable summary document per window, for this and later questions.
@@ -193,6 +198,8 @@ Actions:
   {"action": "search", "queries": [{"q": "...", "top_k": 10, "inspect_k": 2, "threshold": 0.3}], "time_range": {...}, "sources": ["frame", "event", "summary"], "summary_filter": {"summary_structure": "...", "granularity_seconds": 60.0}, "thought": "..."}
   1 to 8 queries in English. top_k: results per query, 1..200. inspect_k: how many of a query's best new results a visual inspector looks at directly, 0..50.
   threshold: results whose similarity (cosine) is below it are dropped, >= 0. time_range, sources and summary_filter are optional.
+  Optional too: "visual_ref": {"ref": {"turn_idx": 1, "result_idx": 0}} searches for what that result's frame looks like (same person, object or place);
+  "inspection_prompt": "..." is what the inspector is asked about the inspected results (default: the question); "joint_inspection": true looks at all of them together in one inspection (to compare or order them).
 - inspect (look at frames directly):
   {"action": "inspect", "prompt": "...", "time_range": {...}, "max_frames": 8, "thought": "..."}
   or {"action": "inspect", "prompt": "...", "ref": {"turn_idx": 1, "result_idx": 0}, "max_frames": 8, "thought": "..."}
@@ -219,25 +226,39 @@ Rules:
 - Write queries, prompts and anchor descriptions in English; write the answer in the user's language.
 - No keys other than those shown, no empty strings."""
 
-PLANNER_STATE = """Question: {question}
+PLANNER_STATE = """{dialogue}Question: {question}
 
 Context (what was found so far):
 {context}
 
-Remaining turns: {turns_left}
+{structures}Remaining turns: {turns_left}
 {advice}
 What is the next step?"""
 
-def route(question: str, now: float | None, cameras) -> LLMRequest:
-    """The router's request: fixed system prompt, then cameras, the present and the request."""
+def _dialogue(dialogue) -> list:
+    """The recent dialogue as plain data: records with ``t``, ``question`` and ``answer``
+    (memory.records.QARecord), oldest first; long answers cut."""
+    return [{"t_s": round(float(r.t), 3), "question": r.question[:DIALOGUE_CHARS],
+             "answer": r.answer[:DIALOGUE_CHARS]} for r in dialogue or ()]
+
+
+DIALOGUE_CHARS = 600  # of each earlier question and answer shown to the router and planner
+
+
+def route(question: str, now: float | None, cameras, dialogue=()) -> LLMRequest:
+    """The router's request: fixed system prompt, then cameras, the present, the recent
+    dialogue and the request."""
     payload = _payload(task="route", cameras=list(cameras), now_s=None if now is None else round(now, 3),
-                       request=question)
+                       request=question, dialogue=_dialogue(dialogue))
     return _request("router", ROUTER, [payload])
 
 
-def plan(question: str, context_text: str, turns_left: int, images=None) -> LLMRequest:
-    """One planner turn. Prefix-stable across turns: the fixed system prompt, then the question,
-    then the context (which only grows at its end), then the turn budget and any images."""
+def plan(question: str, context_text: str, turns_left: int, images=None, *, dialogue=(),
+         structures=()) -> LLMRequest:
+    """One planner turn. Prefix-stable across turns: the fixed system prompt, then the recent
+    dialogue and the question (fixed for the question), then the context (which only grows at
+    its end), then what may change between turns: the summary documents' kinds
+    (``view.SummaryKind``: structure, granularity_s, count), the turn budget and any images."""
     if turns_left <= 0:
         advice = "No turns left: reply with action \"answer\" now, citing the best result above."
     elif turns_left <= 2:
@@ -246,7 +267,15 @@ def plan(question: str, context_text: str, turns_left: int, images=None) -> LLMR
         advice = "If results stopped improving, answer with the best evidence found."
     if not context_text.strip():  # said after the context, not in it: the context stays a prefix of later ones
         advice = "Nothing has been searched yet. " + advice
-    text = PLANNER_STATE.format(question=question, context=context_text.strip(),
+    lines = [f"- at {r['t_s']:.2f}s: {r['question']}\n  answer: {r['answer']}" for r in _dialogue(dialogue)]
+    said = ("Recent dialogue (oldest first; the question may follow up on it):\n" + "\n".join(lines) + "\n\n"
+            if lines else "")
+    kinds = [f"- summary_structure {k.structure!r}, {k.granularity_s:g} s windows: {k.count} document(s)"
+             if k.structure is not None else f"- no structure label, {k.granularity_s:g} s windows: {k.count} document(s)"
+             for k in structures or ()]
+    have = ("Summary documents in memory (a search's summary_filter can select them):\n" + "\n".join(kinds) + "\n\n"
+            if kinds else "")
+    text = PLANNER_STATE.format(question=question, context=context_text.strip(), dialogue=said, structures=have,
                                 turns_left=max(0, turns_left), advice=advice)
     return _request("planner", PLANNER, [text, *_frames(images or [])])
 
@@ -261,8 +290,8 @@ REPAIR_REPLY_CHARS = 2000  # the bad reply is echoed back cut short: it may be a
 REPAIR_ERROR_CHARS = 300
 
 # Roles whose system prompt shows no full schema get the reply's shape spelled out again.
-_REPAIR_EXAMPLES = {"two_phase_coarse": '{"answer": "..."} or {"retrieve": "..."}',
-                    "two_phase_fine": '{"answer": "..."}'}
+_REPAIR_EXAMPLES = {"two_phase_coarse": '{"answer": "...", "sufficient": true} or {"retrieve": "..."}',
+                    "two_phase_fine": '{"answer": "...", "sufficient": true}'}
 
 
 def repair(request: LLMRequest, bad_reply: str, error: str) -> LLMRequest:

@@ -161,6 +161,12 @@ class AnswerAction(Strict):
     thought: Thought = ""
 
 
+class VisualRef(Strict):
+    """An appearance query (VAM 3.4 visual_ref): a frame of a result already in the context
+    (its middle frame) is searched for among the frames and events, with each query's text."""
+    ref: Ref
+
+
 class SearchAction(Strict):
     action: Literal["search"]
     queries: list[SearchQuery] = Field(min_length=1, max_length=MAX_QUERIES)
@@ -168,6 +174,9 @@ class SearchAction(Strict):
     sources: list[Literal["frame", "event", "summary"]] = Field(default_factory=lambda: list(SOURCES),
                                                                 min_length=1, max_length=3)
     summary_filter: Optional[SummaryFilter] = None
+    visual_ref: Optional[VisualRef] = None
+    joint_inspection: bool = False           # the inspect_k picks are looked at together, in one request
+    inspection_prompt: Optional[Prompt] = None  # what the inspector is asked (default: the question)
     thought: Thought = ""
 
     @model_validator(mode="after")
@@ -214,13 +223,20 @@ class AnchorVerdict(Strict):
 
 
 class CoarseReply(Strict):
-    """{"answer": ...} or {"retrieve": ...}: exactly one, non-empty."""
+    """{"answer": ..., "sufficient": ...} or {"retrieve": ...}: exactly one, non-empty.
+    ``sufficient`` (with an answer only) is the model's verdict that the present it was shown
+    settles the question; left out, the "answer" key itself is that verdict (the protocol asks
+    for an answer only when the present suffices)."""
     answer: Optional[str] = Field(None, min_length=1, max_length=4000)
     retrieve: Optional[str] = Field(None, min_length=1, max_length=500)
+    sufficient: Optional[bool] = None
 
 
 class FineReply(Strict):
+    """{"answer": ..., "sufficient": ...}: ``sufficient`` true is the model's explicit verdict
+    that the retrieved memory supports the answer; left out, it counts as not sufficient."""
     answer: str = Field(min_length=1, max_length=4000)
+    sufficient: Optional[bool] = None
 
 
 # -- parsing -----------------------------------------------------------------------------------
@@ -322,6 +338,8 @@ def parse_coarse(text: str) -> CoarseReply:
         raise ValueError('coarse reply must have exactly one of "answer" and "retrieve"')
     if not (r.answer or r.retrieve).strip():
         raise ValueError("coarse reply is blank")
+    if r.retrieve is not None and r.sufficient is not None:
+        raise ValueError('coarse reply: "sufficient" goes with "answer" only')
     return r
 
 

@@ -64,6 +64,33 @@ class QAHistory:
         return [QARecord(r[0], r[1], _scope(r[2]), r[3], r[4])
                 for r in self.db.conn().execute(sql + " ORDER BY t, qa_id", args).fetchall()]
 
+    def set_embedding(self, qa_id: int, embedding) -> None:
+        """Attach the embedding of a record added without one (its answer was returned first;
+        the embedding is computed off the response path)."""
+        blob = unit(embedding, "QAHistory.set_embedding").tobytes()
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE qa_history SET embedding=? WHERE qa_id=?", (blob, int(qa_id)))
+
+    def recent(self, n: int, as_of: float | None = None, cameras=None) -> list[QARecord]:
+        """The ``n`` latest records with t <= as_of (by time, then id: the order they were
+        asked in), oldest first, whose scope meets ``cameras`` (None: any scope; a record
+        scoped to every camera meets every view)."""
+        if n < 1:
+            return []
+        want = None if not cameras else {cameras} if isinstance(cameras, str) else set(cameras)
+        sql, args = "SELECT qa_id, t, cameras, question, answer FROM qa_history", ()
+        if as_of is not None:
+            sql, args = sql + " WHERE t <= ?", (float(as_of),)
+        out = []
+        # newest first, filtered in Python (scopes are JSON lists); a bounded scan of the tail
+        for r in self.db.conn().execute(sql + " ORDER BY t DESC, qa_id DESC LIMIT ?", args + (50 * n,)):
+            scope = _scope(r[2])
+            if want is None or scope is None or want & set(scope):
+                out.append(QARecord(r[0], r[1], scope, r[3], r[4]))
+                if len(out) == n:
+                    break
+        return out[::-1]
+
     def summary(self, as_of: float | None = None) -> str:
         """The rolling QA summary as it stood at ``as_of`` (the latest one when None); "" when
         there is none yet."""

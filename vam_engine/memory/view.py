@@ -9,6 +9,7 @@ answered question is remembered) and summary documents written through the memor
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 
@@ -20,8 +21,17 @@ if TYPE_CHECKING:
     from .forest import EventForest
     from .store import Store
 
-# summarize(camera, t0, t1, granularity_s, prompt) -> summary ids: the memory writer's
-Summarizer = Callable[[str, float, float, float, str], list]
+# summarize(camera, t0, t1, granularity_s, prompt, structure) -> summary ids: the memory writer's
+Summarizer = Callable[[str, float, float, float, str, "str | None"], list]
+
+
+@dataclass(frozen=True)
+class SummaryKind:
+    """One kind of summary document in view: its structure label and window size, and how
+    many documents of it there are (what the planner may filter on)."""
+    structure: str | None
+    granularity_s: float
+    count: int
 
 
 class MemoryView:
@@ -64,12 +74,14 @@ class MemoryView:
         return float(ext.first) if ext.first is not None and ext.absolute else 0.0
 
     # -- reads ---------------------------------------------------------------------------------
-    def search(self, text: str, top_k: int = 10, time_range=None, sources=SOURCES) -> list[Evidence]:
-        """Fused search, clipped to the view (``as_of``: nothing that ends after it)."""
+    def search(self, text: str | None, top_k: int = 10, time_range=None, sources=SOURCES, *,
+               image=None) -> list[Evidence]:
+        """Fused search by text and/or ``image`` (an RGB array or a frame path), clipped to the
+        view (``as_of``: nothing that ends after it)."""
         if time_range is not None and self.as_of is not None:
             t0, t1 = time_range
             time_range = (t0, self.as_of if t1 is None else min(t1, self.as_of))
-        return search(self._store, self._vectors, self._embedder, self.text_embedder, text=text, top_k=top_k,
+        return search(self._store, self._vectors, self._embedder, self.text_embedder, text=text, image=image, top_k=top_k,
                       time_range=time_range, cameras=self.cameras, sources=tuple(sources), as_of=self.as_of).evidence
 
     def frames(self, t0: float, t1: float, max_frames: int, camera: str | None = None) -> list[Moment]:
@@ -95,6 +107,15 @@ class MemoryView:
         """Summary documents in view (their window ends by ``as_of``), by time."""
         return [s for s in self._store.summaries.list() if self._in_view(s.camera_id, s.t1)]
 
+    def summary_kinds(self) -> list[SummaryKind]:
+        """The (structure, granularity) kinds of the summary documents in view, most
+        documents first."""
+        counts: dict = {}
+        for s in self.summaries():
+            key = (s.structure, float(s.granularity_s))
+            counts[key] = counts.get(key, 0) + 1
+        return [SummaryKind(st, g, c) for (st, g), c in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]
+
     # -- the forest ----------------------------------------------------------------------------
     def forest_roots(self) -> list[ForestNode]:
         """Root nodes of every camera in view that end by ``as_of``."""
@@ -115,8 +136,28 @@ class MemoryView:
 
     # -- the QA history ------------------------------------------------------------------------
     def similar_answers(self, query_emb, k: int = 1) -> list[QARecord]:
-        """The ``k`` earlier answered questions most similar to the query, asked by ``as_of``."""
-        return self._store.qa.retrieve(query_emb, k, as_of=self.as_of)
+        """The ``k`` earlier answered questions most similar to the query, asked by ``as_of``,
+        whose scope meets the view's cameras."""
+        if k < 1:
+            return []
+        hits = self._store.qa.retrieve(query_emb, k if self.cameras is None else 4 * k + 8, as_of=self.as_of)
+        return [r for r in hits if self._meets(r.cameras)][:k]
+
+    def _meets(self, scope) -> bool:
+        return self.cameras is None or scope is None or bool(set(scope) & set(self.cameras))
+
+    def dialogue(self, n: int = 3) -> list[QARecord]:
+        """The last ``n`` answered questions in view (asked by ``as_of``, scope meeting the
+        view's cameras), oldest first: what a follow-up question refers to."""
+        return self._store.qa.recent(n, as_of=self.as_of, cameras=self.cameras)
+
+    def set_answer_embedding(self, qa_id: int, embedding) -> None:
+        self._store.qa.set_embedding(qa_id, embedding)
+
+    def release_thread(self) -> None:
+        """Close the calling thread's store connection (a worker thread that is done with the
+        view calls this)."""
+        self._store.db.close()
 
     def qa_summary(self, at: float | None = None) -> str:
         """The rolling summary of earlier questions as it stood at ``as_of`` (or at ``at``, when
@@ -132,14 +173,16 @@ class MemoryView:
         self._store.qa.update_summary(t, text)
 
     # -- writes through the memory writer ------------------------------------------------------
-    def summarize(self, t0: float, t1: float, granularity_s: float, prompt: str) -> list[Summary]:
-        """Write summary documents (clipped to ``as_of``) for each camera in view."""
+    def summarize(self, t0: float, t1: float, granularity_s: float, prompt: str,
+                  structure: str | None = None) -> list[Summary]:
+        """Write summary documents (clipped to ``as_of``) for each camera in view, labelled
+        ``structure`` (kept with each document: a later search may filter on it)."""
         if self._summarizer is None:
             return []
         if self.as_of is not None:
             t1 = min(t1, self.as_of)
         if t1 <= t0:
             return []
-        ids = [i for cam in self.camera_ids() for i in self._summarizer(cam, t0, t1, granularity_s, prompt)]
+        ids = [i for cam in self.camera_ids() for i in self._summarizer(cam, t0, t1, granularity_s, prompt, structure)]
         found = self._store.summaries.by_id(ids)
         return [found[i] for i in ids]

@@ -7,7 +7,12 @@ planner turn becomes a permissive search, on a later turn the loop ends with the
 A failing model (``LLMError``) ends the loop with the best evidence found so far, or "not found".
 The loop stops on an answer, on the turn budget, or after two consecutive turns that add no new
 evidence. Everything reads the memory through the view, so ``as_of`` and the camera filter hold
-for every stage, anchors and inspections included.
+for every stage, anchors and inspections included. The router and every planner turn see the
+last question/answer pairs in view (the dialogue: a follow-up refers to them); the planner also
+sees the kinds of summary documents that exist. A search may carry ``visual_ref`` (a result's
+middle frame becomes an image query), ``inspection_prompt`` and ``joint_inspection`` (its
+inspect_k picks looked at in one request); the two-phase answer reports ``found`` only on the
+model's explicit verdict, so ``Engine.ask``'s auto mode lands here otherwise.
 
 Model calls per ``answer()`` are bounded (``max_model_calls``):
     router 2 (reply + repair) + router summary documents MAX_SUMMARY_DOCS
@@ -40,6 +45,7 @@ NOT_FOUND = "Not found:"
 MAX_NEW_PER_TURN = 12          # new results kept per turn: the context stays readable and bounded
 MAX_INSPECTIONS_PER_TURN = 8   # inspect_k across all queries of one search, in one batch
 INSPECT_FRAMES = 8             # frames per inspection of a search hit
+JOINT_FRAMES = 16              # frames of one joint inspection, shared by its hits
 MAX_ANCHOR_CHECKS = 4          # verifier calls per anchor
 MAX_SUMMARY_DOCS = 16          # summary documents one summarize may write (windows x cameras)
 ANCHOR_GAP_S = 2.0             # hits closer than this in time are one occurrence of an anchor event
@@ -76,6 +82,7 @@ class _Run:
     context: list = field(default_factory=list)   # rendered text per context turn (append-only: prefix-stable)
     seen: set = field(default_factory=set)        # dedupe keys of every result so far
     turns: ModelTurns | None = None               # the question's model requests (set by answer())
+    dialogue: list = field(default_factory=list)  # the last question/answer pairs in view, oldest first
     origin: float | None = None                   # "relative" time zero, computed when first needed
     failure: Exception | None = None              # a model failure to raise once the turn's results are kept
 
@@ -100,13 +107,18 @@ def _rank(f: Found) -> float:
 
 
 class AgenticAnswerer:
-    def __init__(self, llm, *, max_turns: int = 6):
+    def __init__(self, llm, *, max_turns: int = 6, dialogue_turns: int = 3):
+        """``dialogue_turns``: how many of the last question/answer pairs in view the router
+        and the planner see (a follow-up question refers to them)."""
         if llm is None:
             raise VamError("the agentic answerer needs an LLM: set llm.backend (local or openai) or pass llm=...")
         if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
             raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
+        if not (isinstance(dialogue_turns, int) and 0 <= dialogue_turns <= 20):
+            raise VamError(f"dialogue_turns must be an integer in 0..20, got {dialogue_turns!r}")
         self.llm = llm
         self.max_turns = max_turns
+        self.dialogue_turns = dialogue_turns
 
     @property
     def max_calls(self) -> int:
@@ -122,6 +134,11 @@ class AgenticAnswerer:
         question = question.strip()
         run = _Run(question, question, view, Answer("", False, [], "agentic"))
         run.turns = ModelTurns(self.llm, run.out)
+        run.out.asked_at = view.now()
+        try:
+            run.dialogue = view.dialogue(self.dialogue_turns) if self.dialogue_turns else []
+        except VamError as e:  # no dialogue is a worse answer, not a failed one
+            run.out.trace.append(TraceEntry("dialogue", error=f"{type(e).__name__}: {e}"))
         try:
             self._route_and_plan(run)
         except _ModelDown as e:
@@ -138,7 +155,7 @@ class AgenticAnswerer:
         for turn in range(1, self.max_turns + 1):
             entry = TraceEntry("planner", turn=turn, turns_left=self.max_turns - turn + 1)
             run.out.trace.append(entry)
-            request = prompts.plan(run.goal, self._context(run), self.max_turns - turn + 1)
+            request = self._plan(run, self.max_turns - turn + 1)
             action = self._ask(run, "planning", request, lambda text: self._parse_action(run, text), entry)
             if action is None:
                 if turn == 1:
@@ -192,6 +209,14 @@ class AgenticAnswerer:
             if run.lookup(action.ref.turn_idx, action.ref.result_idx) is None:
                 raise ValueError(f"ref: [{action.ref.turn_idx}.{action.ref.result_idx}] is not a result in the "
                                  f"context (turns 1..{len(run.blocks)})")
+        if isinstance(action, SearchAction) and action.visual_ref is not None:
+            r = action.visual_ref.ref
+            found = run.lookup(r.turn_idx, r.result_idx)
+            if found is None:
+                raise ValueError(f"visual_ref.ref: [{r.turn_idx}.{r.result_idx}] is not a result in the context "
+                                 f"(turns 1..{len(run.blocks)})")
+            if not found.evidence.frame_paths:
+                raise ValueError(f"visual_ref.ref: [{r.turn_idx}.{r.result_idx}] has no frame to search with")
         return action
 
     # -- router --------------------------------------------------------------------------------
@@ -199,7 +224,7 @@ class AgenticAnswerer:
         """True when the router answered by itself."""
         entry = TraceEntry("router")
         run.out.trace.append(entry)
-        request = prompts.route(run.question, run.view.now(), run.view.camera_ids())
+        request = prompts.route(run.question, run.view.now(), run.view.camera_ids(), run.dialogue)
         route = self._ask(run, "routing", request, parse_route, entry)
         if route is None:
             entry.fallback = "retrieve with the question as asked"
@@ -266,11 +291,15 @@ class AgenticAnswerer:
         if rng is None:
             return []
         allowed = self._summary_filter(run, action.summary_filter)
+        image = None
+        if action.visual_ref is not None:  # checked when parsed: the result exists and has frames
+            paths = run.lookup(action.visual_ref.ref.turn_idx, action.visual_ref.ref.result_idx).evidence.frame_paths
+            image = paths[len(paths) // 2]
         new, keys = [], set()
         for qi, q in enumerate(action.queries):
             with self._timed(run, "retrieval"):
                 hits = run.view.search(q.q, top_k=q.top_k, time_range=None if rng == (None, None) else rng,
-                                       sources=tuple(action.sources))
+                                       sources=tuple(action.sources), image=image)
             rank = 0
             for h in hits:
                 sim = h.similarity if h.similarity is not None else 0.0
@@ -294,7 +323,8 @@ class AgenticAnswerer:
         picks = [i for i, (h, qi, rank) in enumerate(new) if rank < action.queries[qi].inspect_k]
         picks = sorted(picks, key=lambda i: (new[i][2], new[i][1]))[:MAX_INSPECTIONS_PER_TURN]
         try:
-            notes = self._inspect_many(run, [new[i][0] for i in picks])
+            notes = self._inspect_many(run, [new[i][0] for i in picks], action.inspection_prompt or run.goal,
+                                       joint=action.joint_inspection)
         except _ModelDown as e:  # keep the hits found; the loop ends once they are in the context
             run.failure, notes = e, {}
         out = []
@@ -316,15 +346,22 @@ class AgenticAnswerer:
             out.add((s.camera_id or "*", s.t0, s.t1))
         return out
 
-    def _inspect_many(self, run: _Run, hits: list) -> dict:
-        """Inspector notes {index in hits: text} for search hits, in one batch."""
-        requests, idx = [], []
+    def _inspect_many(self, run: _Run, hits: list, prompt: str, *, joint: bool = False) -> dict:
+        """Inspector notes {index in hits: text} for search hits, in one batch: one request per
+        hit, or (``joint``) one request showing every hit's frames (JOINT_FRAMES in all, shared
+        evenly) whose note every hit gets."""
+        per_hit = max(1, JOINT_FRAMES // max(1, len(hits))) if joint else INSPECT_FRAMES
+        groups, idx = [], []
         for i, h in enumerate(hits):
-            ms = self._frames(run, h.t_start, h.t_end, INSPECT_FRAMES, h.camera_id)
+            ms = self._frames(run, h.t_start, h.t_end, per_hit, h.camera_id)
             if ms:
-                requests.append(prompts.inspect(run.goal, [(Image(m.frame_path), m.t) for m in ms]))
+                groups.append([(Image(m.frame_path), m.t) for m in ms])
                 idx.append(i)
-        texts = self._call(run, "inspection", requests)
+        if joint and groups:
+            text = self._call(run, "inspection", [prompts.inspect(prompt, [f for g in groups for f in g],
+                                                                  groups=len(groups))])[0].strip()
+            return {i: text[:MAX_NOTE_CHARS] for i in idx} if text else {}
+        texts = self._call(run, "inspection", [prompts.inspect(prompt, g) for g in groups])
         return {i: t.strip()[:MAX_NOTE_CHARS] for i, t in zip(idx, texts) if t.strip()}
 
     def _frames(self, run: _Run, t0: float, t1: float | None, n: int, camera: str | None = None) -> list:
@@ -400,10 +437,8 @@ class AgenticAnswerer:
             if wider > granularity * (1 + 1e-6):
                 entry.notes.append(f"windows widened to {wider:.1f} s (at most {MAX_SUMMARY_DOCS} documents)")
             granularity = wider
-        if structure is not None:
-            entry.notes.append("summary_structure is not stored by this memory view")
         with self._timed(run, "summarize"):
-            docs = run.view.summarize(t0, t1, granularity, prompt)
+            docs = run.view.summarize(t0, t1, granularity, prompt, structure)
         if not docs:
             entry.notes.append("no summary written (no frames in range, or no writer)")
         moments = run.view.moments_by_id([m for d in docs for m in d.moment_ids])
@@ -531,7 +566,7 @@ class AgenticAnswerer:
         if not run.findings():
             run.out.text, run.out.found = f"{NOT_FOUND} no evidence in memory supports an answer ({reason})", False
             return
-        action = self._ask(run, "planning", prompts.plan(run.goal, self._context(run), 0),
+        action = self._ask(run, "planning", self._plan(run, 0),
                            lambda text: self._parse_action(run, text), entry, repair=False)
         if isinstance(action, AnswerAction):
             entry.action = "answer"
@@ -559,3 +594,12 @@ class AgenticAnswerer:
     # -- context -------------------------------------------------------------------------------
     def _context(self, run: _Run) -> str:
         return "\n".join(run.context)
+
+    def _plan(self, run: _Run, turns_left: int):
+        """One planner request: the dialogue, the goal, the context, and the kinds of summary
+        documents in view (read each turn: a summarize action adds some)."""
+        try:
+            kinds = run.view.summary_kinds()
+        except VamError:
+            kinds = []
+        return prompts.plan(run.goal, self._context(run), turns_left, dialogue=run.dialogue, structures=kinds)

@@ -16,7 +16,9 @@ class Answer:
     mode: str                        # "two_phase" | "agentic"
     trace: list[TraceEntry] = field(default_factory=list)  # every step: stage, replies, action, model calls
     tokens: dict = field(default_factory=lambda: {"prompt": 0, "completion": 0, "cached": 0})
-    timings: dict = field(default_factory=dict)        # seconds per stage, and "total"
+    timings: dict = field(default_factory=dict)        # seconds per stage, "total" and "response_s"
+    asked_at: float | None = None    # the question's present (camera axis): where the QA history keeps it
+    background: object | None = None  # Engine.ask: the QA-history work still running (reason.qa_record.QAUpdate)
 
     def add_usage(self, response) -> None:
         self.tokens["prompt"] += response.prompt_tokens

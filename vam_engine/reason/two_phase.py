@@ -29,7 +29,11 @@ window shows those seconds at a higher rate), which saves ~8 images per question
 
 Replies are strict JSON (pydantic, extra keys forbidden); an invalid reply gets one repair
 request, then the coarse stage falls back to retrieval with the question as the intent, and the
-fine stage to the raw reply text. Model errors never escape ``answer``: they end in a "Not
+fine stage to the raw reply text. ``found`` is the model's explicit verdict: a coarse answer
+(the protocol's "the present suffices", unless it says ``"sufficient": false``, which sends the
+question to the fine stage), or a fine answer with ``"sufficient": true``; a fine answer
+without it, or a raw reply, keeps the model's words with ``found`` False, so ``auto`` tries the
+agentic loop. Model errors never escape ``answer``: they end in a "Not
 found: the model failed" answer with the error in the trace. After answering, the question and
 answer are added to the QA history at the question's present and the rolling QA summary is
 rewritten by one more model call (``update_qa``).
@@ -81,12 +85,15 @@ class _Recent:
 
 class TwoPhaseAnswerer:
     def __init__(self, llm, working=None, text_embedder=None, *, k_f: int = 2, k_q: int = 1,
-                 use_qa: bool = True, update_qa: bool = True, keyframes_per_node: int = 4):
-        """``use_qa``: read the view's QA history (the rolling summary, similar earlier answers);
-        ``update_qa``: remember each answer there and rewrite the summary."""
+                 use_qa: bool = True, update_qa: bool = True, keyframes_per_node: int = 4,
+                 dialogue_turns: int = 3):
+        """``use_qa``: read the view's QA history (the rolling summary, the last
+        ``dialogue_turns`` pairs, similar earlier answers); ``update_qa``: remember each answer
+        there and rewrite the summary in the caller's thread (``Engine.ask`` passes False and
+        records every answer itself, off the response path)."""
         if llm is None:
             raise ValueError("TwoPhaseAnswerer needs an LLM")
-        for name, v in (("k_f", k_f), ("k_q", k_q)):
+        for name, v in (("k_f", k_f), ("k_q", k_q), ("dialogue_turns", dialogue_turns)):
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"TwoPhaseAnswerer: {name} must be an int >= 0, got {v!r}")
         if not isinstance(keyframes_per_node, int) or keyframes_per_node < 0:
@@ -97,6 +104,7 @@ class TwoPhaseAnswerer:
         self.text_embedder = text_embedder
         self.k_f, self.k_q = k_f, k_q
         self.update_qa = update_qa
+        self.dialogue_turns = dialogue_turns
         self.keyframes_per_node = keyframes_per_node
         if working is not None:
             self.short_s, self.short_fps = working.short_s, working.short_fps
@@ -121,6 +129,7 @@ class TwoPhaseAnswerer:
             ans.text, ans.found, ans.evidence = f"Not found: the memory failed: {e}", False, []
             ans.add_time("two_phase", time.perf_counter() - t0)
             return ans
+        ans.asked_at = now
         if self.update_qa:
             self._remember(question, ans, view, now)
         ans.add_time("two_phase", time.perf_counter() - t0)
@@ -134,8 +143,11 @@ class TwoPhaseAnswerer:
         now = view.as_of if view.as_of is not None else (max(nows) if nows else view.now())
         roots = sorted(view.forest_roots(), key=lambda n: (n.camera_id, n.t_start, n.node_id))
         qa_summary = view.qa_summary() if self.use_qa else ""
+        # the last turns verbatim: the rolling summary is rewritten in the background and may
+        # not hold the previous answer yet when a follow-up comes
+        dialogue = view.dialogue(self.dialogue_turns) if self.use_qa and self.dialogue_turns else []
         coarse = prompts.two_phase_coarse(self._memory_parts(roots), self._frame_parts(recents),
-                                          self._question_parts(question, now, qa_summary))
+                                          self._question_parts(question, now, qa_summary, dialogue))
         ans.add_time("context", time.perf_counter() - t)
         context = {"roots": [n.node_id for n in roots], "qa_summary_chars": len(qa_summary), "now": now,
                    "frames": {r.camera_id: {"from": r.source, "medium": len(r.medium), "short": len(r.short)}
@@ -143,13 +155,18 @@ class TwoPhaseAnswerer:
 
         # -- coarse pass (one repair), then answer or fall back to retrieval
         parsed, last_req, last_text = self._ask_json(coarse, parse_coarse, ans, "coarse", context)
-        if parsed is not None and parsed.answer is not None:
+        if parsed is not None and parsed.answer is not None and parsed.sufficient is not False:
             ans.text, ans.found = parsed.answer.strip(), True
             ans.evidence = [e for e in (self._present_evidence(r) for r in recents) if e is not None]
             ans.trace[-1].action = "answer"
             return now
-        intent = parsed.retrieve.strip() if parsed is not None else question
-        ans.trace[-1].action = "retrieve" if parsed is not None else "fallback_retrieve"
+        if parsed is not None and parsed.answer is not None:  # an answer the model says the present does not settle
+            intent, action = question, "insufficient_retrieve"
+        elif parsed is not None:
+            intent, action = parsed.retrieve.strip(), "retrieve"
+        else:
+            intent, action = question, "fallback_retrieve"
+        ans.trace[-1].action = action
         ans.trace[-1].intent = intent
 
         # -- fine: retrieve forest nodes and QA records for the intent
@@ -175,12 +192,14 @@ class TwoPhaseAnswerer:
 
         parsed, _, last_text = self._ask_json(fine, parse_fine, ans, "fine", retrieved)
         ans.evidence = evidence
+        # found only on the model's explicit verdict that the memory shown suffices: anything
+        # else keeps the model's words but reports not found (auto then tries the agentic loop)
         if parsed is not None:
-            ans.text, ans.found = parsed.answer.strip(), True
-            ans.trace[-1].action = "answer"
+            ans.text, ans.found = parsed.answer.strip(), parsed.sufficient is True
+            ans.trace[-1].action = "answer" if ans.found else "insufficient"
         elif hits and last_text.strip():
             # the model answered with the evidence in view, just not as JSON: keep its words
-            ans.text, ans.found = last_text.strip()[:4000], True
+            ans.text, ans.found = last_text.strip()[:4000], False
             ans.trace[-1].action = "raw_answer"
         else:
             ans.text, ans.found = f"Not found: no memory matched {intent[:200]!r} and the model gave no answer", False
@@ -256,10 +275,14 @@ class TwoPhaseAnswerer:
         return parts or ["No camera is in view."]
 
     @staticmethod
-    def _question_parts(question: str, now, qa_summary: str) -> list:
+    def _question_parts(question: str, now, qa_summary: str, dialogue=()) -> list:
         when = "unknown (the memory is empty)" if now is None else f"t={now:.2f}s"
-        return ["Earlier questions and answers:\n" + (qa_summary.strip() or "(none)"),
-                f"Current time: {when}\nQuestion: {question}"]
+        parts = ["Earlier questions and answers:\n" + (qa_summary.strip() or "(none)")]
+        if dialogue:
+            c = prompts.DIALOGUE_CHARS
+            parts.append("Recent dialogue (oldest first; the question may follow up on it):\n" + "\n".join(
+                f"- at t={r.t:.2f}s: {r.question[:c]}\n  answer: {r.answer[:c]}" for r in dialogue))
+        return parts + [f"Current time: {when}\nQuestion: {question}"]
 
     def _present_evidence(self, r: _Recent) -> Evidence | None:
         """What a coarse answer saw of a camera's present: its short window (else its medium
