@@ -225,7 +225,7 @@ class JsonActor:
         out = []
         for req, resp in zip(requests, self.llm.generate(requests)):
             text = {"two_phase_coarse": json.dumps({"retrieve": INTENTS[self.q % len(INTENTS)]}),
-                    "two_phase_fine": json.dumps({"answer": f"answer {self.q}"}),
+                    "two_phase_fine": json.dumps({"answer": f"answer {self.q}", "sufficient": True}),
                     "qa_summarizer": f"after question {self.q}: asked about {INTENTS[self.q % len(INTENTS)]}",
                     }.get(req.tag, resp.text)
             resp = replace(resp, text=text)
@@ -347,7 +347,7 @@ def part_overhead(args, store, forest, build_s: float) -> dict:
 
     def reply(req):
         return {"two_phase_coarse": '{"retrieve": "person carrying a bag"}',
-                "two_phase_fine": '{"answer": "they left through the door"}'}.get(req.tag, "summary line")
+                "two_phase_fine": '{"answer": "they left through the door", "sufficient": true}'}.get(req.tag, "summary line")
 
     llm = ScriptedLLM(reply)
     answerer = TwoPhaseAnswerer(llm, wm, emb)
