@@ -461,10 +461,10 @@ def _timed_agent_class():
 
         wall: dict = {}
 
-        def _clock(self, key, fn, *a):
+        def _clock(self, key, fn, *a, **kw):
             t0 = time.perf_counter()
             try:
-                return fn(*a)
+                return fn(*a, **kw)
             finally:
                 self.wall[key] = self.wall.get(key, 0.0) + time.perf_counter() - t0
 
@@ -474,8 +474,8 @@ def _timed_agent_class():
         def _search(self, run, action, entry):
             return self._clock("search", super()._search, run, action, entry)
 
-        def _inspect_many(self, run, hits):
-            return self._clock("inspect_many", super()._inspect_many, run, hits)
+        def _inspect_many(self, run, hits, prompt, *, joint=False):
+            return self._clock("inspect_many", super()._inspect_many, run, hits, prompt, joint=joint)
 
         def _inspect(self, run, action, entry):
             if action.ref is not None:  # what the inspect turn looks at: [1.0]'s source and span
