@@ -181,18 +181,18 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "vam_engine native kernels: fused gate statistics (CPU, OpenMP) and color conversion";
 
   m.def("gate_stats", &gate_stats, py::arg("frames"), py::arg("ref") = py::none(),
-        py::arg("ref_thumb") = py::none(), py::arg("ref_hist") = py::none(), py::arg("tile") = 32,
+        py::arg("ref_thumb") = py::none(), py::arg("ref_hist") = py::none(), py::arg("tile") = 16,
         R"doc(Fused gate statistics of N gray frames against an optional reference.
 
 frames: uint8 (N, H, W), H, W >= 2; ref: uint8 (H, W) or None; ref_thumb float32 (64, 64) and
 ref_hist float32 (64,): the reference's own statistics when the caller has them (saves a pass);
-tile: side of the local-change tiles, 1..1024 pixels.
+tile: side of the cells of the local-change grid, 1..1024 pixels (the cascade's tiles are 2 x 2 cells).
 Returns (lap_var f64[N], mad f64[N], ssim f64[N], hist_corr f64[N], thumb f32[N, 64, 64],
 hist f32[N, 64], tile_sums u32[N, ceil(H/tile), ceil(W/tile)]); mad, ssim and hist_corr are NaN
 and tile_sums zero when ref is None. The definitions are vam_engine.gate.reference.frame_stats.)doc");
 
   m.def("gate_compare", &gate_compare, py::arg("frames"), py::arg("thumbs"), py::arg("hists"), py::arg("ref"),
-        py::arg("ref_thumb"), py::arg("ref_hist"), py::arg("tile") = 32,
+        py::arg("ref_thumb"), py::arg("ref_hist"), py::arg("tile") = 16,
         R"doc(Only the reference-dependent statistics, reusing the frames' thumbnails and histograms.
 
 frames uint8 (N, H, W), thumbs float32 (N, 64, 64), hists float32 (N, 64), ref uint8 (H, W),

@@ -354,11 +354,11 @@ def _tile_sums(frames, ref, tile: int):
     return out
 
 
-def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None, tile: int = 32):
+def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None, tile: int = 16):
     """All gate statistics of N frames against one reference frame (or None).
 
     frames: uint8 [N, H, W]; ref: uint8 [H, W] or None, on the frames' device; tile: side of the
-    local-change tiles (1..1024 pixels).
+    local-change grid's cells (1..1024 pixels; the cascade's tiles are 2 x 2 cells).
     Returns (lap_var f64[N], mad f64[N], ssim f64[N], hist_corr f64[N], thumb f32[N, 64, 64],
     hist f32[N, 64], tile_sums i64[N, ceil(H/tile), ceil(W/tile)]); mad, ssim and hist_corr are
     NaN and tile_sums zero without a reference.
@@ -399,7 +399,7 @@ def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None, tile: int = 32):
     return lap, mad, ssim, corr, thumb_all[:nfr], hist, tiles
 
 
-def gate_compare(frames, thumbs, hists, ref, ref_thumb, ref_hist, tile: int = 32):
+def gate_compare(frames, thumbs, hists, ref, ref_thumb, ref_hist, tile: int = 16):
     """The reference-dependent statistics only, reusing the frames' thumbnails and histograms.
 
     frames: uint8 [N, H, W]; thumbs: f32 [N, 64, 64]; hists: f32 [N, 64]; ref: uint8 [H, W];

@@ -258,11 +258,12 @@ def test_cpu_body_matches_reference_body(rng, rng_seed):
     np.testing.assert_array_equal(a.hist, b.hist)
     assert np.isnan(cpu.stats(frames, None).mad).all() and np.isnan(cpu.stats(frames, None).tile_mad).all()
     # the tile reduction is one float64 rule over exact sums: equal in every body, at any threshold
-    for tiles in (Tiles(), Tiles(7, float(np.median(a.tile_mad))), Tiles(16, float(a.tile_mad[1]))):
+    for tiles in (Tiles(), Tiles(14, float(np.median(a.tile_mad))), Tiles(16, float(a.tile_mad[1]))):
         ta, tb = cpu.stats(frames, ref, tiles=tiles), refb.stats(frames, ref, tiles=tiles)
         np.testing.assert_array_equal(ta.tile_mad, tb.tile_mad, err_msg=f"{tiles} seed={seed}")
         np.testing.assert_array_equal(ta.tiles_changed, tb.tiles_changed, err_msg=f"{tiles} seed={seed}")
-        assert ta.n_tiles == tb.n_tiles == -(-48 // tiles.size) * -(-70 // tiles.size)
+        cells = -(-48 // tiles.cell), -(-70 // tiles.cell)
+        assert ta.n_tiles == tb.n_tiles == (cells[0] - 1) * (cells[1] - 1)  # overlapping by half
         assert ta.tiles_changed.sum() >= 1 or tiles.threshold == float("inf")  # a threshold some tile meets
     c = cpu.compare(frames, a.thumb, a.hist, ref, R.thumbnail(ref), R.histogram(ref))
     np.testing.assert_array_equal(c.mad, a.mad)
@@ -373,13 +374,14 @@ def test_bad_tile_sizes():
             _C.gate_stats(frames, ref, tile=tile)
         with pytest.raises(ValueError, match="tile must be"):
             _C.gate_compare(frames, thumbs, hists, ref, thumbs[0], hists[0], tile=tile)
-    with pytest.raises(ValueError, match="tile size must be 1..1024"):
-        Tiles(0)
+    for size in (0, 7, 2050):
+        with pytest.raises(ValueError, match="tile size must be even, 2..2048"):
+            Tiles(size)
 
 
 def test_tiles_find_a_small_change_the_mean_hides(rng, rng_seed):
     """A 12 x 12 patch changed by 100 in a 720p frame: the frame's mean barely moves, the tile
-    that holds it stands out; tile 1 of the clipped border row (720 = 22 * 32 + 16) likewise."""
+    that holds it stands out; a change in the bottom-right corner is seen by the last tile."""
     seed = rng_seed
     ref = _scene(rng, 720, 1280)
     frames = np.stack([ref.copy(), ref.copy()])
@@ -390,7 +392,7 @@ def test_tiles_find_a_small_change_the_mean_hides(rng, rng_seed):
         st = CpuBody().stats(frames, ref, tiles=Tiles(32, 10.0))
         assert (st.mad < 0.2).all(), (isa, seed, st.mad)
         assert st.tiles_changed[0] >= 1 and st.tile_mad[0] > 10, (isa, seed, st.tile_mad)
-        d = np.abs(frames[1].astype(float) - ref)[704:720, 1248:1280]
+        d = np.abs(frames[1].astype(float) - ref)[688:720, 1248:1280]  # the last tile: 2 x 2 cells of 16
         assert st.tile_mad[1] == pytest.approx(d.mean(), rel=1e-12), (isa, seed)
 
 

@@ -33,18 +33,22 @@ class GateConfig(_Section):
     blur_history: int = Field(8, ge=1, le=256, description="kept frames whose Laplacian variance the camera's "
                                                            "sharpness median is taken over; a kept frame under "
                                                            "blur_rel of it (a new, low-texture view) restarts it")
-    blur_view_ssim: float = Field(0.5, ge=-1, le=1, description="a frame whose thumbnail SSIM vs the last kept is "
+    blur_view_ssim: float = Field(0.7, ge=-1, le=1, description="a frame whose thumbnail SSIM vs the last kept is "
                                                                 "below this shows a new view (a scene cut), not "
-                                                                "the old one blurred: never blurred")
+                                                                "the old one blurred: never blurred (a defocus "
+                                                                "keeps the 64x64 thumbnail: SSIM 0.8-1.0; a cut "
+                                                                "to a low-texture view measures 0.1-0.5)")
     diff_min_mad: float = Field(20.0, ge=0, description="redundant when mean abs gray diff vs last kept is below "
                                                         "this and no tile changed locally (tile_min_mad)")
-    tile_size: int = Field(32, ge=1, le=1024, description="side in pixels of the local-change tiles (border tiles "
-                                                          "are clipped)")
-    tile_min_mad: float = Field(10.0, ge=0, description="a tile changed when its mean abs gray diff vs last kept is "
-                                                        "at least this: twice the tile mean of sensor noise of "
-                                                        "sigma 4 (about 5), above JPEG q20-90 and H.264 crf 23-40 "
-                                                        "artefacts on still scenes (at most 7.3); a 16 px sprite "
-                                                        "or a changed digit segment gives 13 and more")
+    tile_size: int = Field(32, ge=2, le=2048, multiple_of=2, description="side in pixels of the local-change "
+                                                                         "tiles; they overlap by half (a tile every "
+                                                                         "tile_size / 2 pixels) and are clipped at "
+                                                                         "the borders")
+    tile_min_mad: float = Field(8.0, ge=0, description="a tile changed when its mean abs gray diff vs last kept is "
+                                                       "at least this: 1.6x the tile mean of sensor noise of sigma "
+                                                       "4 (4.9), above JPEG q20-90 and H.264 crf 23-40 artefacts "
+                                                       "on still scenes (at most 6.8); a 12 px sprite gives 17 and "
+                                                       "more, one segment of a 32 px digit 10 and more")
     tile_max_frac: float = Field(0.25, ge=0, le=1, description="a change is local (kept even under diff_min_mad, "
                                                                "and SSIM/histogram do not apply) when at least one "
                                                                "and at most this fraction of the tiles changed; "

@@ -103,9 +103,11 @@ def _digit(img: np.ndarray, y: int, x: int, d: int, hgt: int = 24, stroke: int =
         img[y + dy:y + dy + hh, x + dx:x + dx + ww] = ink
 
 
-def digits(rng, n: int, h: int, w: int, sigma: float = 2.0, codec: str | None = None) -> list[np.ndarray]:
-    """A still page (light paper, lines of dark 'text' blocks) with a four-digit counter that
-    counts up by one each frame (one digit changes, sometimes more). Every frame must be kept."""
+def digits(rng, n: int, h: int, w: int, sigma: float = 2.0, codec: str | None = None, hgt: int = 32,
+           stroke: int = 4) -> list[np.ndarray]:
+    """A still page (light paper, lines of dark 'text' blocks) with a four-digit counter of
+    seven-segment digits ``hgt`` pixels high that counts up by one each frame (one digit changes,
+    sometimes more; 8 -> 9 changes one segment). Every frame must be kept."""
     page = np.full((h, w), 225.0, np.float32)
     for y in range(12, h - 12, 14):  # text lines: dark words of random widths
         x = 10
@@ -113,14 +115,15 @@ def digits(rng, n: int, h: int, w: int, sigma: float = 2.0, codec: str | None = 
             ww = int(rng.integers(10, 40))
             page[y:y + 6, x:x + ww] = 60.0
             x += ww + int(rng.integers(6, 14))
-    y0, x0 = h // 2 - 14, w // 2 - 40
-    page[y0 - 4:y0 + 28, x0 - 4:x0 + 4 * 16 + 4] = 225.0  # the counter's blank box
+    pitch = hgt // 2 + hgt // 4
+    y0, x0 = h // 2 - hgt // 2, w // 2 - 2 * pitch
+    page[y0 - 4:y0 + hgt + 4, x0 - 4:x0 + 4 * pitch + 4] = 225.0  # the counter's blank box
     start = int(rng.integers(1000, 9000))
     frames = []
     for i in range(n):
         img = page.copy()
         for k, ch in enumerate(f"{start + i:04d}"):
-            _digit(img, y0, x0 + 16 * k, int(ch))
+            _digit(img, y0, x0 + pitch * k, int(ch), hgt, stroke)
         frames.append(_noisy(rng, img, sigma))
     if codec == "jpeg":
         frames = [jpeg_roundtrip(f, 75) for f in frames]
@@ -135,16 +138,19 @@ def blurred(frame: np.ndarray, r: int = 4) -> np.ndarray:
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
 
-def low_texture(rng, h: int, w: int, level: float | None = None, sigma: float = 0.6) -> np.ndarray:
+def low_texture(rng, h: int, w: int, level: float | None = None, sigma: float = 0.6,
+                view: int | None = None) -> np.ndarray:
     """A sharp view with little texture (fog, night sky, a retina's background): a smooth wide
-    gradient and a few sharp-edged faint blobs, faint noise. Laplacian variance well under 20."""
+    gradient and a few sharp-edged faint blobs, faint noise. Laplacian variance well under 20.
+    The same ``view`` number gives the same view (fresh noise from ``rng`` each time)."""
+    noise_rng, rng = rng, (rng if view is None else np.random.default_rng(10_000 + view))
     level = float(rng.uniform(30, 200)) if level is None else level
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     img = level + 25.0 * np.sin(xx / w * rng.uniform(1, 3) + rng.uniform(0, 6)) * np.cos(yy / h * rng.uniform(1, 3))
     for _ in range(3):  # faint discs with hard edges: sharp, but few edge pixels
         cy, cx, r = rng.uniform(0, h), rng.uniform(0, w), rng.uniform(min(h, w) / 10, min(h, w) / 4)
         img[(yy - cy) ** 2 + (xx - cx) ** 2 < r * r] += float(rng.choice([-1, 1])) * 6.0
-    return _noisy(rng, img, sigma)
+    return _noisy(noise_rng, img, sigma)
 
 
 def textured(rng, h: int, w: int, sigma: float = 3.0) -> np.ndarray:

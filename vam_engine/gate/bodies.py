@@ -25,15 +25,20 @@ from . import reference as ref_impl
 
 @dataclass(frozen=True)
 class Tiles:
-    """The local-change grid: tiles of ``size`` x ``size`` pixels (clipped at the borders); a
-    tile counts as changed when its mean abs difference is >= ``threshold``."""
+    """The local-change tiles: ``size`` x ``size`` pixels, overlapping by half (the kernels sum
+    cells of size / 2; a tile is 2 x 2 cells, see reference.py); a tile counts as changed when
+    its mean abs difference is >= ``threshold``."""
 
-    size: int = ref_impl.TILE
+    size: int = 2 * ref_impl.TILE
     threshold: float = float("inf")
 
     def __post_init__(self):
-        if not 1 <= int(self.size) <= ref_impl.MAX_TILE:
-            raise ValueError(f"tile size must be 1..{ref_impl.MAX_TILE} pixels, got {self.size}")
+        if not 2 <= int(self.size) <= 2 * ref_impl.MAX_TILE or int(self.size) % 2:
+            raise ValueError(f"tile size must be even, 2..{2 * ref_impl.MAX_TILE} pixels, got {self.size}")
+
+    @property
+    def cell(self) -> int:
+        return int(self.size) // 2
 
 
 @dataclass
@@ -69,13 +74,13 @@ def reduce_tiles(sums: np.ndarray, h: int, w: int, tiles: Tiles, has_ref: bool) 
     n = len(sums)
     if not has_ref or n == 0:
         return np.full(n, np.nan), np.zeros(n, np.int64)
-    means = np.asarray(sums, np.float64).reshape(n, -1) / ref_impl.tile_areas(h, w, tiles.size).reshape(-1)
+    win = ref_impl.tile_windows(np.asarray(sums, np.int64)).astype(np.float64).reshape(n, -1)
+    means = win / ref_impl.tile_windows(ref_impl.tile_areas(h, w, tiles.cell)).reshape(-1)
     return means.max(axis=1), np.count_nonzero(means >= tiles.threshold, axis=1).astype(np.int64)
 
 
 def _n_tiles(h: int, w: int, tiles: Tiles) -> int:
-    tr, tc = ref_impl.tile_grid_shape(h, w, tiles.size)
-    return tr * tc
+    return ref_impl.tile_count(h, w, tiles.cell)
 
 
 def _stats(out, h: int, w: int, tiles: Tiles, has_ref: bool) -> GateStats:
@@ -103,7 +108,7 @@ class ReferenceBody:
     def stats(self, frames: np.ndarray, ref: np.ndarray | None, ref_thumb=None, ref_hist=None,
               tiles: Tiles = Tiles()) -> GateStats:
         _check_batch(frames, ref)
-        rows = [ref_impl.frame_stats(f, ref, tiles.size, tiles.threshold) for f in frames]
+        rows = [ref_impl.frame_stats(f, ref, tiles.cell, tiles.threshold) for f in frames]
         return GateStats(
             lap_var=np.array([r["lap_var"] for r in rows], np.float64),
             mad=np.array([r["mad"] for r in rows], np.float64),
@@ -137,12 +142,12 @@ class CpuBody:
         _check_batch(frames, ref)
         h, w = frames.shape[1:]
         if ref is None:
-            out = self._C.gate_stats(frames, tile=tiles.size)
+            out = self._C.gate_stats(frames, tile=tiles.cell)
         elif ref_thumb is None or ref_hist is None:
-            out = self._C.gate_stats(frames, np.ascontiguousarray(ref), tile=tiles.size)
+            out = self._C.gate_stats(frames, np.ascontiguousarray(ref), tile=tiles.cell)
         else:
             out = self._C.gate_stats(frames, np.ascontiguousarray(ref), np.ascontiguousarray(ref_thumb, np.float32),
-                                     np.ascontiguousarray(ref_hist, np.float32), tile=tiles.size)
+                                     np.ascontiguousarray(ref_hist, np.float32), tile=tiles.cell)
         return _stats(out, h, w, tiles, ref is not None)
 
     def compare(self, frames, thumbs, hists, ref, ref_thumb, ref_hist, tiles: Tiles = Tiles()) -> GateComparison:
@@ -150,7 +155,7 @@ class CpuBody:
         mad, ssim, hc, sums = self._C.gate_compare(
             frames, np.ascontiguousarray(thumbs, np.float32), np.ascontiguousarray(hists, np.float32),
             np.ascontiguousarray(ref), np.ascontiguousarray(ref_thumb, np.float32),
-            np.ascontiguousarray(ref_hist, np.float32), tile=tiles.size)
+            np.ascontiguousarray(ref_hist, np.float32), tile=tiles.cell)
         return GateComparison(mad, ssim, hc, *reduce_tiles(sums, *frames.shape[1:], tiles, True))
 
 
@@ -182,7 +187,7 @@ class CudaBody:
         f = self._dev(frames)
         r = None if ref is None else self._dev(ref)
         _check_batch(f, r)
-        out = self._tk.gate_stats(f, r, tile=tiles.size)
+        out = self._tk.gate_stats(f, r, tile=tiles.cell)
         return _stats([o.cpu().numpy() for o in out], *f.shape[1:], tiles, r is not None)
 
     def compare(self, frames, thumbs, hists, ref, ref_thumb, ref_hist, tiles: Tiles = Tiles()) -> GateComparison:
@@ -190,7 +195,7 @@ class CudaBody:
         f = self._dev(frames)
         out = self._tk.gate_compare(f, self._dev(thumbs, t.float32), self._dev(hists, t.float32),
                                     self._dev(ref), self._dev(ref_thumb, t.float32), self._dev(ref_hist, t.float32),
-                                    tile=tiles.size)
+                                    tile=tiles.cell)
         mad, ssim, hc, sums = (o.cpu().numpy() for o in out)
         return GateComparison(mad, ssim, hc, *reduce_tiles(sums, *f.shape[1:], tiles, True))
 

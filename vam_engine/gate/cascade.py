@@ -50,11 +50,19 @@ def is_blurred(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref
     return not (has_ref and s.ssim < cfg.blur_view_ssim)
 
 
+def is_refocus(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bool) -> bool:
+    """The reference is blurred next to this frame (kept when the camera had nothing sharper,
+    e.g. its first frames defocused): the view came into focus, which no redundancy gate hides.
+    history[-1] is the reference's own Laplacian variance (the last kept frame)."""
+    return (has_ref and len(history) > 0 and history[-1] < cfg.blur_min_lap_var
+            and s.lap_var >= cfg.blur_min_lap_var and history[-1] < cfg.blur_rel * s.lap_var)
+
+
 def decide(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bool) -> str | None:
     """The gate that drops a frame, or None to keep it."""
     if is_blurred(cfg, s, history, has_ref):
         return "blur"
-    if not has_ref:
+    if not has_ref or is_refocus(cfg, s, history, has_ref):
         return None
     if s.mad < cfg.diff_min_mad:
         local = s.tile_mad >= cfg.tile_min_mad and s.tiles_changed <= cfg.tile_max_frac * s.n_tiles

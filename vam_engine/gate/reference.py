@@ -16,12 +16,14 @@ uint8 frame F (H x W) against the last kept frame R of the same camera:
   which is ``skimage.metrics.structural_similarity(a, b, data_range=255)`` on the thumbnails.
 - ``hist_corr``: Pearson correlation of the two histograms (OpenCV's HISTCMP_CORREL); 1.0
   when both are constant and equal, 0.0 when one is constant and they differ.
-- ``tile_sums``: the local change, as a grid of tiles of T x T pixels (T = ``tile``, tiles
+- ``tile_sums``: the local change, as a grid of cells of C x C pixels (C = ``tile``, cells
   clipped at the right and bottom borders): entry (i, j) is the sum of |F - R| over rows
-  [i*T, min(H, (i+1)*T)) and columns [j*T, min(W, (j+1)*T)), an exact integer (every body
-  returns the same grid). ``reduce_tiles`` turns it into what the cascade reads: ``tile_mad``,
-  the largest tile mean (sum / tile area), and ``tiles_changed``, how many tile means are at
-  or over a threshold. NaN and 0 without a reference.
+  [i*C, min(H, (i+1)*C)) and columns [j*C, min(W, (j+1)*C)), an exact integer (every body
+  returns the same grid). ``reduce_tiles`` turns it into what the cascade reads. Its tiles are
+  2C x 2C: every 2 x 2 block of cells, at a stride of C, so tiles overlap by half and a compact
+  change is never split over four tiles, as it can be on a fixed grid (where a side has a single
+  cell, a tile is that cell). ``tile_mad`` is the largest tile mean (sum / tile area) and
+  ``tiles_changed`` how many tile means are at or over a threshold; NaN and 0 without a reference.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ THUMB = 64
 HIST_BINS = 64
 SSIM_WIN = 7
 SSIM_K1, SSIM_K2, SSIM_RANGE = 0.01, 0.03, 255.0
-TILE = 32  # default tile side of the local-change grid (GateConfig.tile_size)
+TILE = 16  # default cell side of the local-change grid: tiles of 32 (GateConfig.tile_size = 2 cells)
 MAX_TILE = 1024  # a tile's sum of |F - R| stays below 2^32 (1024^2 * 255)
 
 
@@ -115,10 +117,31 @@ def tile_sums(gray: np.ndarray, ref: np.ndarray, tile: int = TILE) -> np.ndarray
     return pad.reshape(tr, tile, tc, tile).sum(axis=(1, 3))
 
 
+def pair_windows(a: np.ndarray, axis: int) -> np.ndarray:
+    """Sums of neighbouring pairs along an axis (the axis itself where it has one entry)."""
+    if a.shape[axis] < 2:
+        return a
+    lo = np.take(a, np.arange(a.shape[axis] - 1), axis=axis)
+    hi = np.take(a, np.arange(1, a.shape[axis]), axis=axis)
+    return lo + hi
+
+
+def tile_windows(cells: np.ndarray) -> np.ndarray:
+    """Per-tile sums of a (..., TR, TC) cell grid: every 2 x 2 block of cells (see the module doc)."""
+    return pair_windows(pair_windows(cells, cells.ndim - 2), cells.ndim - 1)
+
+
+def tile_count(h: int, w: int, cell: int = TILE) -> int:
+    """How many (overlapping) tiles a frame has."""
+    tr, tc = tile_grid_shape(h, w, cell)
+    return max(1, tr - 1) * max(1, tc - 1)
+
+
 def reduce_tiles(sums: np.ndarray, h: int, w: int, tile: int, threshold: float) -> tuple[float, int]:
-    """(largest tile mean, tiles whose mean is >= threshold) of one frame's tile sums. The one
-    reduction every body uses (gate.bodies), in float64: integer sums / areas, compared as such."""
-    means = np.asarray(sums, np.float64) / tile_areas(h, w, tile)
+    """(largest tile mean, tiles whose mean is >= threshold) of one frame's cell sums (cells of
+    ``tile`` pixels). The one reduction every body uses (gate.bodies), in float64: exact integer
+    sums over exact areas, compared as such."""
+    means = tile_windows(np.asarray(sums, np.int64)).astype(np.float64) / tile_windows(tile_areas(h, w, tile))
     return float(means.max()), int(np.count_nonzero(means >= threshold))
 
 
