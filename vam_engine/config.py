@@ -38,6 +38,11 @@ class GateConfig(_Section):
                                                                 "the old one blurred: never blurred (a defocus "
                                                                 "keeps the 64x64 thumbnail: SSIM 0.8-1.0; a cut "
                                                                 "to a low-texture view measures 0.1-0.5)")
+    blur_coarse_lap_var: float = Field(12.0, ge=0, description="a new view under the blur thresholds is blurred "
+                                                                "when its 64x64 thumbnail's Laplacian variance is "
+                                                                "at least this (coarse structure without fine "
+                                                                "detail: a defocused scene, 25 and more); a sharp "
+                                                                "low-texture view has little of either (about 4)")
     diff_min_mad: float = Field(20.0, ge=0, description="redundant when mean abs gray diff vs last kept is below "
                                                         "this and no tile changed locally (tile_min_mad)")
     tile_size: int = Field(32, ge=2, le=2048, multiple_of=2, description="side in pixels of the local-change "

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import GateConfig
 from .bodies import Tiles
+from .reference import laplacian_var
 from .records import GateRecord
 
 _FIRST_CHUNK = 4
@@ -33,6 +34,7 @@ class FrameStats:
     tile_mad: float
     tiles_changed: int
     n_tiles: int
+    thumb_lap_var: float = float("nan")  # Laplacian variance of the 64x64 thumbnail (coarse detail), when needed
 
 
 def sharpness_median(history: Sequence[float]) -> float | None:
@@ -40,14 +42,18 @@ def sharpness_median(history: Sequence[float]) -> float | None:
 
 
 def is_blurred(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bool) -> bool:
-    """Blurred: under the absolute threshold, well under the camera's recent sharpness (the median
-    of its last kept frames), and still showing the reference's view (a cut is no blur)."""
+    """Blurred: under the absolute threshold and well under the camera's recent sharpness (the
+    median of its last kept frames). A frame showing a new view (a cut) is blurred only if it has
+    structure at the thumbnail's scale without the fine detail that goes with it (a defocused
+    scene); a new view without coarse structure either is a sharp low-texture view."""
     if s.lap_var >= cfg.blur_min_lap_var:
         return False
     med = sharpness_median(history)
     if med is None or s.lap_var >= cfg.blur_rel * med:
         return False  # no history (a camera's first frames), or as sharp as this camera gets
-    return not (has_ref and s.ssim < cfg.blur_view_ssim)
+    if has_ref and s.ssim < cfg.blur_view_ssim:
+        return s.thumb_lap_var >= cfg.blur_coarse_lap_var
+    return True
 
 
 def is_refocus(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bool) -> bool:
@@ -178,8 +184,11 @@ class GateCascade:
                 mad[i:j], ssim[i:j], hcorr[i:j], tmad[i:j], tchg[i:j] = \
                     c.mad, c.ssim, c.hist_corr, c.tile_mad, c.tiles_changed
                 valid_end = j
-            fs = FrameStats(float(st.lap_var[i]), float(mad[i]), float(ssim[i]), float(hcorr[i]), float(tmad[i]),
-                            int(tchg[i]), st.n_tiles)
+            lap = float(st.lap_var[i])
+            # coarse detail, only read by the blur test of a frame under the absolute threshold
+            tlap = laplacian_var(st.thumb[i]) if lap < self.cfg.blur_min_lap_var else float("nan")
+            fs = FrameStats(lap, float(mad[i]), float(ssim[i]), float(hcorr[i]), float(tmad[i]), int(tchg[i]),
+                            st.n_tiles, tlap)
             dropped = decide(self.cfg, fs, cam.sharpness, ref is not None)
             records.append(GateRecord(fs.lap_var, _none_if_nan(fs.mad), _none_if_nan(fs.ssim),
                                       _none_if_nan(fs.hist_corr), dropped, _none_if_nan(fs.tile_mad),
