@@ -246,3 +246,25 @@ def test_a_resumed_cascade_decides_as_an_uninterrupted_one(rng, rng_seed):
         got += [r.dropped_by for r in second.run("cam", frames[k:])]
         assert got == whole, f"split at {k}, seed {rng_seed}"
     assert "blur" in whole
+
+
+def test_the_sharpness_history_is_committed_with_the_reference(tmp_path, rng):
+    """What the pipeline commits (CommitBatch.refs) and restores on resume (sources.camera_ref)."""
+    from vam_engine.memory.commit import CommitBatch
+    from vam_engine.memory.records import GateReference
+    from vam_engine.memory.store import Store
+
+    store = Store(tmp_path / "s")
+    try:
+        store.sources.open("cam", "x.mp4", "fp", "fps=0.5")
+        assert store.sources.camera_ref("cam") is None
+        cascade = GateCascade(_cpu_or_reference(), GateConfig())
+        a = S.textured(rng, H, W)
+        cascade.run("cam", [S.blurred(a, 4), a])
+        batch = CommitBatch(refs={"cam": GateReference(3.0, cascade.reference("cam"), cascade.sharpness("cam"))})
+        store.commit(batch)
+        saved = store.sources.camera_ref("cam")
+        assert saved.t == 3.0 and np.array_equal(saved.gray, a)
+        assert saved.sharpness == cascade.sharpness("cam") and len(saved.sharpness) == 2
+    finally:
+        store.close()
