@@ -29,11 +29,12 @@ struct Geometry {
 
 // Bytes of per-thread scratch a RowsFn needs for width W (a 4-byte multiple). Layout: four
 // 64 x 64 uint16 pair-count tables, 64 x 64 uint32 flushed counts, idx_len(W) uint16 pair
-// indices, W column sums (uint16 or uint32), W uint32 tile-row sums (at most W tiles a row).
+// indices, W column sums (uint16 or uint32), tile-row sums: W + 16 uint32 (at most W tiles a
+// row, or (W + 7) / 8 uint64 sums of 8-column groups).
 static inline size_t idx_len(int W) { return ((static_cast<size_t>(W) / 2 + 7) & ~size_t(7)) + 32; }
 static inline size_t scratch_bytes(int W) {
   return sizeof(uint16_t) * 4 * kBins * kBins + sizeof(uint32_t) * kBins * kBins + sizeof(uint16_t) * idx_len(W) +
-         sizeof(uint32_t) * ((static_cast<size_t>(W) + 3) & ~size_t(3)) + sizeof(uint32_t) * static_cast<size_t>(W);
+         sizeof(uint32_t) * ((static_cast<size_t>(W) + 3) & ~size_t(3)) + sizeof(uint32_t) * (static_cast<size_t>(W) + 16);
 }
 
 // The local-change grid of one frame: tiles of T x T pixels (clipped at the borders), TC a row;
@@ -60,7 +61,7 @@ using RowsFn = void (*)(const uint8_t* F, const uint8_t* R, const Geometry* g, i
                         bool lap, Partial* out, float* thumb, const Tiles* tiles, void* scratch);
 
 // Sum |F - R| over rows [y0, y1) of W-wide frames, added into the tile grid too; `acc` holds
-// W uint32 of scratch. Returns the sum.
+// W + 16 uint32 of scratch. Returns the sum.
 using TileRowsFn = int64_t (*)(const uint8_t* F, const uint8_t* R, int W, int y0, int y1, const Tiles* tiles,
                                uint32_t* acc);
 

@@ -302,12 +302,13 @@ void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists
   const int TC = tile_grid_cols(W, tile);
   const size_t grid_len = static_cast<size_t>(tile_grid_rows(H, tile)) * TC;
   std::memset(tile_sums, 0, sizeof(uint32_t) * grid_len * static_cast<size_t>(N));
-  std::vector<uint32_t> acc_all(static_cast<size_t>(W) * static_cast<size_t>(max_threads()));
+  const size_t acc_len = static_cast<size_t>(W) + 16;  // see TileRowsFn
+  std::vector<uint32_t> acc_all(acc_len * static_cast<size_t>(max_threads()));
 
 #pragma omp parallel if (parallel)
   {
 #ifdef _OPENMP
-    uint32_t* acc = acc_all.data() + static_cast<size_t>(W) * static_cast<size_t>(omp_get_thread_num());
+    uint32_t* acc = acc_all.data() + acc_len * static_cast<size_t>(omp_get_thread_num());
 #else
     uint32_t* acc = acc_all.data();
 #endif
