@@ -86,12 +86,24 @@ py::array check_ref(const py::handle& obj, const Frames& f) {
   return r;
 }
 
+int check_tile(int tile) {
+  if (tile < 1 || tile > vam::kMaxTile)
+    throw py::value_error("tile must be 1.." + std::to_string(vam::kMaxTile) + " pixels, got " + std::to_string(tile));
+  return tile;
+}
+
+py::array_t<uint32_t> tile_grid(const Frames& f, int tile) {
+  return py::array_t<uint32_t>({py::ssize_t(f.n), py::ssize_t(vam::tile_grid_rows(f.h, tile)),
+                                py::ssize_t(vam::tile_grid_cols(f.w, tile))});
+}
+
 const uint8_t* u8(const py::array& a) { return static_cast<const uint8_t*>(a.data()); }
 const float* f32(const py::array& a) { return static_cast<const float*>(a.data()); }
 
 py::tuple gate_stats(const py::handle& frames_obj, const py::handle& ref_obj, const py::handle& ref_thumb_obj,
-                     const py::handle& ref_hist_obj) {
+                     const py::handle& ref_hist_obj, int tile) {
   const Frames f = check_frames(frames_obj);
+  check_tile(tile);
   py::array ref, ref_thumb, ref_hist;
   if (!ref_obj.is_none()) ref = check_ref(ref_obj, f);
   if (ref_thumb_obj.is_none() != ref_hist_obj.is_none() || (ref_obj.is_none() && !ref_thumb_obj.is_none()))
@@ -106,23 +118,25 @@ py::tuple gate_stats(const py::handle& frames_obj, const py::handle& ref_obj, co
   py::array_t<double> lap_var(n), mad(n), ssim(n), hist_corr(n);
   py::array_t<float> thumb({n, py::ssize_t(64), py::ssize_t(64)});
   py::array_t<float> hist({n, py::ssize_t(64)});
+  py::array_t<uint32_t> tiles = tile_grid(f, tile);
   vam::StatsOut out{lap_var.mutable_data(), mad.mutable_data(), ssim.mutable_data(),
-                    hist_corr.mutable_data(), thumb.mutable_data(), hist.mutable_data()};
+                    hist_corr.mutable_data(), thumb.mutable_data(), hist.mutable_data(), tiles.mutable_data()};
   const uint8_t* fp = u8(f.arr);
   const uint8_t* rp = ref_obj.is_none() ? nullptr : u8(ref);
   const float* rt = ref_thumb_obj.is_none() ? nullptr : f32(ref_thumb);
   const float* rh = ref_hist_obj.is_none() ? nullptr : f32(ref_hist);
   {
     py::gil_scoped_release nogil;
-    vam::gate_stats(fp, f.n, f.h, f.w, rp, rt, rh, out);
+    vam::gate_stats(fp, f.n, f.h, f.w, rp, rt, rh, tile, out);
   }
-  return py::make_tuple(lap_var, mad, ssim, hist_corr, thumb, hist);
+  return py::make_tuple(lap_var, mad, ssim, hist_corr, thumb, hist, tiles);
 }
 
 py::tuple gate_compare(const py::handle& frames_obj, const py::handle& thumbs_obj, const py::handle& hists_obj,
                        const py::handle& ref_obj, const py::handle& ref_thumb_obj,
-                       const py::handle& ref_hist_obj) {
+                       const py::handle& ref_hist_obj, int tile) {
   const Frames f = check_frames(frames_obj);
+  check_tile(tile);
   py::array thumbs = as_array(thumbs_obj, "thumbs", is_f32, "float32");
   check_shape(thumbs, "thumbs", {f.n, 64, 64});
   py::array hists = as_array(hists_obj, "hists", is_f32, "float32");
@@ -134,13 +148,15 @@ py::tuple gate_compare(const py::handle& frames_obj, const py::handle& thumbs_ob
   check_shape(ref_hist, "ref_hist", {64});
   const py::ssize_t n = f.n;
   py::array_t<double> mad(n), ssim(n), hist_corr(n);
+  py::array_t<uint32_t> tiles = tile_grid(f, tile);
   double *mp = mad.mutable_data(), *sp = ssim.mutable_data(), *hp = hist_corr.mutable_data();
+  uint32_t* tp = tiles.mutable_data();
   {
     py::gil_scoped_release nogil;
     vam::gate_compare(u8(f.arr), f32(thumbs), f32(hists), f.n, f.h, f.w, u8(ref), f32(ref_thumb),
-                      f32(ref_hist), mp, sp, hp);
+                      f32(ref_hist), tile, mp, sp, hp, tp);
   }
-  return py::make_tuple(mad, ssim, hist_corr);
+  return py::make_tuple(mad, ssim, hist_corr, tiles);
 }
 
 py::array rgb_to_gray(const py::handle& rgb_obj) {
@@ -165,21 +181,23 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "vam_engine native kernels: fused gate statistics (CPU, OpenMP) and color conversion";
 
   m.def("gate_stats", &gate_stats, py::arg("frames"), py::arg("ref") = py::none(),
-        py::arg("ref_thumb") = py::none(), py::arg("ref_hist") = py::none(),
+        py::arg("ref_thumb") = py::none(), py::arg("ref_hist") = py::none(), py::arg("tile") = 16,
         R"doc(Fused gate statistics of N gray frames against an optional reference.
 
 frames: uint8 (N, H, W), H, W >= 2; ref: uint8 (H, W) or None; ref_thumb float32 (64, 64) and
-ref_hist float32 (64,): the reference's own statistics when the caller has them (saves a pass).
+ref_hist float32 (64,): the reference's own statistics when the caller has them (saves a pass);
+tile: side of the cells of the local-change grid, 1..1024 pixels (the cascade's tiles are 2 x 2 cells).
 Returns (lap_var f64[N], mad f64[N], ssim f64[N], hist_corr f64[N], thumb f32[N, 64, 64],
-hist f32[N, 64]); mad, ssim and hist_corr are NaN when ref is None. The definitions are
-vam_engine.gate.reference.frame_stats.)doc");
+hist f32[N, 64], tile_sums u32[N, ceil(H/tile), ceil(W/tile)]); mad, ssim and hist_corr are NaN
+and tile_sums zero when ref is None. The definitions are vam_engine.gate.reference.frame_stats.)doc");
 
   m.def("gate_compare", &gate_compare, py::arg("frames"), py::arg("thumbs"), py::arg("hists"), py::arg("ref"),
-        py::arg("ref_thumb"), py::arg("ref_hist"),
+        py::arg("ref_thumb"), py::arg("ref_hist"), py::arg("tile") = 16,
         R"doc(Only the reference-dependent statistics, reusing the frames' thumbnails and histograms.
 
 frames uint8 (N, H, W), thumbs float32 (N, 64, 64), hists float32 (N, 64), ref uint8 (H, W),
-ref_thumb float32 (64, 64), ref_hist float32 (64,). Returns (mad, ssim, hist_corr), f64[N] each.)doc");
+ref_thumb float32 (64, 64), ref_hist float32 (64,), tile as for gate_stats. Returns (mad, ssim,
+hist_corr, tile_sums): f64[N] each and u32[N, ceil(H/tile), ceil(W/tile)].)doc");
 
   m.def("rgb_to_gray", &rgb_to_gray, py::arg("rgb"),
         "uint8 [..., H, W, 3] RGB -> uint8 [..., H, W] gray, OpenCV's fixed-point BT.601 rule "

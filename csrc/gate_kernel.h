@@ -29,12 +29,21 @@ struct Geometry {
 
 // Bytes of per-thread scratch a RowsFn needs for width W (a 4-byte multiple). Layout: four
 // 64 x 64 uint16 pair-count tables, 64 x 64 uint32 flushed counts, idx_len(W) uint16 pair
-// indices, W column sums (uint16 or uint32).
+// indices, W column sums (uint16 or uint32), tile-row sums: W + 16 uint32 (at most W tiles a
+// row, or (W + 7) / 8 uint64 sums of 8-column groups).
 static inline size_t idx_len(int W) { return ((static_cast<size_t>(W) / 2 + 7) & ~size_t(7)) + 32; }
 static inline size_t scratch_bytes(int W) {
   return sizeof(uint16_t) * 4 * kBins * kBins + sizeof(uint32_t) * kBins * kBins + sizeof(uint16_t) * idx_len(W) +
-         sizeof(uint32_t) * ((static_cast<size_t>(W) + 3) & ~size_t(3));
+         sizeof(uint32_t) * ((static_cast<size_t>(W) + 3) & ~size_t(3)) + sizeof(uint32_t) * (static_cast<size_t>(W) + 16);
 }
+
+// The local-change grid of one frame: tiles of T x T pixels (clipped at the borders), TC a row;
+// grid[i * TC + j] accumulates sum |F - R| over tile (i, j). Several row parts of one frame may
+// add to the same tile row, so additions into grid are atomic (one per tile and part).
+struct Tiles {
+  int T, TC;
+  uint32_t* grid;
+};
 
 // Partial sums of a range of rows of one frame.
 struct Partial {
@@ -44,14 +53,17 @@ struct Partial {
 };
 
 // Processes the row groups [g0, g1) of frame F (H x W, C-contiguous): Laplacian sums when
-// `lap`, sum |F - R| when R is not null, the histogram, and the thumbnail cells of those
-// groups, written as means into `thumb` (64 x 64 float32). `scratch` holds scratch_bytes(W)
-// (4-byte aligned is enough: vector accesses are unaligned). `out` is overwritten.
+// `lap`, sum |F - R| and its tile grid (`tiles`) when R is not null, the histogram, and the
+// thumbnail cells of those groups, written as means into `thumb` (64 x 64 float32). `scratch`
+// holds scratch_bytes(W) (4-byte aligned is enough: vector accesses are unaligned). `out` is
+// overwritten.
 using RowsFn = void (*)(const uint8_t* F, const uint8_t* R, const Geometry* g, int g0, int g1,
-                        bool lap, Partial* out, float* thumb, void* scratch);
+                        bool lap, Partial* out, float* thumb, const Tiles* tiles, void* scratch);
 
-// Sum |a - b| over n bytes.
-using SadFn = int64_t (*)(const uint8_t* a, const uint8_t* b, size_t n);
+// Sum |F - R| over rows [y0, y1) of W-wide frames, added into the tile grid too; `acc` holds
+// W + 16 uint32 of scratch. Returns the sum.
+using TileRowsFn = int64_t (*)(const uint8_t* F, const uint8_t* R, int W, int y0, int y1, const Tiles* tiles,
+                               uint32_t* acc);
 
 // gray = (R*4899 + G*9617 + B*1868 + 8192) >> 14 over n pixels of interleaved RGB.
 using GrayFn = void (*)(const uint8_t* rgb, uint8_t* gray, size_t n);
@@ -61,7 +73,7 @@ using SsimFn = double (*)(const float* a, const float* b);
 
 struct Kernels {
   RowsFn rows;
-  SadFn sad;
+  TileRowsFn tile_rows;
   GrayFn gray;
   SsimFn ssim;
   const char* isa;

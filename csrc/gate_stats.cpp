@@ -202,8 +202,11 @@ double hist_correl(const double* a, const double* b) {
 // Batched entry points
 
 void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, const float* ref_thumb_in,
-                const float* ref_hist_in, const StatsOut& out) {
+                const float* ref_hist_in, int tile, const StatsOut& out) {
   if (N <= 0) return;
+  const int TC = tile_grid_cols(W, tile);
+  const size_t grid_len = static_cast<size_t>(tile_grid_rows(H, tile)) * TC;
+  std::memset(out.tile_sums, 0, sizeof(uint32_t) * grid_len * static_cast<size_t>(N));  // parts add into it
   const Kernels& K = active();
   const Geometry g = make_geometry(H, W);
   const size_t frame_px = static_cast<size_t>(H) * W;
@@ -240,10 +243,11 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
       const int g0 = static_cast<int>(static_cast<int64_t>(p) * g.ngroups / P);
       const int g1 = static_cast<int>(static_cast<int64_t>(p + 1) * g.ngroups / P);
       if (f < 0) {
-        K.rows(ref, nullptr, &g, g0, g1, false, &parts[it], ref_thumb_own.data(), scratch);
+        K.rows(ref, nullptr, &g, g0, g1, false, &parts[it], ref_thumb_own.data(), nullptr, scratch);
       } else {
+        const Tiles tiles{tile, TC, out.tile_sums + static_cast<size_t>(f) * grid_len};
         K.rows(frames + static_cast<size_t>(f) * frame_px, ref, &g, g0, g1, true, &parts[it],
-               out.thumb + static_cast<size_t>(f) * kThumb * kThumb, scratch);
+               out.thumb + static_cast<size_t>(f) * kThumb * kThumb, &tiles, scratch);
       }
     }
 #pragma omp single
@@ -284,8 +288,8 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
 }
 
 void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists, int64_t N, int H, int W,
-                  const uint8_t* ref, const float* ref_thumb, const float* ref_hist, double* mad,
-                  double* ssim, double* hist_corr) {
+                  const uint8_t* ref, const float* ref_thumb, const float* ref_hist, int tile, double* mad,
+                  double* ssim, double* hist_corr, uint32_t* tile_sums) {
   if (N <= 0) return;
   const Kernels& K = active();
   const size_t frame_px = static_cast<size_t>(H) * W;
@@ -295,16 +299,27 @@ void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists
   double rh[kBins];
   for (int b = 0; b < kBins; ++b) rh[b] = ref_hist[b];
   const bool parallel = use_threads(N * static_cast<int64_t>(frame_px));
+  const int TC = tile_grid_cols(W, tile);
+  const size_t grid_len = static_cast<size_t>(tile_grid_rows(H, tile)) * TC;
+  std::memset(tile_sums, 0, sizeof(uint32_t) * grid_len * static_cast<size_t>(N));
+  const size_t acc_len = static_cast<size_t>(W) + 16;  // see TileRowsFn
+  std::vector<uint32_t> acc_all(acc_len * static_cast<size_t>(max_threads()));
 
 #pragma omp parallel if (parallel)
   {
+#ifdef _OPENMP
+    uint32_t* acc = acc_all.data() + acc_len * static_cast<size_t>(omp_get_thread_num());
+#else
+    uint32_t* acc = acc_all.data();
+#endif
 #pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < items; ++it) {
       const int64_t f = it / P;
       const int p = static_cast<int>(it % P);
-      const size_t r0 = static_cast<size_t>(static_cast<int64_t>(p) * H / P);
-      const size_t r1 = static_cast<size_t>(static_cast<int64_t>(p + 1) * H / P);
-      sums[it] = K.sad(frames + f * frame_px + r0 * W, ref + r0 * W, (r1 - r0) * W);
+      const int r0 = static_cast<int>(static_cast<int64_t>(p) * H / P);
+      const int r1 = static_cast<int>(static_cast<int64_t>(p + 1) * H / P);
+      const Tiles tiles{tile, TC, tile_sums + static_cast<size_t>(f) * grid_len};
+      sums[it] = K.tile_rows(frames + f * frame_px, ref, W, r0, r1, &tiles, acc);
     }
 #pragma omp for schedule(dynamic)
     for (int64_t f = 0; f < N; ++f) {

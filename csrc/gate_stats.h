@@ -14,17 +14,24 @@ struct StatsOut {
   double* hist_corr;  // [N], NaN without a reference
   float* thumb;       // [N, 64, 64]
   float* hist;        // [N, 64]
+  uint32_t* tile_sums;  // [N, TR, TC]: sum |F - R| per tile (zero without a reference)
 };
 
-// frames: N x H x W (C-contiguous), ref: H x W or null. H, W >= 2. ref_thumb (64 x 64) and
-// ref_hist (64) may be given with ref (the caller's cache); otherwise they are computed from ref.
+// The local-change grid of H x W frames in tiles of `tile` pixels (clipped at the borders).
+inline int tile_grid_rows(int H, int tile) { return (H + tile - 1) / tile; }
+inline int tile_grid_cols(int W, int tile) { return (W + tile - 1) / tile; }
+constexpr int kMaxTile = 1024;  // a tile's sum stays below 2^32
+
+// frames: N x H x W (C-contiguous), ref: H x W or null. H, W >= 2, 1 <= tile <= kMaxTile.
+// ref_thumb (64 x 64) and ref_hist (64) may be given with ref (the caller's cache); otherwise
+// they are computed from ref.
 void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, const float* ref_thumb,
-                const float* ref_hist, const StatsOut& out);
+                const float* ref_hist, int tile, const StatsOut& out);
 
 // Only the reference-dependent statistics, from the frames' thumbnails and histograms.
 void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists, int64_t N, int H, int W,
-                  const uint8_t* ref, const float* ref_thumb, const float* ref_hist, double* mad,
-                  double* ssim, double* hist_corr);
+                  const uint8_t* ref, const float* ref_thumb, const float* ref_hist, int tile, double* mad,
+                  double* ssim, double* hist_corr, uint32_t* tile_sums);
 
 // OpenCV's fixed-point BT.601: gray = (R*4899 + G*9617 + B*1868 + 8192) >> 14, n pixels.
 void rgb_to_gray(const uint8_t* rgb, uint8_t* gray, size_t n);

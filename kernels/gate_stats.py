@@ -13,8 +13,11 @@ A batch of N gray uint8 frames is processed per launch:
     variance, mean abs diff, histogram), then SSIM of the thumbnails (7x7 box sums in float64)
     and the Pearson correlation of the histograms against the reference.
 ``_mad_kernel``        grid (N, 64): the |F - R| partial sums alone, for ``gate_compare``.
+``_tile_kernel``       grid (N, TR, TC): program (n, i, j) sums |F - R| over tile (i, j) of the
+    local-change grid (tiles of T x T pixels, clipped at the borders) in 2-D blocks; one
+    program per tile, so every grid entry is written once (no atomics).
 
-``gate_stats`` is two launches and ``gate_compare`` two launches, whatever N. Every buffer the
+``gate_stats`` is two launches (three with a reference) and ``gate_compare`` three, whatever N. Every buffer the
 kernels write is written in full (no zero-filled buffers, no atomics), which the tests check by
 allocating through ``_empty`` poisoned with garbage.
 
@@ -153,6 +156,34 @@ def _mad_kernel(frames_ptr, ref_ptr, ad_ptr, HW, BLOCK: tl.constexpr):
         b = tl.load(ref_ptr + o, mask=m, other=0).to(tl.int32)
         acc += tl.abs(a - b)
     tl.store(ad_ptr + n * 64 + i, tl.sum(acc.to(tl.int64), axis=0))
+
+
+@triton.jit
+def _tile_kernel(frames_ptr, ref_ptr, out_ptr, H, W, TR, TC, T,
+                 BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """out[n, i, j] = sum |F_n - R| over rows [i*T, min(H, (i+1)*T)), columns [j*T, min(W, (j+1)*T))."""
+    n = tl.program_id(0)
+    i = tl.program_id(1)
+    j = tl.program_id(2)
+    y0 = i * T
+    y1 = tl.minimum(H, y0 + T)
+    x0 = j * T
+    x1 = tl.minimum(W, x0 + T)
+    base = frames_ptr + n.to(tl.int64) * H * W
+    rr = tl.arange(0, BLOCK_R)
+    cc = tl.arange(0, BLOCK_C)
+    acc = tl.full([BLOCK_R, BLOCK_C], 0, tl.int32)  # at most T * T * 255 / (BLOCK_R * BLOCK_C) per lane
+    for ys in range(y0, y1, BLOCK_R):
+        rows = ys + rr
+        for xs in range(x0, x1, BLOCK_C):
+            cols = xs + cc
+            m = (rows[:, None] < y1) & (cols[None, :] < x1)
+            off = rows[:, None] * W + cols[None, :]
+            a = tl.load(base + off, mask=m, other=0).to(tl.int32)
+            b = tl.load(ref_ptr + off, mask=m, other=0).to(tl.int32)
+            acc += tl.abs(a - b)
+    total = tl.sum(tl.sum(acc.to(tl.int64), axis=1), axis=0)
+    tl.store(out_ptr + (n * TR + i) * TC + j, total)
 
 
 @triton.jit
@@ -302,13 +333,37 @@ def _cells(w: int, block_w: int) -> int:
     return min(THUMB, triton.next_power_of_2(need))
 
 
-def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None):
+MAX_TILE = 1024
+
+
+def _check_tile(tile: int) -> int:
+    if not isinstance(tile, int) or not 1 <= tile <= MAX_TILE:
+        raise ValueError(f"tile must be an int of 1..{MAX_TILE} pixels, got {tile!r}")
+    return tile
+
+
+def _tile_sums(frames, ref, tile: int):
+    """int64 [N, TR, TC] sums of |F - R| per tile (see _tile_kernel)."""
+    nfr, h, w = frames.shape
+    tr, tc = -(-h // tile), -(-w // tile)
+    out = _empty((nfr, tr, tc), torch.int64, frames.device)
+    if nfr:
+        br = min(32, triton.next_power_of_2(tile))
+        bc = min(64, triton.next_power_of_2(tile))
+        _tile_kernel[(nfr, tr, tc)](frames, ref, out, h, w, tr, tc, tile, BLOCK_R=br, BLOCK_C=bc, num_warps=4)
+    return out
+
+
+def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None, tile: int = 16):
     """All gate statistics of N frames against one reference frame (or None).
 
-    frames: uint8 [N, H, W]; ref: uint8 [H, W] or None, on the frames' device.
+    frames: uint8 [N, H, W]; ref: uint8 [H, W] or None, on the frames' device; tile: side of the
+    local-change grid's cells (1..1024 pixels; the cascade's tiles are 2 x 2 cells).
     Returns (lap_var f64[N], mad f64[N], ssim f64[N], hist_corr f64[N], thumb f32[N, 64, 64],
-    hist f32[N, 64]); mad, ssim and hist_corr are NaN without a reference.
+    hist f32[N, 64], tile_sums i64[N, ceil(H/tile), ceil(W/tile)]); mad, ssim and hist_corr are
+    NaN and tile_sums zero without a reference.
     """
+    _check_tile(tile)
     frames = _check_frames(frames)
     nfr, h, w = frames.shape
     dev = frames.device
@@ -322,9 +377,11 @@ def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None):
     f64 = torch.float64
     lap, mad, ssim, corr = (_empty((nfr,), f64, dev) for _ in range(4))
     hist = _empty((nfr, HIST_BINS), torch.float32, dev)
+    tiles = _tile_sums(frames, ref, tile) if has_ref else \
+        torch.zeros((nfr, -(-h // tile), -(-w // tile)), dtype=torch.int64, device=dev)
     if nfr == 0:
         thumb = _empty((0, THUMB, THUMB), torch.float32, dev)
-        return lap, mad, ssim, corr, thumb, hist
+        return lap, mad, ssim, corr, thumb, hist, tiles
 
     nb = nfr + 1 if has_ref else nfr
     thumb_all = _empty((nb, THUMB, THUMB), torch.float32, dev)
@@ -339,15 +396,17 @@ def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None):
     _gate_finish_kernel[(nfr,)](
         thumb_all, ref_thumb, hist_part, ref_hist, s1, s2, ad, lap, mad, ssim, corr, hist,
         float(h * w), REDUCE_HIST=True, HAS_REF=has_ref, TY=_ty(), num_warps=4, enable_fp_fusion=False)
-    return lap, mad, ssim, corr, thumb_all[:nfr], hist
+    return lap, mad, ssim, corr, thumb_all[:nfr], hist, tiles
 
 
-def gate_compare(frames, thumbs, hists, ref, ref_thumb, ref_hist):
+def gate_compare(frames, thumbs, hists, ref, ref_thumb, ref_hist, tile: int = 16):
     """The reference-dependent statistics only, reusing the frames' thumbnails and histograms.
 
     frames: uint8 [N, H, W]; thumbs: f32 [N, 64, 64]; hists: f32 [N, 64]; ref: uint8 [H, W];
-    ref_thumb: f32 [64, 64]; ref_hist: f32 [64]. Returns (mad, ssim, hist_corr), f64 [N] each.
+    ref_thumb: f32 [64, 64]; ref_hist: f32 [64]; tile as for gate_stats. Returns (mad, ssim,
+    hist_corr, tile_sums): f64 [N] each and i64 [N, ceil(H/tile), ceil(W/tile)].
     """
+    _check_tile(tile)
     frames = _check_frames(frames)
     nfr, h, w = frames.shape
     dev = frames.device
@@ -360,11 +419,12 @@ def gate_compare(frames, thumbs, hists, ref, ref_thumb, ref_hist):
     thumbs, hists, ref, ref_thumb, ref_hist = map(_own, (thumbs, hists, ref, ref_thumb, ref_hist))
     f64 = torch.float64
     mad, ssim, corr = (_empty((nfr,), f64, dev) for _ in range(3))
+    tiles = _tile_sums(frames, ref, tile)
     if nfr == 0:
-        return mad, ssim, corr
+        return mad, ssim, corr, tiles
     ad = _empty((nfr, THUMB), torch.int64, dev)
     _mad_kernel[(nfr, THUMB)](frames, ref, ad, h * w, BLOCK=1024, num_warps=4, enable_fp_fusion=False)
     _gate_finish_kernel[(nfr,)](
         thumbs, ref_thumb, hists, ref_hist, ad, ad, ad, mad, mad, ssim, corr, hists,
         float(h * w), REDUCE_HIST=False, HAS_REF=True, TY=_ty(), num_warps=4, enable_fp_fusion=False)
-    return mad, ssim, corr
+    return mad, ssim, corr, tiles

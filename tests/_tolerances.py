@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-GATE_STATS = ("lap_var", "mad", "ssim", "hist_corr", "thumb", "hist")
+GATE_STATS = ("lap_var", "mad", "ssim", "hist_corr", "thumb", "hist", "tile_sums")  # the kernels' output order
 GATE_DEVICE_TOL = {"lap_var": (1e-6, 0.0), "mad": (1e-6, 0.0), "ssim": (0.0, 1e-5), "hist_corr": (0.0, 1e-9),
-                   "thumb": (0.0, 1e-3), "hist": (0.0, 0.0)}
+                   "thumb": (0.0, 1e-3), "hist": (0.0, 0.0), "tile_sums": (0.0, 0.0)}  # tile sums: exact integers
 
 VECTOR_RECALL_AT_10 = 0.99  # an exact body (fp16 scan + fp32 re-score) against float32 brute force
 VECTOR_TOP1_SCORE_ATOL = 1e-5  # the re-scored best score against float32

@@ -30,7 +30,10 @@ from vam_engine.memory import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 W, H, FPS, SECONDS, BITS = 640, 360, 30, 60, 12
-CFG = {"ingest": {"fps": 2.0, "batch_size": 4}, "store": {"commit_every": 4, "commit_interval_s": 0.2}}
+# Every frame shows its index as blocks: a local change the tile gate keeps, so it is switched off
+# here (the test needs samples both kept and dropped).
+CFG = {"ingest": {"fps": 2.0, "batch_size": 4}, "store": {"commit_every": 4, "commit_interval_s": 0.2},
+       "gate": {"tile_min_mad": 1e9}}
 CAMERA = "cam"
 KILLS = 3
 THROTTLE_S = 0.1  # the child sleeps this long per progress event, so a run lasts a few seconds

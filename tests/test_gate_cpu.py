@@ -12,7 +12,7 @@ import pytest
 
 from vam_engine import _C
 from vam_engine.gate import reference as R
-from vam_engine.gate.bodies import CpuBody, ReferenceBody
+from vam_engine.gate.bodies import CpuBody, ReferenceBody, Tiles
 from vam_engine.synthetic import gray_frame, near_copy
 
 
@@ -61,13 +61,14 @@ def _batch(rng, n, h, w, ref):
     return np.stack(out)
 
 
-def _reference(frames, ref):
-    return [R.frame_stats(f, ref) for f in frames]
+def _reference(frames, ref, tile=R.TILE):
+    return [R.frame_stats(f, ref, tile) for f in frames]
 
 
 def _check(out, rows, ref, seed, tag):
-    lap_var, mad, ssim, hist_corr, thumb, hist = out
+    lap_var, mad, ssim, hist_corr, thumb, hist, tiles = out
     n = len(rows)
+    assert tiles.dtype == np.uint32 and tiles.shape == (n, *rows[0]["tile_sums"].shape) if n else True
     assert lap_var.shape == mad.shape == ssim.shape == hist_corr.shape == (n,)
     assert lap_var.dtype == mad.dtype == ssim.dtype == hist_corr.dtype == np.float64
     assert thumb.shape == (n, 64, 64) and thumb.dtype == np.float32
@@ -79,8 +80,11 @@ def _check(out, rows, ref, seed, tag):
     np.testing.assert_array_equal(hist, np.array([r["hist"] for r in rows], np.float32), err_msg=msg)
     if ref is None:
         assert np.isnan(mad).all() and np.isnan(ssim).all() and np.isnan(hist_corr).all(), msg
+        assert not tiles.any(), msg
         return
     np.testing.assert_allclose(mad, [r["mad"] for r in rows], rtol=1e-12, atol=0, err_msg=msg)
+    # integer sums of |F - R| per tile: exactly the reference's
+    np.testing.assert_array_equal(tiles, np.array([r["tile_sums"] for r in rows]), err_msg=msg)
     np.testing.assert_allclose(hist_corr, [r["hist_corr"] for r in rows], rtol=1e-12, atol=1e-14, err_msg=msg)
     # SSIM is computed from the float32 thumbnails: equal to the reference on those, and within
     # the float32 rounding of the reference on its float64 thumbnails.
@@ -103,6 +107,9 @@ def test_stats_match_reference(h, w, rng, rng_seed):
     for isa in ISAS:
         _C._set_isa(isa)
         _check(_C.gate_stats(frames, ref), rows, ref, seed, f"{isa} {h}x{w} n={n} ref")
+        tile = int(rng.choice([1, 5, 8, 16, 33, 64]))
+        _check(_C.gate_stats(frames, ref, tile=tile), _reference(frames, ref, tile), ref, seed,
+               f"{isa} {h}x{w} n={n} tile={tile}")
         _check(_C.gate_stats(frames, None), rows, None, seed, f"{isa} {h}x{w} n={n} no ref")
         _check(_C.gate_stats(frames), rows, None, seed, f"{isa} {h}x{w} n={n} default ref")
 
@@ -138,8 +145,8 @@ def test_identical_and_near_copies(rng, rng_seed):
     frames = np.stack([ref, near_copy(rng, ref)])
     for isa in ISAS:
         _C._set_isa(isa)
-        lap_var, mad, ssim, hist_corr, _, _ = _C.gate_stats(frames, ref)
-        assert mad[0] == 0.0 and hist_corr[0] == 1.0, (isa, seed)
+        lap_var, mad, ssim, hist_corr, _, _, tiles = _C.gate_stats(frames, ref)
+        assert mad[0] == 0.0 and hist_corr[0] == 1.0 and not tiles[0].any(), (isa, seed)
         assert abs(ssim[0] - 1.0) < 1e-12, (isa, seed, ssim[0])
         assert 0 < mad[1] < 2 and ssim[1] > 0.99 and hist_corr[1] > 0.99, (isa, seed, mad[1], ssim[1], hist_corr[1])
 
@@ -165,10 +172,11 @@ def test_compare_equals_stats(rng, rng_seed):
         frames = _batch(rng, 5, h, w, ref)
         for isa in ISAS:
             _C._set_isa(isa)
-            lap_var, mad, ssim, hist_corr, thumb, hist = _C.gate_stats(frames, ref)
-            rth, rhi = _C.gate_stats(ref[None], None)[4:]
-            cmad, cssim, chc = _C.gate_compare(frames, thumb, hist, ref, rth[0], rhi[0])
+            lap_var, mad, ssim, hist_corr, thumb, hist, tiles = _C.gate_stats(frames, ref)
+            rth, rhi = _C.gate_stats(ref[None], None)[4:6]
+            cmad, cssim, chc, ctiles = _C.gate_compare(frames, thumb, hist, ref, rth[0], rhi[0])
             msg = f"{isa} {h}x{w} seed={seed}"
+            np.testing.assert_array_equal(ctiles, tiles, err_msg=msg)
             np.testing.assert_array_equal(cmad, mad, err_msg=msg)
             np.testing.assert_array_equal(cssim, ssim, err_msg=msg)
             np.testing.assert_array_equal(chc, hist_corr, err_msg=msg)
@@ -214,7 +222,7 @@ def test_non_contiguous_and_empty_inputs(rng, rng_seed):
     for a, b in zip(_C.gate_stats(frames, ref), _C.gate_stats(frames.copy(), ref.copy())):
         np.testing.assert_array_equal(a, b, err_msg=f"seed={seed}")
     empty = _C.gate_stats(np.zeros((0, 10, 12), np.uint8), np.zeros((10, 12), np.uint8))
-    assert [a.shape for a in empty] == [(0,), (0,), (0,), (0,), (0, 64, 64), (0, 64)]
+    assert [a.shape for a in empty] == [(0,), (0,), (0,), (0,), (0, 64, 64), (0, 64), (0, 1, 1)]
 
 
 def test_gil_released_threads_agree(rng, rng_seed):
@@ -248,11 +256,20 @@ def test_cpu_body_matches_reference_body(rng, rng_seed):
     np.testing.assert_allclose(a.ssim, b.ssim, atol=1e-6, err_msg=f"seed={seed}")
     np.testing.assert_array_equal(a.thumb, b.thumb)
     np.testing.assert_array_equal(a.hist, b.hist)
-    assert np.isnan(cpu.stats(frames, None).mad).all()
-    mad, ssim, hc = cpu.compare(frames, a.thumb, a.hist, ref, R.thumbnail(ref), R.histogram(ref))
-    np.testing.assert_array_equal(mad, a.mad)
-    np.testing.assert_array_equal(ssim, a.ssim)
-    np.testing.assert_array_equal(hc, a.hist_corr)
+    assert np.isnan(cpu.stats(frames, None).mad).all() and np.isnan(cpu.stats(frames, None).tile_mad).all()
+    # the tile reduction is one float64 rule over exact sums: equal in every body, at any threshold
+    for tiles in (Tiles(), Tiles(14, float(np.median(a.tile_mad))), Tiles(16, float(a.tile_mad[1]))):
+        ta, tb = cpu.stats(frames, ref, tiles=tiles), refb.stats(frames, ref, tiles=tiles)
+        np.testing.assert_array_equal(ta.tile_mad, tb.tile_mad, err_msg=f"{tiles} seed={seed}")
+        np.testing.assert_array_equal(ta.tiles_changed, tb.tiles_changed, err_msg=f"{tiles} seed={seed}")
+        cells = -(-48 // tiles.cell), -(-70 // tiles.cell)
+        assert ta.n_tiles == tb.n_tiles == (cells[0] - 1) * (cells[1] - 1)  # overlapping by half
+        assert ta.tiles_changed.sum() >= 1 or tiles.threshold == float("inf")  # a threshold some tile meets
+    c = cpu.compare(frames, a.thumb, a.hist, ref, R.thumbnail(ref), R.histogram(ref))
+    np.testing.assert_array_equal(c.mad, a.mad)
+    np.testing.assert_array_equal(c.ssim, a.ssim)
+    np.testing.assert_array_equal(c.hist_corr, a.hist_corr)
+    np.testing.assert_array_equal(c.tile_mad, a.tile_mad)
 
 
 # --- rgb_to_gray ----------------------------------------------------------------------------
@@ -350,6 +367,35 @@ def test_rgb_to_gray_bad_inputs(rgb, match):
         _C.rgb_to_gray(rgb)
 
 
+def test_bad_tile_sizes():
+    frames, ref, thumbs, hists = _ok()
+    for tile in (0, -3, 1025):
+        with pytest.raises(ValueError, match=f"tile must be 1..1024 pixels, got {tile}"):
+            _C.gate_stats(frames, ref, tile=tile)
+        with pytest.raises(ValueError, match="tile must be"):
+            _C.gate_compare(frames, thumbs, hists, ref, thumbs[0], hists[0], tile=tile)
+    for size in (0, 7, 2050):
+        with pytest.raises(ValueError, match="tile size must be even, 2..2048"):
+            Tiles(size)
+
+
+def test_tiles_find_a_small_change_the_mean_hides(rng, rng_seed):
+    """A 12 x 12 patch changed by 100 in a 720p frame: the frame's mean barely moves, the tile
+    that holds it stands out; a change in the bottom-right corner is seen by the last tile."""
+    seed = rng_seed
+    ref = _scene(rng, 720, 1280)
+    frames = np.stack([ref.copy(), ref.copy()])
+    frames[0, 100:112, 200:212] = np.clip(ref[100:112, 200:212].astype(int) + 100, 0, 255)
+    frames[1, 712:720, 1272:1280] = 255 - ref[712:720, 1272:1280]
+    for isa in ISAS:
+        _C._set_isa(isa)
+        st = CpuBody().stats(frames, ref, tiles=Tiles(32, 10.0))
+        assert (st.mad < 0.2).all(), (isa, seed, st.mad)
+        assert st.tiles_changed[0] >= 1 and st.tile_mad[0] > 10, (isa, seed, st.tile_mad)
+        d = np.abs(frames[1].astype(float) - ref)[688:720, 1248:1280]  # the last tile: 2 x 2 cells of 16
+        assert st.tile_mad[1] == pytest.approx(d.mean(), rel=1e-12), (isa, seed)
+
+
 def test_bad_isa_and_threads():
     with pytest.raises(ValueError, match="not available"):
         _C._set_isa("sse9")
@@ -383,7 +429,7 @@ def test_cached_reference_statistics_give_the_same_result(rng, rng_seed):
     seed = rng_seed
     frames = rng.integers(0, 256, (3, 45, 77), dtype=np.uint8)
     ref = rng.integers(0, 256, (45, 77), dtype=np.uint8)
-    own = _C.gate_stats(ref[None])
+    own = _C.gate_stats(ref[None])[:6]
     full = _C.gate_stats(frames, ref)
     cached = _C.gate_stats(frames, ref, own[4][0], own[5][0])
     for a, b in zip(full, cached):

@@ -87,17 +87,20 @@ def _np(t):
     return t.detach().cpu().numpy()
 
 
-def _check(frames, ref, out, seed):
-    lap, mad, ssim, corr, thumb, hist = (_np(o) for o in out)
+def _check(frames, ref, out, seed, tile=R.TILE):
+    lap, mad, ssim, corr, thumb, hist, tiles = (_np(o) for o in out)
     n = len(frames)
+    assert tiles.dtype == np.int64 and tiles.shape == (n, *R.tile_grid_shape(*frames.shape[1:], tile))
     assert lap.shape == mad.shape == ssim.shape == corr.shape == (n,)
     assert lap.dtype == mad.dtype == ssim.dtype == corr.dtype == np.float64
     assert thumb.shape == (n, 64, 64) and thumb.dtype == np.float32
     assert hist.shape == (n, 64) and hist.dtype == np.float32
-    got = {"lap_var": lap, "mad": mad, "ssim": ssim, "hist_corr": corr, "thumb": thumb, "hist": hist}
+    got = {"lap_var": lap, "mad": mad, "ssim": ssim, "hist_corr": corr, "thumb": thumb, "hist": hist,
+           "tile_sums": tiles}
     for k in range(n):
-        exp = R.frame_stats(frames[k], ref)
-        msg = f"frame {k} of {frames.shape}, ref={'yes' if ref is not None else 'no'}, seed={seed}"
+        exp = R.frame_stats(frames[k], ref, tile)
+        msg = f"frame {k} of {frames.shape}, ref={'yes' if ref is not None else 'no'}, tile={tile}, seed={seed}"
+        np.testing.assert_array_equal(tiles[k], exp["tile_sums"], err_msg=msg)  # exact integers
         if ref is None:
             assert np.isnan(mad[k]) and np.isnan(ssim[k]) and np.isnan(corr[k]), msg
             assert_gate_close({q: v[k] for q, v in got.items()}, exp, msg, stats=("lap_var", "thumb", "hist"))
@@ -118,8 +121,9 @@ def test_gate_stats_matches_reference(shape, with_ref, rng, rng_seed):
     n, h, w = shape
     ref = _scene(rng, h, w) if with_ref else None
     frames = _batch(rng, n, h, w, ref)
-    out = gs.gate_stats(_t(frames), None if ref is None else _t(ref))
-    _check(frames, ref, out, seed)
+    tile = int(rng.choice([5, 16, 32, 33]))  # under, at and over a tile's 32 x 64 block, not dividing the sides
+    out = gs.gate_stats(_t(frames), None if ref is None else _t(ref), tile=tile)
+    _check(frames, ref, out, seed, tile)
     if ref is not None:
         assert _np(out[2])[0] > 0.95, f"near copy of the reference should be similar, seed={seed}"
 
@@ -149,12 +153,13 @@ def test_gate_compare_matches_reference(rng, rng_seed):
     ref = frames[0]
     thumbs = np.stack([R.thumbnail(f) for f in frames]).astype(np.float32)
     hists = np.stack([R.histogram(f) for f in frames]).astype(np.float32)
-    mad, ssim, corr = (_np(o) for o in gs.gate_compare(
-        _t(frames), _t(thumbs), _t(hists), _t(ref), _t(thumbs[0]), _t(hists[0])))
+    mad, ssim, corr, tiles = (_np(o) for o in gs.gate_compare(
+        _t(frames), _t(thumbs), _t(hists), _t(ref), _t(thumbs[0]), _t(hists[0]), tile=7))
     for k in range(n):
-        exp = R.frame_stats(frames[k], ref)
+        exp = R.frame_stats(frames[k], ref, 7)
+        np.testing.assert_array_equal(tiles[k], exp["tile_sums"], err_msg=f"frame {k}, seed={seed}")
         assert_gate_close({"mad": mad[k], "ssim": ssim[k], "hist_corr": corr[k]}, exp, f"frame {k}, seed={seed}",
-                          stats=COMPARE_STATS)
+                          stats=COMPARE_STATS[:3])
     assert mad[0] == 0.0 and abs(ssim[0] - 1.0) < 1e-12 and corr[0] == 1.0
     assert ssim[1] > 0.95
 
@@ -199,14 +204,15 @@ def test_every_output_element_is_written(monkeypatch, rng, rng_seed):
     ref_thumb = torch.from_numpy(R.thumbnail(ref).astype(np.float32)).to(DEVICE)
     ref_hist = torch.from_numpy(R.histogram(ref).astype(np.float32)).to(DEVICE)
     again = gs.gate_compare(f, with_ref[4].clone(), with_ref[5].clone(), r, ref_thumb, ref_hist)
-    for x, y in zip(again, with_ref[1:4]):
+    np.testing.assert_array_equal(_np(again[3]), _np(with_ref[6]), err_msg=f"seed={seed}")
+    for x, y in zip(again[:3], with_ref[1:4]):
         np.testing.assert_allclose(_np(x), _np(y), rtol=1e-12, atol=1e-12, err_msg=f"seed={seed}")
 
 
 def test_empty_batch():
     empty = torch.empty((0, 8, 9), dtype=torch.uint8, device=DEVICE)
-    lap, mad, ssim, corr, thumb, hist = gs.gate_stats(empty, None)
-    assert lap.shape == (0,) and thumb.shape == (0, 64, 64) and hist.shape == (0, 64)
+    lap, mad, ssim, corr, thumb, hist, tiles = gs.gate_stats(empty, None)
+    assert lap.shape == (0,) and thumb.shape == (0, 64, 64) and hist.shape == (0, 64) and tiles.shape == (0, 1, 1)
 
 
 def test_input_validation():
@@ -244,9 +250,14 @@ def test_input_validation():
         gs.gate_compare(f, th, hi, r.T, rth, rhi)
     with pytest.raises(ValueError, match="frames are on"):
         gs.gate_compare(f, th, hi, r, rth, torch.zeros((64,), dtype=torch.float32, device="meta"))
+    for tile in (0, 1025, 2.5):
+        with pytest.raises(ValueError, match="tile must be an int of 1..1024"):
+            gs.gate_stats(f, r, tile=tile)
+        with pytest.raises(ValueError, match="tile must be"):
+            gs.gate_compare(f, th, hi, r, rth, rhi, tile=tile)
 
 
-COMPARE_STATS = ("mad", "ssim", "hist_corr")
+COMPARE_STATS = ("mad", "ssim", "hist_corr", "tile_sums")  # gate_compare's output order
 
 
 def _stats(out) -> dict:

@@ -30,11 +30,18 @@ def test_schema_2_store_migrates_in_place_and_keeps_everything(v2_store):
     s = Store(v2_store, create=False)
     try:
         version = s.db.conn().execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-        assert int(version) == SCHEMA_VERSION == 3
+        assert int(version) == SCHEMA_VERSION == 4
         info = s.info()
         assert info["moments"] == 12 and info["events"] == 7 and info["documented_events"] == 7
         assert info["summaries"] == 2 and info["vectors"] == {"frame": 12, "event": 7, "event_doc": 7, "summary": 2}
         assert all(Path(m.frame_path).is_file() for m in s.moments.list())
+        # statistics that schema 2 did not record read as None; the other statistics are kept
+        assert all(m.gate.tile_mad is None and m.gate.tiles_changed is None and m.gate.lap_var > 0
+                   for m in s.moments.list())
+        log = s.moments.gate_log()
+        assert log and all(g.gate.tile_mad is None and g.gate.tiles_changed is None for g in log)
+        ref = s.sources.camera_ref("cam")
+        assert ref is None or ref.sharpness == ()
         events = s.events.list("cam")
         assert all(e.closed and e.keyframes and e.doc.startswith("document of cam") for e in events)
         (qa,) = s.qa.records()

@@ -21,8 +21,44 @@ class _Section(BaseModel):
 
 
 class GateConfig(_Section):
-    blur_min_lap_var: float = Field(20.0, ge=0, description="drop a frame whose Laplacian variance is below this")
-    diff_min_mad: float = Field(20.0, ge=0, description="redundant when mean abs gray diff vs last kept is below this")
+    """The image gates (gate/cascade.py: ``decide``). Blur is judged against the camera's own
+    recent sharpness; low change against the whole frame and against each tile of it."""
+
+    blur_min_lap_var: float = Field(20.0, ge=0, description="blurred only below this Laplacian variance (the "
+                                                            "seed's absolute rule), and only when blur_rel holds too")
+    blur_rel: float = Field(0.5, ge=0, le=1, description="blurred only when the Laplacian variance is also below "
+                                                         "this fraction of the median over the camera's last "
+                                                         "blur_history kept frames; a camera without history (its "
+                                                         "first frames) has nothing to be blurred against: kept")
+    blur_history: int = Field(8, ge=1, le=256, description="kept frames whose Laplacian variance the camera's "
+                                                           "sharpness median is taken over; a kept frame under "
+                                                           "blur_rel of it (a new, low-texture view) restarts it")
+    blur_view_ssim: float = Field(0.7, ge=-1, le=1, description="a frame whose thumbnail SSIM vs the last kept is "
+                                                                "below this shows a new view (a scene cut), not "
+                                                                "the old one blurred: never blurred (a defocus "
+                                                                "keeps the 64x64 thumbnail: SSIM 0.8-1.0; a cut "
+                                                                "to a low-texture view measures 0.1-0.5)")
+    blur_coarse_lap_var: float = Field(12.0, ge=0, description="a new view under the blur thresholds is blurred "
+                                                                "when its 64x64 thumbnail's Laplacian variance is "
+                                                                "at least this (coarse structure without fine "
+                                                                "detail: a defocused scene, 25 and more); a sharp "
+                                                                "low-texture view has little of either (about 4)")
+    diff_min_mad: float = Field(20.0, ge=0, description="redundant when mean abs gray diff vs last kept is below "
+                                                        "this and no tile changed locally (tile_min_mad)")
+    tile_size: int = Field(32, ge=2, le=2048, multiple_of=2, description="side in pixels of the local-change "
+                                                                         "tiles; they overlap by half (a tile every "
+                                                                         "tile_size / 2 pixels) and are clipped at "
+                                                                         "the borders")
+    tile_min_mad: float = Field(8.0, ge=0, description="a tile changed when its mean abs gray diff vs last kept is "
+                                                       "at least this: 1.6x the tile mean of sensor noise of sigma "
+                                                       "4 (4.9), above JPEG q20-90 and H.264 crf 23-40 artefacts "
+                                                       "on still scenes (at most 6.8); a 12 px sprite gives 17 and "
+                                                       "more, one segment of a 32 px digit 10 and more")
+    tile_max_frac: float = Field(0.25, ge=0, le=1, description="a change is local (kept even under diff_min_mad, "
+                                                               "and SSIM/histogram do not apply) when at least one "
+                                                               "and at most this fraction of the tiles changed; "
+                                                               "more is a global change (pan, exposure): redundant "
+                                                               "under diff_min_mad as in the seed")
     ssim_max: float = Field(0.92, ge=-1, le=1, description="redundant when SSIM vs last kept is above this")
     hist_max_corr: float = Field(0.0, ge=0, le=1, description="redundant when histogram correlation >= this; 0 = off")
 

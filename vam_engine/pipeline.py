@@ -288,7 +288,7 @@ class IndexPipeline:
             try:
                 for w in writes:
                     w.result()  # every file is in place before its row commits
-                batch.refs = {cam: GateReference(r.t, _host(r.gray)) for cam, r in batch.refs.items()}
+                batch.refs = {cam: GateReference(r.t, _host(r.gray), r.sharpness) for cam, r in batch.refs.items()}
                 self.store.commit(batch)
                 if self.after_commit is not None:
                     self.after_commit()
@@ -321,7 +321,7 @@ class IndexPipeline:
             if self.cascade.reference(cam) is None:
                 saved = self.store.sources.camera_ref(cam)
                 if saved is not None:
-                    self.cascade.set_reference(cam, saved[1])
+                    self.cascade.set_reference(cam, saved.gray, saved.sharpness)
             records = self.cascade.run(cam, [it.frame.gray for it in cam_items])
             for it, rec in zip(cam_items, records):
                 src = self._sources[it.source_id]
@@ -337,7 +337,7 @@ class IndexPipeline:
                     rep.dropped[rec.dropped_by] += 1
                     continue
                 passed.append((f, it.source_id, rec))
-                batch.refs[cam] = GateReference(f.t_rel, f.gray)
+                batch.refs[cam] = GateReference(f.t_rel, f.gray, self.cascade.sharpness(cam))
         decisions = self.semantic.process(passed, batch, writes)
         for end in ends:
             src = self._sources[end.source_id]

@@ -1,38 +1,93 @@
-"""The gate cascade: blur, then low change, SSIM and histogram against the camera's last kept frame.
+"""The gate cascade: blur, then low change (global and per tile), SSIM and histogram against the
+camera's last kept frame.
 
 The reference frame makes the cascade sequential: frame i is compared with the last frame kept
-before it, which may be in the same batch. The batch is computed against the current reference
-in one fused call (speculation); after a keep, only the reference-dependent statistics of the
-frames after it are recomputed, in chunks that start small and double while no keep happens,
-so the result equals a frame-by-frame run exactly and a keep costs little.
+before it, which may be in the same batch, and its blur test with the sharpness of the frames
+kept before it. The batch is computed against the current reference in one fused call
+(speculation); after a keep, only the reference-dependent statistics of the frames after it are
+recomputed, in chunks that start small and double while no keep happens, so the result equals
+a frame-by-frame run exactly and a keep costs little.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..config import GateConfig
+from .bodies import Tiles
+from .reference import laplacian_var
 from .records import GateRecord
 
 _FIRST_CHUNK = 4
 
 
-def decide(cfg: GateConfig, lap_var: float, mad: float, ssim: float, hist_corr: float,
-           has_ref: bool) -> str | None:
+@dataclass(frozen=True)
+class FrameStats:
+    """One frame's statistics as ``decide`` reads them (comparisons are NaN without a reference)."""
+
+    lap_var: float
+    mad: float
+    ssim: float
+    hist_corr: float
+    tile_mad: float
+    tiles_changed: int
+    n_tiles: int
+    thumb_lap_var: float = float("nan")  # Laplacian variance of the 64x64 thumbnail (coarse detail), when needed
+
+
+def sharpness_median(history: Sequence[float]) -> float | None:
+    return float(np.median(np.asarray(history, np.float64))) if len(history) else None
+
+
+def is_blurred(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bool) -> bool:
+    """Blurred: under the absolute threshold and well under the camera's recent sharpness (the
+    median of its last kept frames). A frame showing a new view (a cut) is blurred only if it has
+    structure at the thumbnail's scale without the fine detail that goes with it (a defocused
+    scene); a new view without coarse structure either is a sharp low-texture view."""
+    if s.lap_var >= cfg.blur_min_lap_var:
+        return False
+    med = sharpness_median(history)
+    if med is None or s.lap_var >= cfg.blur_rel * med:
+        return False  # no history (a camera's first frames), or as sharp as this camera gets
+    if has_ref and s.ssim < cfg.blur_view_ssim:
+        return s.thumb_lap_var >= cfg.blur_coarse_lap_var
+    return True
+
+
+def is_refocus(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bool) -> bool:
+    """The reference is blurred next to this frame (kept when the camera had nothing sharper,
+    e.g. its first frames defocused): the view came into focus, which no redundancy gate hides.
+    history[-1] is the reference's own Laplacian variance (the last kept frame)."""
+    return (has_ref and len(history) > 0 and history[-1] < cfg.blur_min_lap_var
+            and s.lap_var >= cfg.blur_min_lap_var and history[-1] < cfg.blur_rel * s.lap_var)
+
+
+def decide(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bool) -> str | None:
     """The gate that drops a frame, or None to keep it."""
-    if lap_var < cfg.blur_min_lap_var:
+    if is_blurred(cfg, s, history, has_ref):
         return "blur"
-    if not has_ref:
+    if not has_ref or is_refocus(cfg, s, history, has_ref):
         return None
-    if mad < cfg.diff_min_mad:
-        return "low_change"
-    if ssim > cfg.ssim_max:
+    if s.mad < cfg.diff_min_mad:
+        local = s.tile_mad >= cfg.tile_min_mad and s.tiles_changed <= cfg.tile_max_frac * s.n_tiles
+        # a local change is kept: SSIM and the histogram average it away over the whole frame
+        return None if local else "low_change"
+    if s.ssim > cfg.ssim_max:
         return "ssim"
-    if cfg.hist_max_corr > 0 and hist_corr >= cfg.hist_max_corr:
+    if cfg.hist_max_corr > 0 and s.hist_corr >= cfg.hist_max_corr:
         return "hist"
     return None
+
+
+def update_history(cfg: GateConfig, history: Sequence[float], lap_var: float) -> tuple[float, ...]:
+    """The camera's sharpness history after keeping a frame: a kept frame well under the median
+    (a new view that is sharp for what it shows) restarts it; the last blur_history are kept."""
+    med = sharpness_median(history)
+    h = [] if med is not None and lap_var < cfg.blur_rel * med else list(history)
+    h.append(float(lap_var))
+    return tuple(h[-cfg.blur_history:])
 
 
 @dataclass
@@ -40,6 +95,12 @@ class _Ref:
     gray: Any  # H x W uint8 (numpy, or a torch tensor on the gate's device)
     thumb: Any
     hist: Any
+
+
+@dataclass
+class _Camera:
+    ref: _Ref | None = None
+    sharpness: tuple[float, ...] = field(default_factory=tuple)  # lap_var of its last kept frames
 
 
 def _stack(grays: Sequence[Any]):
@@ -60,21 +121,30 @@ class GateCascade:
     def __init__(self, body, cfg: GateConfig):
         self.body = body
         self.cfg = cfg
-        self._refs: dict[str, _Ref] = {}
+        self.tiles = Tiles(cfg.tile_size, cfg.tile_min_mad)
+        self._cams: dict[str, _Camera] = {}
 
     def reference(self, camera_id: str):
-        r = self._refs.get(camera_id)
-        return None if r is None else r.gray
+        c = self._cams.get(camera_id)
+        return None if c is None or c.ref is None else c.ref.gray
+
+    def sharpness(self, camera_id: str) -> tuple[float, ...]:
+        """The Laplacian variances of the camera's last kept frames (what its blur test reads;
+        committed with the reference so that a resumed run decides as an uninterrupted one)."""
+        c = self._cams.get(camera_id)
+        return () if c is None else c.sharpness
 
     def forget(self, cameras) -> None:
-        """Drop cameras' references (their last kept frame was deleted)."""
+        """Drop cameras' references and sharpness (their kept frames were deleted)."""
         for cam in cameras:
-            self._refs.pop(cam, None)
+            self._cams.pop(cam, None)
 
-    def set_reference(self, camera_id: str, gray) -> None:
-        """Adopt a kept frame (e.g. restored from the store) as the camera's reference."""
-        s = self.body.stats(_stack([gray]), None)
-        self._refs[camera_id] = _Ref(gray, s.thumb[0], s.hist[0])
+    def set_reference(self, camera_id: str, gray, sharpness: Sequence[float] = ()) -> None:
+        """Adopt a kept frame (e.g. restored from the store) as the camera's reference, with the
+        camera's sharpness history as committed with it."""
+        s = self.body.stats(_stack([gray]), None, tiles=self.tiles)
+        hist = tuple(float(x) for x in sharpness)[-self.cfg.blur_history:]
+        self._cams[camera_id] = _Camera(_Ref(gray, s.thumb[0], s.hist[0]), hist)
 
     def run(self, camera_id: str, grays: Sequence[Any]) -> list[GateRecord]:
         """Gate frames of one camera in time order; returns one record per frame."""
@@ -92,12 +162,16 @@ class GateCascade:
     def _run_same_shape(self, camera_id: str, grays: Sequence[Any]) -> list[GateRecord]:
         frames = _stack(grays)
         n = len(grays)
-        ref = self._refs.get(camera_id)
+        cam = self._cams.setdefault(camera_id, _Camera())
+        ref = cam.ref
         if ref is not None and tuple(ref.gray.shape) != tuple(frames.shape[1:]):
             ref = None  # a new frame size: nothing comparable, the first sharp frame is kept
-        st = self.body.stats(frames, None, None, None) if ref is None else \
-            self.body.stats(frames, ref.gray, ref.thumb, ref.hist)
-        mad, ssim, hcorr = (np.array(a, np.float64, copy=True) for a in (st.mad, st.ssim, st.hist_corr))
+        tiles = self.tiles
+        st = self.body.stats(frames, None, None, None, tiles=tiles) if ref is None else \
+            self.body.stats(frames, ref.gray, ref.thumb, ref.hist, tiles=tiles)
+        mad, ssim, hcorr, tmad = (np.array(a, np.float64, copy=True) for a in (st.mad, st.ssim, st.hist_corr,
+                                                                                st.tile_mad))
+        tchg = np.array(st.tiles_changed, np.int64, copy=True)
         valid_end = n  # stats of frames [i, valid_end) are against the current reference
         chunk = _FIRST_CHUNK
         records = []
@@ -105,16 +179,25 @@ class GateCascade:
             if i >= valid_end:
                 j = min(n, i + chunk)
                 chunk *= 2
-                mad[i:j], ssim[i:j], hcorr[i:j] = self.body.compare(
-                    frames[i:j], st.thumb[i:j], st.hist[i:j], ref.gray, ref.thumb, ref.hist)
+                c = self.body.compare(frames[i:j], st.thumb[i:j], st.hist[i:j], ref.gray, ref.thumb, ref.hist,
+                                      tiles=tiles)
+                mad[i:j], ssim[i:j], hcorr[i:j], tmad[i:j], tchg[i:j] = \
+                    c.mad, c.ssim, c.hist_corr, c.tile_mad, c.tiles_changed
                 valid_end = j
-            dropped = decide(self.cfg, float(st.lap_var[i]), mad[i], ssim[i], hcorr[i], ref is not None)
-            records.append(GateRecord(float(st.lap_var[i]), _none_if_nan(mad[i]), _none_if_nan(ssim[i]),
-                                      _none_if_nan(hcorr[i]), dropped))
+            lap = float(st.lap_var[i])
+            # coarse detail, only read by the blur test of a frame under the absolute threshold
+            tlap = laplacian_var(st.thumb[i]) if lap < self.cfg.blur_min_lap_var else float("nan")
+            fs = FrameStats(lap, float(mad[i]), float(ssim[i]), float(hcorr[i]), float(tmad[i]), int(tchg[i]),
+                            st.n_tiles, tlap)
+            dropped = decide(self.cfg, fs, cam.sharpness, ref is not None)
+            records.append(GateRecord(fs.lap_var, _none_if_nan(fs.mad), _none_if_nan(fs.ssim),
+                                      _none_if_nan(fs.hist_corr), dropped, _none_if_nan(fs.tile_mad),
+                                      None if ref is None else fs.tiles_changed))
             if dropped is None:
                 ref = _Ref(grays[i], st.thumb[i], st.hist[i])
+                cam.sharpness = update_history(self.cfg, cam.sharpness, fs.lap_var)
                 valid_end = i + 1
                 chunk = _FIRST_CHUNK
         if ref is not None:
-            self._refs[camera_id] = ref
+            cam.ref = ref
         return records

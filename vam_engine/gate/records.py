@@ -13,3 +13,5 @@ class GateRecord:
     ssim: float | None
     hist_corr: float | None
     dropped_by: str | None  # "blur" | "low_change" | "ssim" | "hist" | None
+    tile_mad: float | None = None  # the largest tile's mean abs diff; None without a reference or for old samples
+    tiles_changed: int | None = None  # tiles at or over GateConfig.tile_min_mad; None likewise

@@ -16,6 +16,14 @@ uint8 frame F (H x W) against the last kept frame R of the same camera:
   which is ``skimage.metrics.structural_similarity(a, b, data_range=255)`` on the thumbnails.
 - ``hist_corr``: Pearson correlation of the two histograms (OpenCV's HISTCMP_CORREL); 1.0
   when both are constant and equal, 0.0 when one is constant and they differ.
+- ``tile_sums``: the local change, as a grid of cells of C x C pixels (C = ``tile``, cells
+  clipped at the right and bottom borders): entry (i, j) is the sum of |F - R| over rows
+  [i*C, min(H, (i+1)*C)) and columns [j*C, min(W, (j+1)*C)), an exact integer (every body
+  returns the same grid). ``reduce_tiles`` turns it into what the cascade reads. Its tiles are
+  2C x 2C: every 2 x 2 block of cells, at a stride of C, so tiles overlap by half and a compact
+  change is never split over four tiles, as it can be on a fixed grid (where a side has a single
+  cell, a tile is that cell). ``tile_mad`` is the largest tile mean (sum / tile area) and
+  ``tiles_changed`` how many tile means are at or over a threshold; NaN and 0 without a reference.
 """
 from __future__ import annotations
 
@@ -25,6 +33,8 @@ THUMB = 64
 HIST_BINS = 64
 SSIM_WIN = 7
 SSIM_K1, SSIM_K2, SSIM_RANGE = 0.01, 0.03, 255.0
+TILE = 16  # default cell side of the local-change grid: tiles of 32 (GateConfig.tile_size = 2 cells)
+MAX_TILE = 1024  # a tile's sum of |F - R| stays below 2^32 (1024^2 * 255)
 
 
 def cell_bounds(n: int, cells: int = THUMB) -> tuple[np.ndarray, np.ndarray]:
@@ -41,16 +51,15 @@ def laplacian_var(gray: np.ndarray) -> float:
 
 
 def thumbnail(gray: np.ndarray) -> np.ndarray:
+    """Cell means from an integral image: exact integer sums, one division each (what
+    ``cell.mean()`` gives, since the sums are exact in float64)."""
     h, w = gray.shape
     r0, r1 = cell_bounds(h)
     c0, c1 = cell_bounds(w)
-    g = gray.astype(np.float64)
-    out = np.empty((THUMB, THUMB), np.float64)
-    for i in range(THUMB):
-        rows = g[r0[i]:r1[i]]
-        for j in range(THUMB):
-            out[i, j] = rows[:, c0[j]:c1[j]].mean()
-    return out
+    ii = np.zeros((h + 1, w + 1), np.int64)
+    ii[1:, 1:] = gray.astype(np.int64).cumsum(0).cumsum(1)
+    sums = ii[r1][:, c1] - ii[r0][:, c1] - ii[r1][:, c0] + ii[r0][:, c0]
+    return sums.astype(np.float64) / np.outer(r1 - r0, c1 - c0).astype(np.float64)
 
 
 def histogram(gray: np.ndarray) -> np.ndarray:
@@ -86,6 +95,56 @@ def hist_corr(h1: np.ndarray, h2: np.ndarray) -> float:
     return float((a * b).sum() / den)
 
 
+def tile_grid_shape(h: int, w: int, tile: int = TILE) -> tuple[int, int]:
+    return -(-h // tile), -(-w // tile)
+
+
+def tile_areas(h: int, w: int, tile: int = TILE) -> np.ndarray:
+    """Pixels of each tile of the grid (border tiles are clipped), float64 (TR, TC)."""
+    tr, tc = tile_grid_shape(h, w, tile)
+    rows = np.minimum(h - np.arange(tr) * tile, tile)
+    cols = np.minimum(w - np.arange(tc) * tile, tile)
+    return np.outer(rows, cols).astype(np.float64)
+
+
+def tile_sums(gray: np.ndarray, ref: np.ndarray, tile: int = TILE) -> np.ndarray:
+    """Sum of |F - R| per tile (see the module doc), int64 (TR, TC)."""
+    h, w = gray.shape
+    tr, tc = tile_grid_shape(h, w, tile)
+    d = np.abs(gray.astype(np.int64) - ref.astype(np.int64))
+    pad = np.zeros((tr * tile, tc * tile), np.int64)
+    pad[:h, :w] = d
+    return pad.reshape(tr, tile, tc, tile).sum(axis=(1, 3))
+
+
+def pair_windows(a: np.ndarray, axis: int) -> np.ndarray:
+    """Sums of neighbouring pairs along an axis (the axis itself where it has one entry)."""
+    if a.shape[axis] < 2:
+        return a
+    lo = np.take(a, np.arange(a.shape[axis] - 1), axis=axis)
+    hi = np.take(a, np.arange(1, a.shape[axis]), axis=axis)
+    return lo + hi
+
+
+def tile_windows(cells: np.ndarray) -> np.ndarray:
+    """Per-tile sums of a (..., TR, TC) cell grid: every 2 x 2 block of cells (see the module doc)."""
+    return pair_windows(pair_windows(cells, cells.ndim - 2), cells.ndim - 1)
+
+
+def tile_count(h: int, w: int, cell: int = TILE) -> int:
+    """How many (overlapping) tiles a frame has."""
+    tr, tc = tile_grid_shape(h, w, cell)
+    return max(1, tr - 1) * max(1, tc - 1)
+
+
+def reduce_tiles(sums: np.ndarray, h: int, w: int, tile: int, threshold: float) -> tuple[float, int]:
+    """(largest tile mean, tiles whose mean is >= threshold) of one frame's cell sums (cells of
+    ``tile`` pixels). The one reduction every body uses (gate.bodies), in float64: exact integer
+    sums over exact areas, compared as such."""
+    means = tile_windows(np.asarray(sums, np.int64)).astype(np.float64) / tile_windows(tile_areas(h, w, tile))
+    return float(means.max()), int(np.count_nonzero(means >= threshold))
+
+
 def rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
     """uint8 [..., 3] RGB -> uint8 gray with OpenCV's fixed-point BT.601 rule (cv2.COLOR_RGB2GRAY):
     (R*4899 + G*9617 + B*1868 + 8192) >> 14."""
@@ -93,14 +152,20 @@ def rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
     return ((x[..., 0] * 4899 + x[..., 1] * 9617 + x[..., 2] * 1868 + 8192) >> 14).astype(np.uint8)
 
 
-def frame_stats(gray: np.ndarray, ref: np.ndarray | None) -> dict:
+def frame_stats(gray: np.ndarray, ref: np.ndarray | None, tile: int = TILE,
+                tile_threshold: float = float("inf")) -> dict:
     """All statistics of one frame against one reference frame (or None)."""
     th = thumbnail(gray)
     hi = histogram(gray)
+    h, w = gray.shape
     out = {"lap_var": laplacian_var(gray), "thumb": th, "hist": hi,
-           "mad": float("nan"), "ssim": float("nan"), "hist_corr": float("nan")}
+           "mad": float("nan"), "ssim": float("nan"), "hist_corr": float("nan"),
+           "tile_sums": np.zeros(tile_grid_shape(h, w, tile), np.int64), "tile_mad": float("nan"),
+           "tiles_changed": 0}
     if ref is not None and ref.shape == gray.shape:
         out["mad"] = float(np.abs(gray.astype(np.float64) - ref.astype(np.float64)).mean())
         out["ssim"] = ssim(th, thumbnail(ref))
         out["hist_corr"] = hist_corr(hi, histogram(ref))
+        out["tile_sums"] = tile_sums(gray, ref, tile)
+        out["tile_mad"], out["tiles_changed"] = reduce_tiles(out["tile_sums"], h, w, tile, tile_threshold)
     return out

@@ -66,20 +66,25 @@ class Committer:
         for m in batch.moments:
             cur = conn.execute(
                 "INSERT OR IGNORE INTO moments (camera_id, source_id, t_rel, t_abs, pts, frame_ref, width, height,"
-                " lap_var, mad, ssim, hist_corr, t, nbytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " lap_var, mad, ssim, hist_corr, tile_mad, tiles_changed, t, nbytes)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (m.camera_id, m.source_id, m.t_rel, m.t_abs, m.pts, m.frame_ref, m.width, m.height,
                  _nan_to_none(m.gate.lap_var), _nan_to_none(m.gate.mad), _nan_to_none(m.gate.ssim),
-                 _nan_to_none(m.gate.hist_corr), m.t, self.frames.size(m.frame_ref)))
+                 _nan_to_none(m.gate.hist_corr), _nan_to_none(m.gate.tile_mad), m.gate.tiles_changed, m.t,
+                 self.frames.size(m.frame_ref)))
             if cur.rowcount == 0:
                 continue  # committed before (a resumed run repeats nothing)
             self._link_moment(conn, cur.lastrowid, m, changes)
-        conn.executemany("INSERT OR REPLACE INTO samples VALUES (?,?,?,?,?,?,?,?)",
+        conn.executemany("INSERT OR REPLACE INTO samples (camera_id, source_id, t_rel, lap_var, mad, ssim, hist_corr,"
+                         " dropped_by, tile_mad, tiles_changed) VALUES (?,?,?,?,?,?,?,?,?,?)",
                          [(s.camera_id, s.source_id, s.t_rel, _nan_to_none(s.gate.lap_var), _nan_to_none(s.gate.mad),
-                           _nan_to_none(s.gate.ssim), _nan_to_none(s.gate.hist_corr), s.gate.dropped_by)
+                           _nan_to_none(s.gate.ssim), _nan_to_none(s.gate.hist_corr), s.gate.dropped_by,
+                           _nan_to_none(s.gate.tile_mad), s.gate.tiles_changed)
                           for s in batch.samples])
         for cam, ref in batch.refs.items():
-            conn.execute("UPDATE cameras SET ref_t=?, ref_shape=?, ref_gray=? WHERE camera_id=?",
-                         (ref.t, json.dumps(list(ref.gray.shape)), np.ascontiguousarray(ref.gray).tobytes(), cam))
+            conn.execute("UPDATE cameras SET ref_t=?, ref_shape=?, ref_gray=?, ref_sharpness=? WHERE camera_id=?",
+                         (ref.t, json.dumps(list(ref.gray.shape)), np.ascontiguousarray(ref.gray).tobytes(),
+                          json.dumps([float(x) for x in ref.sharpness]), cam))
         for cam, state in batch.commit_states.items():
             conn.execute("INSERT OR REPLACE INTO commit_state VALUES (?, ?)", (cam, json.dumps(state.to_json())))
         for cam in batch.close_events:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS cameras (
     created_at REAL NOT NULL,
     ref_t REAL,            -- time of the last kept frame: the gates compare against it
     ref_shape TEXT,
-    ref_gray BLOB          -- raw luma of that frame (compressing it costs more than writing it)
+    ref_gray BLOB,         -- raw luma of that frame (compressing it costs more than writing it)
+    ref_sharpness TEXT     -- JSON list: Laplacian variances of the last kept frames (the blur gate's history)
 );
 CREATE TABLE IF NOT EXISTS sources (
     source_id INTEGER PRIMARY KEY,
@@ -56,6 +57,7 @@ CREATE TABLE IF NOT EXISTS moments (
     width INTEGER NOT NULL,
     height INTEGER NOT NULL,
     lap_var REAL, mad REAL, ssim REAL, hist_corr REAL,
+    tile_mad REAL, tiles_changed INTEGER,   -- local change (NULL before schema 4)
     t REAL NOT NULL,             -- the camera's axis: t_abs when known, else t_rel
     tier TEXT NOT NULL DEFAULT 'recent',
     protected INTEGER NOT NULL DEFAULT 0,   -- first/last of a camera, event keyframes: never thinned
@@ -73,6 +75,7 @@ CREATE TABLE IF NOT EXISTS samples (
     t_rel REAL NOT NULL,
     lap_var REAL, mad REAL, ssim REAL, hist_corr REAL,
     dropped_by TEXT,             -- NULL when kept
+    tile_mad REAL, tiles_changed INTEGER,   -- local change (NULL before schema 4)
     PRIMARY KEY (source_id, t_rel)
 ) WITHOUT ROWID;
 
@@ -182,7 +185,16 @@ def _migrate_2_to_3(conn) -> None:
     ``IF NOT EXISTS`` keeps them; nothing to convert."""
 
 
-MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3}  # from version -> step to the next
+def _migrate_3_to_4(conn) -> None:
+    """Version 4 records the local-change statistics with every sample and moment, and the
+    blur gate's sharpness history with each camera's reference. Old rows read them as NULL."""
+    for table in ("samples", "moments"):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN tile_mad REAL")
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN tiles_changed INTEGER")
+    conn.execute("ALTER TABLE cameras ADD COLUMN ref_sharpness TEXT")
+
+
+MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999

@@ -220,7 +220,9 @@ class GateSample:
 @dataclass(frozen=True)
 class GateReference:
     """A camera's gate reference as committed: the last frame the image gates kept (its t_rel
-    and H x W uint8 luma). A resumed run compares its first samples against it."""
+    and H x W uint8 luma) and the blur gate's history at that point (the Laplacian variances of
+    the camera's last kept frames). A resumed run gates its first samples against both."""
 
     t: float
     gray: object  # numpy on the commit path; the gate thread may hold a CUDA tensor until then
+    sharpness: tuple[float, ...] = ()  # empty for stores from before schema 4

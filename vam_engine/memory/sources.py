@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import StoreError
 from .db import Database
 from .frames import FrameFiles
-from .records import SourceState
+from .records import GateReference, SourceState
 
 
 class SourceRepository:
@@ -40,14 +40,15 @@ class SourceRepository:
         return [{"source_id": r[0], "camera_id": r[1], "uri": r[2], "sampling": r[3], "progress_t": r[4],
                  "done": bool(r[5])} for r in rows]
 
-    def camera_ref(self, camera_id: str) -> tuple[float, np.ndarray] | None:
-        """(time, gray) of the camera's last kept frame: the gates compare against it."""
-        row = self.db.conn().execute("SELECT ref_t, ref_shape, ref_gray FROM cameras WHERE camera_id=?",
+    def camera_ref(self, camera_id: str) -> GateReference | None:
+        """The camera's last kept frame and the blur gate's history: the gates compare against them."""
+        row = self.db.conn().execute("SELECT ref_t, ref_shape, ref_gray, ref_sharpness FROM cameras WHERE camera_id=?",
                                      (camera_id,)).fetchone()
         if row is None or row[2] is None:
             return None
         h, w = json.loads(row[1])
-        return row[0], np.frombuffer(row[2], np.uint8).reshape(h, w).copy()
+        sharpness = tuple(float(x) for x in json.loads(row[3])) if row[3] else ()
+        return GateReference(row[0], np.frombuffer(row[2], np.uint8).reshape(h, w).copy(), sharpness)
 
     def commit_state(self, camera_id: str) -> dict | None:
         """The camera's online committer state as last committed, in its JSON form (decoded by

@@ -94,7 +94,8 @@ class Store:
                 cams |= set(cameras) if cameras else {r[0] for r in conn.execute("SELECT camera_id FROM cameras")}
                 conn.executemany("DELETE FROM samples WHERE camera_id=?", [(c,) for c in cams])
             conn.executemany("DELETE FROM commit_state WHERE camera_id=?", [(c,) for c in cams])
-            conn.executemany("UPDATE cameras SET ref_t=NULL, ref_shape=NULL, ref_gray=NULL WHERE camera_id=?",
+            conn.executemany("UPDATE cameras SET ref_t=NULL, ref_shape=NULL, ref_gray=NULL, ref_sharpness=NULL"
+                             " WHERE camera_id=?",
                              [(c,) for c in cams])
         for r in rows:
             self.frames.unlink(r[1])
