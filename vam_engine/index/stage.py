@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -38,7 +38,8 @@ class FrameKey:
         g = self.gate
         return {"source_id": self.source_id, "t_rel": self.t_rel, "t_abs": self.t_abs, "pts": self.pts,
                 "width": self.width, "height": self.height,
-                "gate": {"lap_var": g.lap_var, "mad": g.mad, "ssim": g.ssim, "hist_corr": g.hist_corr}}
+                "gate": {"lap_var": g.lap_var, "mad": g.mad, "ssim": g.ssim, "hist_corr": g.hist_corr,
+                         "tile_mad": g.tile_mad, "tiles_changed": g.tiles_changed}}
 
     @classmethod
     def from_json(cls, d: dict) -> "FrameKey":
@@ -49,7 +50,8 @@ class FrameKey:
                        GateRecord(g[0], g[1], g[2], g[3], None))
         g = d["gate"]
         return cls(int(d["source_id"]), float(d["t_rel"]), d["t_abs"], d["pts"], int(d["width"]), int(d["height"]),
-                   GateRecord(g["lap_var"], g["mad"], g["ssim"], g["hist_corr"], None))
+                   GateRecord(g["lap_var"], g["mad"], g["ssim"], g["hist_corr"], None, g.get("tile_mad"),
+                              g.get("tiles_changed")))
 
 
 def read_state(data: dict) -> CommitterState:
@@ -173,8 +175,7 @@ class SemanticStage:
         ref = self.store.frames.ref(cam, sid, t_rel)
         g = key.gate
         if not d.kept:
-            batch.samples.append(GateSample(cam, sid, t_rel, GateRecord(g.lap_var, g.mad, g.ssim, g.hist_corr,
-                                                                        d.reason or "dedup")))
+            batch.samples.append(GateSample(cam, sid, t_rel, replace(g, dropped_by=d.reason or "dedup")))
             # Its file may exist even when this run never wrote it: a run killed after writing a
             # held frame but before the commit recording it leaves the file without any state.
             batch.discard_files.append(ref)
