@@ -57,12 +57,7 @@ def static_scene(rng, n: int, h: int, w: int, sigma: float, codec: str | None = 
     """n frames of one still textured scene, fresh sensor noise of std ``sigma`` in each; codec
     None, "jpeg" (at ``quality``) or "h264". Every frame after the first must be dropped."""
     scene = gray_scene(rng, h, w)
-    frames = [_noisy(rng, scene, sigma) for _ in range(n)]
-    if codec == "jpeg":
-        frames = [jpeg_roundtrip(f, quality) for f in frames]
-    elif codec == "h264":
-        frames = h264_roundtrip(frames)
-    return frames
+    return through_codec([_noisy(rng, scene, sigma) for _ in range(n)], codec, quality)
 
 
 def sprite(rng, n: int, h: int, w: int, size: int = 16, sigma: float = 3.0, step: int = 24,
@@ -81,10 +76,15 @@ def sprite(rng, n: int, h: int, w: int, size: int = 16, sigma: float = 3.0, step
             raise ValueError(f"sprite: {n} steps of {step} px do not fit {w} px")
         img[y0:y0 + size, x0:x0 + size] = spr
         frames.append(_noisy(rng, img, sigma))
+    return through_codec(frames, codec)
+
+
+def through_codec(frames: list[np.ndarray], codec: str | None, quality: int = 75) -> list[np.ndarray]:
+    """The frames as a camera would deliver them: unchanged, or through JPEG (at ``quality``) or H.264."""
     if codec == "jpeg":
-        frames = [jpeg_roundtrip(f, 75) for f in frames]
-    elif codec == "h264":
-        frames = h264_roundtrip(frames)
+        return [jpeg_roundtrip(f, quality) for f in frames]
+    if codec == "h264":
+        return h264_roundtrip(frames)
     return frames
 
 
@@ -125,11 +125,7 @@ def digits(rng, n: int, h: int, w: int, sigma: float = 2.0, codec: str | None = 
         for k, ch in enumerate(f"{start + i:04d}"):
             _digit(img, y0, x0 + pitch * k, int(ch), hgt, stroke)
         frames.append(_noisy(rng, img, sigma))
-    if codec == "jpeg":
-        frames = [jpeg_roundtrip(f, 75) for f in frames]
-    elif codec == "h264":
-        frames = h264_roundtrip(frames)
-    return frames
+    return through_codec(frames, codec)
 
 
 def blurred(frame: np.ndarray, r: int = 4) -> np.ndarray:
