@@ -268,3 +268,15 @@ def test_the_sharpness_history_is_committed_with_the_reference(tmp_path, rng):
         assert saved.sharpness == cascade.sharpness("cam") and len(saved.sharpness) == 2
     finally:
         store.close()
+
+
+def test_is_local_change_names_frames_kept_by_their_tiles():
+    from vam_engine.config import GateConfig
+    from vam_engine.gate.cascade import is_local_change
+    from vam_engine.gate.records import GateRecord
+
+    cfg = GateConfig()
+    assert is_local_change(cfg, GateRecord(300.0, 1.2, 0.99, None, None, 25.0, 2))      # a sprite
+    assert not is_local_change(cfg, GateRecord(300.0, 35.0, 0.4, None, None, 80.0, 90))  # a scene change
+    assert not is_local_change(cfg, GateRecord(300.0, 1.2, 0.99, None, "low_change", 3.0, 0))
+    assert not is_local_change(cfg, GateRecord(300.0, None, None, None, None))           # first frame

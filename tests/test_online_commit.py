@@ -442,3 +442,18 @@ def test_a_bad_state_is_a_clear_error():
                          (dict(json.loads(V1_STATE), dim=5), "dim")):
         with pytest.raises(VamError, match=problem):
             OnlineCommitter(CommitConfig(), CommitterState.from_json(bad))
+
+
+def test_keep_overrides_dedup_and_ends_the_held_run():
+    """A frame the image gates kept for a local change is kept even when its embedding is a
+    near duplicate; the frame held before it (the end of a run) is kept first."""
+    same = np.array([1.0, 0.0, 0.0, 0.0])
+    plain = OnlineCommitter(CommitConfig())
+    forced = OnlineCommitter(CommitConfig())
+    for c in (plain, forced):
+        c.push(0.0, same, "k0")
+        assert c.push(0.5, same, "k1") == []  # redundant: held
+    assert plain.push(1.0, same, "k2")[0].reason == "dedup"  # k1 dropped, k2 held
+    got = forced.push(1.0, same, "k2", keep=True)
+    assert [(d.key, d.kept) for d in got] == [("k1", True), ("k2", True)] and not forced.pending
+    assert forced.push(1.5, same, "k3") == [] and forced.pending  # the next near duplicate is held again

@@ -102,6 +102,9 @@ class CommitConfig(_Section):
     window: int = Field(256, ge=8, description="recent distances Otsu thresholds are computed over")
     min_history: int = Field(32, ge=2, description="distances needed before the adaptive thresholds apply")
     max_event_s: float = Field(300.0, gt=0)
+    keep_local_changes: bool = Field(True, description="a frame the image gates kept for a local change (a small "
+                                                       "object, a changing digit) is never dropped as a semantic "
+                                                       "duplicate: a whole-frame embedding barely sees it")
 
 
 class VectorConfig(_Section):

@@ -81,6 +81,13 @@ def decide(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bo
     return None
 
 
+def is_local_change(cfg: GateConfig, rec: GateRecord) -> bool:
+    """Whether a kept frame passed the low-change gate only by a local change (its tiles), which a
+    whole-frame embedding barely sees: later stages must not drop it as a duplicate."""
+    return (rec.dropped_by is None and rec.mad is not None and rec.mad < cfg.diff_min_mad
+            and rec.tile_mad is not None and rec.tile_mad >= cfg.tile_min_mad)
+
+
 def update_history(cfg: GateConfig, history: Sequence[float], lap_var: float) -> tuple[float, ...]:
     """The camera's sharpness history after keeping a frame: a kept frame well under the median
     (a new view that is sharp for what it shows) restarts it; the last blur_history are kept."""

@@ -242,8 +242,10 @@ class OnlineCommitter:
         self._held = None
         return self._keep(h.t, h.embedding, h.key, h.distance)
 
-    def push(self, t: float, emb: np.ndarray, key: Any = None) -> list[Decision]:
-        """Add one frame; returns the decisions that became final (the held frame's and/or this one's)."""
+    def push(self, t: float, emb: np.ndarray, key: Any = None, *, keep: bool = False) -> list[Decision]:
+        """Add one frame; returns the decisions that became final (the held frame's and/or this one's).
+        ``keep``: the frame is kept whatever its distance (the image gates saw a local change
+        the embedding may not); a held frame before it ends its run and is kept too."""
         t, e = self._check(t, emb)
         self._last_t = t
         if self._ref is None:
@@ -253,7 +255,7 @@ class OnlineCommitter:
         out: list[Decision] = []
         d = self._dist(e)
         forced = t - self._event_t0 > self.cfg.max_event_s
-        if not forced and d < tau_d:  # redundant: hold it, drop the previously held one
+        if not (forced or keep) and d < tau_d:  # redundant: hold it, drop the previously held one
             if self._held is not None:
                 h = self._held
                 out.append(Decision(t=h.t, key=h.key, kept=False, reason="dedup", event_start=False,
@@ -265,7 +267,7 @@ class OnlineCommitter:
             out.append(self._keep_held())
             d = self._dist(e)
             forced = t - self._event_t0 > self.cfg.max_event_s
-            if not forced and d < tau_d:
+            if not (forced or keep) and d < tau_d:
                 self._held = HeldFrame(t, e, key, d)
                 self._dedup_hist.append(d)
                 return out

@@ -15,9 +15,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..config import EngineConfig
+from ..gate.cascade import is_local_change
 from ..gate.records import GateRecord
 from ..memory.commit import CommitBatch
-from ..memory.records import GateSample, PendingMoment
+from ..memory.records import GateSample, PendingMoment, camera_time
 from ..memory.store import Store
 from .online import CommitterState, OnlineCommitter
 
@@ -135,8 +136,9 @@ class SemanticStage:
             key = _key(f, sid, rec)
             self._payload[_ident(key)] = {"rgb": rgbs[i], "emb": embs[i], "written": False,
                                           "ref": self.store.frames.ref(f.camera_id, sid, f.t_rel)}
-            t_axis = f.t_abs if f.t_abs is not None else f.t_rel
-            for d in self._committer(f.camera_id).push(t_axis, embs[i], key):
+            t_axis = camera_time(f.t_rel, f.t_abs)
+            keep = self.cfg.commit.keep_local_changes and is_local_change(self.cfg.gate, rec)
+            for d in self._committer(f.camera_id).push(t_axis, embs[i], key, keep=keep):
                 out.append(self._apply(f.camera_id, d, batch, writes))
         return out
 
