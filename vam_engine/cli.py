@@ -64,8 +64,9 @@ class _ProgressBar:
         return done, total, max(now - self._start, 1e-6)
 
     def _counts(self, done: float, wall: float) -> str:
+        speed = f", {done / wall:.1f}x realtime" if wall >= 0.5 else ""  # a first line's ratio means nothing
         return (f"decoded {sum(s.decoded for s in self._state.values())}, "
-                f"kept {sum(s.kept for s in self._state.values())}, {done / wall:.1f}x realtime")
+                f"kept {sum(s.kept for s in self._state.values())}{speed}")
 
     def _line(self, now: float) -> None:
         done, total, wall = self._figures(now)
