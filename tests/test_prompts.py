@@ -95,7 +95,7 @@ def test_the_sufficient_verdict_is_strict_and_goes_with_answers_only():
 
 def test_router_and_planner_requests_carry_the_dialogue_and_the_summary_kinds():
     from vam_engine.memory.records import QARecord
-    from vam_engine.memory.view import SummaryKind
+    from vam_engine.memory.records import SummaryKind
 
     turns = [QARecord(1, 12.5, None, "when did the dog come in?", "at 12 s, through the blue door")]
     route = prompts.route("and before that?", 30.0, ["cam"], turns)

@@ -258,7 +258,7 @@ def plan(question: str, context_text: str, turns_left: int, images=None, *, dial
     """One planner turn. Prefix-stable across turns: the fixed system prompt, then the recent
     dialogue and the question (fixed for the question), then the context (which only grows at
     its end), then what may change between turns: the summary documents' kinds
-    (``view.SummaryKind``: structure, granularity_s, count), the turn budget and any images."""
+    (``memory.records.SummaryKind``: structure, granularity_s, count), the turn budget and any images."""
     if turns_left <= 0:
         advice = "No turns left: reply with action \"answer\" now, citing the best result above."
     elif turns_left <= 2:

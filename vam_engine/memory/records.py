@@ -8,7 +8,7 @@ import numpy as np
 
 from ..gate.records import GateRecord
 
-__all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary",
+__all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary", "SummaryKind",
            "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "GateSample",
            "GateReference", "camera_time", "is_absolute_time"]
 
@@ -112,6 +112,16 @@ class Summary:
     structure: str | None
     text: str
     moment_ids: tuple[int, ...]  # the moments whose frames the writer saw
+
+
+@dataclass(frozen=True)
+class SummaryKind:
+    """One kind of summary document: its structure label and window size, and how many
+    documents of it there are (what the planner may filter on)."""
+
+    structure: str | None
+    granularity_s: float
+    count: int
 
 
 @dataclass

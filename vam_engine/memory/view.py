@@ -9,12 +9,10 @@ answered question is remembered) and summary documents written through the memor
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-
 from ..numerics import spread_evenly
-from .records import Evidence, ForestNode, Moment, QARecord, Summary
+from .records import Evidence, ForestNode, Moment, QARecord, Summary, SummaryKind
 from .search import SOURCES, search
 
 if TYPE_CHECKING:
@@ -23,15 +21,6 @@ if TYPE_CHECKING:
 
 # summarize(camera, t0, t1, granularity_s, prompt, structure) -> summary ids: the memory writer's
 Summarizer = Callable[[str, float, float, float, str, "str | None"], list]
-
-
-@dataclass(frozen=True)
-class SummaryKind:
-    """One kind of summary document in view: its structure label and window size, and how
-    many documents of it there are (what the planner may filter on)."""
-    structure: str | None
-    granularity_s: float
-    count: int
 
 
 class MemoryView:
