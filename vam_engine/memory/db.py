@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -170,6 +170,20 @@ CREATE TABLE IF NOT EXISTS qa_summary (
     t REAL NOT NULL,             -- in force from this stream time on
     PRIMARY KEY (key, t)
 );
+
+-- live cameras' losses of video (memory/gaps.py; schema 5)
+CREATE TABLE IF NOT EXISTS gaps (
+    gap_id INTEGER PRIMARY KEY,
+    camera_id TEXT NOT NULL,
+    source_id INTEGER,           -- the live run it happened in
+    t_start REAL NOT NULL,       -- camera axis: the last frame before it (the camera's start if none)
+    t_end REAL,                  -- camera axis: the first frame after it; NULL while it lasts
+    reason TEXT NOT NULL,        -- why the video stopped (the connection's error)
+    ended_by TEXT,               -- 'frame' (video came back), 'removed', 'gave_up', 'closed'
+    created_at REAL NOT NULL,
+    closed_at REAL
+);
+CREATE INDEX IF NOT EXISTS gaps_camera_t ON gaps (camera_id, t_start);
 """
 
 
@@ -194,7 +208,11 @@ def _migrate_3_to_4(conn) -> None:
     conn.execute("ALTER TABLE cameras ADD COLUMN ref_sharpness TEXT")
 
 
-MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4}  # from version -> step to the next
+def _migrate_4_to_5(conn) -> None:
+    """Version 5 records live cameras' gaps: a new table, which SCHEMA creates."""
+
+
+MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999
