@@ -43,14 +43,13 @@ from .memory.search import SOURCES, SearchResult, search
 from .memory.store import Store
 from .memory.vector_memory import VectorMemory
 from .memory.writer_lock import WriterLock
+from .engine_live import LiveCameraMethods
 from .engine_roles import ClaimingSummarizer, WatchedModel, load_config, retain_store
 from .llm import describe_llm, make_llm
 from .index.stage import sweep_source
 from .pipeline import IndexPipeline, Progress, SourceReport, fingerprint
 
 if TYPE_CHECKING:
-    from .ingest.cameras_file import CameraDiff
-    from .ingest.live import CameraStatus
     from .reason.answer import Answer
 
 __all__ = ["Engine", "SourceReport", "Progress", "retain_store"]
@@ -62,9 +61,9 @@ def _check_camera_id(camera_id) -> str:
     return camera_id
 
 
-class Engine:
-    """``Engine(store_dir, config)``: index files or pushed frames into a durable moment store,
-    search it and ask it questions.
+class Engine(LiveCameraMethods):
+    """``Engine(store_dir, config)``: index files, live cameras (``add_camera``: engine_live.py)
+    or pushed frames into a durable moment store, search it and ask it questions.
 
     ``config`` is an EngineConfig, a dict of overrides, or a path to a JSON/TOML file. An engine
     starts nothing until a write-side call needs it (see the module docstring): an engine used
@@ -369,51 +368,6 @@ class Engine:
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every pushed frame is gated and committed; False on timeout."""
         return self._pipeline.flush(timeout) if self._pipeline is not None else True
-
-    # -- live cameras (engine_live.py) ---------------------------------------------------------
-    def add_camera(self, camera_id: str, url: str, *, fps: float | None = None, realtime: bool = False,
-                   stall_s: float = 20.0, max_retries: int | None = None, gate: dict | None = None,
-                   backoff_s: float = 1.0, backoff_max_s: float = 60.0,
-                   connect_timeout_s: float | None = None) -> "CameraStatus":
-        """Start indexing a live source on its own thread (returns at once): rtsp(s)://, rtmp://,
-        http(s):// (MPEG-TS, HLS, MJPEG), /dev/videoN, or a file (``realtime``: paced at 1x).
-        It reconnects after an error or ``stall_s`` without a frame (backoff ``backoff_s``
-        doubling to ``backoff_max_s``, forever unless ``max_retries``); ``gate``: GateConfig
-        overrides for this camera. See ``status`` and ``gaps``."""
-        from .ingest.cameras_file import CameraSpec
-
-        spec = CameraSpec(_check_camera_id(camera_id), url, fps=fps, realtime=realtime, stall_s=stall_s,
-                          max_retries=max_retries, gate=dict(gate or {}), backoff_s=backoff_s,
-                          backoff_max_s=backoff_max_s, connect_timeout_s=connect_timeout_s)
-        return self._live_cameras().add(spec)
-
-    def remove_camera(self, camera_id: str) -> None:
-        """Stop a live camera; what it queued is still committed (its source ends after it)."""
-        self._live_cameras().remove(camera_id)
-
-    def status(self, camera_id: str | None = None) -> list["CameraStatus"]:
-        """Each live camera now: state, input fps, last frame, reconnects, lag, drops, gaps, error."""
-        return self._live_cameras().status(camera_id) if self._live is not None or camera_id else []
-
-    def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list:
-        """Intervals of live cameras without video (memory/gaps.py ``Gap``), oldest first."""
-        return self._live_cameras().gaps(camera_id, t0, t1)
-
-    def apply_cameras(self, specs) -> "CameraDiff":
-        """Make the running live cameras match ``specs`` (CameraSpec list); returns the diff."""
-        return self._live_cameras().apply(list(specs))
-
-    def reload_cameras(self, path: str | os.PathLike) -> "CameraDiff":
-        """Read a cameras file (TOML, ingest/cameras_file.py) and apply it; invalid: nothing changes."""
-        return self._live_cameras().reload(path)
-
-    def _live_cameras(self):
-        from .engine_live import LiveCameras
-
-        with self._start_lock:
-            if self._live is None:
-                self._live = LiveCameras(self)
-            return self._live
 
     # -- search and deletion -------------------------------------------------------------------
     def text_embedder(self):

@@ -11,6 +11,7 @@ source row, whose ``t_rel`` continues across reconnections (its moments never co
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -35,14 +36,14 @@ class _Feed:
         self.spec = spec
         self.lock = threading.Lock()
         self.closed = False
-        self.ended = False
+        self.done = False  # its source ended (a file's end, gave up, removed)
         self.gap_id: int | None = None
         self.stale: list[int] = []  # gaps an earlier process left open: this run's first sample ends them
         self.timeout = min(0.5, 1.0 / spec.fps)  # the longest a sample waits for room in the queue
 
     def frame(self, frame) -> bool:
         with self.lock:
-            if self.closed or self.ended:
+            if self.closed or self.done:
                 return False
             if self.stale:
                 for i in self.stale:
@@ -52,7 +53,7 @@ class _Feed:
 
     def gap(self, t_start: float, reason: str) -> None:
         with self.lock:
-            if self.closed or self.ended:
+            if self.closed or self.done:
                 return
             self.gap_id = self.live.gaps_repo.open(self.camera_id, self.source_id, t_start, reason)
             self.live.pipe.gap(self.source_id)
@@ -65,7 +66,7 @@ class _Feed:
 
     def ended(self, error: str | None) -> None:
         with self.lock:
-            if self.closed or self.ended:
+            if self.closed or self.done:
                 return
             self._end("gave_up")
 
@@ -75,12 +76,12 @@ class _Feed:
             if self.closed:
                 return
             self.closed = True
-            if not self.ended:
+            if not self.done:
                 self._end(ended_by)
 
     def _end(self, ended_by: str) -> None:
         """The source ends (done: its gap marker already decided what was held at a loss)."""
-        self.ended = True
+        self.done = True
         if self.gap_id is not None:
             self.live.gaps_repo.close(self.gap_id, None, ended_by)  # no frame came back: its end is unknown
             self.gap_id = None
@@ -216,3 +217,61 @@ class LiveCameras:
 
     def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:
         return self.gaps_repo.list(camera_id, t0, t1)
+
+
+class LiveCameraMethods:
+    """The live-camera methods of ``Engine`` (a base class of it: engine.py stays small)."""
+
+    _live: LiveCameras | None = None
+
+    def add_camera(self, camera_id: str, url: str, *, fps: float | None = None, realtime: bool = False,
+                   stall_s: float = 20.0, max_retries: int | None = None, gate: dict | None = None,
+                   backoff_s: float = 1.0, backoff_max_s: float = 60.0,
+                   connect_timeout_s: float | None = None) -> CameraStatus:
+        """Index a live source on its own thread from now on; returns its status at once.
+
+        ``url``: rtsp://, rtsps://, rtmp://, http(s):// (MPEG-TS, HLS, MJPEG), /dev/videoN, or a
+        file (``realtime``: paced at 1x; else read at full speed, its t_abs the wall clock at the
+        start plus its PTS). ``fps``: samples per second (default ingest.fps). The camera
+        reconnects after an error or ``stall_s`` without a frame, waiting ``backoff_s`` doubling
+        to ``backoff_max_s`` (with jitter), forever unless ``max_retries`` attempts in a row fail;
+        ``connect_timeout_s`` (default min(stall_s, 10)) bounds each connection attempt. ``gate``:
+        GateConfig overrides for this camera. Bad arguments: ValueError naming camera and field.
+        """
+        from .engine import _check_camera_id
+
+        return self._live_cameras().add(CameraSpec(
+            _check_camera_id(camera_id), url, fps=fps, realtime=realtime, stall_s=stall_s, max_retries=max_retries,
+            gate=dict(gate or {}), backoff_s=backoff_s, backoff_max_s=backoff_max_s,
+            connect_timeout_s=connect_timeout_s))
+
+    def remove_camera(self, camera_id: str) -> None:
+        """Stop a live camera at once; what it queued is still committed (its source ends after it)."""
+        self._live_cameras().remove(camera_id)
+
+    def status(self, camera_id: str | None = None) -> list[CameraStatus]:
+        """Every live camera now (or one: ValueError when it is not running): state, input fps,
+        last frame, reconnects, lag, drops, gaps, error. Empty before the first add_camera."""
+        if self._live is None and camera_id is None:
+            return []
+        return self._live_cameras().status(camera_id)
+
+    def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:
+        """Live cameras' intervals without video overlapping [t0, t1] (camera axis), oldest first;
+        an outage in progress is an open gap (``t_end`` None)."""
+        return self._live_cameras().gaps(camera_id, t0, t1)
+
+    def apply_cameras(self, specs) -> CameraDiff:
+        """Make the running live cameras match ``specs`` (CameraSpec list); returns the diff."""
+        return self._live_cameras().apply(list(specs))
+
+    def reload_cameras(self, path: str | os.PathLike) -> CameraDiff:
+        """Read a cameras file (TOML: ingest/cameras_file.py) and apply it; an invalid file
+        raises CamerasFileError and changes nothing."""
+        return self._live_cameras().reload(path)
+
+    def _live_cameras(self) -> LiveCameras:
+        with self._start_lock:
+            if self._live is None:
+                self._live = LiveCameras(self)
+            return self._live

@@ -318,14 +318,19 @@ class LiveCamera:
         elif kind == "device":
             fmt = "v4l2"
         if kind not in ("file", "device"):
-            opts.update(analyzeduration="1000000", fflags="nobuffer")
+            opts["analyzeduration"] = "1000000"  # not fflags=nobuffer: it drops the probed packets, a GOP
             if quick:
                 opts["probesize"] = "32768"
         timeout = None if kind == "file" else (spec.connect_timeout, spec.stall_s)
+        t0 = time.monotonic()
         try:
             return av.open(spec.url, format=fmt, options=opts, timeout=timeout)
         except av.error.FFmpegError as e:
-            raise SourceError(redact(spec.url), f"cannot connect: {_describe(e, spec)}") from None
+            # PyAV's interrupt at the timeout surfaces as whatever the protocol makes of it (RTSP:
+            # "invalid data"): an attempt that lasted the whole timeout timed out.
+            late = timeout is not None and time.monotonic() - t0 >= 0.9 * spec.connect_timeout
+            why = f"timed out (no answer within {spec.connect_timeout:g} s)" if late else _describe(e, spec)
+            raise SourceError(redact(spec.url), f"cannot connect: {why}") from None
 
     def _connection(self) -> Iterator[None]:
         """One connection: yields after each decoded frame (the loop counts its life)."""
@@ -359,9 +364,8 @@ class LiveCamera:
                     prev = ts
                     t_abs = base + (ts - pts0)
                     ahead = t_abs - now
-                    if ahead > (0.0 if self.spec.realtime else 0.25) and self.spec.kind != "device" and (
-                            self.spec.realtime or self.spec.kind != "file"):
-                        if self._stop.wait(ahead):
+                    if ahead > 0.005 and (self.spec.realtime or self.spec.kind not in ("file", "device")):
+                        if self._stop.wait(ahead):  # never ahead of real time: a burst plays at 1x
                             return
                 if self._stop.is_set():
                     return
@@ -373,6 +377,7 @@ class LiveCamera:
     def _frames(self, container, stream) -> Iterator[av.VideoFrame]:
         stall = self.spec.stall_s
         last = time.monotonic()
+        keyed = False  # a connection's packets before its first keyframe would decode as garbage
         try:
             for packet in container.demux(stream):
                 if self._stop.is_set():
@@ -384,6 +389,11 @@ class LiveCamera:
                         del self._rate[:256]
                 if mono - last > stall:
                     raise _Stall(f"no frame for {stall:g} s (data arrives but none of it decodes)")
+                if not keyed:
+                    if not packet.is_keyframe:
+                        self.stats.skipped_packets += 1
+                        continue
+                    keyed = True
                 try:
                     frames = packet.decode()
                 except av.error.FFmpegError as e:
@@ -397,6 +407,10 @@ class LiveCamera:
                     yield vf
         except av.error.ExitError:
             raise _Stall(f"no data for {stall:g} s") from None
+        except av.error.EOFError:
+            return
+        except av.error.FFmpegError as e:
+            raise SourceError(redact(self.spec.url), f"reading failed: {e.strerror or e}") from None
 
     def _deliver(self, vf: av.VideoFrame, t_abs: float) -> None:
         mono = time.monotonic()
