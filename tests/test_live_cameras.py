@@ -39,7 +39,7 @@ def test_a_camera_added_and_removed_while_another_indexes(tmp_path, clips):
         eng.flush()
         ma, mb = eng.moments("a"), eng.moments("b")
         sources = {s["camera_id"]: s for s in eng.store.sources.all()}
-    assert removing < 1.0  # removal returns at once (the reader stops on its own thread)
+    assert removing < 2.0  # removal returns at once (the reader stops on its own thread)
     assert len(mb) >= 3 and all(m.t_abs <= t_removed for m in mb)
     assert sources["b"]["done"] and sources["a"]["done"]
     assert sum(m.t_abs > t_removed for m in ma) >= 3  # a went on indexing past b's removal

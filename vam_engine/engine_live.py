@@ -29,8 +29,9 @@ class _Feed:
     """A camera's sink into the pipeline (see LiveSink). ``close`` stops it taking anything: after
     it, the camera's thread may still be blocked in a read, but whatever it yields is ignored."""
 
-    def __init__(self, live: "LiveCameras", camera_id: str, source_id: int, spec: LiveSpec):
+    def __init__(self, live: "LiveCameras", pipe, camera_id: str, source_id: int, spec: LiveSpec):
         self.live = live
+        self.pipe = pipe
         self.camera_id = camera_id
         self.source_id = source_id
         self.spec = spec
@@ -49,14 +50,14 @@ class _Feed:
                 for i in self.stale:
                     self.live.gaps_repo.close(i, frame.t_abs, "frame")
                 self.stale = []
-            return self.live.pipe.offer_frame(frame, self.source_id, self.timeout)
+            return self.pipe.offer_frame(frame, self.source_id, self.timeout)
 
     def gap(self, t_start: float, reason: str) -> None:
         with self.lock:
             if self.closed or self.done:
                 return
             self.gap_id = self.live.gaps_repo.open(self.camera_id, self.source_id, t_start, reason)
-            self.live.pipe.gap(self.source_id)
+            self.pipe.gap(self.source_id)
 
     def resumed(self, t_end: float) -> None:
         with self.lock:
@@ -85,7 +86,7 @@ class _Feed:
         if self.gap_id is not None:
             self.live.gaps_repo.close(self.gap_id, None, ended_by)  # no frame came back: its end is unknown
             self.gap_id = None
-        self.live.pipe.end_source(self.source_id)
+        self.pipe.end_source(self.source_id)
 
 
 class _Running:
@@ -135,7 +136,10 @@ class LiveCameras:
                                            info={"kind": live_spec.kind, "realtime": live_spec.realtime})
             report = SourceReport(cam, url, decoder="pyav-live")
             src = pipe.register(state.source_id, report, None)
-            feed = _Feed(self, cam, state.source_id, live_spec)
+            # A run starts after a time without video (or none before): the gates' reference resets,
+            # and what an earlier run of the camera left held or open closes.
+            pipe.gap(state.source_id)
+            feed = _Feed(self, pipe, cam, state.source_id, live_spec)
             camera = LiveCamera(live_spec, feed, observe=eng.working.observe)
             src.decoder = camera  # the pipeline's progress reads its DecodeStats
             running = _Running(spec, camera, feed, report, src)
@@ -166,9 +170,12 @@ class LiveCameras:
     def close(self) -> None:
         """Stop every camera (the engine is closing); their sources end after what is queued."""
         with self._lock:
-            cams = list(self._cams)
-        for cam in cams:
-            self.remove(cam, ended_by="closed")
+            running = list(self._cams.values())
+        for r in running:
+            self.remove(r.spec.camera_id, ended_by="closed")
+        deadline = time.monotonic() + 1.0  # readers end at once unless blocked in a read (then: its timeout)
+        for r in running:
+            r.camera.join(max(0.0, deadline - time.monotonic()))
 
     # -- the cameras file ------------------------------------------------------------------------
     def apply(self, specs: list[CameraSpec]) -> CameraDiff:

@@ -44,6 +44,9 @@ _NETWORK = {"rtsp": "rtsp", "rtsps": "rtsp", "rtmp": "rtmp", "rtmps": "rtmp", "h
 _SECRET_QUERY = re.compile(r"(?i)((?:password|passwd|pwd|pass|token|key|auth|secret|signature)=)[^&]*")
 STATES = ("online", "connecting", "stalled", "offline")
 PRESENT_FPS = 2.0  # decoded frames offered to the present (working memory) per second
+# Demuxers whose timestamps are made up (MJPEG over HTTP: a nominal 25 fps whatever the camera
+# sends): their frames are timed by arrival.
+_UNTIMED_FORMATS = {"mpjpeg", "mjpeg", "jpeg_pipe", "image2pipe"}
 _DISCONTINUITY_S = 10.0  # a PTS step forward beyond this (and beyond the wall time elapsed) rebases
 
 
@@ -285,8 +288,8 @@ class LiveCamera:
                 self._in_gap = True
                 self.gaps += 1
                 self.sink.gap(self._last_t if self._last_t is not None else self._started_wall, err)
-            if online_since is not None and time.monotonic() - online_since >= spec.backoff_max_s:
-                failures = 0  # it stayed up longer than the longest wait: a new outage starts the backoff over
+            if online_since is not None and time.monotonic() - online_since >= min(spec.backoff_max_s, 10.0):
+                failures = 0  # it stayed up a while: this is a new outage, its backoff starts over
             failures += 1
             if spec.max_retries is not None and failures > spec.max_retries:
                 why = f"gave up after {spec.max_retries} retries: {err}"
@@ -348,9 +351,10 @@ class LiveCamera:
             if rate and float(rate) / self.spec.fps >= 4:
                 stream.codec_context.skip_frame = "NONREF"  # sparse samples: frames nothing refers to are not needed
             base = pts0 = prev = None  # this connection's clock: base + (t_stream - pts0)
+            untimed = bool(set(container.format.name.split(",")) & _UNTIMED_FORMATS)
             for vf in self._frames(container, stream):
                 now = self.clock()
-                ts = vf.time
+                ts = None if untimed else vf.time
                 if ts is None:
                     t_abs = now if self._last_t is None else max(now, self._last_t + 1e-3)
                 else:
@@ -424,7 +428,11 @@ class LiveCamera:
         cam = self.spec.camera_id
         if self.observe is not None and mono >= self._next_present:
             self._next_present = mono + 1.0 / PRESENT_FPS
-            self.observe(cam, t_abs, _rgb(vf))
+            try:
+                self.observe(cam, t_abs, _rgb(vf))
+            except Exception as e:  # noqa: BLE001 - the present is a reader's aid: never a reason to reconnect
+                if len(self.stats.errors) < 5:
+                    self.stats.errors.append(f"the present did not take a frame: {type(e).__name__}: {e}")
         t_rel = t_abs - self._epoch
         if not self._sampler.accept(t_rel):
             return
