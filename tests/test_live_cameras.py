@@ -1,6 +1,7 @@
 """Live cameras at run time: one added and removed while another keeps indexing, bad URLs that
 fail fast and clearly, giving up after max_retries, per-camera gate overrides, and the cameras
 file (TOML): validation that names camera and field, and a reload that applies its diff."""
+import json
 import socket
 import time
 
@@ -10,6 +11,7 @@ from _servers.live_helpers import changing_clip, codes, free_port, status_of, wa
 from vam_engine.engine import Engine
 from vam_engine.ingest.cameras_file import CamerasFileError, CameraSpec, diff_cameras, load_cameras
 from vam_engine.ingest.live import redact
+from vam_engine.llm.scripted import ScriptedLLM
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +191,8 @@ def test_reload_applies_the_diff_and_an_invalid_file_changes_nothing(tmp_path, c
     a, b = clips
     p = tmp_path / "cameras.toml"
     p.write_text(f'[cameras.one]\nurl = "{a}"\nrealtime = true\n[cameras.two]\nurl = "{b}"\nrealtime = true\n')
-    with Engine(tmp_path / "store", device="cpu") as eng:
+    judge = ScriptedLLM(lambda req: json.dumps({"match": False, "confidence": 0.1, "observed_event": "-", "reason": "-"}))
+    with Engine(tmp_path / "store", {"writer": {"enabled": False}}, device="cpu", llm=judge) as eng:
         d = eng.reload_cameras(p)
         assert d.added == ("one", "two") and [s.camera_id for s in eng.status()] == ["one", "two"]
         p.write_text(f'[cameras.one]\nurl = "{a}"\nrealtime = true\nmonitors = ["a cat"]\n'
@@ -215,3 +218,28 @@ def test_cli_index_live_runs_files_as_cameras_until_they_end(tmp_path, clips, ca
     assert "a: offline" in out and "b: offline" in out and "sampled 8" in out
     with Engine(tmp_path / "store", device="cpu") as eng:
         assert len(eng.moments("a")) == 8 and len(eng.moments("b")) == 8
+
+
+def test_cameras_file_monitors_are_watched_once_and_ended_when_gone(tmp_path, clips):
+    no_match = json.dumps({"match": False, "confidence": 0.1, "observed_event": "an empty scene", "reason": "-"})
+    cfg = {"writer": {"enabled": False}, "retention": {"enabled": False}}
+    p = tmp_path / "cameras.toml"
+    p.write_text(f'[cameras.door]\nurl = "{clips[0]}"\nrealtime = true\nmonitors = ["a person at the door"]\n')
+
+    def active(eng):
+        return [(m.cameras, m.condition, m.mode) for m in eng.monitors()]
+
+    with Engine(tmp_path / "store", cfg, device="cpu") as eng:  # no LLM: refused before anything starts
+        with pytest.raises(ValueError, match="camera 'door': monitors need an LLM"):
+            eng.reload_cameras(p)
+        assert eng.status() == []
+    for _ in range(2):  # a second process adopts the monitor the first one left active
+        with Engine(tmp_path / "store", cfg, device="cpu", llm=ScriptedLLM(lambda req: no_match)) as eng:
+            eng.reload_cameras(p)
+            eng.reload_cameras(p)
+            assert active(eng) == [(("door",), "a person at the door", "repeat")]
+    with Engine(tmp_path / "store", cfg, device="cpu", llm=ScriptedLLM(lambda req: no_match)) as eng:
+        eng.reload_cameras(p)
+        p.write_text(f'[cameras.door]\nurl = "{clips[0]}"\nrealtime = true\nmonitors = ["a dog"]\n')
+        d = eng.reload_cameras(p)
+        assert d.monitors_changed == ("door",) and active(eng) == [(("door",), "a dog", "repeat")]

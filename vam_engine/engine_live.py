@@ -181,7 +181,7 @@ class LiveCameras:
     def apply(self, specs: list[CameraSpec]) -> CameraDiff:
         """Make the running cameras match ``specs``: remove those gone, restart those whose reading
         changed, add the new ones; a camera whose monitors alone changed keeps running. Every spec
-        is validated before anything changes. Returns the diff (monitors are the caller's)."""
+        is validated before anything changes. Then each camera's monitors (``sync_monitors``)."""
         eng = self.engine
         ids = [s.camera_id for s in specs]
         if len(set(ids)) != len(ids):
@@ -189,8 +189,12 @@ class LiveCameras:
         for s in specs:
             s.live_spec(eng.config.ingest.fps)
             check_gate(s.camera_id, s.gate, eng.config.gate)
+            if s.monitors and eng._llm_name is None:
+                raise ValueError(f"camera {s.camera_id!r}: monitors need an LLM to judge them (set llm.backend, "
+                                 f"--llm, or pass llm=...)")
         with self._lock:
-            diff = diff_cameras(self.specs(), specs)
+            old = self.specs()
+            diff = diff_cameras(old, specs)
             by_id = {s.camera_id: s for s in specs}
             for cam in diff.removed + diff.changed:
                 self.remove(cam)
@@ -198,7 +202,27 @@ class LiveCameras:
                 self.add(by_id[cam])
             for cam in diff.monitors_changed:
                 self._cams[cam].spec = by_id[cam]
+            self.sync_monitors(old, specs)
         return diff
+
+    def sync_monitors(self, old: list[CameraSpec], new: list[CameraSpec]) -> None:
+        """The cameras file's monitors: each condition of a camera is one ``repeat`` monitor on that
+        camera alone. One already active (persisted by an earlier run) is kept, not duplicated;
+        a condition gone from the file ends its monitor."""
+        eng = self.engine
+        if not any(s.monitors for s in old + new):
+            return
+        before = {(s.camera_id, m) for s in old for m in s.monitors}
+        wanted = {(s.camera_id, m) for s in new for m in s.monitors}
+        active = {}
+        for m in eng.monitors():
+            if m.cameras is not None and len(m.cameras) == 1 and m.mode == "repeat":
+                active.setdefault((m.cameras[0], m.condition), m.monitor_id)
+        for key in before - wanted:
+            if key in active:
+                eng.unwatch(active[key])
+        for cam, condition in sorted(wanted - set(active)):
+            eng.watch(condition, [cam], mode="repeat")
 
     def reload(self, path) -> CameraDiff:
         """Read the cameras file again and apply it (see ``apply``); an invalid file changes nothing."""
