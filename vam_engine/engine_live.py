@@ -240,10 +240,14 @@ class LiveCameras:
     def _status(self, r: _Running) -> CameraStatus:
         st = r.camera.status()
         st.frames_kept = r.report.kept
-        gated = r.src.last_t
-        if gated is not None and st.state in ("online", "stalled"):
-            t = r.camera.t_abs(gated)
-            st.lag_s = None if t is None else max(0.0, time.time() - t)
+        if st.state in ("online", "stalled") and st.last_frame_t is not None:
+            # Behind live: the last frame's age when the gates have every sample it sent, else
+            # the age of the last sample they have gated (its backlog waits in the queue).
+            gated, sent = r.src.last_t, r.camera.last_sent
+            behind = sent is not None and (gated is None or gated < sent)
+            t = (r.camera.t_abs(gated) if gated is not None else None) if behind else st.last_frame_t
+            if t is not None:
+                st.lag_s = max(0.0, time.time() - t)
         return st
 
     def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:

@@ -137,8 +137,9 @@ class LiveSpec:
 @dataclass
 class CameraStatus:
     """A live camera now. Times: ``last_frame_t`` on the camera's axis (unix seconds),
-    ``last_frame_wall`` the wall clock at its arrival; ``lag_s``: how far the last frame the
-    gates have seen is behind now (network, decoding and the pipeline's backlog)."""
+    ``last_frame_wall`` the wall clock at its arrival; ``lag_s``: how far ingest is behind live
+    (the last frame's age while the gates keep up, else the age of the last sample they gated:
+    network, decoding and the pipeline's backlog; None unless online or stalled)."""
 
     camera_id: str
     url: str  # credentials redacted
@@ -200,6 +201,7 @@ class LiveCamera:
         self._last_t: float | None = None  # t_abs of the last decoded frame
         self._last_wall: float | None = None
         self._last_mono: float | None = None
+        self.last_sent: float | None = None  # t_rel of the last sample the sink took
         self._in_gap = False
         self._started_wall = clock()
         self.reconnects = self.gaps = self.dropped = 0
@@ -438,7 +440,9 @@ class LiveCamera:
             return
         self.stats.sampled += 1
         f = Frame(cam, t_rel, t_abs, vf.pts, _luma(vf), lambda v=vf: _rgb(v))
-        if not self.sink.frame(f):
+        if self.sink.frame(f):
+            self.last_sent = t_rel
+        else:
             self.dropped += 1
 
 
