@@ -243,3 +243,62 @@ def test_cameras_file_monitors_are_watched_once_and_ended_when_gone(tmp_path, cl
         p.write_text(f'[cameras.door]\nurl = "{clips[0]}"\nrealtime = true\nmonitors = ["a dog"]\n')
         d = eng.reload_cameras(p)
         assert d.monitors_changed == ("door",) and active(eng) == [(("door",), "a dog", "repeat")]
+
+
+def test_failing_cameras_never_slow_a_healthy_one(tmp_path, clips):
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    with Engine(tmp_path / "store", {"ingest": {"fps": 2.0}}, device="cpu") as eng:
+        for k in range(3):  # connections that hang until their timeout, again and again
+            eng.add_camera(f"hang{k}", f"rtsp://127.0.0.1:{silent.getsockname()[1]}/cam", stall_s=1.0,
+                           backoff_s=0.05, backoff_max_s=0.1)
+        eng.add_camera("refused", f"rtsp://127.0.0.1:{free_port()}/cam", backoff_s=0.01, backoff_max_s=0.02)
+        eng.add_camera("ok", str(clips[0]), realtime=True)
+        wait_for("the healthy camera's 4 s", lambda: status_of(eng, "ok").frames_sampled >= 9, 10)
+        ok = status_of(eng, "ok")
+        eng.remove_camera("ok")
+        eng.flush()
+        ms = eng.moments("ok")
+        others = eng.status()
+    silent.close()
+    assert ok.frames_dropped == 0 and codes(ms) == [5 * k for k in range(len(ms))]
+    assert ms[-1].t_abs - ms[0].t_abs == pytest.approx(0.5 * (len(ms) - 1), abs=0.03)  # the clip's own pace
+    assert all(s.state == "connecting" and s.error for s in others) and sum(s.reconnects for s in others) >= 10
+
+
+class _Sink:
+    def __init__(self):
+        self.events = []
+
+    def frame(self, f):
+        return True
+
+    def gap(self, t_start, reason):
+        self.events.append(("gap", reason))
+
+    def resumed(self, t_end):
+        self.events.append(("resumed", t_end))
+
+    def ended(self, error):
+        self.events.append(("ended", error))
+
+
+def test_backoff_doubles_with_jitter_up_to_its_cap():
+    from vam_engine.ingest.live import LiveCamera, LiveSpec
+
+    sink = _Sink()
+    cam = LiveCamera(LiveSpec("c", f"rtsp://127.0.0.1:{free_port()}/cam", backoff_s=0.2, backoff_max_s=0.8,
+                              max_retries=5), sink).start()
+    first_wait = {}  # reconnects so far -> the wait seen first after that failure
+    while not cam.join(0.005):
+        st = cam.status()
+        if st.retry_in_s is not None and st.reconnects not in first_wait:
+            first_wait[st.reconnects] = st.retry_in_s
+    steps = [0.2, 0.4, 0.8, 0.8, 0.8]
+    assert sorted(first_wait) == [0, 1, 2, 3, 4]
+    for k, step in enumerate(steps):
+        assert 0.5 * step - 0.05 <= first_wait[k] <= step, (k, first_wait)
+    assert sink.events[0][0] == "gap" and "refused" in sink.events[0][1].lower()
+    assert sink.events[-1] == ("ended", cam.status().error) and cam.status().error.startswith("gave up after 5")
+    assert [e[0] for e in sink.events] == ["gap", "ended"]  # one loss, reported once
