@@ -203,7 +203,7 @@ def test_as_of_shows_events_as_they_stood_then(mem):
     nodes = _view(mem, as_of=20.0).provisional_nodes()
     assert [(p.event_id, p.open, p.n_frames, p.t_end, p.document) for p in nodes] == [
         (ev[12].event_id, True, 5, 20.0, None)]
-    ans, req = _coarse(_view(mem, as_of=20.0))
+    _, req = _coarse(_view(mem, as_of=20.0))
     texts = "\n".join(p for m in req.messages for p in m.content if isinstance(p, str))
     assert "camera a [12.00s, 20.00s]: still open; 5 frame(s)" in texts
     assert "[12.00s, 30.00s]" not in texts and "[40.00s" not in texts

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -45,15 +46,18 @@ def _unit_mean(vecs) -> np.ndarray | None:
 class ProvisionalReader:
     def __init__(self, db: Database, root):
         self.db = db
-        self.root = root  # the store directory: frame refs are relative to it
+        # frame refs are relative to the store directory; joined as strings (pathlib per
+        # keyframe was most of the time of a question over a long writer backlog)
+        self._prefix = str(root) + os.sep
 
     def nodes(self, cameras, is_leaf: Callable[[int], bool], *, as_of: float | None = None, keyframes: int = 4,
               before: Mapping[str, float] | None = None, limit: int = PER_CAMERA_LIMIT) -> list[ProvisionalNode]:
-        """The provisional nodes of ``cameras``, by camera and time: every event (the newest
-        ``limit`` per camera) that starts by ``as_of`` and is not a forest leaf in view
-        (``is_leaf(event_id)``, and ending by ``as_of``). ``keyframes``: up to that many moments
-        spread evenly over the event, taken only from those at or before ``before[camera]``
-        when given (the caller shows the later seconds otherwise)."""
+        """The provisional nodes of ``cameras``, by camera and time: the events (the newest
+        ``limit`` per camera) that start by ``as_of`` and are no forest leaf in view (a leaf
+        ends by ``as_of``; linked to a forest node in its row, or ``is_leaf(event_id)``, the
+        in-memory forest, which takes a leaf before its row is linked). ``keyframes``: up to
+        that many moments spread evenly over the event, taken only from those at or before
+        ``before[camera]`` when given (the caller shows the later seconds otherwise)."""
         if isinstance(keyframes, bool) or not isinstance(keyframes, int) or keyframes < 0:
             raise ValueError(f"provisional nodes: keyframes must be an int >= 0, got {keyframes!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -61,11 +65,16 @@ class ProvisionalReader:
         conn = self.db.conn()
         rows = []
         for cam in cameras:
-            sql = "SELECT event_id, camera_id, t_start, t_end, keyframes, doc, closed FROM events WHERE camera_id=?"
+            # a leaf's row has its forest node id (set once the forest took it): those are
+            # skipped here, unless ``as_of`` cuts them (then the leaf is not in view)
+            sql = ("SELECT event_id, camera_id, t_start, t_end, keyframes, doc, closed FROM events WHERE camera_id=?"
+                   " AND (forest_node_id IS NULL OR closed=0 OR doc IS NULL")
             args: list = [cam]
             if as_of is not None:
-                sql += " AND t_start<=?"
-                args.append(float(as_of))
+                sql += " OR t_end>?) AND t_start<=?"
+                args += [float(as_of), float(as_of)]
+            else:
+                sql += ")"
             got = conn.execute(sql + " ORDER BY t_start DESC, event_id DESC LIMIT ?", args + [limit]).fetchall()
             rows += reversed(got)
         whole, partial = [], []  # closed and wholly in view / open or clipped by as_of
@@ -86,7 +95,7 @@ class ProvisionalReader:
 
     def _node(self, r, t_end: float, n: int, is_open: bool, picks: list, emb, doc) -> ProvisionalNode:
         return ProvisionalNode(r[0], r[1], float(r[2]), float(t_end), n, is_open, tuple(int(p[0]) for p in picks),
-                               tuple(float(p[1]) for p in picks), tuple(str(self.root / p[2]) for p in picks),
+                               tuple(float(p[1]) for p in picks), tuple(self._prefix + p[2] for p in picks),
                                emb, doc)
 
     def _partial(self, conn, r, as_of, keyframes, before) -> ProvisionalNode | None:

@@ -313,8 +313,8 @@ class TwoPhaseAnswerer:
         mine = [p for p in nodes if p.camera_id == cam]
         if not mine:
             return []
-        parts = [f"Camera {cam}, recent events not in the event memory yet (PROVISIONAL: not described "
-                 "in the event memory yet; their time range, frame count and keyframes):"]
+        parts = [(f"Camera {cam}, recent events not in the event memory yet (PROVISIONAL: not described "
+                  "there yet; their time range, frame count and keyframes):")]
         for p in mine:
             parts.append("- provisional event, " + self._provisional_line(p))
             for t, path in zip(p.keyframe_times, p.frame_paths):
