@@ -126,6 +126,9 @@ class IndexPipeline:
         """``observe(camera, t, rgb)``: the working memory's feed. ``present_fps``: the rate
         decoders feed it at from decode (None: only the gated frames feed it); fixed for the
         pipeline's life. ``present_side``: the long side those frames are scaled to."""
+        if present_fps is not None and (isinstance(present_fps, bool) or not isinstance(present_fps, (int, float))
+                                        or not 0 < present_fps < float("inf")):
+            raise ValueError(f"IndexPipeline: present_fps must be a positive number or None, got {present_fps!r}")
         if present_fps is not None and observe is None:
             raise ValueError("IndexPipeline: present_fps needs observe (where the present's frames go)")
         if isinstance(present_side, bool) or not isinstance(present_side, int) or present_side < 1:
