@@ -9,8 +9,8 @@ import threading
 
 import numpy as np
 import pytest
-
 from _clips import read_code, write_clip
+
 from vam_engine.engine import Engine
 from vam_engine.ingest import PyAVDecoder
 from vam_engine.ingest.frame import PresentFrame
@@ -205,3 +205,64 @@ def test_the_working_memory_keeps_one_frame_per_cell_of_a_jittered_feed():
     have = sorted({math.floor(t * 2 + 1e-6) for t in ts if math.floor(t * 2 + 1e-6) > math.floor(now * 2) - 16})
     assert cells == have and len(short) <= 16
     assert len(medium) == 32
+
+
+class _ArrayBody:
+    """A decoder body the way the GPU bodies are built (``_timed`` of every decoded frame, a
+    ``hold`` that copies, ``make`` through ``_frame``), over numpy frames: the generic present
+    path (``DecoderBody._show`` and ``fit_rgb``) without a GPU."""
+
+    def __new__(cls, n, fps, *, keyframes_only=False, tensor=False):
+        from vam_engine.ingest.frame import StreamInfo
+        from vam_engine.ingest.source import DecoderBody
+
+        class Body(DecoderBody):
+            name = "arrays"
+
+            def __init__(self):
+                self._setup("arrays://", "cam", fps, keyframes_only, None)
+                self.info = StreamInfo("arrays://", "raw", 1000, 600, FPS, n / FPS, None, None)
+                self.held = 0
+
+            def _hold(self, payload):
+                self.held += 1
+                return payload.copy()
+
+            def _make(self, t, held):
+                out = held
+                if tensor:
+                    import torch
+
+                    out = torch.from_numpy(held)
+                return self._frame(t, None, held[..., 0], lambda: out)
+
+            def __iter__(self):
+                timed = ((i / FPS, np.full((600, 1000, 3), i % 256, np.uint8)) for i in range(n))
+                if keyframes_only:  # every 10th frame is a keyframe; the others only the present may take
+                    from vam_engine.ingest.sampler import PresentOnly
+
+                    timed = ((t, a if round(t * FPS) % 10 == 0 else PresentOnly(a)) for t, a in timed)
+                yield from self._sample(timed, self._make, self._hold)
+
+        return Body()
+
+
+@pytest.mark.parametrize("keyframes_only,tensor", [(False, False), (True, False), (False, True)])
+def test_the_generic_present_path_of_the_other_decoder_bodies(keyframes_only, tensor):
+    if tensor:
+        pytest.importorskip("torch")
+    plain = [f.t_rel for f in _ArrayBody(100, 0.5, keyframes_only=keyframes_only)]
+    body = _ArrayBody(100, 0.5, keyframes_only=keyframes_only, tensor=tensor)
+    body.want_present(2.0)
+    samples, present = [], []
+    for f in body:
+        if isinstance(f, PresentFrame):
+            arr = f.rgb(448)
+            assert isinstance(arr, np.ndarray) and arr.shape == (200, 334, 3)  # strided by 3 to fit 448
+            assert int(arr[0, 0, 0]) == round(f.t_rel * FPS) % 256
+            present.append(f.t_rel)
+        else:
+            samples.append(f.t_rel)
+    assert samples == plain and present == pytest.approx([0.5 * k for k in range(20)])
+    # every sample (and every keyframe) here is also a present frame: each was held (copied) once
+    assert set(samples) <= set(present) and body.held == len(present)
