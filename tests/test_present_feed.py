@@ -207,52 +207,50 @@ def test_the_working_memory_keeps_one_frame_per_cell_of_a_jittered_feed():
     assert len(medium) == 32
 
 
-class _ArrayBody:
+def _array_body(n, fps, *, keyframes_only=False, tensor=False):
     """A decoder body the way the GPU bodies are built (``_timed`` of every decoded frame, a
     ``hold`` that copies, ``make`` through ``_frame``), over numpy frames: the generic present
     path (``DecoderBody._show`` and ``fit_rgb``) without a GPU."""
+    from vam_engine.ingest.frame import StreamInfo
+    from vam_engine.ingest.source import DecoderBody
 
-    def __new__(cls, n, fps, *, keyframes_only=False, tensor=False):
-        from vam_engine.ingest.frame import StreamInfo
-        from vam_engine.ingest.source import DecoderBody
+    class Body(DecoderBody):
+        name = "arrays"
 
-        class Body(DecoderBody):
-            name = "arrays"
+        def __init__(self):
+            self._setup("arrays://", "cam", fps, keyframes_only, None)
+            self.info = StreamInfo("arrays://", "raw", 1000, 600, FPS, n / FPS, None, None)
+            self.held = 0
 
-            def __init__(self):
-                self._setup("arrays://", "cam", fps, keyframes_only, None)
-                self.info = StreamInfo("arrays://", "raw", 1000, 600, FPS, n / FPS, None, None)
-                self.held = 0
+        def _hold(self, payload):
+            self.held += 1
+            return payload.copy()
 
-            def _hold(self, payload):
-                self.held += 1
-                return payload.copy()
+        def _make(self, t, held):
+            out = held
+            if tensor:
+                import torch
 
-            def _make(self, t, held):
-                out = held
-                if tensor:
-                    import torch
+                out = torch.from_numpy(held)
+            return self._frame(t, None, held[..., 0], lambda: out)
 
-                    out = torch.from_numpy(held)
-                return self._frame(t, None, held[..., 0], lambda: out)
+        def __iter__(self):
+            timed = ((i / FPS, np.full((600, 1000, 3), i % 256, np.uint8)) for i in range(n))
+            if keyframes_only:  # every 10th frame is a keyframe; the others only the present may take
+                from vam_engine.ingest.sampler import PresentOnly
 
-            def __iter__(self):
-                timed = ((i / FPS, np.full((600, 1000, 3), i % 256, np.uint8)) for i in range(n))
-                if keyframes_only:  # every 10th frame is a keyframe; the others only the present may take
-                    from vam_engine.ingest.sampler import PresentOnly
+                timed = ((t, a if round(t * FPS) % 10 == 0 else PresentOnly(a)) for t, a in timed)
+            yield from self._sample(timed, self._make, self._hold)
 
-                    timed = ((t, a if round(t * FPS) % 10 == 0 else PresentOnly(a)) for t, a in timed)
-                yield from self._sample(timed, self._make, self._hold)
-
-        return Body()
+    return Body()
 
 
 @pytest.mark.parametrize("keyframes_only,tensor", [(False, False), (True, False), (False, True)])
 def test_the_generic_present_path_of_the_other_decoder_bodies(keyframes_only, tensor):
     if tensor:
         pytest.importorskip("torch")
-    plain = [f.t_rel for f in _ArrayBody(100, 0.5, keyframes_only=keyframes_only)]
-    body = _ArrayBody(100, 0.5, keyframes_only=keyframes_only, tensor=tensor)
+    plain = [f.t_rel for f in _array_body(100, 0.5, keyframes_only=keyframes_only)]
+    body = _array_body(100, 0.5, keyframes_only=keyframes_only, tensor=tensor)
     body.want_present(2.0)
     samples, present = [], []
     for f in body:
