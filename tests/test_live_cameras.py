@@ -302,3 +302,19 @@ def test_backoff_doubles_with_jitter_up_to_its_cap():
     assert sink.events[0][0] == "gap" and "refused" in sink.events[0][1].lower()
     assert sink.events[-1] == ("ended", cam.status().error) and cam.status().error.startswith("gave up after 5")
     assert [e[0] for e in sink.events] == ["gap", "ended"]  # one loss, reported once
+
+
+def test_a_live_camera_feeds_the_present_from_decode_when_a_model_reads_it(tmp_path, clips):
+    cfg = {"ingest": {"fps": 0.25}, "writer": {"enabled": False}, "retention": {"enabled": False}}
+    judge = ScriptedLLM(lambda req: "{}")
+    with Engine(tmp_path / "store", cfg, device="cpu", llm=judge) as eng:
+        eng.add_camera("door", str(clips[0]), realtime=True)
+        wait_for("2.5 s of the camera", lambda: status_of(eng, "door").frames_decoded >= 25, 10)
+        t = eng.working.latest("door")
+        short, _ = eng.working.window("door", t)
+        sampled = status_of(eng, "door").frames_sampled
+        eng.remove_camera("door")
+    ts = [t for _, t in short]
+    assert sampled <= 1 and len(ts) >= 4  # the index takes a frame every 4 s, the present every 0.5 s
+    assert all(0.45 < b - a < 0.75 for a, b in zip(ts, ts[1:]))
+    assert all(max(a.shape[:2]) <= eng.working.max_side for a, _ in short)

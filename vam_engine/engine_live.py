@@ -140,7 +140,8 @@ class LiveCameras:
             # and what an earlier run of the camera left held or open closes.
             pipe.gap(state.source_id)
             feed = _Feed(self, pipe, cam, state.source_id, live_spec)
-            camera = LiveCamera(live_spec, feed, observe=eng.working.observe)
+            camera = LiveCamera(live_spec, feed, observe=pipe.observe, present_fps=pipe.present_fps,
+                                present_side=pipe.present_side)  # without present_fps: the gated frames
             src.decoder = camera  # the pipeline's progress reads its DecodeStats
             running = _Running(spec, camera, feed, report, src)
             self._cams[cam] = running

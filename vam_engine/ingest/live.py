@@ -33,17 +33,17 @@ from typing import Callable, Iterator, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import av
+from av.video.reformatter import VideoReformatter
 
 from ..errors import SourceError
 from .frame import DecodeStats, Frame
-from .pyav_decoder import _luma, _rgb, video_stream
+from .pyav_decoder import _luma, _rgb, _small_rgb, video_stream
 from .sampler import TickSampler
 
 _NETWORK = {"rtsp": "rtsp", "rtsps": "rtsp", "rtmp": "rtmp", "rtmps": "rtmp", "http": "http", "https": "http",
             "udp": "stream", "tcp": "stream", "srt": "stream"}
 _SECRET_QUERY = re.compile(r"(?i)((?:password|passwd|pwd|pass|token|key|auth|secret|signature)=)[^&]*")
 STATES = ("online", "connecting", "stalled", "offline")
-PRESENT_FPS = 2.0  # decoded frames offered to the present (working memory) per second
 # Demuxers whose timestamps are made up (MJPEG over HTTP: a nominal 25 fps whatever the camera
 # sends): their frames are timed by arrival.
 _UNTIMED_FORMATS = {"mpjpeg", "mjpeg", "jpeg_pipe", "image2pipe"}
@@ -187,10 +187,15 @@ class LiveCamera:
     its next frame, or when a blocked read times out: at most ``stall_s``); ``status()``."""
 
     def __init__(self, spec: LiveSpec, sink: LiveSink, *, observe: Callable | None = None,
-                 clock: Callable[[], float] = time.time):
+                 present_fps: float | None = None, present_side: int = 448, clock: Callable[[], float] = time.time):
         self.spec = spec
         self.sink = sink
-        self.observe = observe  # observe(camera_id, t_abs, rgb): the present, at PRESENT_FPS
+        # observe(camera_id, t_abs, rgb): the present (working memory), fed from decode at
+        # present_fps with frames fitted in present_side (as the index pipeline's decoders do)
+        self.observe = observe if present_fps else None
+        self.present_interval = 1.0 / present_fps if present_fps else math.inf
+        self.present_side = present_side
+        self._scaler = VideoReformatter()  # keeps its swscale context from frame to frame
         self.clock = clock
         self.stats = DecodeStats()  # read by the pipeline's progress reports
         self._stop = threading.Event()
@@ -428,10 +433,10 @@ class LiveCamera:
         self._last_t, self._last_wall, self._last_mono = t_abs, self.clock(), mono
         self._set_state("online")
         cam = self.spec.camera_id
-        if self.observe is not None and mono >= self._next_present:
-            self._next_present = mono + 1.0 / PRESENT_FPS
+        if self.observe is not None and t_abs >= self._next_present:  # on the stream's time, like the decoders
+            self._next_present = t_abs + self.present_interval
             try:
-                self.observe(cam, t_abs, _rgb(vf))
+                self.observe(cam, t_abs, _small_rgb(vf, self.present_side, self._scaler))
             except Exception as e:  # noqa: BLE001 - the present is a reader's aid: never a reason to reconnect
                 if len(self.stats.errors) < 5:
                     self.stats.errors.append(f"the present did not take a frame: {type(e).__name__}: {e}")
