@@ -318,3 +318,41 @@ def test_a_live_camera_feeds_the_present_from_decode_when_a_model_reads_it(tmp_p
     assert sampled <= 1 and len(ts) >= 4  # the index takes a frame every 4 s, the present every 0.5 s
     assert all(0.45 < b - a < 0.75 for a, b in zip(ts, ts[1:]))
     assert all(max(a.shape[:2]) <= eng.working.max_side for a, _ in short)
+
+
+def test_a_killed_engine_leaves_a_gap_the_next_run_records(tmp_path, clips):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    store, clip = tmp_path / "store", clips[0]
+    repo = Path(__file__).resolve().parent.parent
+    script = (
+        "import os, signal, time\n"
+        "from vam_engine.engine import Engine\n"
+        f"eng = Engine({str(store)!r}, {{'ingest': {{'fps': 2.0}}}}, device='cpu')\n"
+        f"eng.add_camera('door', {str(clip)!r}, realtime=True)\n"
+        "t0 = time.time()\n"
+        "while eng.status('door')[0].frames_kept < 4 and time.time() - t0 < 20:\n"
+        "    time.sleep(0.05)\n"
+        "eng.flush()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    time.sleep(1.0)
+    with Engine(store, {"ingest": {"fps": 2.0}}, device="cpu") as eng:
+        before = eng.moments("door")
+        eng.add_camera("door", str(clip), realtime=True)
+        wait_for("the second run's samples", lambda: status_of(eng, "door").frames_kept >= 2, 10)
+        eng.remove_camera("door")
+        eng.flush()
+        after = eng.moments("door")
+        (gap,) = eng.gaps("door")
+    assert len(before) >= 4 and {m.moment_id for m in before} <= {m.moment_id for m in after}
+    assert all(os.path.isfile(m.frame_path) for m in after)
+    run2 = [m for m in after if m.moment_id not in {b.moment_id for b in before}]
+    assert "not watched" in gap.reason and gap.ended_by == "frame"
+    assert gap.t_start == pytest.approx(before[-1].t, abs=1e-6)  # every sample of the clip is kept
+    assert gap.t_end == pytest.approx(run2[0].t, abs=1e-6) and gap.t_end - gap.t_start > 1.0

@@ -40,17 +40,30 @@ class _Feed:
         self.done = False  # its source ended (a file's end, gave up, removed)
         self.gap_id: int | None = None
         self.stale: list[int] = []  # gaps an earlier process left open: this run's first sample ends them
+        self.prev_end: float | None = None  # camera axis: the last sample the camera's previous run committed
+        self.first = True
         self.timeout = min(0.5, 1.0 / spec.fps)  # the longest a sample waits for room in the queue
 
     def frame(self, frame) -> bool:
         with self.lock:
             if self.closed or self.done:
                 return False
-            if self.stale:
-                for i in self.stale:
-                    self.live.gaps_repo.close(i, frame.t_abs, "frame")
-                self.stale = []
+            if self.first:
+                self._first(frame)
             return self.pipe.offer_frame(frame, self.source_id, self.timeout)
+
+    def _first(self, frame) -> None:
+        """This run's first sample: record its epoch (t_abs at t_rel 0: a later run finds where
+        this one stopped), and end the time without video since the camera's previous run."""
+        self.first = False
+        self.live.engine.store.sources.update_info(self.source_id, epoch=frame.t_abs - frame.t_rel)
+        for i in self.stale:  # an outage a killed process left open: it ends here
+            self.live.gaps_repo.close(i, frame.t_abs, "frame")
+        if not self.stale and self.prev_end is not None and frame.t_abs - self.prev_end > 2.0 / self.spec.fps:
+            self.live.gaps_repo.add_closed(self.camera_id, self.source_id, self.prev_end, frame.t_abs,
+                                           "not watched: no run of this live camera (the engine was stopped or "
+                                           "killed, or the camera removed)")
+        self.stale = []
 
     def gap(self, t_start: float, reason: str) -> None:
         with self.lock:
@@ -132,6 +145,7 @@ class LiveCameras:
             self._set_gate(cam, gate)
             url = redact(spec.url)
             sampling = f"fps={live_spec.fps:g},live"
+            prev_end = self._previous_end(cam)
             state = eng.store.sources.open(cam, url, f"live:{url}@{time.time():.6f}", sampling,
                                            info={"kind": live_spec.kind, "realtime": live_spec.realtime})
             report = SourceReport(cam, url, decoder="pyav-live")
@@ -147,8 +161,18 @@ class LiveCameras:
             self._cams[cam] = running
             # An outage of an earlier process (a gap it left open) ends with this run's first sample.
             feed.stale = [g.gap_id for g in self.gaps_repo.list(cam) if g.open]
+            feed.prev_end = prev_end
             camera.start()
             return self._status(running)
+
+    def _previous_end(self, cam: str) -> float | None:
+        """Camera axis of the last sample the camera's previous live run committed, if any."""
+        sources = self.engine.store.sources
+        prev = sources.latest(cam, ",live")
+        if prev is None or prev.progress_t is None:
+            return None
+        epoch = sources.info(prev.source_id).get("epoch")
+        return None if epoch is None else epoch + prev.progress_t
 
     def _set_gate(self, cam: str, gate: dict) -> None:
         from .config import GateConfig

@@ -47,6 +47,15 @@ class GapRepository:
                                "VALUES (?, ?, ?, ?, ?)", (camera_id, source_id, float(t_start), reason, time.time()))
             return int(cur.lastrowid)
 
+    def add_closed(self, camera_id: str, source_id: int | None, t_start: float, t_end: float, reason: str) -> int:
+        """A gap known only once it is over (between two runs of a camera)."""
+        now = time.time()
+        with self.db.transaction() as conn:
+            cur = conn.execute("INSERT INTO gaps (camera_id, source_id, t_start, t_end, reason, ended_by, created_at, "
+                               "closed_at) VALUES (?, ?, ?, ?, ?, 'frame', ?, ?)",
+                               (camera_id, source_id, float(t_start), float(t_end), reason, now, now))
+            return int(cur.lastrowid)
+
     def close(self, gap_id: int, t_end: float | None, ended_by: str) -> None:
         if ended_by not in ENDED_BY:
             raise ValueError(f"gap {gap_id}: ended_by must be one of {ENDED_BY}, got {ended_by!r}")
