@@ -356,3 +356,12 @@ def test_a_killed_engine_leaves_a_gap_the_next_run_records(tmp_path, clips):
     assert "not watched" in gap.reason and gap.ended_by == "frame"
     assert gap.t_start == pytest.approx(before[-1].t, abs=1e-6)  # every sample of the clip is kept
     assert gap.t_end == pytest.approx(run2[0].t, abs=1e-6) and gap.t_end - gap.t_start > 1.0
+
+
+def test_an_unreadable_file_camera_goes_offline_with_its_error(tmp_path):
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(b"\x00not a video" * 1000)
+    with Engine(tmp_path / "store", device="cpu") as eng:
+        eng.add_camera("bad", str(bad), realtime=True)
+        st = wait_for("offline", lambda: (s := status_of(eng, "bad")).state == "offline" and s, 5)
+    assert st.error.startswith("cannot connect:") and st.reconnects == 0 and st.gaps == 0

@@ -226,13 +226,6 @@ class LiveCamera:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
-    def t_rel(self, t_abs: float) -> float | None:
-        return None if self._epoch is None else t_abs - self._epoch
-
     def t_abs(self, t_rel: float) -> float | None:
         return None if self._epoch is None else self._epoch + t_rel
 
@@ -291,6 +284,10 @@ class LiveCamera:
                 err = f"{type(e).__name__}: {e}"
             if self._stop.is_set():
                 break
+            if spec.kind == "file":  # a local file's error is not going away: replaying it would loop
+                self._set_state("offline", err)
+                self.sink.ended(err)
+                return
             if not self._in_gap:
                 self._in_gap = True
                 self.gaps += 1
@@ -303,7 +300,8 @@ class LiveCamera:
                 self._set_state("offline", why)
                 self.sink.ended(why)
                 return
-            delay = min(spec.backoff_max_s, spec.backoff_s * 2 ** (failures - 1)) * random.uniform(0.5, 1.0)
+            step = spec.backoff_s * 2.0 ** min(failures - 1, 60)  # bounded: a week of retries must not overflow
+            delay = min(spec.backoff_max_s, step) * random.uniform(0.5, 1.0)
             self._set_state("connecting", err)
             self._retry_at = self.clock() + delay
             self._stop.wait(delay)
