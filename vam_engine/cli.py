@@ -170,7 +170,7 @@ def _wait_for_documents(eng, quiet: bool) -> None:
 
 
 def cmd_index(args) -> int:
-    if args.live or args.realtime:
+    if getattr(args, "live", False) or getattr(args, "realtime", False):  # demo reuses this without them
         from .live_cli import cmd_index_live
 
         return cmd_index_live(args)
