@@ -90,4 +90,5 @@ def test_mjpeg_camera_is_timed_by_arrival(tmp_path):
     # MJPEG's demuxer stamps a nominal 25 fps: frames are timed by arrival (10 fps here) instead
     assert 8 < st.input_fps < 12 and len(ms) >= 5
     c = codes(ms)
-    assert c == sorted(set(c)) and all(3 <= b - a <= 7 for a, b in zip(c, c[1:]))  # a sample every ~5 frames
+    steps = [b - a for a, b in zip(c, c[1:])]  # frames between samples: ~5 (arrival times jitter)
+    assert c == sorted(set(c)) and all(1 <= d <= 12 for d in steps) and 3.5 <= sum(steps) / len(steps) <= 6.5
