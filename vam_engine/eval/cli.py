@@ -36,6 +36,8 @@ def add_parser(sub, parents) -> None:
     sp.add_argument("--fps", type=float, default=2.0, help="the protocol's ingest rate (default 2, StreamArena's)")
     sp.add_argument("--reactive", choices=("pause", "race"), default="pause",
                     help="pause the stream clock while a question is answered, or let the answer race ingest")
+    sp.add_argument("--proactive", choices=("drain", "realtime"), default="drain",
+                    help="monitors judge every due check before the next frame (drain), or the stream runs at 1x")
     sp.add_argument("--mode", choices=("auto", "two_phase", "agentic"), default="auto", help="Engine.ask mode")
     sp.add_argument("--concurrency", type=int, default=1, help="videos at once (default 1)")
     sp.add_argument("--store", choices=("per_run", "per_video"), default="per_run",
@@ -89,6 +91,7 @@ def cmd_eval(args) -> int:
     llm = _model(args.llm, cfg.device)
     judge = Judge(_model(args.judge, cfg.device), out / "judge_cache.jsonl") if args.judge else None
     dcfg = DriverConfig(fps=args.fps, reactive=args.reactive, ask_mode=args.mode, concurrency=args.concurrency,
+                        proactive=args.proactive,
                         baselines=tuple(b for b in args.baseline.split(",") if b), uniform_k=args.uniform_k,
                         store=args.store)
     by_video = suite.by_video()

@@ -6,9 +6,12 @@ replayed from the start).
 
 Reactive questions pause the stream clock while answered (``reactive="pause"``, StreamArena's
 protocol) or race the stream (``"race"``: frames keep arriving at 1x real time while the answer
-is computed). Proactive cases never pause ingestion; while a monitor waits the stream is paced
-at ``proactive_pace`` x real time (monitors check on stream time off the ingest path, so an
-unpaced replay would outrun them), and a case ends ``tail_s`` after its event.
+is computed). Proactive cases never pause the clock for an answer, but monitors check on
+stream time off the ingest path, so an unpaced replay would outrun them: with
+``proactive="drain"`` (the default) each frame pushed while a monitor waits is followed by
+``Engine.wait_for_monitors`` (every check due is judged before the next frame, as if the model
+kept up); with ``"realtime"`` the stream is paced at 1x real time and checks the model cannot
+keep up with are dropped, as live. A case ends ``tail_s`` after its event.
 """
 from __future__ import annotations
 
@@ -37,16 +40,20 @@ class DriverConfig:
     ask_mode: str = "auto"           # Engine.ask mode
     concurrency: int = 1             # videos at once
     tail_s: float = 30.0             # a proactive case ends this long after its event
-    proactive_pace: float = 1.0      # x real time while a monitor waits (0: unpaced)
+    proactive: str = "drain"         # "drain" | "realtime": how the stream waits for monitor checks
     baselines: tuple = ()            # of baselines.BASELINES
     uniform_k: int = 32              # frames of the uniform baseline at most
     max_side: int = 640              # decoded frames are shrunk to this longest side
     store: str = "per_run"           # "per_run" (one store, a fresh camera per video) | "per_video"
-    watch: dict = field(default_factory=dict)  # extra Engine.watch arguments (every_s, frames, ...)
+    # Engine.watch arguments: a check every second of stream time (the engine's default 2 s is
+    # as wide as TimeOK's whole late margin)
+    watch: dict = field(default_factory=lambda: {"every_s": 1.0})
 
     def __post_init__(self):
         if self.reactive not in ("pause", "race"):
             raise ValueError(f"reactive must be pause or race, got {self.reactive!r}")
+        if self.proactive not in ("drain", "realtime"):
+            raise ValueError(f"proactive must be drain or realtime, got {self.proactive!r}")
         if self.store not in ("per_run", "per_video"):
             raise ValueError(f"store must be per_run or per_video, got {self.store!r}")
         bad = [b for b in self.baselines if b not in B.BASELINES]
@@ -295,6 +302,8 @@ class _VideoRun:
                 self._pace(t)
                 self.eng.push(self.cam, rgb, t, t_abs=None if self.video.origin_abs is None else self.video.axis(t))
                 self.t = t
+                if self.watching and self.cfg.proactive == "drain":
+                    self.eng.wait_for_monitors()
                 self.last4.append((t, rgb))
                 self._collect_races(block=False)
             if self.t >= 0:
@@ -308,7 +317,7 @@ class _VideoRun:
                 self._pool.shutdown(wait=True)
 
     def _pace(self, t: float) -> None:
-        speed = 1.0 if self.racing else (self.cfg.proactive_pace if self.watching else 0.0)
+        speed = 1.0 if self.racing or (self.watching and self.cfg.proactive == "realtime") else 0.0
         if speed <= 0:
             self._pace_anchor = None
             return
@@ -410,6 +419,7 @@ class _VideoRun:
             self.watching.remove(item)
             r = self._result(q, ENGINE)
             try:
+                self.eng.wait_for_monitors(timeout=60.0)
                 alerts = [a for a in self.eng.alerts(monitor_id=m.monitor_id)
                           if a.t >= self.video.axis(q.time) - 1e-9]
                 self.eng.unwatch(m.monitor_id)

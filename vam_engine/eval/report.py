@@ -46,7 +46,7 @@ def _fmt(v) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:.2f}" if abs(v) < 10 and v != round(v) and not float(v).is_integer() else f"{v:.1f}"
+        return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}"
     return str(v)
 
 

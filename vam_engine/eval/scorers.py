@@ -42,6 +42,9 @@ def extract_option(response: str | None, options) -> str | None:
     valid = LETTERS[:n]
     s = response.strip()
     texts = [_norm(option_text(o)) for o in options]
+    hedge = re.search(r"(?<![A-Za-z])\(?([A-Z])\)?\s+or\s+\(?([A-Z])(?![A-Za-z])", s)
+    if hedge and hedge.group(1) in valid and hedge.group(2) in valid and hedge.group(1) != hedge.group(2):
+        return None  # "B or C" picks neither
     # 1. the response opens with a letter standing alone: "B", "(B)", "B.", "B)", "B:", "**B**"
     m = re.match(r"^[\s*_`\"']*(\()?([A-Z])(\))?([.:,]?)(?=$|[\s*_`\"'])(.*)$", s, re.S)
     if m and m.group(2) in valid:
