@@ -44,6 +44,10 @@ class DriverConfig:
     baselines: tuple = ()            # of baselines.BASELINES
     uniform_k: int = 32              # frames of the uniform baseline at most
     max_side: int = 640              # decoded frames are shrunk to this longest side
+    # pause mode: before each question the memory writer and the QA history of earlier answers
+    # catch up with the frames pushed so far (the clock is stopped; a replay is then the same
+    # every time); race mode never waits
+    settle: bool = True
     store: str = "per_run"           # "per_run" (one store, a fresh camera per video) | "per_video"
     # Engine.watch arguments: a check every second of stream time (the engine's default 2 s is
     # as wide as TimeOK's whole late margin)
@@ -344,6 +348,10 @@ class _VideoRun:
             self.d._emit(self._baseline(q, m))
 
     def _ask_engine(self, q: EvalQuestion) -> EvalResult:
+        if self.cfg.reactive == "pause" and self.cfg.settle:
+            self.eng.flush()
+            self.eng.wait_for_documents(timeout=600.0)
+            self.eng.wait_for_answers(timeout=600.0)
         t0 = time.perf_counter()
         try:
             ans = self.eng.ask(B.question_text(q), as_of=self.video.axis(q.time), camera=self.cam,
