@@ -145,7 +145,7 @@ class Progress:
             return
         asked = len({(r.video, r.qid) for r in self._res})
         parts = [f"eval: videos {self.done_videos}/{self.videos}, questions {asked}/{self.questions}"]
-        for m in dict.fromkeys(r.method for r in self._res):
+        for m in sorted(dict.fromkeys(r.method for r in self._res), key=lambda m: m != ENGINE):
             scored = [r for r in self._res if r.method == m and r.correct is not None]
             lat = [r.latency_s for r in self._res if r.method == m and r.latency_s is not None]
             if scored:

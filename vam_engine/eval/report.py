@@ -31,7 +31,8 @@ class Table:
 
     def text(self) -> str:
         head = ["method"] + self.columns
-        body = [[label] + [_fmt(v) for v in vals] for label, vals in self.rows]
+        digits = 1 if self.unit == "%" else 2
+        body = [[label] + [_fmt(v, 2 if "/" in label else digits) for v in vals] for label, vals in self.rows]
         widths = [max(len(str(r[i])) for r in [head] + body) for i in range(len(head))]
         line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
         return "\n".join([f"{self.title} ({self.unit})", line(head), "  ".join("-" * w for w in widths)]
@@ -42,12 +43,10 @@ class Table:
                 "rows": [{"method": label, "values": dict(zip(self.columns, vals))} for label, vals in self.rows]}
 
 
-def _fmt(v) -> str:
+def _fmt(v, digits: int) -> str:
     if v is None:
         return "-"
-    if isinstance(v, float):
-        return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}"
-    return str(v)
+    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
 def _acc(rs) -> float | None:
