@@ -173,3 +173,53 @@ def test_a_finished_video_is_not_replayed(tmp_path, clip):
     m = Model(["First?"])
     again = _run(tmp_path, clip, qs, m, results=path)
     assert again.status == "completed" and not m.seen and len(again.results) == 1
+
+
+def test_absolute_multi_segment_stream_and_ref_at_300(tmp_path, clip):
+    origin = 300.0 * 5666666  # on a 5-minute edge, so the bins are easy to work out
+    day = 86400.0
+    video = EvalVideo("life", (Segment(clip.segments[0].path, 0.0), Segment(clip.segments[0].path, day)), origin)
+    from vam_engine.eval.records import Interval
+
+    qs = [EvalQuestion("near", "life", day + 5.0, "What is here now?", "x", evidence=(Interval(day + 1, day + 9),),
+                       benchmark="mmlifelong"),
+          EvalQuestion("far", "life", day + 6.0, "What was here yesterday?", "x", evidence=(Interval(1.0, 9.0),),
+                       benchmark="mmlifelong")]
+    m = Model([q.question for q in qs])
+    llm = ScriptedLLM(m)
+    host = EngineHost(tmp_path / "stores", CFG, llm, per_video=False)
+    try:
+        out = Driver(host, llm, DriverConfig(), tmp_path / "r.jsonl").run({"life": video}, {"life": qs})
+        shown = [t for tag, t in m.seen["What is here now?"] if t is not None]
+        assert shown and max(shown) <= 5.0 + 1e-6  # the second recording's frames up to the question
+    finally:
+        host.close()
+    near, far = out.results
+    assert near.evidence and all(day <= a <= b <= day + 5.0 + 1e-6 for a, b in near.evidence)
+    assert near.ref300 == 1.0  # the predicted interval lies in the annotated 5-minute bin
+    assert far.ref300 == 0.0   # a day apart
+
+
+def test_videos_run_concurrently_and_the_model_outlives_each_engine(tmp_path, clip):
+    closed = []
+
+    class Closing(ScriptedLLM):
+        def close(self):
+            closed.append(True)
+
+    v2 = EvalVideo("coded2", clip.segments)
+    qs1 = [_q("a", 2.0, "First video?"), _q("b", 4.0, "First video later?")]
+    qs2 = [EvalQuestion("c", "coded2", 3.0, "Second video?", "r")]
+    m = Model(["First video?", "First video later?", "Second video?"])
+    llm = Closing(m)
+    host = EngineHost(tmp_path / "stores", CFG, llm, per_video=True)  # each video's engine closes
+    try:
+        out = Driver(host, llm, DriverConfig(concurrency=2), tmp_path / "r.jsonl").run(
+            {"coded": clip, "coded2": v2}, {"coded": qs1, "coded2": qs2})
+    finally:
+        host.close()
+    assert out.status == "completed" and [r.qid for r in out.results] == ["a", "b", "c"]
+    assert all(r.error is None for r in out.results) and not closed  # the caller closes the model it made
+    for q in qs1 + qs2:
+        assert max(t for _, t in m.seen[q.question] if t is not None) <= q.time + 1e-6
+

@@ -86,7 +86,7 @@ def cmd_eval(args) -> int:
     if args.text_model:
         over["embed"] = {"text_model": args.text_model}
     cfg = EngineConfig.load(args.config, device=args.device, **over)
-    if cfg.embed.text_model is None:  # the memory writer embeds its documents: a small default
+    if cfg.embed.text_model is None and cfg.embed.body == "descriptor":  # documents need a text embedder
         cfg = EngineConfig.load(args.config, device=args.device, **over, embed={"text_model": "minilm"})
     llm = _model(args.llm, cfg.device)
     judge = Judge(_model(args.judge, cfg.device), out / "judge_cache.jsonl") if args.judge else None

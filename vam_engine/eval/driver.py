@@ -180,20 +180,34 @@ class Scorer:
             r.correct = bool(r.correct and r.time_ok)
 
 
+class _Borrowed:
+    """The run's model as an engine sees it: everything delegated but ``close`` (an engine
+    closes its model; the next video's engine and the baselines still need this one)."""
+
+    def __init__(self, llm):
+        self._llm = llm
+
+    def __getattr__(self, name):
+        return getattr(self._llm, name)
+
+    def close(self) -> None:
+        pass
+
+
 class EngineHost:
     """Where each video's camera lives: one engine for the run (``per_run``) or a fresh
     engine in a fresh store per video (``per_video``)."""
 
     def __init__(self, root: Path, config, llm, per_video: bool):
-        self.root, self.config, self.llm, self.per_video = Path(root), config, llm, per_video
+        self.root, self.config, self.llm, self.per_video = Path(root), config, _Borrowed(llm), per_video
         self._shared = None
         self._lock = threading.Lock()
 
-    def open(self, video_id: str):
+    def open(self, video_id: str, cam: str):
         from ..engine import Engine
 
         if self.per_video:
-            d = self.root / camera_id(video_id)
+            d = self.root / cam
             shutil.rmtree(d, ignore_errors=True)  # a replayed video starts from an empty store
             return Engine(d, self.config, llm=self.llm)
         with self._lock:
@@ -225,6 +239,14 @@ class Driver:
     # -- the run ---------------------------------------------------------------------------------
     def run(self, videos: dict, by_video: dict) -> RunOutcome:
         order = list(by_video)
+        self._cams = {}
+        for v in order:  # distinct cameras even for videos whose names sanitize alike
+            base, k = camera_id(v), 1
+            cam = base
+            while cam in self._cams.values():
+                k += 1
+                cam = f"{base}-{k}"
+            self._cams[v] = cam
         kept = self._resume(by_video)
         todo = [v for v in order if not self._complete(v, by_video[v], kept)]
         if self.progress is not None:
@@ -270,7 +292,7 @@ class Driver:
 
     # -- one video ---------------------------------------------------------------------------------
     def _video(self, video: EvalVideo, questions: list) -> None:
-        eng = self.host.open(video.video_id)
+        eng = self.host.open(video.video_id, self._cams[video.video_id])
         try:
             _VideoRun(self, eng, video, questions).run()
         finally:
@@ -285,7 +307,7 @@ class _VideoRun:
     def __init__(self, driver: Driver, engine, video: EvalVideo, questions: list):
         self.d, self.eng, self.video = driver, engine, video
         self.cfg = driver.cfg
-        self.cam = camera_id(video.video_id)
+        self.cam = driver._cams.get(video.video_id) or camera_id(video.video_id)
         self.pending = deque(questions)
         self.last4: deque = deque(maxlen=4)
         self.history: dict = {m: [] for m in driver.methods if m != ENGINE}  # baselines' dialogue
