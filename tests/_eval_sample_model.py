@@ -35,7 +35,7 @@ def sample_model(req) -> str:
     if req.tag == "monitor":
         cond = json.loads(req.messages[-1].content[0])["condition"]
         rec = next(r for r in SAMPLE if r["question"] == cond)
-        times = [float(m) for m in re.findall(r"^t=([0-9.]+)s$", last, re.M)]
+        times = [float(m) for m in re.findall(r"^t=([0-9.]+)s$", last, re.MULTILINE)]
         hit = rec["id"] not in NEVER_FIRES and bool(times) and max(times) >= rec["evidence"][0]["t_start"]
         return json.dumps({"match": hit, "confidence": 0.9 if hit else 0.05,
                            "observed_event": f"now: {rec['answer']}" if hit else "", "reason": "scripted"})

@@ -7,8 +7,8 @@ import threading
 from collections import defaultdict
 
 import pytest
-
 from _clips import read_code, write_clip
+
 from vam_engine.eval.driver import Driver, DriverConfig, EngineHost, ResultLog
 from vam_engine.eval.records import EvalQuestion, EvalResult, EvalVideo, Segment
 from vam_engine.llm import ScriptedLLM

@@ -1,7 +1,7 @@
 """Each benchmark loader on small record files written here, malformed records included: a
 record that cannot be read is reported with file, line and field, and skipped."""
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -131,7 +131,7 @@ def test_streamingbench_axes_sqa_and_proactive_output(tmp_path):
 
 
 def test_mmlifelong_absolute_times_over_days(tmp_path):
-    day = lambda d, h, m=0: datetime(2024, 5, d, h, m, tzinfo=timezone.utc).timestamp()
+    day = lambda d, h, m=0: datetime(2024, 5, d, h, m, tzinfo=UTC).timestamp()
     vids = tmp_path / "videos"
     vids.mkdir()
     for name in ("20240501_080000.mp4", "20240503_120000.mp4"):

@@ -7,7 +7,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from vam_engine.eval.scorers import Judge, bins, extract_option, match_answer, parse_verdict, ref_at, time_ok
+from vam_engine.eval.scorers import (
+    Judge,
+    bins,
+    extract_option,
+    match_answer,
+    parse_verdict,
+    ref_at,
+    time_ok,
+)
 from vam_engine.llm import OpenAIChat, ScriptedLLM
 
 OPTS = ("A. a cat", "B. a red car", "C. a dog running", "D. red")

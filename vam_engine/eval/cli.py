@@ -6,7 +6,6 @@ could not be read (skipped, listed in problems.jsonl); 130 interrupted (run the 
 again to resume); 2 an error before or during the run."""
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import sys
@@ -38,6 +37,8 @@ def add_parser(sub, parents) -> None:
                     help="pause the stream clock while a question is answered, or let the answer race ingest")
     sp.add_argument("--proactive", choices=("drain", "realtime"), default="drain",
                     help="monitors judge every due check before the next frame (drain), or the stream runs at 1x")
+    sp.add_argument("--no-settle", action="store_true",
+                    help="pause mode: ask at once, without letting the memory writer catch up with the replay first")
     sp.add_argument("--mode", choices=("auto", "two_phase", "agentic"), default="auto", help="Engine.ask mode")
     sp.add_argument("--concurrency", type=int, default=1, help="videos at once (default 1)")
     sp.add_argument("--store", choices=("per_run", "per_video"), default="per_run",
@@ -91,7 +92,7 @@ def cmd_eval(args) -> int:
     llm = _model(args.llm, cfg.device)
     judge = Judge(_model(args.judge, cfg.device), out / "judge_cache.jsonl") if args.judge else None
     dcfg = DriverConfig(fps=args.fps, reactive=args.reactive, ask_mode=args.mode, concurrency=args.concurrency,
-                        proactive=args.proactive,
+                        proactive=args.proactive, settle=not args.no_settle,
                         baselines=tuple(b for b in args.baseline.split(",") if b), uniform_k=args.uniform_k,
                         store=args.store)
     by_video = suite.by_video()

@@ -12,6 +12,12 @@ stream time off the ingest path, so an unpaced replay would outrun them: with
 ``Engine.wait_for_monitors`` (every check due is judged before the next frame, as if the model
 kept up); with ``"realtime"`` the stream is paced at 1x real time and checks the model cannot
 keep up with are dropped, as live. A case ends ``tail_s`` after its event.
+
+A replay pushes frames faster than real time, so in pause mode the memory writer would fall
+further behind than it ever would live; ``settle`` (the default) lets it, and the QA history of
+earlier answers, catch up with the frames pushed so far before each question is asked (the
+clock is stopped meanwhile; latency counts from the question). That also makes a replay with a
+deterministic model give the same results every time. Race mode never waits.
 """
 from __future__ import annotations
 
@@ -44,10 +50,7 @@ class DriverConfig:
     baselines: tuple = ()            # of baselines.BASELINES
     uniform_k: int = 32              # frames of the uniform baseline at most
     max_side: int = 640              # decoded frames are shrunk to this longest side
-    # pause mode: before each question the memory writer and the QA history of earlier answers
-    # catch up with the frames pushed so far (the clock is stopped; a replay is then the same
-    # every time); race mode never waits
-    settle: bool = True
+    settle: bool = True              # pause mode: memory catches up before each question (module doc)
     store: str = "per_run"           # "per_run" (one store, a fresh camera per video) | "per_video"
     # Engine.watch arguments: a check every second of stream time (the engine's default 2 s is
     # as wide as TimeOK's whole late margin)
@@ -105,8 +108,7 @@ class ResultLog:
         with self._lock:
             tmp = self.path.with_suffix(".tmp")
             with open(tmp, "w", encoding="utf-8") as f:
-                for r in results:
-                    f.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
+                f.writelines(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results)
             os.replace(tmp, self.path)
 
 
@@ -443,7 +445,7 @@ class _VideoRun:
         """Cases whose window (t_gt + tail_s) the stream has passed: their first alert after
         the query is the response; the monitor is removed."""
         for item in list(self.watching):
-            q, m, w0 = item
+            q, m, _ = item
             if t <= q.t_gt + self.cfg.tail_s:
                 continue
             self.watching.remove(item)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -105,7 +105,7 @@ def absolute(v, name: str) -> float:
         except ValueError:
             raise FieldError(name, f"must be unix seconds or an ISO 8601 time, got {v!r}") from None
         if d.tzinfo is None:
-            d = d.replace(tzinfo=timezone.utc)
+            d = d.replace(tzinfo=UTC)
         return d.timestamp()
     raise FieldError(name, f"must be unix seconds or an ISO 8601 time, got {v!r}")
 

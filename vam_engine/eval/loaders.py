@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC
 from pathlib import Path
 
 from . import fields as F
@@ -262,12 +263,12 @@ def lifelong_segments(folder: Path) -> list[tuple[str, float]]:
             except F.FieldError as e:
                 raise ValueError(f"{man}:{line}: field {e.field!r}: {e.problem}") from None
     else:
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         for p in sorted(folder.iterdir()):
             m = _STAMP.search(p.name)
             if p.suffix.lower() in VIDEO_EXTS and m:
-                d = datetime(*map(int, m.groups()), tzinfo=timezone.utc)
+                d = datetime(*map(int, m.groups()), tzinfo=UTC)
                 out.append((str(p), d.timestamp()))
     return sorted(out, key=lambda s: s[1])
 
@@ -375,5 +376,4 @@ def problems_text(problems) -> str:
 
 def dump_problems(problems, path) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        for p in problems:
-            f.write(json.dumps({"file": p.file, "line": p.line, "field": p.field, "problem": p.problem}) + "\n")
+        f.writelines(json.dumps({"file": p.file, "line": p.line, "field": p.field, "problem": p.problem}) + "\n" for p in problems)

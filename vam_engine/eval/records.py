@@ -137,7 +137,7 @@ class EvalResult:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "EvalResult":
+    def from_json(cls, d: dict) -> EvalResult:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

@@ -46,7 +46,7 @@ def extract_option(response: str | None, options) -> str | None:
     if hedge and hedge.group(1) in valid and hedge.group(2) in valid and hedge.group(1) != hedge.group(2):
         return None  # "B or C" picks neither
     # 1. the response opens with a letter standing alone: "B", "(B)", "B.", "B)", "B:", "**B**"
-    m = re.match(r"^[\s*_`\"']*(\()?([A-Z])(\))?([.:,]?)(?=$|[\s*_`\"'])(.*)$", s, re.S)
+    m = re.match(r"^[\s*_`\"']*(\()?([A-Z])(\))?([.:,]?)(?=$|[\s*_`\"'])(.*)$", s, re.DOTALL)
     if m and m.group(2) in valid:
         letter, rest = m.group(2), m.group(5)
         marked = m.group(1) or m.group(3) or m.group(4) or not rest.strip() or rest.lstrip().startswith(("*", "_", "`"))
@@ -54,7 +54,7 @@ def extract_option(response: str | None, options) -> str | None:
         if marked or (own and _norm(rest).startswith(own)):
             return letter
     # 2. "answer is B", "Answer: (C)", "option D", "choice B"
-    m = re.findall(r"(?:answer|option|choice)\s*(?:is|:)?\s*[:\-]?\s*\(?([A-Z])\)?(?![A-Za-z])", s, re.I)
+    m = re.findall(r"(?:answer|option|choice)\s*(?:is|:)?\s*[:\-]?\s*\(?([A-Z])\)?(?![A-Za-z])", s, re.IGNORECASE)
     picks = {x.upper() for x in m if x.upper() in valid}
     if len(picks) == 1:
         return picks.pop()
@@ -144,7 +144,7 @@ class Judge:
 def parse_verdict(reply: str) -> bool | None:
     """{"correct": true|false}, or a reply that opens with yes/no/correct/incorrect/true/false."""
     s = reply.strip()
-    m = re.search(r"\{.*\}", s, re.S)
+    m = re.search(r"\{.*\}", s, re.DOTALL)
     if m:
         try:
             v = json.loads(m.group(0)).get("correct")
@@ -152,7 +152,7 @@ def parse_verdict(reply: str) -> bool | None:
                 return v
         except (ValueError, AttributeError):
             pass
-    w = re.match(r"^\W*(yes|no|correct|incorrect|true|false|wrong)\b", s, re.I)
+    w = re.match(r"^\W*(yes|no|correct|incorrect|true|false|wrong)\b", s, re.IGNORECASE)
     if w:
         return w.group(1).lower() in ("yes", "correct", "true")
     return None
