@@ -108,7 +108,7 @@ def test_proactive_case_is_a_monitor_never_prompted_again(tmp_path, clip):
     cond = "Tell me when the scene shows frame code 100."
     qs = [_q("p", 3.0, cond, kind="proactive", t_gt=10.0, answer="seen"),
           _q("p2", 1.0, "Tell me when something never seen appears.", kind="proactive", t_gt=4.0,
-             answer="never"),
+             answer="ref-never-zz"),
           _q("r", 12.0, "What is here now?")]
     m = Model([q.question for q in qs], events={cond: 10.0})
     out = _run(tmp_path, clip, qs, m, DriverConfig(tail_s=2.0, baselines=("last4",)))
@@ -125,6 +125,7 @@ def test_proactive_case_is_a_monitor_never_prompted_again(tmp_path, clip):
         tags = [tag for tag, _ in m.seen[q.question]]
         assert tags and set(tags) == {"monitor"}
         assert min(t for _, t in m.seen[q.question]) >= q.time - 1e-6
+    assert not any("ref-never-zz" in t for t in m.texts)  # the ground truth never reaches the model
     # the baseline does not answer proactive cases; it is not scored on them
     assert res[("p", "last4")].correct is None and res[("p", "last4")].error.startswith("unsupported")
 

@@ -61,6 +61,7 @@ class _Reader:
             self.problem(line, F.FieldError("id", f"question id {q.qid!r} repeats in video {q.video!r}"))
             return
         self._seen.add((q.video, q.qid))
+        self.suite.lines[(q.video, q.qid)] = line
         self.suite.questions.append(q)
 
     def each(self, entries, fn) -> None:
@@ -334,7 +335,9 @@ def attach_videos(suite: LoadedSuite, videos_dir, records_path: str = "") -> Non
     """Fill ``suite.videos``; the questions of a video that cannot be found are removed and
     reported (one problem per video, naming how many questions it takes with it)."""
     missing: dict = {}
+    first_line: dict = {}
     for q in suite.questions:
+        first_line.setdefault(q.video, suite.lines.get((q.video, q.qid), 0))
         if q.video in suite.videos or q.video in missing:
             continue
         if suite.benchmark == "mmlifelong":
@@ -358,7 +361,7 @@ def attach_videos(suite: LoadedSuite, videos_dir, records_path: str = "") -> Non
         elif suite.benchmark == "mmlifelong":  # absolute times -> relative to the stream's origin
             origin = suite.videos[q.video].origin_abs
             if q.time < origin:
-                suite.problems.append(RecordProblem(records_path, 0, "query_time",
+                suite.problems.append(RecordProblem(records_path, suite.lines.get((q.video, q.qid), 0), "query_time",
                                                     f"question {q.qid!r} is asked before its stream's first recording"))
                 continue
             kept.append(_rebase(q, origin))
@@ -366,7 +369,7 @@ def attach_videos(suite: LoadedSuite, videos_dir, records_path: str = "") -> Non
             kept.append(q)
     suite.questions = kept
     for v, n in missing.items():
-        suite.problems.append(RecordProblem(records_path, 0, "video",
+        suite.problems.append(RecordProblem(records_path, first_line[v], "video",
                                             f"video {v!r} not found (under {videos_dir}); its {n} question(s) skipped"))
 
 

@@ -96,6 +96,7 @@ class LoadedSuite:
     videos: dict = field(default_factory=dict)      # video id -> EvalVideo
     problems: list = field(default_factory=list)    # of RecordProblem
     benchmark: str = "jsonl"
+    lines: dict = field(default_factory=dict)       # (video, qid) -> the record's line, for later problems
 
     def by_video(self) -> dict:
         """Video id -> its questions by time (a stable sort: ties keep the record order)."""
