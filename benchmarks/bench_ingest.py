@@ -9,7 +9,11 @@ cameras), at each sampling rate (default 0.5 and 2 fps), all in this process on 
   samples are sparse), iterating the sampled frames without gating;
 - ``decode_keyframes``: PyAVDecoder(keyframes_only=True);
 - ``pipeline``: Engine(fresh temp store, device="cpu").index_files(): decode, gates, JPEG, SQLite;
-- ``pipeline_keyframes``: the same with keyframes_only.
+- ``pipeline_keyframes``: the same with keyframes_only;
+- ``decode_present`` / ``pipeline_present`` (and ``pipeline_keyframes_present``): the same with
+  the present fed from decode at 2 fps (what an engine with a model does: PyAVDecoder
+  ``want_present(2.0)``, each present frame converted at 448 px; the pipeline rows run an Engine
+  with a scripted model and the writer off). "present cost" lines: x realtime with and without.
 
 N sources: N decode-only runs in N threads at once, against one Engine indexing N cameras.
 Each row also records the process CPU seconds it used ("cpu s"): on a shared machine the wall
@@ -132,14 +136,23 @@ def decode_all(path: str) -> dict:
     return {"decoded": n, "sampled": None, "kept": None, "pict_types": types}
 
 
-def decode_sampled(path: str, fps: float, keyframes_only: bool) -> dict:
+PRESENT_FPS, PRESENT_SIDE = 2.0, 448  # the working memory's short window rate, its default frame side
+
+
+def decode_sampled(path: str, fps: float, keyframes_only: bool, present: bool = False) -> dict:
     from vam_engine.ingest import PyAVDecoder
+    from vam_engine.ingest.frame import PresentFrame
 
     sampled = 0
     with PyAVDecoder(path, "bench", fps=fps, keyframes_only=keyframes_only) as dec:
-        for _ in dec:
-            sampled += 1
-        return {"decoded": dec.stats.decoded, "sampled": sampled, "kept": None}
+        if present:
+            dec.want_present(PRESENT_FPS)
+        for f in dec:
+            if isinstance(f, PresentFrame):
+                f.rgb(PRESENT_SIDE)  # what the decode worker does with it
+            else:
+                sampled += 1
+        return {"decoded": dec.stats.decoded, "sampled": sampled, "kept": None, "present": dec.stats.present}
 
 
 def _cpu() -> float:
@@ -159,12 +172,16 @@ def run_parallel(fn, paths: list[str]) -> tuple[float, list[dict]]:
     return time.perf_counter() - t0, out
 
 
-def pipeline(paths: list[str], fps: float, keyframes_only: bool, sampler: StackSampler | None = None
-             ) -> tuple[float, dict]:
+def pipeline(paths: list[str], fps: float, keyframes_only: bool, sampler: StackSampler | None = None,
+             present: bool = False) -> tuple[float, dict]:
     from vam_engine.engine import Engine
+    from vam_engine.llm import ScriptedLLM
 
     with tempfile.TemporaryDirectory(prefix="vam-bench-store-") as store:
-        eng = Engine(store, {"ingest": {"fps": fps, "keyframes_only": keyframes_only}}, device="cpu")
+        cfg = {"ingest": {"fps": fps, "keyframes_only": keyframes_only}}
+        if present:  # a model makes the engine feed the present from decode; no documents written
+            cfg["writer"] = {"enabled": False}
+        eng = Engine(store, cfg, device="cpu", llm=ScriptedLLM(lambda req: "{}") if present else None)
         try:
             cams = [f"cam{i}" for i in range(len(paths))]
             t0 = time.perf_counter()
@@ -403,6 +420,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true",
                     help="after the timed rows, run the pipeline once more per source count at the first "
                          "sampling rate under a stack sampler and print where each thread spends its time")
+    ap.add_argument("--no-present", action="store_true", help="skip the present-feed rows")
     ap.add_argument("--quick", action="store_true", help="smoke run: 20 s clip, sources 1 and 2")
     ap.add_argument("--name", default="bench_ingest", help="results file name (benchmarks/results/<name>.json)")
     ap.add_argument("--cuda-size", default="1920x1080", help="--device cuda: WxH of the generated clip")
@@ -511,6 +529,13 @@ def main(argv=None) -> int:
                 if not args.no_keyframes:
                     measure(n_src, fps, "decode_keyframes", par(lambda p, fps=fps: decode_sampled(p, fps, True)))
                     measure(n_src, fps, "pipeline_keyframes", lambda fps=fps: pipeline(paths, fps, True))
+                if not args.no_present:
+                    measure(n_src, fps, "decode_present",
+                            par(lambda p, fps=fps: decode_sampled(p, fps, False, present=True)))
+                    measure(n_src, fps, "pipeline_present", lambda fps=fps: pipeline(paths, fps, False, present=True))
+                    if not args.no_keyframes:
+                        measure(n_src, fps, "pipeline_keyframes_present",
+                                lambda fps=fps: pipeline(paths, fps, True, present=True))
 
         vfr_info = None
         if args.vfr_seconds > 0:
@@ -540,7 +565,8 @@ def main(argv=None) -> int:
                     return r
             return None
 
-        pairs = {"pipeline": "decode_sparse", "pipeline_keyframes": "decode_keyframes"}
+        pairs = {"pipeline": "decode_sparse", "pipeline_keyframes": "decode_keyframes",
+                 "pipeline_present": "decode_present"}
         rows = []
         for r in results:
             base = find(r["sources"], None, "decode_all", r["clip"])
@@ -592,6 +618,20 @@ def main(argv=None) -> int:
                 q = find(n_src, 0.5, m)
                 if q is not None and n_src == counts[0]:
                     print(f"{m} at 0.5 fps decodes {q['fewer_decoded_x']:.1f}x fewer frames than decode_all")
+        present_cost = []
+        for n_src in counts:
+            for fps in rates:
+                for base, fed in (("decode_sparse", "decode_present"), ("pipeline", "pipeline_present"),
+                                  ("pipeline_keyframes", "pipeline_keyframes_present")):
+                    a, b = find(n_src, fps, base), find(n_src, fps, fed)
+                    if a and b:
+                        present_cost.append({"sources": n_src, "fps": fps, "without": base, "with": fed,
+                                             "x_realtime_without": a["x_realtime"], "x_realtime_with": b["x_realtime"],
+                                             "decoded_without": a["decoded"], "decoded_with": b["decoded"],
+                                             "cpu_ratio": b["cpu_s"] / a["cpu_s"] if a["cpu_s"] > 0 else None})
+                        print(f"present cost, {n_src} source(s), {fps:g} fps: {base} {a['x_realtime']:.1f}x realtime "
+                              f"-> {fed} {b['x_realtime']:.1f}x ({a['decoded']} -> {b['decoded']} frames decoded, "
+                              f"cpu x{present_cost[-1]['cpu_ratio'] or 0:.2f})")
         if vfr_info is not None:
             d, p = find(1, rates[0], "decode_sparse", "vfr"), find(1, rates[0], "pipeline", "vfr")
             print(f"vfr 1080p, 10 s GOP, {rates[0]:g} fps: decode_sparse decodes {d['decoded']} of "
@@ -611,6 +651,7 @@ def main(argv=None) -> int:
                 print(f"NOTE: {r['method']} {r['sources']} src fps={r['fps']}: failures {r['failed']}")
         path = write_json(args.name, {"args": vars(args), "clip": {"path": str(src), **info}, "generated": gen,
                                       "vfr_clip": vfr_info, "results": results, "targets": verdicts, "profiles": profiles, "table": table,
+                                      "present_cost": present_cost,
                                       "total_s": time.perf_counter() - t_start})
         print(f"wrote {path} ({time.perf_counter() - t_start:.0f} s)")
     finally:

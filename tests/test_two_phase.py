@@ -243,7 +243,8 @@ def test_coarse_answers_directly_from_the_present(mem):
     # the pair went into the QA history at the question's present, and the summary was rewritten
     recs = qa.records()
     assert len(recs) == before + 1 and recs[-1].answer == "a textured scene pans"
-    assert recs[-1].t == pytest.approx(_view(mem).now())
+    # (the present, fed from decode, may reach past the newest stored moment)
+    assert recs[-1].t == pytest.approx(max(_view(mem).now(), mem.working.latest("cam")))
     assert qa.summary() == "rolling summary"
     assert ans.timings["coarse"] > 0 and "coarse_prefill" in ans.timings and ans.tokens["prompt"] > 0
 

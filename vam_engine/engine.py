@@ -113,9 +113,9 @@ class Engine:
             raise
         self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
         self._buffers = BufferPool()  # private copies of sampled pushed frames
-        from .reason.working import WorkingMemory
+        from .reason.working import WorkingMemory, present_side
 
-        self.working = WorkingMemory()  # the present of each camera: a short window and a medium buffer
+        self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
         self._monitors = EngineMonitors(self)
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -199,8 +199,11 @@ class Engine:
         self._start_ingest()
         with self._lock:
             if self._pipeline is None:
+                wanted = self._llm_name is not None  # a model reads the present (answers, monitors): fed from decode
                 self._pipeline = IndexPipeline(self.store, self._cascade, self.config, self.embedder,
-                                               after_commit=self._after_commit, observe=self.working.observe)
+                                               after_commit=self._after_commit, observe=self.working.observe,
+                                               present_fps=self.working.short_fps if wanted else None,
+                                               present_side=self.working.max_side)
             return self._pipeline
 
     def _after_commit(self) -> None:
@@ -329,8 +332,7 @@ class Engine:
             raise FrameError(f"camera {cam!r}: t={t} is not after the previous frame's t={last[0]}")
         view = _pushed_view(cam, frame)
         last[0] = t
-        if isinstance(view, np.ndarray):  # every pushed frame feeds the present (it copies what it keeps)
-            self.working.observe(cam, camera_time(float(t), t_abs), view)
+        self.working.observe(cam, camera_time(float(t), t_abs), view)  # every pushed frame (it copies what it keeps)
         if not sampler.accept(float(t)):
             return False  # nothing copied or converted: most frames of a fast loop end here
         # The caller may overwrite its buffer as soon as push returns: copy it; the gray plane is

@@ -5,6 +5,13 @@ thread takes batches across cameras, gates each camera's frames in one kernel ca
 kept frames to a small pool that converts them to RGB and writes their JPEGs. The commit thread
 waits for those files, then commits rows, gate records, per-source progress and camera
 references in one transaction; the gate thread never waits for a file or for SQLite.
+
+The present (the working memory) is fed beside this, never through it: with ``present_fps``
+set, each decode worker asks its decoder for the present's frames at that rate as well
+(``want_present``) and hands them to ``observe`` on the decode thread, scaled to
+``present_side``; they never reach the queue, the gates, the embedder or the store. Without it
+the semantic stage offers ``observe`` the frames that passed the gates (as nothing reads the
+present without a model, nothing extra is decoded for it).
 """
 from __future__ import annotations
 
@@ -24,7 +31,9 @@ from .config import EngineConfig
 from .errors import SourceError
 from .gate.cascade import GateCascade
 from .ingest import Frame
+from .ingest.frame import PresentFrame
 from .index.stage import SemanticStage
+from .memory.records import camera_time
 from .memory.commit import CommitBatch
 from .memory.records import GateReference, GateSample
 from .memory.store import Store
@@ -113,7 +122,17 @@ class _Source:
 
 class IndexPipeline:
     def __init__(self, store: Store, cascade: GateCascade, cfg: EngineConfig, embedder, *,
-                 after_commit=None, observe=None):
+                 after_commit=None, observe=None, present_fps: float | None = None, present_side: int = 448):
+        """``observe(camera, t, rgb)``: the working memory's feed. ``present_fps``: the rate
+        decoders feed it at from decode (None: only the gated frames feed it); fixed for the
+        pipeline's life. ``present_side``: the long side those frames are scaled to."""
+        if present_fps is not None and (isinstance(present_fps, bool) or not isinstance(present_fps, (int, float))
+                                        or not 0 < present_fps < float("inf")):
+            raise ValueError(f"IndexPipeline: present_fps must be a positive number or None, got {present_fps!r}")
+        if present_fps is not None and observe is None:
+            raise ValueError("IndexPipeline: present_fps needs observe (where the present's frames go)")
+        if isinstance(present_side, bool) or not isinstance(present_side, int) or present_side < 1:
+            raise ValueError(f"IndexPipeline: present_side must be a positive int, got {present_side!r}")
         self.store = store
         self.after_commit = after_commit  # called on the commit thread after each transaction (the writer)
         self.cascade = cascade
@@ -122,7 +141,11 @@ class IndexPipeline:
         self._sources: dict[int, _Source] = {}
         self._lock = threading.Lock()
         self._encoder = ThreadPoolExecutor(cfg.store.encode_threads, thread_name_prefix="vam-jpeg")
-        self.semantic = SemanticStage(store, embedder, cfg, self._encoder, observe=observe)
+        self.observe = observe
+        self.present_fps = present_fps
+        self.present_side = present_side
+        self.semantic = SemanticStage(store, embedder, cfg, self._encoder,
+                                      observe=observe if present_fps is None else None)
         self._stop = threading.Event()
         self._flush_requested = threading.Event()
         self._error: BaseException | None = None
@@ -170,10 +193,19 @@ class IndexPipeline:
         self.put(_End(source_id))
 
     def decode_worker(self, src: _Source, decoder) -> threading.Thread:
+        """Start a thread feeding the decoder's samples to the gates (and, with present_fps,
+        its present frames to ``observe``) until it ends; returns the thread."""
+        if self.present_fps is not None:
+            decoder.want_present(self.present_fps)
+
         def work():
             err = None
             try:
                 for frame in decoder:
+                    if isinstance(frame, PresentFrame):
+                        self.observe(frame.camera_id, camera_time(frame.t_rel, frame.t_abs),
+                                     frame.rgb(self.present_side))
+                        continue
                     self.put_frame(frame, src.source_id)
             except SourceError as e:
                 err = e.problem

@@ -1,6 +1,8 @@
-"""What every decoder yields: a sampled frame with its PTS-derived time and lazy RGB."""
+"""What every decoder yields: a sampled frame with its PTS-derived time and lazy RGB; with
+``present_fps`` set, also the present's frames (``PresentFrame``) between them."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -44,6 +46,38 @@ class Frame:
 
 
 @dataclass
+class PresentFrame:
+    """A decoded frame for the present (the working memory), taken at the present's own rate
+    (the decoder's ``present_fps``) beside the index samples and independently of them: it
+    never reaches the gates, the embedder or the store.
+
+    ``rgb(max_side)`` converts it to H x W x 3 uint8 with both sides at most ``max_side``
+    (bodies that can scale while converting do: PyAV through swscale); call it before asking
+    the decoder for its next frame, as the decode worker does (a body may reuse the payload).
+    """
+
+    camera_id: str
+    t_rel: float
+    t_abs: float | None
+    _to_rgb: Callable[[int], np.ndarray] = field(repr=False)
+
+    def rgb(self, max_side: int) -> np.ndarray:
+        return self._to_rgb(max_side)
+
+
+def fit_rgb(out: Any, max_side: int) -> np.ndarray:
+    """A body's RGB (numpy array or torch tensor) strided down to at most ``max_side`` per side
+    and on the host: a GPU body's frame is strided on the device, so only the small copy
+    crosses to the host."""
+    k = max(1, math.ceil(max(int(out.shape[0]), int(out.shape[1])) / max_side))
+    if k > 1:
+        out = out[::k, ::k]
+    if hasattr(out, "cpu"):
+        out = out.contiguous().cpu().numpy()
+    return np.ascontiguousarray(out, dtype=np.uint8)
+
+
+@dataclass
 class StreamInfo:
     """What a decoder learned about its source when it opened it."""
 
@@ -61,6 +95,7 @@ class StreamInfo:
 class DecodeStats:
     decoded: int = 0  # frames the codec produced
     sampled: int = 0  # frames handed on to the gates
+    present: int = 0  # frames handed to the present (present_fps), beside the samples
     packets_bad: int = 0  # undecodable packets skipped
     skipped_packets: int = 0  # packets not decoded because no sample could come from them
     errors: list[str] = field(default_factory=list)  # human-readable notes on what was skipped

@@ -13,6 +13,25 @@ Decoding as little as possible:
   keyframe, which needs them) and takes, for each tick, the nearest keyframe;
 - kept frames' RGB comes from OpenCV's I420 converter when installed (``_rgb``).
 Times are always the frames' own PTS.
+
+The present (``want_present(fps)``: the working memory, 2 fps) needs a frame every 1/fps s,
+which no GOP planned for sparse index samples gives. With it:
+- the default mode plans GOPs against both samplers at once (``UnionTicks``): the index's
+  samples stay exactly the same (the plan is exact for any tick rule), but at 2 fps every GOP
+  of 0.5 s or longer holds a tick, so nothing is skipped but each GOP's tail after its last
+  present tick (about a quarter of a 2 s GOP). Non-reference frames stay skipped as before
+  (decided by the index rate, so the samples do not change): the present takes the first
+  reference frame at or after its tick (a camera stream with B-frames has several per 0.5 s).
+  The cost: the reference frames of the whole stream instead of about one keyframe per index
+  tick. On bench_ingest's clip (30 fps, 2 s GOP, 2 B-frames; 600 frames in 20 s) that is 319
+  frames decoded instead of 10 at 0.5 fps (at 2 fps the index alone decodes the same 319), or
+  about decoding every frame in CPU time; ``--quick`` prints the x-realtime rows with and
+  without (``decode_present``, ``pipeline_present``).
+- ``keyframes_only`` sends every packet to the decoder (skipping non-reference frames when
+  the present is sparse for the stream) and its index still takes only keyframes: the
+  non-key frames reach the present only (``PresentOnly``). Nothing is planned there (the
+  index needs every keyframe, and a flush could lose one still inside the decoder): 400 of
+  the 600 frames above.
 """
 from __future__ import annotations
 
@@ -25,11 +44,12 @@ from typing import Iterator
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from ..errors import SourceError
 from .buffers import BufferPool
-from .frame import Frame, StreamInfo
-from .sampler import _EPS
+from .frame import Frame, PresentFrame, StreamInfo
+from .sampler import _EPS, PresentOnly, UnionTicks
 from .source import DecoderBody, check_local_file, is_url
 
 MAX_SIDE = 16384  # larger than any real camera or codec level; anything above is a corrupt header
@@ -137,6 +157,19 @@ def _rgb(frame: av.VideoFrame) -> np.ndarray:
     return _cv2.cvtColor(i420, _cv2.COLOR_YUV2RGB_I420, dst=_RGB_POOL.take((h, w, 3), np.uint8))
 
 
+def _small_rgb(frame: av.VideoFrame, max_side: int, scaler: VideoReformatter) -> np.ndarray:
+    """RGB of a decoded frame fitted within max_side x max_side (aspect kept, never enlarged),
+    scaled and converted in one swscale pass (area averaging): about as fast as converting the
+    full frame, and nothing full-sized is made. ``scaler`` keeps its swscale context from frame
+    to frame (a frame's own ``reformat`` builds a new one each time: about 1 ms at 720p)."""
+    w, h = frame.width, frame.height
+    scale = max_side / max(w, h)
+    if scale >= 1:
+        return np.array(_rgb(frame), copy=True)  # _rgb may hand out a pooled buffer
+    return scaler.reformat(frame, width=max(1, round(w * scale)), height=max(1, round(h * scale)),
+                           format="rgb24", interpolation="AREA").to_ndarray()
+
+
 class _Scratch(threading.local):
     """One I420 staging array per thread and size (read by OpenCV, never handed out)."""
 
@@ -167,6 +200,7 @@ class PyAVDecoder(DecoderBody):
         self._nal_len: int | None = None  # NAL length-prefix size, once known (_is_idr)
         self._pkt_end: int | None = None  # end (pts + duration) of the last packet demuxed
         self._bad_pts: set = set()  # PTS of packets the demuxer flagged damaged
+        self._scaler: VideoReformatter | None = None  # the present's frames' scaler (_show)
         self._container = self._open()
         try:
             self._stream = video_stream(self._container, self.path)
@@ -233,11 +267,24 @@ class PyAVDecoder(DecoderBody):
         cc.thread_count = threads
         src_fps = self.info.fps or 0.0
         sparse = src_fps > 0 and src_fps / fps >= SPARSE_FRAMES
+        self._skip_nonref = skip_nonref
         self._skip_gops = not self.keyframes_only and (skip_gops if skip_gops is not None else sparse)
+        self._ticks = self._sampler  # what GOP planning plans against (UnionTicks with the present)
         if self.keyframes_only:
             cc.skip_frame = "NONKEY"
         elif skip_nonref if skip_nonref is not None else sparse:
             cc.skip_frame = "NONREF"
+
+    def _configure_present(self) -> None:
+        """The present wants a frame every 1/fps s (module docstring: what that costs)."""
+        if self.keyframes_only:
+            src_fps = self.info.fps or 0.0
+            sparse = src_fps > 0 and src_fps / (1.0 / self._present.interval) >= SPARSE_FRAMES
+            # keyframes stay decoded either way (they are reference frames): the index's picks hold
+            skip = self._skip_nonref if self._skip_nonref is not None else sparse
+            self._stream.codec_context.skip_frame = "NONREF" if skip else "DEFAULT"
+        else:
+            self._ticks = UnionTicks(self._sampler, self._present)
 
     # -- decoding ------------------------------------------------------------------------------
     def _seek_for_resume(self) -> None:
@@ -327,13 +374,17 @@ class PyAVDecoder(DecoderBody):
         if (t_next is not None and t_next <= tick + _EPS) or (t_next is None and max(ts) + _EPS < tick):
             return "skip", i
         t_key = ts[0]
-        after = self._sampler.tick_after(t_key)
+        after = self._ticks.tick_after(t_key)
         if (t_key + _EPS >= tick and not ahead[0].is_corrupt
                 and (t_next is None or t_next <= after + _EPS)
                 and self._is_idr(ahead[0]) and (t_next is None or self._is_idr(ahead[i]))
                 and all(t + _EPS < after and not (t + _EPS >= tick and t < t_key) for t in ts[1:])):
             return "alone", i
         return "decode", 0
+
+    def _taken(self) -> int:
+        """Frames the samplers planned against have taken (the present's too, when it is on)."""
+        return self.stats.sampled + (self.stats.present if self._ticks is not self._sampler else 0)
 
     def _drop(self, ahead: deque, n: int) -> None:
         for _ in range(n):
@@ -355,8 +406,8 @@ class PyAVDecoder(DecoderBody):
         ahead: deque = deque()
         plan = self._skip_gops
         synced = True  # nothing inside the decoder can change the sampler's next tick but lone keyframes
-        tick = self._sampler.next_tick  # the sampler's next tick once what is inside is out (while synced)
-        seen = self.stats.sampled
+        tick = self._ticks.next_tick  # the sampler's next tick once what is inside is out (while synced)
+        seen = self._taken()
         while True:
             if not ahead:
                 p = next(packets, None)
@@ -369,10 +420,10 @@ class PyAVDecoder(DecoderBody):
             head = ahead[0]
             if plan and head.is_keyframe and head.size:
                 if not synced:
-                    what, n = self._plan_gop(ahead, packets, self._sampler.next_tick)  # a lower bound: safe
+                    what, n = self._plan_gop(ahead, packets, self._ticks.next_tick)  # a lower bound: safe
                     if what == "alone":  # could be, with the exact tick: drain to learn it
                         yield _DRAIN
-                        synced, tick = True, self._sampler.next_tick
+                        synced, tick = True, self._ticks.next_tick
                 if synced:
                     what, n = self._plan_gop(ahead, packets, tick)
                 if what == "skip":
@@ -382,15 +433,15 @@ class PyAVDecoder(DecoderBody):
                     key = ahead.popleft()
                     self._alone.add(key.pts)
                     self._drop(ahead, n - 1)
-                    tick = self._sampler.tick_after(self._pkt_time(key))
+                    tick = self._ticks.tick_after(self._pkt_time(key))
                     yield key
                     continue
                 synced = False
-            elif plan and self.stats.sampled > seen and self._skip_rest(ahead, packets):
-                synced, tick = not self._alone, self._sampler.next_tick
-                seen = self.stats.sampled
+            elif plan and self._taken() > seen and self._skip_rest(ahead, packets):
+                synced, tick = not self._alone, self._ticks.next_tick
+                seen = self._taken()
                 continue
-            seen = self.stats.sampled
+            seen = self._taken()
             yield ahead.popleft()
 
     def _skip_rest(self, ahead: deque, packets: Iterator[av.Packet]) -> bool:
@@ -401,7 +452,7 @@ class PyAVDecoder(DecoderBody):
         if i is None or i >= len(ahead) or not ahead[i].size:
             return False
         t = self._pkt_time(ahead[i])
-        if t is None or t > self._sampler.next_tick + _EPS:
+        if t is None or t > self._ticks.next_tick + _EPS:
             return False
         self._drop(ahead, i)
         if not self._alone:  # frames still inside are all before the tick (lone keyframes stay)
@@ -429,7 +480,10 @@ class PyAVDecoder(DecoderBody):
     def _frames(self) -> Iterator[av.VideoFrame]:
         self._alone: set = set()  # PTS of lone keyframes fed (predicted samples) not yet out
         self._lost_alone = False
-        feed = self._keyframe_packets() if self.keyframes_only else self._planned_packets()
+        if self.keyframes_only:  # the present needs every packet (its non-key frames too)
+            feed = self._keyframe_packets() if self._present is None else self._packets()
+        else:
+            feed = self._planned_packets()
         cc = self._stream.codec_context
         bad_frames = 0
         for packet in feed:
@@ -468,13 +522,23 @@ class PyAVDecoder(DecoderBody):
             self._t0_pts = pts
         return float((pts - self._t0_pts) * self._time_base)
 
-    def _timed(self) -> Iterator[tuple[float | None, av.VideoFrame | None]]:
+    def _timed(self) -> Iterator[tuple[float | None, av.VideoFrame | PresentOnly | None]]:
+        present = self._present is not None
         for frame in self._frames():
             # Some decoders (vp9) ignore skip_frame=NONKEY: a non-key frame is then never a sample.
-            yield self._time(frame), (frame if not self.keyframes_only or frame.key_frame else None)
+            if not self.keyframes_only or frame.key_frame:
+                yield self._time(frame), frame
+            else:
+                yield self._time(frame), (PresentOnly(frame) if present else None)
 
     def _make(self, t: float, frame: av.VideoFrame) -> Frame:
         return self._frame(t, frame.pts, _luma(frame), lambda f=frame: _rgb(f))
+
+    def _show(self, t: float, frame: av.VideoFrame, make) -> PresentFrame:
+        if self._scaler is None:
+            self._scaler = VideoReformatter()  # used on the decode thread only
+        return PresentFrame(self.camera_id, t, self._t_abs(t),
+                            lambda side, f=frame, s=self._scaler: _small_rgb(f, side, s))
 
     def __iter__(self) -> Iterator[Frame]:
         self._seek_for_resume()

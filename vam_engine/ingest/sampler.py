@@ -1,9 +1,11 @@
 """Which decoded frames become samples. Pure functions of timestamps, so every decoder body
 (PyAV, DALI, PyNvVideoCodec) and a resumed run pick exactly the same frames; ``sample_frames``
-is the loop all three bodies run."""
+is the loop all three bodies run. The present (the working memory) has its own TickSampler
+over the same decoded frames: its picks never change the index's."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 _EPS = 1e-9  # PTS-derived times are rationals turned into floats; ticks compare with slack
@@ -35,6 +37,35 @@ class TickSampler:
     def tick_after(self, t: float) -> float:
         """The first tick after time t (the next tick once a frame at t is taken)."""
         return (math.floor(t / self.interval + _EPS) + 1) * self.interval
+
+
+class UnionTicks:
+    """Several TickSamplers seen as one (the index's and the present's), for PyAV's GOP planner.
+
+    A frame is taken by some sampler iff it is at or after the earliest next tick, and each
+    sampler's next tick after a frame at t is its ``tick_after(t)`` whether it took the frame
+    or not (a sampler that did not take it had its next tick after t already, and that tick is
+    its first one after t). So the union behaves as one TickSampler whose ticks are both grids
+    merged: planning against it decodes every frame either sampler takes.
+    """
+
+    def __init__(self, *samplers: TickSampler):
+        self.samplers = samplers
+
+    @property
+    def next_tick(self) -> float:
+        return min(s.next_tick for s in self.samplers)
+
+    def tick_after(self, t: float) -> float:
+        return min(s.tick_after(t) for s in self.samplers)
+
+
+@dataclass(frozen=True)
+class PresentOnly:
+    """A payload only the present may take (keyframes-only mode decoding non-key frames for the
+    present): the index sees it as ``None``, a frame that is never a sample."""
+
+    payload: Any
 
 
 class NearestKeyframeSampler:
@@ -89,7 +120,9 @@ class NearestKeyframeSampler:
 
 def sample_frames(timed: Iterable[tuple[float | None, Any]], sampler: TickSampler | NearestKeyframeSampler, *,
                   keyframes_only: bool, resume_after: float | None, end_t: float | None,
-                  make: Callable[[float, Any], Any], hold: Callable[[Any], Any] | None = None) -> Iterator[Any]:
+                  make: Callable[[float, Any], Any], hold: Callable[[Any], Any] | None = None,
+                  present: TickSampler | None = None, show: Callable[[float, Any], Any] | None = None
+                  ) -> Iterator[Any]:
     """The sampling loop every decoder body runs over its decoded frames.
 
     ``timed`` yields ``(t_rel, payload)`` in presentation order. Frames with no time, or not
@@ -99,9 +132,16 @@ def sample_frames(timed: Iterable[tuple[float | None, Any]], sampler: TickSample
     the next one is decoded) and is called only for candidates: taken ticks, and every keyframe
     in keyframes-only mode, which holds one keyframe of lookahead and flushes it with
     ``finish(end_t)``. ``make(t, held)`` builds each sample; nothing else is counted here.
+
+    ``present`` (with ``show``): the present's own TickSampler over the same frames (a
+    ``PresentOnly`` payload too); ``show(t, held)`` is yielded for each frame it takes, before
+    that frame's sample if it is one as well (the frame is held once for both). The index's
+    picks do not depend on it.
     """
     if resume_after is not None:
         sampler.resume_after(resume_after)
+        if present is not None:
+            present.resume_after(resume_after)
     done = resume_after if resume_after is not None else -math.inf
     last_t = -math.inf
     pending: dict[float, Any] = {}  # keyframes-only mode: one keyframe of lookahead
@@ -109,15 +149,28 @@ def sample_frames(timed: Iterable[tuple[float | None, Any]], sampler: TickSample
         if t is None or t <= last_t:
             continue
         last_t = t
-        if t <= done + _EPS or payload is None:
+        if t <= done + _EPS:
+            continue
+        held = _NONE
+        if isinstance(payload, PresentOnly):
+            seen, payload = payload.payload, None
+        else:
+            seen = payload
+        if present is not None and seen is not None and present.accept(t):
+            held = seen if hold is None else hold(seen)
+            yield show(t, held)
+        if payload is None:
             continue
         if keyframes_only:
-            pending[t] = payload if hold is None else hold(payload)
+            pending[t] = held if held is not _NONE else (payload if hold is None else hold(payload))
             for take in sampler.offer(t):
                 yield make(take, pending[take])
             pending = {t: pending[t]}
         elif sampler.accept(t):
-            yield make(t, payload if hold is None else hold(payload))
+            yield make(t, held if held is not _NONE else (payload if hold is None else hold(payload)))
     if keyframes_only:
         for take in sampler.finish(end_t):
             yield make(take, pending[take])
+
+
+_NONE = object()  # nothing held yet for this frame

@@ -2,11 +2,12 @@
 checks on a local file, and ``DecoderBody``, the plumbing of the decoder contract."""
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import SourceError
-from .frame import DecodeStats, Frame, StreamInfo
+from .frame import DecodeStats, Frame, PresentFrame, StreamInfo, fit_rgb
 from .sampler import NearestKeyframeSampler, TickSampler, sample_frames
 
 _URL_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
@@ -30,7 +31,12 @@ COMMON_OPTIONS = frozenset({"fps", "keyframes_only", "start_time_abs", "resume_a
 
 class DecoderBody:
     """Base of the decoder bodies. A body calls ``_setup`` first, sets ``info`` when it has opened
-    its source, and iterates with ``_sample`` over its own decoded ``(t_rel, payload)`` stream."""
+    its source, and iterates with ``_sample`` over its own decoded ``(t_rel, payload)`` stream.
+
+    ``want_present(fps)`` (before iterating): the body also yields a ``PresentFrame`` for the
+    first decoded frame at or after each tick of that rate, between its samples (``_show``);
+    which frames it decodes for it is the body's business: PyAV decodes enough for that rate
+    (see its module); the GPU bodies skip nothing for it and feed it from what they decode."""
 
     name = ""
     info: StreamInfo
@@ -46,6 +52,18 @@ class DecoderBody:
         self.resume_after = resume_after
         self.stats = DecodeStats()
         self._sampler = NearestKeyframeSampler(fps) if keyframes_only else TickSampler(fps)
+        self._present: TickSampler | None = None  # the present's sampler (want_present)
+
+    def want_present(self, fps: float) -> None:
+        """Also yield the present's frames at ``fps`` (``PresentFrame``, between the samples;
+        the samples themselves do not change). Call before iterating."""
+        if isinstance(fps, bool) or not (isinstance(fps, (int, float)) and math.isfinite(fps) and fps > 0):
+            raise ValueError(f"{self.path}: present fps must be a positive number, got {fps!r}")
+        self._present = TickSampler(float(fps))
+        self._configure_present()
+
+    def _configure_present(self) -> None:
+        """Hook: a body that skips decoding work adapts it to the present's rate here."""
 
     def _note(self, msg: str) -> None:
         self.stats.errors.append(msg)
@@ -57,15 +75,32 @@ class DecoderBody:
             self._note(msg)
 
     def _sample(self, timed: Iterable[tuple[float | None, Any]], make: Callable[[float, Any], Frame],
-                hold: Callable[[Any], Any] | None = None) -> Iterator[Frame]:
+                hold: Callable[[Any], Any] | None = None) -> Iterator[Frame | PresentFrame]:
+        def sample(t, held):  # counted as it is made: PyAV's GOP skipping watches the count
+            self.stats.sampled += 1
+            return make(t, held)
+
+        def show(t, held):
+            self.stats.present += 1
+            return self._show(t, held, make)
+
         return sample_frames(timed, self._sampler, keyframes_only=self.keyframes_only,
-                             resume_after=self.resume_after, end_t=self.info.duration_s, make=make, hold=hold)
+                             resume_after=self.resume_after, end_t=self.info.duration_s, make=sample, hold=hold,
+                             present=self._present, show=show)
+
+    def _show(self, t: float, held: Any, make: Callable[[float, Any], Frame]) -> PresentFrame:
+        """The present's frame of a held payload. This default converts through the sample
+        path (``make``, then the full frame's RGB strided down, on the device for GPU bodies);
+        a body that can scale while converting overrides it."""
+        f = make(t, held)
+        return PresentFrame(self.camera_id, t, f.t_abs, lambda side: fit_rgb(f._to_rgb(), side))
+
+    def _t_abs(self, t: float) -> float | None:
+        return self.info.start_time_abs + t if self.info.start_time_abs is not None else None
 
     def _frame(self, t: float, pts: int | None, gray: Any, to_rgb: Callable[[], Any]) -> Frame:
-        """One sample, counted in ``stats.sampled`` (PyAV's GOP skipping watches that count)."""
-        t_abs = self.info.start_time_abs + t if self.info.start_time_abs is not None else None
-        self.stats.sampled += 1
-        return Frame(self.camera_id, t, t_abs, pts, gray, to_rgb)
+        """One sample (``_sample`` counts it in ``stats.sampled``)."""
+        return Frame(self.camera_id, t, self._t_abs(t), pts, gray, to_rgb)
 
     def close(self) -> None:
         pass

@@ -294,3 +294,31 @@ class Alert:
         d = asdict(self)
         d["moment_ids"], d["frame_paths"] = list(self.moment_ids), list(self.frame_paths)
         return d
+
+
+@dataclass(frozen=True)
+class ProvisionalNode:
+    """An event the forest does not hold yet (still open, or closed and waiting for its
+    document), as the fast path may see it: its frames and their mean embedding, no invented
+    description. Replaced by the event's forest leaf once its document lands."""
+
+    event_id: int
+    camera_id: str
+    t_start: float  # camera axis; t_end: its last frame in view (``as_of`` clips an event)
+    t_end: float
+    n_frames: int  # its moments in view
+    open: bool  # still open (at ``as_of``, when given): more frames may join it
+    keyframes: tuple[int, ...]  # moment ids spread evenly over it, in time order
+    keyframe_times: tuple[float, ...]
+    frame_paths: tuple[str, ...]
+    embedding: np.ndarray | None = field(default=None, compare=False)  # unit mean of its frames' image embeddings
+    document: str | None = None  # written but not yet a forest leaf (it waits for an earlier event's)
+
+
+@dataclass(frozen=True)
+class EventMemory:
+    """What the coarse stage sees of history: the forest's roots and the provisional nodes of
+    the events no root covers yet, read so that no event is in both."""
+
+    roots: tuple[ForestNode, ...]
+    provisional: tuple[ProvisionalNode, ...]

@@ -9,10 +9,13 @@ answered question is remembered) and summary documents written through the memor
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
+
+import numpy as np
 
 from ..numerics import spread_evenly
-from .records import Evidence, ForestNode, Moment, QARecord, Summary, SummaryKind
+from .provisional import PER_CAMERA_LIMIT, ProvisionalReader
+from .records import Evidence, EventMemory, ForestNode, Moment, ProvisionalNode, QARecord, Summary, SummaryKind
 from .search import SOURCES, search
 
 if TYPE_CHECKING:
@@ -122,6 +125,57 @@ class MemoryView:
             return self._forest.retrieve(q, k=k, camera_id=self.cameras[0], as_of=self.as_of)
         hits = self._forest.retrieve(q, k=k, as_of=self.as_of)
         return [(n, s) for n, s in hits if not self.cameras or n.camera_id in self.cameras]
+
+    # -- events the forest does not hold yet (memory/provisional.py) ---------------------------
+    def _leaf_in_view(self, event_id: int) -> bool:
+        """Whether the event is a forest leaf this view shows (documented, ending by ``as_of``)."""
+        leaf = None if self._forest is None else self._forest.leaf_for_event(event_id)
+        return leaf is not None and (self.as_of is None or leaf.t_end <= self.as_of)
+
+    def provisional_nodes(self, keyframes: int = 4, *, before: Mapping[str, float] | None = None,
+                          limit: int = PER_CAMERA_LIMIT) -> list[ProvisionalNode]:
+        """The events in view that no forest leaf in view stands for (the open event, closed
+        events waiting for their document), by camera and time, as they stood at ``as_of``;
+        ``keyframes`` spread over each (only from moments at or before ``before[camera]``, when
+        given); the newest ``limit`` per camera."""
+        reader = ProvisionalReader(self._store.db, self._store.frames.root)
+        return reader.nodes(self.camera_ids(), self._leaf_in_view, as_of=self.as_of, keyframes=keyframes,
+                            before=before, limit=limit)
+
+    def event_memory(self, keyframes: int = 4, *, before: Mapping[str, float] | None = None,
+                     limit: int = PER_CAMERA_LIMIT) -> EventMemory:
+        """The forest's roots in view and the provisional nodes, never one event in both: an
+        event whose leaf lands while they are read is dropped from the provisional nodes and
+        the roots are read again (they change with every leaf the forest takes)."""
+        provisional = self.provisional_nodes(keyframes, before=before, limit=limit)
+        for _ in range(8):
+            roots = self.forest_roots()
+            keep = [p for p in provisional if not self._leaf_in_view(p.event_id)]
+            if len(keep) == len(provisional):
+                break
+            provisional = keep
+        return EventMemory(tuple(roots), tuple(provisional))
+
+    def rank_provisional(self, text: str, nodes, k: int, *, query=None) -> list[tuple[ProvisionalNode, float]]:
+        """(node, cosine) of the ``k`` provisional nodes whose mean frame embedding is closest to
+        ``text`` through the image embedder's text side (or to ``query``, a vector of that
+        space), best first. Empty when the image embedder has no text side: those cosines are
+        never compared with the forest's, which live in the text embedder's space."""
+        nodes = [n for n in nodes if n.embedding is not None]
+        if k < 1 or not nodes:
+            return []
+        if query is None:
+            if self._embedder is None or not getattr(self._embedder, "has_text", False):
+                return []
+            query = self._embedder.embed_texts([text])[0]
+        q = np.asarray(query, np.float32).ravel()
+        norm = float(np.linalg.norm(q))
+        if not (norm > 0 and math.isfinite(norm)):
+            return []
+        q = q / norm
+        scored = [(n, float(np.dot(n.embedding, q))) for n in nodes if n.embedding.shape == q.shape]
+        scored.sort(key=lambda ns: (-ns[1], -ns[0].t_end))
+        return scored[:k]
 
     # -- the QA history ------------------------------------------------------------------------
     def similar_answers(self, query_emb, k: int = 1) -> list[QARecord]:

@@ -5,9 +5,9 @@ Coarse. One request of four messages that go from what changes least to what cha
 so consecutive questions share the longest prompt prefix and a prefix KV cache (``LocalQwenVL``'s,
 which resumes at message boundaries, or a server's block cache) skips it: the fixed system
 prompt; a user message with the forest's root summaries (by camera, then time, each with its
-interval); a user message with, for each camera in view, its medium buffer and its short window
-(each frame preceded by ``t=...s``); and a user message with the rolling QA summary, the current
-time and the question. The QA summary changes after every question, so it comes after the
+interval); a user message with, for each camera in view, its provisional nodes (below), its
+medium buffer and its short window (each frame preceded by ``t=...s``); and a user message with
+the rolling QA summary, the current time and the question. The QA summary changes after every question, so it comes after the
 frames: while the memory stands still (an ``as_of``, or no new frames or roots), the next
 question reuses system + roots + frames and prefills only its last message. The model replies
 ``{"answer": ...}`` when that suffices, or ``{"retrieve": <a short retrieval intent>}``.
@@ -18,6 +18,18 @@ plus ONE user message (node summaries with intervals and up to 4 keyframes each,
 records, the instruction to answer), so ``LocalQwenVL`` continues from the coarse request's KV
 cache and prefills only the new tokens; each stage's cached tokens and prefill time are in the
 trace and timings.
+
+Recent history the forest does not hold yet. An event becomes a forest leaf only once the
+writer has documented it, and an event stays open up to ``commit.max_event_s``, so the frames
+between the present's buffer and the newest root would be out of the fast path's reach. They
+are shown as provisional nodes (``MemoryView.event_memory``: the open event and the events
+waiting for their documents, as they stood at ``as_of``; never an event the roots already
+cover): at the start of each camera's frames, the newest ``provisional_per_camera`` of them,
+each with its interval, frame count, state and up to ``keyframes_per_node`` keyframes from
+before the present's buffer (the buffer shows the later seconds), marked provisional. The ones
+left off are ranked for the fine stage by their mean frame embedding against the intent
+(through the image embedder's text side), and the best ``k_p`` join the retrieved nodes. When a
+document lands the event is a forest leaf and only that is shown.
 
 Where the present's frames come from. From ``WorkingMemory`` (the ring buffers ingest fills)
 when it covers the camera's present (see ``WorkingMemory.covers``); otherwise (after a restart,
@@ -86,14 +98,15 @@ class _Recent:
 class TwoPhaseAnswerer:
     def __init__(self, llm, working=None, text_embedder=None, *, k_f: int = 2, k_q: int = 1,
                  use_qa: bool = True, update_qa: bool = True, keyframes_per_node: int = 4,
-                 dialogue_turns: int = 3):
+                 dialogue_turns: int = 3, provisional_per_camera: int = 4, k_p: int = 2):
         """``use_qa``: read the view's QA history (the rolling summary, the last
         ``dialogue_turns`` pairs, similar earlier answers); ``update_qa``: remember each answer
         there and rewrite the summary in the caller's thread (``Engine.ask`` passes False and
         records every answer itself, off the response path)."""
         if llm is None:
             raise ValueError("TwoPhaseAnswerer needs an LLM")
-        for name, v in (("k_f", k_f), ("k_q", k_q), ("dialogue_turns", dialogue_turns)):
+        for name, v in (("k_f", k_f), ("k_q", k_q), ("dialogue_turns", dialogue_turns),
+                        ("provisional_per_camera", provisional_per_camera), ("k_p", k_p)):
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"TwoPhaseAnswerer: {name} must be an int >= 0, got {v!r}")
         if not isinstance(keyframes_per_node, int) or keyframes_per_node < 0:
@@ -102,7 +115,8 @@ class TwoPhaseAnswerer:
         self.working = working
         self.use_qa = use_qa
         self.text_embedder = text_embedder
-        self.k_f, self.k_q = k_f, k_q
+        self.k_f, self.k_q, self.k_p = k_f, k_q, k_p
+        self.provisional_per_camera = provisional_per_camera
         self.update_qa = update_qa
         self.dialogue_turns = dialogue_turns
         self.keyframes_per_node = keyframes_per_node
@@ -141,15 +155,20 @@ class TwoPhaseAnswerer:
         recents = [self._recent(view, cam) for cam in view.camera_ids()]
         nows = [r.now for r in recents if r.now is not None]
         now = view.as_of if view.as_of is not None else (max(nows) if nows else view.now())
-        roots = sorted(view.forest_roots(), key=lambda n: (n.camera_id, n.t_start, n.node_id))
+        # keyframes of provisional nodes from before each present's buffer: it shows the rest
+        before = {r.camera_id: r.now - self.medium_s for r in recents if r.source != "none"}
+        memory = view.event_memory(self.keyframes_per_node, before=before)
+        roots = sorted(memory.roots, key=lambda n: (n.camera_id, n.t_start, n.node_id))
+        shown, left_off = self._split_provisional(memory.provisional)
         qa_summary = view.qa_summary() if self.use_qa else ""
         # the last turns verbatim: the rolling summary is rewritten in the background and may
         # not hold the previous answer yet when a follow-up comes
         dialogue = view.dialogue(self.dialogue_turns) if self.use_qa and self.dialogue_turns else []
-        coarse = prompts.two_phase_coarse(self._memory_parts(roots), self._frame_parts(recents),
+        coarse = prompts.two_phase_coarse(self._memory_parts(roots), self._frame_parts(recents, shown),
                                           self._question_parts(question, now, qa_summary, dialogue))
         ans.add_time("context", time.perf_counter() - t)
         context = {"roots": [n.node_id for n in roots], "qa_summary_chars": len(qa_summary), "now": now,
+                   "provisional": [p.event_id for p in shown], "provisional_left_off": len(left_off),
                    "frames": {r.camera_id: {"from": r.source, "medium": len(r.medium), "short": len(r.short)}
                               for r in recents}}
 
@@ -178,16 +197,22 @@ class TwoPhaseAnswerer:
         t = time.perf_counter()
         hits = view.forest_retrieve(intent, self.k_f, query=q) if self.k_f else []
         ans.add_time("forest", time.perf_counter() - t)
+        provisional = []
+        if self.k_p and left_off:  # ranked in the image space, apart from the forest's text space
+            t = time.perf_counter()
+            provisional = view.rank_provisional(intent, left_off, self.k_p)
+            ans.add_time("provisional", time.perf_counter() - t)
         records = []
         if self.use_qa and self.k_q and q is not None:
             t = time.perf_counter()
             records = view.similar_answers(q, self.k_q)
             ans.add_time("qa_retrieval", time.perf_counter() - t)
         t = time.perf_counter()
-        evidence, parts = self._fine_parts(intent, hits, records, view)
+        evidence, parts = self._fine_parts(intent, hits, records, view, provisional)
         fine = prompts.two_phase_fine(last_req, last_text, parts)
         ans.add_time("fine_context", time.perf_counter() - t)
         retrieved = {"intent": intent, "nodes": [[n.node_id, round(s, 4)] for n, s in hits],
+                     "provisional": [[p.event_id, round(s, 4)] for p, s in provisional],
                      "qa": [r.qa_id for r in records]}
 
         parsed, _, last_text = self._ask_json(fine, parse_fine, ans, "fine", retrieved)
@@ -197,7 +222,7 @@ class TwoPhaseAnswerer:
         if parsed is not None:
             ans.text, ans.found = parsed.answer.strip(), parsed.sufficient is True
             ans.trace[-1].action = "answer" if ans.found else "insufficient"
-        elif hits and last_text.strip():
+        elif (hits or provisional) and last_text.strip():
             # the model answered with the evidence in view, just not as JSON: keep its words
             ans.text, ans.found = last_text.strip()[:4000], False
             ans.trace[-1].action = "raw_answer"
@@ -260,9 +285,46 @@ class TwoPhaseAnswerer:
         lines = [f"- camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]: {n.summary}" for n in roots]
         return ["Event memory (top-level summaries, per camera, oldest first):\n" + ("\n".join(lines) or "(empty)")]
 
-    def _frame_parts(self, recents) -> list:
+    def _split_provisional(self, nodes) -> tuple[list, list]:
+        """(shown, left off): each camera's newest ``provisional_per_camera`` nodes are shown."""
+        by_cam: dict = {}
+        for p in nodes:
+            by_cam.setdefault(p.camera_id, []).append(p)
+        shown, left_off = [], []
+        for ps in by_cam.values():
+            ps.sort(key=lambda p: (p.t_start, p.event_id))
+            cut = len(ps) - self.provisional_per_camera
+            left_off += ps[:max(cut, 0)]
+            shown += ps[max(cut, 0):]
+        return shown, left_off
+
+    @staticmethod
+    def _provisional_line(p, buffer: str = "the recent buffer below") -> str:
+        if p.open:
+            state = "still open"
+        elif p.document:
+            state = f"closed; described, not yet in the event memory: {p.document}"
+        else:
+            state = "closed, not described yet"
+        line = f"camera {p.camera_id} [{p.t_start:.2f}s, {p.t_end:.2f}s]: {state}; {p.n_frames} frame(s)"
+        return line + ("" if p.keyframes or not p.n_frames else f"; its frames are in {buffer}")
+
+    def _provisional_parts(self, cam: str, nodes) -> list:
+        mine = [p for p in nodes if p.camera_id == cam]
+        if not mine:
+            return []
+        parts = [(f"Camera {cam}, recent events not in the event memory yet (PROVISIONAL: not described "
+                  "there yet; their time range, frame count and keyframes):")]
+        for p in mine:
+            parts.append("- provisional event, " + self._provisional_line(p))
+            for t, path in zip(p.keyframe_times, p.frame_paths):
+                parts += [f"t={t:.2f}s", Image(path)]
+        return parts
+
+    def _frame_parts(self, recents, provisional=()) -> list:
         parts = []
         for r in recents:
+            parts += self._provisional_parts(r.camera_id, provisional)
             if not (r.medium or r.short):
                 parts.append(f"Camera {r.camera_id}: no recent frames.")
                 continue
@@ -294,13 +356,13 @@ class TwoPhaseAnswerer:
             return None
         return Evidence(r.camera_id, frames[0][1], frames[-1][1], (), (), 0.0, "frame", None)
 
-    def _fine_parts(self, intent: str, hits, records, view: MemoryView):
-        """(evidence, parts) for the retrieved nodes and QA records."""
+    def _fine_parts(self, intent: str, hits, records, view: MemoryView, provisional=()):
+        """(evidence, parts) for the retrieved nodes, provisional nodes and QA records."""
         ids = [k for n, _ in hits for k in n.keyframes]
         moments = view.moments_by_id(ids) if ids else {}
         parts: list = [f"Memory retrieved for: {intent}"]
         evidence = []
-        if not hits:
+        if not hits and not provisional:
             parts.append("No memory node matched.")
         for i, (n, score) in enumerate(hits, 1):
             kind = "event" if n.is_leaf else "summary"
@@ -312,6 +374,13 @@ class TwoPhaseAnswerer:
             parts.append(f"Node {i} ({label}), camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]:\n{n.summary}")
             for k, t in (have[j] for j in spread_evenly(len(have), self.keyframes_per_node)):
                 parts += [f"t={t:.2f}s", Image(moments[k].frame_path)]
+        for i, (p, score) in enumerate(provisional, len(hits) + 1):
+            evidence.append(Evidence(p.camera_id, p.t_start, p.t_end, p.keyframes, p.frame_paths, float(score),
+                                     "event", p.document, similarity=float(score)))
+            parts.append(f"Node {i} (provisional: an event not in the event memory yet), "
+                         + self._provisional_line(p, "the recent buffer shown before"))
+            for t, path in zip(p.keyframe_times, p.frame_paths):
+                parts += [f"t={t:.2f}s", Image(path)]
         for rec in records:
             parts.append(f"Earlier question at t={rec.t:.2f}s: {rec.question}\nIts answer: {rec.answer}")
         return evidence, parts

@@ -2,11 +2,22 @@
 medium buffer (32 s at 1 fps) of recent frames kept from ingest. (The QA history lives in the
 store: memory/qa.py, read through the view.)
 
-The ring buffers hold what ingest saw: the pushed frames (``Engine.push`` feeds every pushed
-frame), and for files the frames that passed the gates (the sampler's rate and the blur /
-change gates come first). So with a base sampling rate below 2 fps, or a scene the gates thin
-out, the short window is sparser than 2 fps. They live in memory only: after a restart they are
-empty and the two-phase answerer reads the same spans from the store instead.
+What feeds it (``observe``):
+- pushed frames: ``Engine.push`` offers every pushed frame (numpy or CUDA tensor), before and
+  apart from sampling;
+- files and URLs, when the present is wanted (the engine has a model: ``Engine._pipe`` gives
+  the pipeline ``present_fps`` = the short window's rate): the decoder's own present sampler
+  at that rate, from decode, beside the index's samples and independently of the sampling
+  rate and the gates (``PresentFrame``: ingest/frame.py; the decode worker in pipeline.py).
+  Those frames are scaled to ``max_side`` as they are converted, on the decode thread, and
+  never go through the gates, the embedder or the store;
+- files and URLs without a model: the frames that passed the index sampling and the gates
+  (index/stage.py), as nothing reads the present then and no extra frame is decoded for it.
+Each buffer keeps the first frame offered in each 1/fps-second cell of its camera's axis
+(cells k/fps .. (k+1)/fps, the decoders' tick grid), for its last span*fps cells, so a feed
+at or above its rate fills it exactly: 16 frames for the short window, 32 for the medium one.
+The buffers live in memory only: after a restart they are empty and the two-phase answerer
+reads the same spans from the store instead.
 """
 from __future__ import annotations
 
@@ -16,33 +27,54 @@ from collections import deque
 
 import numpy as np
 
-# Frames that arrive this close to the rate's interval count as on time (float time stamps:
-# 0.1 * 5 is not exactly 0.5).
+from ..ingest.frame import fit_rgb
+
+# Frames that arrive this close to a cell's start count as in it (float time stamps: 0.1 * 5
+# is not exactly 0.5).
 _RATE_SLACK = 1e-6
+DEFAULT_SIDE = 448  # the present's frames' long side when the config names no model image side
+
+
+def present_side(llm_cfg) -> int:
+    """The long side the present's frames are kept at: the model's image side when the config
+    sets one (``llm.max_image_side``, explicitly), else DEFAULT_SIDE (a VLM's typical input;
+    the config's default 1280 is a cap for any image sent, not the model's input size)."""
+    if llm_cfg is not None and "max_image_side" in llm_cfg.model_fields_set:
+        return int(llm_cfg.max_image_side)
+    return DEFAULT_SIDE
 
 
 class _Ring:
-    """Frames of one camera at one rate over one span: (t, array), oldest first."""
+    """Frames of one camera at one rate over one span: (t, cell, array), oldest first."""
 
     def __init__(self, span_s: float, fps: float):
-        self.span_s = span_s
-        self.interval = 1.0 / fps
+        self.fps = fps
+        self.cells = max(1, round(span_s * fps))  # 8 s at 2 fps: 16
         self.frames: deque = deque()
         self.last_kept = -math.inf   # time of the newest kept frame
-        self.evicted_t = -math.inf   # time of the newest frame dropped for age
+        self.last_cell: int | None = None
+        self.evicted_cell: float = -math.inf  # cell of the newest frame dropped for age
+
+    def cell(self, t: float) -> int:
+        return math.floor(t * self.fps + _RATE_SLACK)
 
     def wants(self, t: float) -> bool:
-        return t - self.last_kept >= self.interval - _RATE_SLACK
+        return self.last_cell is None or self.cell(t) > self.last_cell
 
     def add(self, t: float, arr: np.ndarray) -> None:
-        self.frames.append((t, arr))
-        self.last_kept = t
-        # keep (newest - span, newest]: 8 s at 2 fps is 16 frames
-        while self.frames and self.frames[0][0] <= t - self.span_s:
-            self.evicted_t = self.frames.popleft()[0]
+        c = self.cell(t)
+        self.frames.append((t, c, arr))
+        self.last_kept, self.last_cell = t, c
+        while self.frames and self.frames[0][1] <= c - self.cells:  # keep the newest `cells` cells
+            self.evicted_cell = self.frames.popleft()[1]
 
     def window(self, now: float) -> list:
-        return [(a, t) for t, a in self.frames if now - self.span_s < t <= now]
+        first = self.cell(now) - self.cells  # cells (first, cell(now)]
+        return [(a, t) for t, c, a in self.frames if c > first and t <= now]
+
+    def covers(self, now: float) -> bool:
+        """No frame of the span before ``now`` was dropped for age."""
+        return self.evicted_cell <= self.cell(now) - self.cells
 
 
 def _strided_copy(rgb: np.ndarray, k: int) -> np.ndarray:
@@ -60,7 +92,7 @@ class WorkingMemory:
     """Per camera ring buffers of recent frames, fed by ``observe`` from ingest threads."""
 
     def __init__(self, short_s: float = 8.0, short_fps: float = 2.0, medium_s: float = 32.0,
-                 medium_fps: float = 1.0, max_side: int = 448):
+                 medium_fps: float = 1.0, max_side: int = DEFAULT_SIDE):
         for name, v in (("short_s", short_s), ("short_fps", short_fps), ("medium_s", medium_s),
                         ("medium_fps", medium_fps)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
@@ -86,14 +118,18 @@ class WorkingMemory:
 
     def observe(self, camera_id: str, t: float, rgb: np.ndarray) -> None:
         """Offer one frame (H x W x 3 uint8) seen at time ``t`` (the camera's axis). Kept by a
-        buffer only if it comes at least 1/fps after that buffer's last kept frame; stored
-        downscaled by integer striding to at most ``max_side`` and copied (callers reuse their
-        buffers). A frame at or before the buffer's newest is dropped: two feeders may offer the
-        same frames late (``Engine.push`` offers every pushed frame, the index pipeline the
-        gated ones, possibly far behind under backpressure), and restarting on a backward jump
-        would make them thrash. A source on a new clock calls ``reset`` first."""
-        if not (isinstance(rgb, np.ndarray) and rgb.ndim == 3 and rgb.shape[2] == 3 and rgb.dtype == np.uint8):
-            got = f"{rgb.dtype} array of shape {rgb.shape}" if isinstance(rgb, np.ndarray) else type(rgb).__name__
+        buffer only if it is the first in its 1/fps cell (module docstring); stored downscaled
+        by integer striding to at most ``max_side`` (a decoded frame comes already fitted) and
+        copied (callers reuse their buffers). A frame in or before the newest kept frame's cell
+        is dropped: two feeders may offer the same frames late (``Engine.push`` offers every
+        pushed frame, the index pipeline the gated ones, possibly far behind under
+        backpressure), and restarting on a backward jump would make them thrash. A source on a
+        new clock calls ``reset`` first."""
+        tensor = hasattr(rgb, "cpu") and hasattr(rgb, "device")  # a CUDA tensor pushed: strided on its device
+        if not (isinstance(rgb, np.ndarray) or tensor) or rgb.ndim != 3 or rgb.shape[2] != 3 or (
+                str(rgb.dtype) not in ("uint8", "torch.uint8")):
+            got = (f"{rgb.dtype} array of shape {tuple(rgb.shape)}" if isinstance(rgb, np.ndarray) or tensor
+                   else type(rgb).__name__)
             raise ValueError(f"WorkingMemory.observe({camera_id!r}): expected an H x W x 3 uint8 array, got {got}")
         t = float(t)
         if not math.isfinite(t):
@@ -106,7 +142,8 @@ class WorkingMemory:
             takers = [r for r in rings if r.wants(t)]
             if not takers:
                 return  # the common case at high frame rates: nothing to copy
-            small = _strided_copy(rgb, max(1, math.ceil(max(rgb.shape[0], rgb.shape[1]) / self.max_side)))
+            k = max(1, math.ceil(max(int(rgb.shape[0]), int(rgb.shape[1])) / self.max_side))
+            small = fit_rgb(rgb, self.max_side) if tensor else _strided_copy(rgb, k)
             small.flags.writeable = False  # shared by both buffers and handed to readers
             for r in takers:
                 r.add(t, small)
@@ -120,8 +157,9 @@ class WorkingMemory:
             self._cams.pop(camera_id, None)
 
     def window(self, camera_id: str, now: float) -> tuple[list, list]:
-        """(short, medium): lists of (array, t), oldest first, with now - span < t <= now (never
-        a frame after ``now``). The arrays are read-only and shared: do not modify them."""
+        """(short, medium): lists of (array, t), oldest first, of the span*fps cells up to
+        ``now``'s (about now - span < t) and t <= now (never a frame after ``now``). The arrays
+        are read-only and shared: do not modify them."""
         with self._lock:
             rings = self._cams.get(camera_id)
             if rings is None:
@@ -137,8 +175,8 @@ class WorkingMemory:
             if rings is None:
                 return False
             short, medium = rings
-            has = any(t <= now for t, _ in medium.frames) or any(t <= now for t, _ in short.frames)
-            return has and medium.evicted_t <= now - self.medium_s and short.evicted_t <= now - self.short_s
+            has = any(t <= now for t, _, _ in medium.frames) or any(t <= now for t, _, _ in short.frames)
+            return has and medium.covers(now) and short.covers(now)
 
     def latest(self, camera_id: str) -> float | None:
         """Time of the newest frame kept for the camera (None: none)."""
