@@ -100,6 +100,7 @@ class CMakeBuild(build_ext):
 setup(
     packages=find_packages(include=["vam_engine", "vam_engine.*"]) + ["vam_engine.kernels"],
     package_dir={"vam_engine.kernels": "kernels"},
+    package_data={"vam_engine.eval.sample": ["*.jsonl"]},  # the sample suite's questions
     ext_modules=[CMakeExtension("vam_engine._C")],
     cmdclass={"build_ext": CMakeBuild},
     zip_safe=False,

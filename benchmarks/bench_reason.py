@@ -55,10 +55,14 @@ engine time per turn at 1e5 moments.
     python benchmarks/bench_reason.py                    # ~1 min on 2 cores
     python benchmarks/bench_reason.py --moments 100000   # the 1e5 row (~2 min more)
     python benchmarks/bench_reason.py --skip-kv          # parts 2, 3 and 4 only (seconds)
-    python benchmarks/bench_reason.py --skip-kv --skip-overhead --skip-agentic   # part 4 only
+    python benchmarks/bench_reason.py --skip-kv --skip-overhead --skip-agentic   # parts 4 and 5 only
 
 Part 4, two-tier scheduling: see benchmarks/_two_tier.py (answer latency with the writer idle
 and saturated, through the scheduler's HTTP and local adapters, and with no tiers).
+
+Part 5, ``ask`` while ingest is busy: see benchmarks/_ask_busy.py (response latency with a
+backlog of queued frames behind a slow embedder, answering from what is committed vs
+``wait_for_ingest=True``).
 
 Prints the tables and writes benchmarks/results/bench_reason.json.
 """
@@ -640,6 +644,10 @@ def main() -> None:
     ap.add_argument("--skip-two-tier", action="store_true", help="skip part 4 (two-tier scheduling)")
     ap.add_argument("--tier-answers", type=int, default=50, help="part 4 answers per row")
     ap.add_argument("--tier-latency-ms", type=float, default=20.0, help="part 4 scripted latency per call")
+    ap.add_argument("--skip-ask-busy", action="store_true", help="skip part 5 (ask while ingest is busy)")
+    ap.add_argument("--busy-embed-ms", type=float, default=50.0, help="part 5: embedder ms per frame")
+    ap.add_argument("--busy-fps", type=float, default=10.0, help="part 5: pushed frames' rate (all sampled)")
+    ap.add_argument("--busy-asks", type=int, default=20, help="part 5: questions without waiting")
     args = ap.parse_args()
     args.moments = int(args.moments)
     import torch
@@ -661,9 +669,13 @@ def main() -> None:
         from _two_tier import part_two_tier
 
         result["two_tier"] = part_two_tier(args, print_table)
+    if not args.skip_ask_busy:
+        from _ask_busy import part_ask_busy
+
+        result["ask_busy"] = part_ask_busy(args, print_table)
     name = "bench_reason" if args.moments == 10_000 else f"bench_reason_{args.moments}"
     if args.skip_kv and args.skip_overhead and args.skip_agentic:
-        name = "bench_reason_two_tier"  # part 4 alone: keep the full run's JSON
+        name = "bench_reason_two_tier"  # parts 4-5 alone: keep the full run's JSON
     print(f"\nwrote {write_json(name, result)}")
 
 

@@ -1,4 +1,4 @@
-"""The ``vam-engine`` command: index, info, search, summarize, ask, watch, delete, retain, demo."""
+"""The ``vam-engine`` command: index, info, search, summarize, ask, watch, delete, retain, demo, eval."""
 from __future__ import annotations
 
 import argparse
@@ -422,6 +422,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--store", help="store directory (default: DIR/store)")
     sp.add_argument("--dir", help="where to write the clip and store (default: a new temp dir)")
     sp.set_defaults(func=cmd_demo)
+
+    from .eval.cli import add_parser as add_eval_parser  # the evaluation harness (vam_engine/eval)
+
+    add_eval_parser(sub, [engine, model, texts, quiet])
     return p
 
 

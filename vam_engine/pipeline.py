@@ -158,7 +158,10 @@ class IndexPipeline:
         self._flush_requested = threading.Event()
         self._error: BaseException | None = None
         self._idle = threading.Condition()
-        self._inflight = 0  # items queued or being processed, not yet committed
+        # items put and items committed, ever (committed in the order put: one commit thread);
+        # flush waits for the count put before it, so a producer that never pauses cannot starve it
+        self._put_count = 0
+        self._done_count = 0
         self._fresh: set[str] = set()  # cameras whose reference a gap reset: not reloaded from the store
         # gated batches wait here for their JPEGs and their transaction, off the gate thread
         self._commits: queue.Queue = queue.Queue(maxsize=8)
@@ -185,7 +188,7 @@ class IndexPipeline:
     def put(self, item) -> None:
         self.raise_if_failed()
         with self._idle:
-            self._inflight += 1
+            self._put_count += 1
         while True:
             try:
                 self._queue.put(item, timeout=0.2)
@@ -201,16 +204,15 @@ class IndexPipeline:
         """Queue a live source's sample unless the gates stay behind for ``timeout`` s: False
         then (the caller counts it dropped; a live reader must keep reading its socket)."""
         self.raise_if_failed()
-        with self._idle:
-            self._inflight += 1
         try:
             self._queue.put(_Item(frame, source_id), timeout=timeout)
-            return True
         except queue.Full:
-            with self._idle:
-                self._inflight -= 1
-                self._idle.notify_all()
             return False
+        # Counted once queued (it may be committed first: the count only trails), never before:
+        # a flush must not wait for an item that was then dropped.
+        with self._idle:
+            self._put_count += 1
+        return True
 
     def gap(self, source_id: int) -> None:
         """Queue a live source's loss of video after its frames so far (see ``_Gap``)."""
@@ -249,14 +251,16 @@ class IndexPipeline:
         return t
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until everything put so far is gated and committed."""
+        """Wait until everything put before this call is gated and committed."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        with self._idle:
+            target = self._put_count
         try:
             self._queue.put_nowait(_WAKE)  # after everything put so far: commit it now, not at the next interval
         except queue.Full:
             self._flush_requested.set()  # the gate thread is busy: it sees the request at its next batch
         with self._idle:
-            while self._inflight > 0:
+            while self._done_count < target:
                 self.raise_if_failed()
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -358,7 +362,7 @@ class IndexPipeline:
             for src in ended:
                 src.committed.set()
             with self._idle:
-                self._inflight -= taken
+                self._done_count += taken
                 self._idle.notify_all()
 
     def _fail(self, e: BaseException) -> None:
