@@ -7,7 +7,10 @@ one's backlog: a sample the gates cannot take within its interval is dropped and
 loss of video is a durable gap row (memory/gaps.py) plus a gap marker in the pipeline after the
 camera's frames so far (the held frame and the open event close, the gate's reference resets),
 and removal ends the camera's source after its last queued frame. Each run of a camera is one
-source row, whose ``t_rel`` continues across reconnections (its moments never collide).
+source row, whose ``t_rel`` continues across reconnections (its moments never collide); its
+epoch (``t_abs`` at ``t_rel`` 0) is kept in the source's info, so the next run of the camera
+records the time between the runs (engine stopped or killed, camera removed) as a gap too.
+The cameras file's monitors become ``repeat`` monitors of their camera (``sync_monitors``).
 """
 from __future__ import annotations
 

@@ -18,7 +18,9 @@ that long is interrupted by PyAV's read timeout; packets arriving without a deco
 are caught in the loop) ends the connection; the camera then reconnects after an exponential
 backoff with jitter (``backoff_s`` doubling to ``backoff_max_s``, each wait drawn in [1/2, 1] of
 its step), forever unless ``max_retries`` consecutive attempts fail. The loss is reported
-once (``LiveSink.gap``) and its end with the first frame after it (``LiveSink.resumed``).
+once (``LiveSink.gap``) and its end with the first frame after it (``LiveSink.resumed``). A
+local file is not retried: its end, or an error, ends the camera (``LiveSink.ended``).
+Removing a camera returns at once; a reader blocked in a read exits when it times out.
 """
 from __future__ import annotations
 
