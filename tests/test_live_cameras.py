@@ -85,6 +85,13 @@ def test_an_unreachable_server_is_an_error_within_seconds(tmp_path):
     assert sorted(g.camera_id for g in gaps) == ["refused", "silent"] and all(g.open for g in gaps)
 
 
+def test_a_missing_capture_device_keeps_trying_with_a_clear_error(tmp_path):
+    with Engine(tmp_path / "store", device="cpu") as eng:  # it may be plugged in later: not refused
+        eng.add_camera("usb", "/dev/video99", backoff_s=0.05, backoff_max_s=0.1)
+        st = wait_for("an error", lambda: (s := status_of(eng, "usb")).error and s, 3)
+    assert st.state == "connecting" and "No such file or directory" in st.error
+
+
 def test_max_retries_gives_up_and_goes_offline(tmp_path):
     with Engine(tmp_path / "store", device="cpu") as eng:
         eng.add_camera("gone", f"http://127.0.0.1:{free_port()}/live.ts", max_retries=2, backoff_s=0.05,
