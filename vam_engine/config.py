@@ -164,6 +164,17 @@ class ForestConfig(_Section):
     merge_lambda: float = Field(0.1, ge=0, description="merge score: cos(e_j, e_k) - lambda (d_j + d_k)")
 
 
+class MonitorConfig(_Section):
+    max_active: int = Field(8, ge=1, le=1024, description="active monitors at most (StreamMind: 8)")
+    workers: int = Field(4, ge=1, le=256, description="monitor checks judged at once")
+    max_pending: int = Field(4, ge=1, description="checks of one monitor and camera waiting behind a slow "
+                             "model; beyond it the oldest is dropped (counted)")
+    vigilance: bool = Field(True, description="skip the model when a check's frames did not change, or are far "
+                            "below the condition's recent similarity (reason/vigilance.py)")
+    change_min_tile_mad: float = Field(8.0, ge=0, description="vigilance: a frame changed when a 1/64 tile of its "
+                                       "32x32 thumbnail moved this many grey levels since the last judged frame")
+
+
 class EngineConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     gate: GateConfig = GateConfig()
@@ -176,6 +187,7 @@ class EngineConfig(_Section):
     llm: LLMConfig = LLMConfig()
     writer: WriterConfig = WriterConfig()
     forest: ForestConfig = ForestConfig()
+    monitors: MonitorConfig = MonitorConfig()
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None, env: dict | None = None, **overrides) -> "EngineConfig":

@@ -38,11 +38,12 @@ from .gate.cascade import GateCascade
 from .ingest import Frame, TickSampler, is_url, open_decoder
 from .ingest.buffers import BufferPool
 from .embed import make_image_embedder, make_text_embedder
-from .memory.records import Deletion, Moment, Summary, camera_time
+from .memory.records import Alert, Deletion, Monitor, Moment, Summary, camera_time
 from .memory.search import SOURCES, SearchResult, search
 from .memory.store import Store
 from .memory.vector_memory import VectorMemory
 from .memory.writer_lock import WriterLock
+from .engine_monitor import EngineMonitors
 from .engine_roles import ClaimingSummarizer, WatchedModel, load_config, retain_store
 from .llm import describe_llm, make_llm
 from .index.stage import sweep_source
@@ -115,6 +116,7 @@ class Engine:
         from .reason.working import WorkingMemory
 
         self.working = WorkingMemory()  # the present of each camera: a short window and a medium buffer
+        self._monitors = EngineMonitors(self)
 
     # -- lifetime ------------------------------------------------------------------------------
     @property
@@ -191,6 +193,7 @@ class Engine:
 
                 self._retention = RetentionWorker(self.store.moments, cfg=self.config.retention)
                 self._retention.start()
+        self._monitors.resume()
 
     def _pipe(self) -> IndexPipeline:
         self._start_ingest()
@@ -214,6 +217,7 @@ class Engine:
             pipe.close()
         if self.writer is not None:
             self.writer.close()
+        self._monitors.close()
         if self._qa is not None:
             self._qa.close()  # before the model and the store it uses
         if self._llm is not None:
@@ -384,8 +388,9 @@ class Engine:
                       time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of)
 
     def delete(self, cameras=None, time_range=None) -> Deletion:
-        """Remove the moments (rows, JPEGs, vectors), events and samples of the given cameras
-        (all when None) within time_range (camera axis, start <= end; everything when None)."""
+        """Remove the moments (rows, JPEGs, vectors), events, samples and alerts of the given
+        cameras (all when None) within time_range (camera axis, start <= end; everything when
+        None). Deleting whole cameras also removes the monitors that watched only them."""
         if cameras is None and time_range is None:
             raise ValueError("delete needs cameras=... and/or time_range=... (refusing to delete everything implicitly)")
         if isinstance(cameras, str):
@@ -413,6 +418,7 @@ class Engine:
         self._cascade.forget(out.cameras)
         if self._pipeline is not None:
             self._pipeline.semantic.reset(out.cameras)
+        self._monitors.forget_deleted()
         return out
 
     def _rebuild_forest(self, cam: str) -> None:
@@ -545,6 +551,45 @@ class Engine:
             if self._ask_writer is None:
                 self._ask_writer = ClaimingSummarizer(self)
             return self._ask_writer
+
+    # -- monitors ------------------------------------------------------------------------------
+    def watch(self, condition: str, cameras=None, *, images=None, mode: str = "once", min_confidence: float = 0.6,
+              every_s: float = 2.0, frames: int = 4, repeat_gap_s: float = 3.0) -> Monitor:
+        """Watch for ``condition`` (text; ``images``: reference images, arrays or paths) on
+        ``cameras`` (None: all): the latest ``frames`` frames of each camera's present are checked
+        every ``every_s`` of stream time; an alert fires at ``confidence >= min_confidence``.
+        ``once`` ends at the first alert, ``repeat`` fires again after ``repeat_gap_s`` without a
+        match. Durable: active monitors resume when the store is next indexed. reason/monitor.py
+        has the rules; at most ``monitors.max_active`` (8) are active."""
+        from .memory.monitors import MonitorSpec
+
+        cams = None if cameras is None else (cameras,) if isinstance(cameras, str) else tuple(cameras)
+        return self._monitors.watch(MonitorSpec(condition, cams, mode, min_confidence, every_s, frames,
+                                                repeat_gap_s), images)
+
+    def monitors(self, include_ended: bool = False) -> list[Monitor]:
+        return self.store.monitors.list(include_ended)
+
+    def unwatch(self, monitor_id: str) -> bool:
+        """End a monitor (its alerts stay). False: no such active monitor."""
+        return self._monitors.unwatch(monitor_id)
+
+    def alerts(self, since: int | None = None, monitor_id: str | None = None, camera=None) -> list[Alert]:
+        """Stored alerts with ``alert_id > since``, oldest first."""
+        return self._monitors.alerts(since, monitor_id, camera)
+
+    def subscribe_alerts(self, callback=None):
+        """An ``AlertSubscription``: iterate it (or ``get(timeout)``) for alerts as they fire in
+        this engine; ``callback(alert)`` is also called for each. ``close()`` it when done."""
+        return self._monitors.subscribe(callback)
+
+    def wait_for_monitors(self, timeout: float | None = None) -> bool:
+        """Wait until every check due so far is judged; False on timeout."""
+        return self._monitors.drain(timeout)
+
+    def monitor_stats(self):
+        """``MonitorStats``: checks, model calls, vigilance skips, alerts since this engine began."""
+        return self._monitors.stats()
 
     # -- reads ---------------------------------------------------------------------------------
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:

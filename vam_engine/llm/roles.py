@@ -15,8 +15,7 @@ def known_roles() -> frozenset:
     """The roles requests are tagged with (one sampling setting each)."""
     from . import prompts
 
-    # "monitor" checks are tagged by the monitor worker (frontend), which has no prompt here yet
-    return frozenset(prompts.SAMPLING) | {"monitor"}
+    return frozenset(prompts.SAMPLING)
 
 
 def role_configs(cfg: LLMConfig) -> dict[str, LLMConfig]:

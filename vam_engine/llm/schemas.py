@@ -330,6 +330,11 @@ def parse_anchor(text: str) -> AnchorVerdict:
     return _validated(AnchorVerdict, _object(text, "anchor verdict"), "anchor verdict")
 
 
+def parse_monitor_verdict(text: str) -> AnchorVerdict:
+    """A monitor check's verdict: the anchor verdict's shape (StreamMind's Monitor Worker)."""
+    return _validated(AnchorVerdict, _object(text, "monitor verdict"), "monitor verdict")
+
+
 def parse_coarse(text: str) -> CoarseReply:
     """Two-phase's coarse reply: an answer or a retrieval intent. Raises ValueError naming the
     first problem."""

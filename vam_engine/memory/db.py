@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -170,6 +170,36 @@ CREATE TABLE IF NOT EXISTS qa_summary (
     t REAL NOT NULL,             -- in force from this stream time on
     PRIMARY KEY (key, t)
 );
+
+-- monitors and their alerts (memory/monitors.py)
+CREATE TABLE IF NOT EXISTS monitors (
+    monitor_id TEXT PRIMARY KEY,
+    condition TEXT NOT NULL,
+    cameras TEXT NOT NULL,       -- "*" or a JSON list of the cameras watched
+    mode TEXT NOT NULL,          -- once | repeat
+    min_confidence REAL NOT NULL,
+    every_s REAL NOT NULL,
+    frames INTEGER NOT NULL,
+    repeat_gap_s REAL NOT NULL,
+    images TEXT NOT NULL,        -- JSON list of the reference images' refs (store-relative)
+    active INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    ended_at REAL
+);
+CREATE TABLE IF NOT EXISTS alerts (
+    alert_id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: alert streams resume by id
+    monitor_id TEXT NOT NULL,
+    camera_id TEXT NOT NULL,
+    t REAL NOT NULL,             -- camera axis: the last frame the firing check observed
+    t_abs REAL,
+    confidence REAL NOT NULL,
+    observed TEXT NOT NULL,
+    moment_ids TEXT NOT NULL,    -- JSON list: committed moments of the observed span (never thinned)
+    frame_refs TEXT NOT NULL,    -- JSON list: the observed frames as saved (store-relative)
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS alerts_camera_t ON alerts (camera_id, t);
+CREATE INDEX IF NOT EXISTS alerts_monitor ON alerts (monitor_id);
 """
 
 
@@ -194,7 +224,11 @@ def _migrate_3_to_4(conn) -> None:
     conn.execute("ALTER TABLE cameras ADD COLUMN ref_sharpness TEXT")
 
 
-MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4}  # from version -> step to the next
+def _migrate_4_to_5(conn) -> None:
+    """Version 5 added the monitors and alerts tables (SCHEMA creates them); nothing to convert."""
+
+
+MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999

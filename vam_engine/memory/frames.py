@@ -93,7 +93,8 @@ class FrameFiles:
         """Temporary JPEGs left by a crash before their rename are never referenced. Those of a
         live writer (another process indexing into this store while this one opens it to read)
         are in flight and stay."""
-        for p in (self.root / "frames").rglob("*.tmp"):
+        temporaries = [p for d in ("frames", "alerts", "monitors") for p in (self.root / d).rglob("*.tmp")]
+        for p in temporaries:
             pid = p.name.rsplit(".", 2)[-2] if p.name.count(".") >= 3 else ""
             if pid.isdigit() and _alive(int(pid)):
                 continue

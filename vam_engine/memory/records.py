@@ -2,7 +2,7 @@
 live rows; every repository of this package takes and returns these, never tuples or dicts."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -214,6 +214,8 @@ class Deletion:
     summaries: int
     vectors: int
     cameras: tuple[str, ...]  # the cameras whose references restart
+    alerts: int = 0
+    monitors: int = 0  # ended with their cameras
 
 
 @dataclass(frozen=True)
@@ -236,3 +238,59 @@ class GateReference:
     t: float
     gray: object  # numpy on the commit path; the gate thread may hold a CUDA tensor until then
     sharpness: tuple[float, ...] = ()  # empty for stores from before schema 4
+
+
+MONITOR_MODES = ("once", "repeat")
+
+
+@dataclass(frozen=True)
+class Monitor:
+    """A watched-for condition (StreamMind's Monitor Worker): checked on the latest ``frames``
+    frames of its cameras every ``every_s`` of stream time; fires at ``confidence >=
+    min_confidence``. ``once`` ends at its first alert; ``repeat`` fires again only after
+    ``repeat_gap_s`` without a match. ``cameras`` None: every camera."""
+
+    monitor_id: str
+    condition: str
+    cameras: tuple[str, ...] | None
+    mode: str
+    min_confidence: float
+    every_s: float
+    frames: int
+    repeat_gap_s: float
+    n_images: int        # reference images stored with the condition
+    active: bool
+    created_at: float    # wall clock
+    ended_at: float | None
+
+    def watches(self, camera_id: str) -> bool:
+        return self.cameras is None or camera_id in self.cameras
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["cameras"] = list(self.cameras) if self.cameras is not None else None
+        return d
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One firing of a monitor. ``t`` is the camera-axis time of the last frame the firing check
+    observed (StreamArena's trigger-observation time, recorded before delivery); ``frame_paths``
+    are the observed frames as saved in the store and ``moment_ids`` the committed moments of the
+    observed span (both kept: retention never thins them)."""
+
+    alert_id: int
+    monitor_id: str
+    camera_id: str
+    t: float
+    t_abs: float | None
+    confidence: float
+    observed: str
+    moment_ids: tuple[int, ...]
+    frame_paths: tuple[str, ...]
+    created_at: float
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["moment_ids"], d["frame_paths"] = list(self.moment_ids), list(self.frame_paths)
+        return d

@@ -16,6 +16,7 @@ from .doc_queue import DocumentQueue
 from .events import EventRepository
 from .frames import FrameFiles
 from .moments import MomentRepository
+from .monitors import MonitorRepository
 from .qa import QAHistory
 from .records import Deletion
 from .sources import SourceRepository
@@ -42,6 +43,7 @@ class Store:
         self.doc_queue = DocumentQueue(self.db, self.moments)
         self.summaries = SummaryRepository(self.db)
         self.qa = QAHistory(self.db)
+        self.monitors = MonitorRepository(self.db, self.frames)
         self._committer = Committer(self.db, self.frames, keyframes_per_event)
         self.frames.sweep_temporaries()
 
@@ -50,9 +52,9 @@ class Store:
         return self._committer.commit(batch)
 
     def delete(self, cameras=None, t0: float | None = None, t1: float | None = None) -> Deletion:
-        """Remove moments (rows, files, vectors), overlapping events and summaries and samples of
-        the given cameras (all when None) in [t0, t1] on the camera axis (everything when both
-        None)."""
+        """Remove moments (rows, files, vectors), overlapping events and summaries, samples and
+        alerts of the given cameras (all when None) in [t0, t1] on the camera axis (everything
+        when both None; then also the monitors that watched only those cameras)."""
         where, args = [], []
         if cameras:
             where.append(f"camera_id IN ({placeholders(cameras)})")
@@ -97,9 +99,10 @@ class Store:
             conn.executemany("UPDATE cameras SET ref_t=NULL, ref_shape=NULL, ref_gray=NULL, ref_sharpness=NULL"
                              " WHERE camera_id=?",
                              [(c,) for c in cams])
-        for r in rows:
-            self.frames.unlink(r[1])
-        return Deletion(len(rows), len(events), len(summaries), len(changes), tuple(sorted(cams)))
+            alerts, monitors, alert_files = self.monitors.delete_in(conn, cameras, t0, t1)
+        for ref in [r[1] for r in rows] + alert_files:
+            self.frames.unlink(ref)
+        return Deletion(len(rows), len(events), len(summaries), len(changes), tuple(sorted(cams)), alerts, monitors)
 
     def info(self) -> dict:
         """What the store holds, for reports (``vam-engine info``)."""
@@ -108,6 +111,7 @@ class Store:
         return {"root": str(self.root), "schema_version": SCHEMA_VERSION, "cameras": counts["cameras"],
                 "moments": sum(v["moments"] for v in counts["cameras"].values()), "samples": counts["samples"],
                 "events": events, "documented_events": documented, "summaries": self.summaries.count(),
+                "monitors": self.monitors.count_active(), "alerts": self.monitors.count_alerts(),
                 "vectors": self.vector_table.counts(), "tiers": counts["tiers"], "sources": self.sources.all(),
                 "frame_bytes": self.moments.frame_bytes()}
 

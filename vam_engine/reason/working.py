@@ -72,6 +72,17 @@ class WorkingMemory:
         self.max_side = max_side
         self._cams: dict[str, tuple[_Ring, _Ring]] = {}  # camera -> (short, medium)
         self._lock = threading.Lock()  # observe runs on ingest threads, window on question threads
+        self._listeners: list = []  # fn(camera_id, t) after each kept frame (the monitor worker)
+
+    def add_listener(self, fn) -> None:
+        """Call ``fn(camera_id, t)`` on the feeding thread after each frame a buffer keeps; it must
+        be quick (the monitor worker only decides whether a check is due)."""
+        with self._lock:
+            self._listeners = [*self._listeners, fn]
+
+    def remove_listener(self, fn) -> None:
+        with self._lock:
+            self._listeners = [f for f in self._listeners if f != fn]
 
     def observe(self, camera_id: str, t: float, rgb: np.ndarray) -> None:
         """Offer one frame (H x W x 3 uint8) seen at time ``t`` (the camera's axis). Kept by a
@@ -99,6 +110,9 @@ class WorkingMemory:
             small.flags.writeable = False  # shared by both buffers and handed to readers
             for r in takers:
                 r.add(t, small)
+            listeners = self._listeners
+        for fn in listeners:
+            fn(camera_id, t)
 
     def reset(self, camera_id: str) -> None:
         """Forget a camera's frames (a new source whose clock restarts, a deleted camera)."""

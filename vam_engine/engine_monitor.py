@@ -1,0 +1,127 @@
+"""The engine's monitors: the durable rows (memory/monitors.py), the worker that checks them
+(reason/monitor.py) and the hub alerts are delivered through.
+
+When the worker runs: from ``watch``, and from the first ingest call (``index_file(s)``,
+``push``, a live camera) of an engine whose store holds active monitors, so monitors survive a
+restart. It needs the model; without one, ``watch`` is an error and a store's monitors wait.
+
+Monitor and alert rows are the one write an engine makes without the store's writer lock: a
+``vam-engine watch`` may watch a store another process indexes (SQLite serializes the writes;
+the moments an alert protects are re-checked by retention in its own transaction).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import numpy as np
+
+from .errors import VamError
+from .llm.base import Image
+from .memory.monitors import MonitorSpec, check_spec
+from .memory.records import Alert, Monitor
+from .reason.monitor import AlertHub, AlertSubscription, MonitorStats, MonitorWorker
+
+log = logging.getLogger(__name__)
+MAX_REFERENCE_IMAGES = 8
+
+
+def reference_arrays(images) -> list[np.ndarray]:
+    """``images``: None, or a list of H x W x 3 uint8 arrays and image file paths."""
+    if images is None:
+        return []
+    if isinstance(images, (str, os.PathLike, np.ndarray)):
+        images = [images]
+    images = list(images)
+    if len(images) > MAX_REFERENCE_IMAGES:
+        raise ValueError(f"watch: at most {MAX_REFERENCE_IMAGES} reference images, got {len(images)}")
+    out = []
+    for k, img in enumerate(images):
+        if isinstance(img, np.ndarray):
+            if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8 or min(img.shape[:2]) < 1:
+                raise ValueError(f"watch: reference image {k} must be an H x W x 3 uint8 array, got "
+                                 f"{img.dtype} {img.shape}")
+            out.append(img)
+            continue
+        if not isinstance(img, (str, os.PathLike)):
+            raise ValueError(f"watch: reference image {k} must be an array or a file path, got {type(img).__name__}")
+        try:
+            out.append(Image(os.fspath(img)).array())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"watch: reference image {k} ({img}): cannot read it as an image ({e})") from None
+    return out
+
+
+class EngineMonitors:
+    def __init__(self, engine):
+        self.engine = engine
+        self.hub = AlertHub()
+        self.worker: MonitorWorker | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def repo(self):
+        return self.engine.store.monitors
+
+    def watch(self, spec: MonitorSpec, images=None) -> Monitor:
+        spec = check_spec(spec)
+        refs = reference_arrays(images)
+        if self.engine._llm_name is None:
+            raise VamError("watch needs an LLM to judge its checks: set llm.backend, --llm, or pass llm=...")
+        cap = self.engine.config.monitors.max_active
+        with self._lock:
+            active = self.repo.count_active()
+            if active >= cap:
+                raise VamError(f"watch: {active} monitors are active, at most {cap} (monitors.max_active); "
+                               "unwatch one first")
+            monitor = self.repo.add(spec, refs)
+        self.start().add(monitor)
+        return monitor
+
+    def unwatch(self, monitor_id: str) -> bool:
+        ended = self.repo.end(monitor_id)
+        if self.worker is not None:
+            self.worker.remove(monitor_id)
+        return ended
+
+    def start(self) -> MonitorWorker:
+        """The worker (started with the store's active monitors)."""
+        with self._lock:
+            if self.worker is None:
+                e = self.engine
+                cfg = e.config.monitors
+                self.worker = MonitorWorker(self.repo, e.working, e.llm, on_alert=self.hub.publish,
+                                            workers=cfg.workers, max_pending=cfg.max_pending,
+                                            change_min_tile_mad=cfg.change_min_tile_mad,
+                                            vigilance=cfg.vigilance, embedder=e.embedder)
+            return self.worker
+
+    def resume(self) -> None:
+        """Ingest is starting: run the store's active monitors (a restart keeps watching)."""
+        if self.worker is None and self.engine._llm_name is not None and self.repo.count_active():
+            self.start()
+
+    def forget_deleted(self) -> None:
+        """After a deletion: monitors that went with their cameras stop checking."""
+        if self.worker is not None:
+            alive = {m.monitor_id for m in self.repo.list()}
+            for m in self.worker.active():
+                if m.monitor_id not in alive:
+                    self.worker.remove(m.monitor_id)
+
+    def subscribe(self, callback=None) -> AlertSubscription:
+        return self.hub.subscribe(callback)
+
+    def alerts(self, since=None, monitor_id=None, camera=None) -> list[Alert]:
+        return self.repo.alerts(since, monitor_id, camera)
+
+    def stats(self) -> MonitorStats:
+        return self.worker.stats if self.worker is not None else MonitorStats()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        return self.worker is None or self.worker.drain(timeout)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
