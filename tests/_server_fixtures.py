@@ -42,6 +42,8 @@ class Model:
             return json.dumps({"answer": "seen", "sufficient": True})
         if tag == "qa_summarizer":
             return "asked about the scene"
+        if tag == "monitor":
+            return monitor_verdict(req)
         return "ok"
 
 
@@ -59,3 +61,46 @@ def build_engine(path, n: int = 36, cameras=CAMERAS) -> Engine:
         eng.end_push(cam)
     assert eng.wait_for_documents(timeout=120)
     return eng
+
+
+def monitor_verdict(req) -> str:
+    """The monitor's verdict: a match when the latest frame shown is mostly white (the test's event)."""
+    from vam_engine.llm.base import Image
+
+    images = [p for m in req.messages for p in m.content if isinstance(p, Image)]
+    bright = bool(images) and float(images[-1].array().mean()) > 200
+    return json.dumps({"match": bright, "confidence": 0.9 if bright else 0.1,
+                       "observed_event": "a white flash" if bright else "the usual scene", "reason": "brightness"})
+
+
+class ServerThread:
+    """uvicorn serving an app on a free loopback port, in a daemon thread (tests only)."""
+
+    def __init__(self, app, log_config=None):
+        import socket
+        import threading
+
+        import uvicorn
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="info", log_config=log_config, access_log=True))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self):
+        import time
+
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+        self.sock.close()

@@ -1,4 +1,4 @@
-"""The ``vam-engine`` command: index, info, search, summarize, ask, delete, retain, demo."""
+"""The ``vam-engine`` command: index, info, search, summarize, ask, delete, retain, demo, serve, token."""
 from __future__ import annotations
 
 import argparse
@@ -405,6 +405,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--store", help="store directory (default: DIR/store)")
     sp.add_argument("--dir", help="where to write the clip and store (default: a new temp dir)")
     sp.set_defaults(func=cmd_demo)
+
+    from .server.cli import add_parsers as add_server_parsers  # serve, token
+
+    add_server_parsers(sub, store=store, engine=engine, model=model, texts=texts)
     return p
 
 
