@@ -17,7 +17,7 @@ _local = threading.local()
 class ModelTap:
     def __init__(self, llm, on_latency):
         self._llm = llm
-        self._on_latency = on_latency  # (priority class, seconds) per request
+        self.sinks = [on_latency]  # each called with (priority class, seconds) per request
         self.name = getattr(llm, "name", "llm")
 
     def generate(self, requests):
@@ -31,7 +31,8 @@ class ModelTap:
         finally:
             dt = time.perf_counter() - t0
             for r in requests:
-                self._on_latency(r.priority_class, dt)
+                for sink in self.sinks:
+                    sink(r.priority_class, dt)
         if listener is not None:
             listener("model_reply", {"tags": [r.tag for r in requests], "seconds": dt,
                                      "prompt_tokens": sum(o.prompt_tokens for o in out),
@@ -53,7 +54,9 @@ def install(engine, on_latency) -> bool:
         llm = engine.llm
         if llm is None:
             return False
-        if not isinstance(llm, ModelTap):
+        if isinstance(llm, ModelTap):
+            llm.sinks.append(on_latency)  # another app over the same engine (tests)
+        else:
             engine._llm = ModelTap(llm, on_latency)
         return True
 
