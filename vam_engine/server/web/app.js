@@ -76,9 +76,9 @@ function fmtT(t, span) {
     const hms = d.toLocaleTimeString([], { hour12: false });
     return span != null && span > 86400 ? d.toLocaleDateString() + " " + hms : hms;
   }
-  const s = Math.max(0, t), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+  const s = Math.abs(t), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
   const ss = (span != null && span < 60) ? sec.toFixed(1).padStart(4, "0") : String(Math.floor(sec)).padStart(2, "0");
-  return (h ? h + ":" + String(m).padStart(2, "0") : String(m)) + ":" + ss;
+  return (t < 0 ? "−" : "") + (h ? h + ":" + String(m).padStart(2, "0") : String(m)) + ":" + ss;
 }
 
 // -- frames with the token: blob URLs, a few at a time, cached ------------------------------------
@@ -436,7 +436,7 @@ function alertItem(a, fresh) {
   const mon = S.monitors.find((m) => m.monitor_id === a.monitor_id);
   return el("li", { class: fresh ? "new" : "", onclick: () => openAlert(a) },
     thumb(frame, null, null, 144),
-    el("div", { class: "d" }, el("b", { text: a.camera_id + " " + fmtT(a.t) }),
+    el("div", { class: "d" }, el("b", { text: a.camera_id + " " + fmtT(a.t, 30) }),
       el("div", { text: mon ? mon.condition : a.monitor_id }), el("div", { text: `${a.observed} (${Math.round(a.confidence * 100)}%)` })));
 }
 
@@ -451,7 +451,7 @@ function addAlert(a, fresh) {
 }
 
 function openAlert(a) {
-  openViewer(`alert · ${a.camera_id} · ${fmtT(a.t)} · ${Math.round(a.confidence * 100)}%`, a.frames.length ? a.frames : a.moment_frames, a.observed, a.frames.length - 1);
+  openViewer(`alert · ${a.camera_id} · ${fmtT(a.t, 30)} · ${Math.round(a.confidence * 100)}%`, a.frames.length ? a.frames : a.moment_frames, a.observed, a.frames.length - 1);
   jumpTo(a.camera_id, a.t - 2, a.t + 2);
 }
 
