@@ -123,6 +123,11 @@ def cmd_serve(args) -> int:
         auth = "tokens required" if tokens.any() or opts.require_tokens else "no token yet (loopback only)"
         print(f"vam-engine serve: http://{args.host}:{args.port}/ ({auth}); store {args.store}", file=sys.stderr,
               flush=True)
+        # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
+        # handler that was there before: a quiet one, so the engine below closes (its writer
+        # drains, its vectors are snapshot) and serve exits 0
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: None)
         # the access log holds methods, paths and statuses: tokens travel in headers, never logged
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
     finally:
