@@ -167,6 +167,10 @@ def _wait_for_documents(eng, quiet: bool) -> None:
 
 
 def cmd_index(args) -> int:
+    if args.live or args.realtime:
+        from .live_cli import cmd_index_live
+
+        return cmd_index_live(args)
     bar = _ProgressBar(not args.quiet)
     with _engine(args, existing=False) as eng:
         try:
@@ -352,6 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("videos", nargs="+")
     sp.add_argument("--camera", action="append", help="camera id per video, in order (default: file stem)")
     sp.add_argument("--json", help="also write the per-source reports to this JSON file")
+    sp.add_argument("--live", action="store_true", help="live cameras: reconnect on loss, until Ctrl-C")
+    sp.add_argument("--realtime", action="store_true", help="live, files played at 1x (implies --live)")
+    sp.add_argument("--stall-s", type=float, default=20.0, help="live: reconnect after this long without a frame")
+    sp.add_argument("--max-retries", type=int, help="live: give up after this many failed reconnections")
+    sp.add_argument("--duration", type=float, help="live: stop after this many seconds")
     sp.set_defaults(func=cmd_index)
 
     sp = sub.add_parser("info", parents=[store], help="summarize a store")

@@ -1,0 +1,217 @@
+"""Live cameras at run time: one added and removed while another keeps indexing, bad URLs that
+fail fast and clearly, giving up after max_retries, per-camera gate overrides, and the cameras
+file (TOML): validation that names camera and field, and a reload that applies its diff."""
+import socket
+import time
+
+import pytest
+
+from _servers.live_helpers import changing_clip, codes, free_port, status_of, wait_for
+from vam_engine.engine import Engine
+from vam_engine.ingest.cameras_file import CamerasFileError, CameraSpec, diff_cameras, load_cameras
+from vam_engine.ingest.live import redact
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    d = tmp_path_factory.mktemp("clips")
+    return changing_clip(d / "a.mp4", seconds=8, seed=1), changing_clip(d / "b.mp4", seconds=8, seed=2)
+
+
+def test_a_camera_added_and_removed_while_another_indexes(tmp_path, clips):
+    a, b = clips
+    with Engine(tmp_path / "store", {"ingest": {"fps": 2.0}}, device="cpu") as eng:
+        eng.add_camera("a", str(a), realtime=True)
+        wait_for("camera a online", lambda: status_of(eng, "a").frames_kept >= 2, 10)
+        eng.add_camera("b", str(b), realtime=True)
+        wait_for("camera b indexing", lambda: status_of(eng, "b").frames_kept >= 3, 10)
+        kept_a_at_add = status_of(eng, "a").frames_kept
+        t0 = time.monotonic()
+        eng.remove_camera("b")
+        removing = time.monotonic() - t0
+        t_removed = time.time()
+        assert [s.camera_id for s in eng.status()] == ["a"]
+        with pytest.raises(ValueError, match="no live camera 'b'"):
+            eng.status("b")
+        wait_for("camera a to keep indexing after b's removal",
+                 lambda: status_of(eng, "a").frames_kept >= kept_a_at_add + 4, 10)
+        eng.remove_camera("a")
+        eng.flush()
+        ma, mb = eng.moments("a"), eng.moments("b")
+        sources = {s["camera_id"]: s for s in eng.store.sources.all()}
+    assert removing < 1.0  # removal returns at once (the reader stops on its own thread)
+    assert len(mb) >= 3 and all(m.t_abs <= t_removed for m in mb)
+    assert sources["b"]["done"] and sources["a"]["done"]
+    assert sum(m.t_abs > t_removed for m in ma) >= 3  # a went on indexing past b's removal
+    assert codes(ma) == [5 * k for k in range(len(ma))]  # every 0.5 s of a's 10 fps clip, in order, once
+    assert ma[0].t_rel == 0.0 and ma[-1].t_rel == pytest.approx(0.5 * (len(ma) - 1), abs=0.03)  # paced at 1x
+
+
+def test_a_file_camera_not_realtime_runs_at_full_speed_and_ends(tmp_path, clips):
+    with Engine(tmp_path / "store", {"ingest": {"fps": 1.0}}, device="cpu") as eng:
+        eng.add_camera("fast", str(clips[0]))
+        wait_for("the file's end", lambda: status_of(eng, "fast").state == "offline", 10)
+        st = status_of(eng, "fast")
+        eng.flush()
+        ms = eng.moments("fast")
+    assert st.error is None and st.gaps == 0 and len(ms) == 8
+    assert [round(m.t_rel, 3) for m in ms] == [float(k) for k in range(8)]
+
+
+def test_an_unreachable_server_is_an_error_within_seconds(tmp_path):
+    port = free_port()  # nothing listens there: refused
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)  # accepts (the kernel does) and never answers
+    with Engine(tmp_path / "store", device="cpu") as eng:
+        t0 = time.monotonic()
+        eng.add_camera("refused", f"rtsp://127.0.0.1:{port}/cam", stall_s=1.0, backoff_s=0.1, backoff_max_s=0.2)
+        eng.add_camera("silent", f"rtsp://admin:hunter2@127.0.0.1:{silent.getsockname()[1]}/cam", stall_s=1.0,
+                       backoff_s=0.1, backoff_max_s=0.2)
+        refused = wait_for("an error for the refused port", lambda: status_of(eng, "refused").error, 3)
+        t_refused = time.monotonic() - t0
+        timed_out = wait_for("an error for the silent server", lambda: status_of(eng, "silent").error, 5)
+        t_silent = time.monotonic() - t0
+        st = status_of(eng, "silent")
+        gaps = eng.gaps()
+    silent.close()
+    assert "hunter2" not in str([g.reason for g in gaps])
+    assert "refused" in refused.lower() and t_refused < 3
+    assert "timed out" in timed_out and t_silent < 5
+    assert st.state == "connecting" and "hunter2" not in st.url and "admin:***@" in st.url
+    # a camera that never connected has one open gap from its start, whatever the retries
+    assert sorted(g.camera_id for g in gaps) == ["refused", "silent"] and all(g.open for g in gaps)
+
+
+def test_max_retries_gives_up_and_goes_offline(tmp_path):
+    with Engine(tmp_path / "store", device="cpu") as eng:
+        eng.add_camera("gone", f"http://127.0.0.1:{free_port()}/live.ts", max_retries=2, backoff_s=0.05,
+                       backoff_max_s=0.1)
+        st = wait_for("offline", lambda: (s := status_of(eng, "gone")).state == "offline" and s, 5)
+        (gap,) = eng.gaps("gone")
+    assert st.error.startswith("gave up after 2 retries:") and st.reconnects == 2
+    assert gap.ended_by == "gave_up" and gap.t_end is None
+
+
+def test_bad_arguments_fail_at_once_naming_the_camera_and_field(tmp_path):
+    with Engine(tmp_path / "store", device="cpu") as eng:
+        with pytest.raises(ValueError, match=r"camera 'x': url 'ftp://h/v': unsupported URL scheme 'ftp'"):
+            eng.add_camera("x", "ftp://h/v")
+        with pytest.raises(ValueError, match=r"camera 'x': url '/no/such.mp4' is neither"):
+            eng.add_camera("x", "/no/such.mp4")
+        with pytest.raises(ValueError, match=r"camera 'x': stall_s must be a positive number, got 0"):
+            eng.add_camera("x", "rtsp://h/v", stall_s=0)
+        with pytest.raises(ValueError, match=r"camera 'x': max_retries must be a non-negative integer"):
+            eng.add_camera("x", "rtsp://h/v", max_retries=1.5)
+        with pytest.raises(ValueError, match=r"camera 'x': gate.ssim_max"):
+            eng.add_camera("x", "rtsp://h/v", gate={"ssim_max": 7})
+        with pytest.raises(ValueError, match=r"camera 'x': gate.tile_size applies to every camera"):
+            eng.add_camera("x", "rtsp://h/v", gate={"tile_size": 16})
+        with pytest.raises(ValueError, match=r"no live camera 'nope'"):
+            eng.remove_camera("nope")
+        assert eng.status() == []
+
+
+def test_redact_hides_passwords_and_secret_query_values():
+    assert redact("rtsp://u:p4ss@10.0.0.1:554/s?token=abc&ch=1") == "rtsp://u:***@10.0.0.1:554/s?token=***&ch=1"
+    assert redact("http://10.0.0.1/live.ts") == "http://10.0.0.1/live.ts"
+
+
+def test_per_camera_gate_overrides_apply_to_that_camera_only(tmp_path, clips):
+    with Engine(tmp_path / "store", {"ingest": {"fps": 4.0}}, device="cpu") as eng:
+        # every frame is new noise: kept by default; redundant under a huge diff_min_mad (a global change)
+        eng.add_camera("strict", str(clips[0]), gate={"diff_min_mad": 1000.0, "ssim_max": -1.0})
+        eng.add_camera("plain", str(clips[0]))
+        wait_for("both files' ends", lambda: all(s.state == "offline" for s in eng.status()), 10)
+        eng.flush()
+        strict, plain = eng.moments("strict"), eng.moments("plain")
+    assert len(plain) == 32 and len(strict) < 4
+
+
+TOML = """
+[defaults]
+fps = 1.0
+stall_s = 5
+
+[cameras.door]
+url = "rtsp://user:secret@10.0.0.5/stream1"
+fps = 2.0
+gate = { diff_min_mad = 12.0 }
+monitors = ["a person at the door"]
+
+[[camera]]
+id = "yard"
+url = "http://10.0.0.6/live.ts"
+max_retries = 3
+"""
+
+
+def test_load_cameras_reads_both_forms_with_defaults(tmp_path):
+    p = tmp_path / "cameras.toml"
+    p.write_text(TOML)
+    door, yard = load_cameras(p)
+    assert (door.camera_id, door.fps, door.stall_s, door.gate, door.monitors) == \
+        ("door", 2.0, 5, {"diff_min_mad": 12.0}, ["a person at the door"])
+    assert (yard.camera_id, yard.fps, yard.stall_s, yard.max_retries, yard.monitors) == ("yard", 1.0, 5, 3, [])
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[cameras.door]\nurl = "rtsp://h/s"\nfps = -1\n', r"camera 'door': fps must be a positive number, got -1"),
+    ('[cameras.door]\nurl = "rtsp://h/s"\nfsp = 1\n', r"camera 'door': unknown field 'fsp'"),
+    ('[cameras.door]\nfps = 1\n', r"camera 'door': url is required"),
+    ('[cameras.door]\nurl = "rtsp://h/s"\ngate = { blur = 1 }\n', r"camera 'door': gate.blur: Extra inputs"),
+    ('[cameras.door]\nurl = "rtsp://h/s"\nmonitors = "a cat"\n', r"camera 'door': monitors must be a list"),
+    ('[cameras.door]\nurl = "rtsp://h/s"\n[[camera]]\nid = "door"\nurl = "rtsp://h/t"\n',
+     r"camera 'door' is defined twice"),
+    ('[[camera]]\nurl = "rtsp://h/s"\n', r"camera #1 of \[\[camera\]\]: id is required"),
+    ('[camera]\nurl = 1\n', r"'camera' must be an array of tables"),
+    ('[cameras.door\nurl = "x"\n', r"not valid TOML"),
+    ('[defaults]\nurl = "rtsp://h/s"\n', r"\[defaults\]: unknown or per-camera field 'url'"),
+])
+def test_cameras_file_errors_name_camera_and_field(tmp_path, text, message):
+    p = tmp_path / "cameras.toml"
+    p.write_text(text)
+    with pytest.raises(CamerasFileError, match=message) as e:
+        load_cameras(p)
+    assert str(p) in str(e.value)
+
+
+def test_diff_cameras():
+    old = [CameraSpec("a", "rtsp://h/a"), CameraSpec("b", "rtsp://h/b"), CameraSpec("c", "rtsp://h/c")]
+    new = [CameraSpec("a", "rtsp://h/a", monitors=["a dog"]), CameraSpec("c", "rtsp://h/c", fps=2.0),
+           CameraSpec("d", "rtsp://h/d")]
+    d = diff_cameras(old, new)
+    assert (d.added, d.removed, d.changed, d.monitors_changed) == (("d",), ("b",), ("c",), ("a",))
+    assert diff_cameras(new, new).empty
+
+
+def test_reload_applies_the_diff_and_an_invalid_file_changes_nothing(tmp_path, clips):
+    a, b = clips
+    p = tmp_path / "cameras.toml"
+    p.write_text(f'[cameras.one]\nurl = "{a}"\nrealtime = true\n[cameras.two]\nurl = "{b}"\nrealtime = true\n')
+    with Engine(tmp_path / "store", device="cpu") as eng:
+        d = eng.reload_cameras(p)
+        assert d.added == ("one", "two") and [s.camera_id for s in eng.status()] == ["one", "two"]
+        p.write_text(f'[cameras.one]\nurl = "{a}"\nrealtime = true\nmonitors = ["a cat"]\n'
+                     f'[cameras.three]\nurl = "{b}"\nrealtime = true\nfps = 1.0\n')
+        d = eng.reload_cameras(p)
+        assert (d.added, d.removed, d.changed, d.monitors_changed) == (("three",), ("two",), (), ("one",))
+        assert [s.camera_id for s in eng.status()] == ["one", "three"]
+        runs = [s["camera_id"] for s in eng.store.sources.all()]
+        assert runs.count("one") == 1 and runs.count("three") == 1  # one not restarted for a monitor change
+        p.write_text(f'[cameras.one]\nurl = "{a}"\nfps = 0\n')
+        with pytest.raises(CamerasFileError, match="camera 'one': fps"):
+            eng.reload_cameras(p)
+        assert [s.camera_id for s in eng.status()] == ["one", "three"]
+
+
+def test_cli_index_live_runs_files_as_cameras_until_they_end(tmp_path, clips, capsys):
+    from vam_engine.cli import main
+
+    rc = main(["index", "--store", str(tmp_path / "store"), "--device", "cpu", "--fps", "1", "--live",
+               "--stall-s", "5", "-q", str(clips[0]), str(clips[1])])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "a: offline" in out and "b: offline" in out and "sampled 8" in out
+    with Engine(tmp_path / "store", device="cpu") as eng:
+        assert len(eng.moments("a")) == 8 and len(eng.moments("b")) == 8
