@@ -1,4 +1,4 @@
-"""The ``vam-engine`` command: index, info, search, summarize, ask, delete, retain, demo, serve, token."""
+"""The ``vam-engine`` command: index, info, search, summarize, ask, watch, delete, retain, demo, serve, token."""
 from __future__ import annotations
 
 import argparse
@@ -129,6 +129,9 @@ def _engine(args, *, existing: bool = True):
     if getattr(args, "text_model", None):
         over["embed"] = {"text_model": args.text_model}
     cfg = EngineConfig.load(args.config, device=args.device, **over)
+    if getattr(args, "documents_optional", False) and cfg.embed.text_model is None and cfg.embed.body == "descriptor":
+        # watch: event documents need a text embedder; without one it watches and indexes only
+        cfg = cfg.model_copy(update={"writer": cfg.writer.model_copy(update={"enabled": False})})
     return Engine(args.store, cfg)
 
 
@@ -395,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--citations", type=int, default=5, help="evidence lines to print")
     sp.add_argument("--json", action="store_true", help="print the whole answer (trace included) as JSON")
     sp.set_defaults(func=cmd_ask)
+
+    from . import cli_watch
+
+    cli_watch.add_parser(sub, [store, engine, ingest, model, texts, quiet])
+    sub.choices["watch"].set_defaults(func=lambda a: cli_watch.cmd_watch(a, _engine))
 
     sp = sub.add_parser("delete", parents=[store, engine, model, texts, cameras],
                         help="delete moments, frames and vectors of cameras / a time range")

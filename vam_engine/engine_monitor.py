@@ -125,3 +125,53 @@ class EngineMonitors:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close()
+
+
+class StoreFollower:
+    """Feeds the present from moments another process commits to the store (``vam-engine watch``
+    without sources): every ``interval_s`` the moments newer than the last one seen per camera
+    are read back from their JPEGs. Their rate is the index rate, not 2 fps: a monitor sees what
+    the writer keeps. History committed before it starts is not replayed (monitors watch what
+    comes next)."""
+
+    def __init__(self, engine, interval_s: float = 0.5):
+        self.engine = engine
+        self.interval_s = interval_s
+        repo = engine.store.moments
+        self._seen: dict[str, float] = {c: t for c in repo.cameras() if (t := repo.latest_time(c)) is not None}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll(self) -> int:
+        """One pass; returns the frames fed."""
+        fed = 0
+        repo = self.engine.store.moments
+        for cam in repo.cameras():
+            after = self._seen.get(cam)
+            for m in repo.list(cam, t0=after):
+                if after is not None and m.t <= after:
+                    continue
+                try:
+                    rgb = Image(m.frame_path).array()
+                except OSError:  # thinned or deleted since the list: the next one will do
+                    continue
+                self.engine.working.observe(cam, m.t, rgb)
+                self._seen[cam] = m.t
+                fed += 1
+        return fed
+
+    def start(self) -> "StoreFollower":
+        def run():
+            while not self._stop.wait(self.interval_s):
+                try:
+                    self.poll()
+                except Exception:  # a store busy with a long write: try again next time
+                    log.exception("following the store failed")
+        self._thread = threading.Thread(target=run, name="vam-follow", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
