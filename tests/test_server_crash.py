@@ -126,3 +126,61 @@ def test_kill_9_while_ingesting_then_serve_again(tmp_path):
             if serve.poll() is None:
                 serve.kill()
     assert serve.returncode == 0, serve.stderr.read()
+
+
+def test_kill_9_of_serve_with_two_live_cameras_then_restart(tmp_path):
+    from vam_engine.engine import Engine
+
+    if not hasattr(Engine, "reload_cameras"):
+        pytest.skip("this build has no live cameras")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from _servers.live_helpers import changing_clip
+
+    cams = {name: changing_clip(tmp_path / f"{name}.mp4", 60.0, seed=k) for k, name in enumerate(("door", "yard"))}
+    cameras = tmp_path / "cameras.toml"
+    cameras.write_text("[defaults]\nfps = 2.0\nrealtime = true\n" + "".join(
+        f'[cameras.{name}]\nurl = "{path}"\n' for name, path in cams.items()))
+    store = tmp_path / "store"
+
+    def serve(port):
+        return subprocess.Popen([sys.executable, "-m", "vam_engine.cli", "serve", "--store", str(store), "--cameras",
+                                 str(cameras), "--port", str(port), "--device", "cpu", "--log-level", "warning"],
+                                env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def per_camera(url):
+        got = {}
+        for m in moments(url):
+            got.setdefault(m["camera_id"], []).append(m)
+        return got
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    p = serve(port)
+    try:
+        before = wait_until(lambda: (g := per_camera(url)) and all(len(g.get(c, [])) >= 3 for c in cams) and g,
+                            120, "moments from both live cameras")
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    p = serve(port)
+    try:
+        wait_until(lambda: {c["camera_id"]: (c["status"] or {}).get("state") for c in
+                            httpx.get(f"{url}/api/cameras", timeout=5).json()["cameras"]}
+                   == {"door": "online", "yard": "online"}, 120, "both cameras online again")
+        after = wait_until(lambda: (g := per_camera(url)) and all(len(g[c]) > len(before[c]) for c in cams) and g,
+                           60, "new moments from both cameras after the restart")
+        for cam in cams:  # nothing committed before the kill is gone, and every row has its frame
+            assert {m["moment_id"] for m in before[cam]} <= {m["moment_id"] for m in after[cam]}
+            for m in after[cam]:
+                r = httpx.get(f"{url}{m['frame']}", timeout=10)
+                assert r.status_code == 200 and r.content[:2] == b"\xff\xd8", m
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert p.returncode == 0, p.stderr.read()

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 
 import httpx
 import numpy as np
@@ -195,3 +196,48 @@ def test_cameras_endpoints_without_live_sources_say_so(served):
             assert r.status_code == 501 and "live cameras" in r.json()["detail"]
         r = c.post("/api/cameras", json={"camera_id": "cam9"})
         assert r.status_code == 422 and "url" in r.json()["detail"]
+
+
+def test_live_cameras_added_watched_and_removed_over_http(served, tmp_path):
+    eng, srv, tokens, _ = served
+    if not hasattr(eng, "add_camera"):
+        pytest.skip("this build has no live cameras")
+    from _servers.live_helpers import changing_clip
+
+    clip = changing_clip(tmp_path / "lobby.mp4", 20.0)
+    h = auth(tokens["write"])
+    with httpx.Client(base_url=srv.url, headers=h, timeout=30) as c:
+
+        async def watch_status():
+            async with websockets.connect(srv.url.replace("http", "ws") + "/api/ws") as ws:
+                await ws.send(json.dumps({"type": "auth", "token": tokens["write"]}))
+                assert json.loads(await ws.recv())["type"] == "hello"
+                r = await asyncio.get_running_loop().run_in_executor(None, lambda: c.post(
+                    "/api/cameras", json={"camera_id": "lobby", "url": str(clip), "realtime": True, "fps": 2.0}))
+                assert r.status_code == 201, r.text
+                assert r.json()["camera_id"] == "lobby" and r.json()["state"] in ("connecting", "online")
+                states = []
+                while "online" not in states:
+                    m = json.loads(await asyncio.wait_for(ws.recv(), 20))
+                    if m["type"] == "camera_status" and m["camera"]["camera_id"] == "lobby":
+                        states.append(m["camera"]["state"])
+                return states
+        assert "online" in asyncio.run(watch_status())
+        st = c.get("/api/cameras/lobby/status").json()
+        assert st["state"] == "online" and st["url"] == str(clip)
+        listed = {x["camera_id"]: x for x in c.get("/api/cameras").json()["cameras"]}
+        assert listed["lobby"]["status"]["state"] == "online"
+        deadline = time.monotonic() + 20
+        while not c.get("/api/moments", params={"camera": "lobby"}).json()["items"]:
+            assert time.monotonic() < deadline, "no moment from the live camera"
+            time.sleep(0.2)
+        metrics = c.get("/metrics").text
+        assert 'vam_camera_state{camera="lobby",state="online"} 1' in metrics
+        assert 'vam_camera_frames_decoded_total{camera="lobby"}' in metrics
+        assert c.post("/api/cameras", json={"camera_id": "lobby2", "url": "rtsp://127.0.0.1:1/x", "fps": -1}
+                      ).status_code == 422
+        assert c.delete("/api/cameras/lobby").status_code == 200
+        assert c.get("/api/cameras/lobby/status").status_code == 404
+        assert c.delete("/api/cameras/lobby").status_code == 404
+        front = auth(tokens["front"])
+        assert c.post("/api/cameras", json={"camera_id": "x", "url": str(clip)}, headers=front).status_code == 403

@@ -38,52 +38,42 @@ def check_bind(host: str, tokens: TokenStore) -> None:
 
 # -- cameras file ------------------------------------------------------------------------------------
 class CameraSet:
-    """The cameras of a cameras file, applied to the engine; ``reload`` applies a changed file
-    (new cameras added, removed ones stopped, changed ones restarted) without a restart."""
+    """A cameras file applied to the engine (``engine.reload_cameras``: new cameras added, removed
+    ones stopped, changed ones restarted, the others untouched) and its monitors kept in step:
+    one ``repeat`` monitor per (condition, camera) of the file; a monitor the file no longer lists
+    ends, one added through the API is never touched."""
 
     def __init__(self, engine, path: str):
         self.engine, self.path = engine, path
-        self.specs: dict = {}
         self._lock = threading.Lock()
-
-    def _load(self):
-        try:
-            from ..ingest.cameras_file import load_cameras
-        except ImportError:
-            raise VamError("--cameras needs live cameras (vam_engine.ingest.cameras_file), which this build "
-                           "does not have") from None
-        return {s.camera_id: s for s in load_cameras(self.path)}
+        self._file_monitors: set[tuple[str, tuple[str, ...]]] = set()
 
     def apply(self) -> list[str]:
+        if not hasattr(self.engine, "reload_cameras"):
+            raise VamError("--cameras needs live cameras (Engine.reload_cameras), which this build does not have")
+        from ..ingest.cameras_file import load_cameras
+
         with self._lock:
-            new = self._load()
-            changes = []
-            for cam in [c for c in self.specs if c not in new or _key(new[c]) != _key(self.specs[c])]:
-                self.engine.remove_camera(cam)
-                changes.append(f"removed {cam}")
-                self.specs.pop(cam)
-            for cam, spec in new.items():
-                if cam in self.specs:
-                    continue
-                self.engine.add_camera(cam, spec.url, fps=spec.fps, realtime=spec.realtime, stall_s=spec.stall_s,
-                                       max_retries=spec.max_retries, gate=spec.gate)
-                self._watch(spec)
-                self.specs[cam] = spec
-                changes.append(f"added {cam}")
-            return changes
+            specs = load_cameras(self.path)  # an invalid file raises here, changing nothing
+            diff = self.engine.apply_cameras(specs)
+            lines = [f"{what} {cam}" for what, cams in (("added", diff.added), ("removed", diff.removed),
+                                                        ("restarted", diff.changed)) for cam in cams]
+            return lines + self._sync_monitors(specs)
 
-    def _watch(self, spec) -> None:
-        """The file's monitors of a camera; one already active (monitors are durable) is kept."""
-        if not spec.monitors or not hasattr(self.engine, "watch"):
-            return
-        active = {(m.condition, m.cameras) for m in self.engine.monitors()}
-        for cond in spec.monitors:
-            if (cond, (spec.camera_id,)) not in active:
-                self.engine.watch(cond, [spec.camera_id], mode="repeat")
-
-
-def _key(spec) -> str:
-    return json.dumps({k: v for k, v in vars(spec).items() if k != "monitors"}, sort_keys=True, default=str)
+    def _sync_monitors(self, specs) -> list[str]:
+        if not hasattr(self.engine, "watch"):
+            return []
+        wanted = {(cond, (s.camera_id,)) for s in specs for cond in s.monitors}
+        active = {(m.condition, m.cameras): m for m in self.engine.monitors()}
+        out = []
+        for cond, cams in sorted(wanted - set(active)):  # monitors are durable: one from the last run stays
+            self.engine.watch(cond, list(cams), mode="repeat")
+            out.append(f"watching {cams[0]} for {cond!r}")
+        for key in (self._file_monitors - wanted) & set(active):
+            self.engine.unwatch(active[key].monitor_id)
+            out.append(f"stopped watching {key[1][0]} for {key[0]!r}")
+        self._file_monitors = wanted
+        return out
 
 
 # -- serve -------------------------------------------------------------------------------------------
@@ -115,7 +105,7 @@ def cmd_serve(args) -> int:
                     try:
                         for line in cams.apply() or ["no change"]:
                             print(f"cameras reloaded: {line}", file=sys.stderr)
-                    except (VamError, ValueError, OSError) as e:
+                    except (VamError, ValueError, OSError) as e:  # the running cameras stay as they were
                         print(f"cameras file not reloaded: {e}", file=sys.stderr)
                 threading.Thread(target=run, daemon=True).start()
 

@@ -165,6 +165,8 @@ class Metrics:
         for name, key, kind, help in (
                 ("vam_camera_input_fps", "input_fps", "gauge", "frames per second arriving from the source"),
                 ("vam_camera_frames_decoded_total", "frames_decoded", "counter", "frames decoded"),
+                ("vam_camera_frames_sampled_total", "frames_sampled", "counter", "frames sampled for the gates"),
+                ("vam_camera_frames_kept_total", "frames_kept", "counter", "frames the gates kept"),
                 ("vam_camera_frames_dropped_total", "frames_dropped", "counter",
                  "frames dropped before the gates (ingest behind)"),
                 ("vam_camera_reconnects_total", "reconnects", "counter", "reconnections of the source"),
