@@ -82,9 +82,13 @@ def cmd_serve(args) -> int:
 
     tokens = TokenStore(args.store)
     check_bind(args.host, tokens)  # before anything loads: a refused start costs nothing
-    import uvicorn
+    try:
+        import uvicorn
 
-    from .app import ServeOptions, create_app
+        from .app import ServeOptions, create_app
+    except ImportError as e:
+        raise VamError(f"serve needs the web stack ({e.name} is not installed): pip install 'vam_engine[server]'") \
+            from None
 
     eng = _engine(args, existing=False)
     try:
