@@ -288,3 +288,28 @@ def test_delete_needs_admin_and_removes_what_it_says(tmp_path, tokens):
             assert all(m.t > 5.0 for m in eng.moments("yard")) and eng.moments("front")
     finally:
         eng.close()
+
+
+def test_openapi_lists_every_endpoint_and_cors_is_off_unless_configured(make_client, tokens):
+    c = make_client()
+    tokens("read")  # the API description and the page carry no data: public even with tokens
+    paths = c.get("/openapi.json").json()["paths"]
+    for p, methods in {"/api/health": {"get"}, "/metrics": {"get"}, "/api/cameras": {"get", "post"},
+                       "/api/cameras/{camera_id}": {"delete"}, "/api/cameras/{camera_id}/status": {"get"},
+                       "/api/moments": {"get"}, "/api/events": {"get"}, "/api/frames/{moment_id}": {"get"},
+                       "/api/search": {"post"}, "/api/ask": {"post"}, "/api/summarize": {"post"},
+                       "/api/monitors": {"get", "post"}, "/api/monitors/{monitor_id}": {"delete"},
+                       "/api/alerts": {"get"}, "/api/alerts/stream": {"get"}, "/api/delete": {"post"}}.items():
+        assert methods <= set(paths.get(p, {})), p
+    assert "multipart/form-data" in paths["/api/search"]["post"]["requestBody"]["content"]
+    assert c.get("/docs").status_code == 200 and c.get("/").status_code == 200
+    assert c.get("/static/app.js").status_code == 200
+    origin = {"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"}
+    r = c.options("/api/moments", headers=origin)
+    assert "access-control-allow-origin" not in r.headers
+    assert "access-control-allow-origin" not in c.get("/api/health", headers=origin).headers
+    c2 = make_client(cors_origins=("https://ops.example",))
+    r = c2.options("/api/moments", headers={**origin, "Origin": "https://ops.example"})
+    assert r.headers.get("access-control-allow-origin") == "https://ops.example"
+    r = c2.options("/api/moments", headers=origin)
+    assert r.headers.get("access-control-allow-origin") != "https://evil.example"
