@@ -43,8 +43,8 @@ from .memory.search import SOURCES, SearchResult, search
 from .memory.store import Store
 from .memory.vector_memory import VectorMemory
 from .memory.writer_lock import WriterLock
-from .engine_monitor import EngineMonitors
 from .engine_live import LiveCameraMethods
+from .engine_monitor import EngineMonitors
 from .engine_roles import ClaimingSummarizer, WatchedModel, load_config, retain_store
 from .llm import describe_llm, make_llm
 from .index.stage import sweep_source

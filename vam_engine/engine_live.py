@@ -29,8 +29,9 @@ class _Feed:
     """A camera's sink into the pipeline (see LiveSink). ``close`` stops it taking anything: after
     it, the camera's thread may still be blocked in a read, but whatever it yields is ignored."""
 
-    def __init__(self, live: "LiveCameras", camera_id: str, source_id: int, spec: LiveSpec):
+    def __init__(self, live: "LiveCameras", pipe, camera_id: str, source_id: int, spec: LiveSpec):
         self.live = live
+        self.pipe = pipe
         self.camera_id = camera_id
         self.source_id = source_id
         self.spec = spec
@@ -49,14 +50,14 @@ class _Feed:
                 for i in self.stale:
                     self.live.gaps_repo.close(i, frame.t_abs, "frame")
                 self.stale = []
-            return self.live.pipe.offer_frame(frame, self.source_id, self.timeout)
+            return self.pipe.offer_frame(frame, self.source_id, self.timeout)
 
     def gap(self, t_start: float, reason: str) -> None:
         with self.lock:
             if self.closed or self.done:
                 return
             self.gap_id = self.live.gaps_repo.open(self.camera_id, self.source_id, t_start, reason)
-            self.live.pipe.gap(self.source_id)
+            self.pipe.gap(self.source_id)
 
     def resumed(self, t_end: float) -> None:
         with self.lock:
@@ -85,7 +86,7 @@ class _Feed:
         if self.gap_id is not None:
             self.live.gaps_repo.close(self.gap_id, None, ended_by)  # no frame came back: its end is unknown
             self.gap_id = None
-        self.live.pipe.end_source(self.source_id)
+        self.pipe.end_source(self.source_id)
 
 
 class _Running:
@@ -135,7 +136,10 @@ class LiveCameras:
                                            info={"kind": live_spec.kind, "realtime": live_spec.realtime})
             report = SourceReport(cam, url, decoder="pyav-live")
             src = pipe.register(state.source_id, report, None)
-            feed = _Feed(self, cam, state.source_id, live_spec)
+            # A run starts after a time without video (or none before): the gates' reference resets,
+            # and what an earlier run of the camera left held or open closes.
+            pipe.gap(state.source_id)
+            feed = _Feed(self, pipe, cam, state.source_id, live_spec)
             camera = LiveCamera(live_spec, feed, observe=eng.working.observe)
             src.decoder = camera  # the pipeline's progress reads its DecodeStats
             running = _Running(spec, camera, feed, report, src)
@@ -166,15 +170,18 @@ class LiveCameras:
     def close(self) -> None:
         """Stop every camera (the engine is closing); their sources end after what is queued."""
         with self._lock:
-            cams = list(self._cams)
-        for cam in cams:
-            self.remove(cam, ended_by="closed")
+            running = list(self._cams.values())
+        for r in running:
+            self.remove(r.spec.camera_id, ended_by="closed")
+        deadline = time.monotonic() + 1.0  # readers end at once unless blocked in a read (then: its timeout)
+        for r in running:
+            r.camera.join(max(0.0, deadline - time.monotonic()))
 
     # -- the cameras file ------------------------------------------------------------------------
     def apply(self, specs: list[CameraSpec]) -> CameraDiff:
         """Make the running cameras match ``specs``: remove those gone, restart those whose reading
         changed, add the new ones; a camera whose monitors alone changed keeps running. Every spec
-        is validated before anything changes. Returns the diff (monitors are the caller's)."""
+        is validated before anything changes. Then each camera's monitors (``sync_monitors``)."""
         eng = self.engine
         ids = [s.camera_id for s in specs]
         if len(set(ids)) != len(ids):
@@ -182,8 +189,12 @@ class LiveCameras:
         for s in specs:
             s.live_spec(eng.config.ingest.fps)
             check_gate(s.camera_id, s.gate, eng.config.gate)
+            if s.monitors and eng._llm_name is None:
+                raise ValueError(f"camera {s.camera_id!r}: monitors need an LLM to judge them (set llm.backend, "
+                                 f"--llm, or pass llm=...)")
         with self._lock:
-            diff = diff_cameras(self.specs(), specs)
+            old = self.specs()
+            diff = diff_cameras(old, specs)
             by_id = {s.camera_id: s for s in specs}
             for cam in diff.removed + diff.changed:
                 self.remove(cam)
@@ -191,7 +202,27 @@ class LiveCameras:
                 self.add(by_id[cam])
             for cam in diff.monitors_changed:
                 self._cams[cam].spec = by_id[cam]
+            self.sync_monitors(old, specs)
         return diff
+
+    def sync_monitors(self, old: list[CameraSpec], new: list[CameraSpec]) -> None:
+        """The cameras file's monitors: each condition of a camera is one ``repeat`` monitor on that
+        camera alone. One already active (persisted by an earlier run) is kept, not duplicated;
+        a condition gone from the file ends its monitor."""
+        eng = self.engine
+        if not any(s.monitors for s in old + new):
+            return
+        before = {(s.camera_id, m) for s in old for m in s.monitors}
+        wanted = {(s.camera_id, m) for s in new for m in s.monitors}
+        active = {}
+        for m in eng.monitors():
+            if m.cameras is not None and len(m.cameras) == 1 and m.mode == "repeat":
+                active.setdefault((m.cameras[0], m.condition), m.monitor_id)
+        for key in before - wanted:
+            if key in active:
+                eng.unwatch(active[key])
+        for cam, condition in sorted(wanted - set(active)):
+            eng.watch(condition, [cam], mode="repeat")
 
     def reload(self, path) -> CameraDiff:
         """Read the cameras file again and apply it (see ``apply``); an invalid file changes nothing."""
@@ -209,10 +240,14 @@ class LiveCameras:
     def _status(self, r: _Running) -> CameraStatus:
         st = r.camera.status()
         st.frames_kept = r.report.kept
-        gated = r.src.last_t
-        if gated is not None and st.state in ("online", "stalled"):
-            t = r.camera.t_abs(gated)
-            st.lag_s = None if t is None else max(0.0, time.time() - t)
+        if st.state in ("online", "stalled") and st.last_frame_t is not None:
+            # Behind live: the last frame's age when the gates have every sample it sent, else
+            # the age of the last sample they have gated (its backlog waits in the queue).
+            gated, sent = r.src.last_t, r.camera.last_sent
+            behind = sent is not None and (gated is None or gated < sent)
+            t = (r.camera.t_abs(gated) if gated is not None else None) if behind else st.last_frame_t
+            if t is not None:
+                st.lag_s = max(0.0, time.time() - t)
         return st
 
     def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:

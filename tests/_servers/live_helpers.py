@@ -158,3 +158,77 @@ class TsServer:
         self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def hls_from(clip: Path, out_dir: Path) -> Path:
+    """Remux an H.264 clip into a VOD HLS playlist of 1 s MPEG-TS segments; returns the playlist."""
+    import av
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    playlist = out_dir / "live.m3u8"
+    with av.open(str(clip)) as src, av.open(str(playlist), "w", format="hls",
+                                            options={"hls_time": "1", "hls_playlist_type": "vod"}) as out:
+        ins = src.streams.video[0]
+        outs = out.add_stream_from_template(ins)
+        for p in src.demux(ins):
+            if p.dts is not None:
+                p.stream = outs
+                out.mux(p)
+    return playlist
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class HttpServer:
+    """A loopback HTTP server in a thread: static files of ``directory``, or ``handler``."""
+
+    def __init__(self, directory: Path | None = None, handler=None):
+        import functools
+
+        h = handler or functools.partial(_Quiet, directory=str(directory))
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+        self.httpd.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def mjpeg_handler(frames: list[np.ndarray], fps: float):
+    """A multipart/x-mixed-replace MJPEG camera sending ``frames`` at ``fps``, as IP cameras do."""
+    import io
+
+    jpegs = []
+    for f in frames:
+        b = io.BytesIO()
+        Image.fromarray(f).save(b, "JPEG", quality=90)
+        jpegs.append(b.getvalue())
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server API
+            self.send_response(200)
+            self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
+            self.end_headers()
+            t0 = time.monotonic()
+            for k, d in enumerate(jpegs):
+                time.sleep(max(0.0, t0 + k / fps - time.monotonic()))
+                try:
+                    self.wfile.write(b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n%s\r\n"
+                                     % (len(d), d))
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+
+        def log_message(self, *args):
+            pass
+
+    return Handler

@@ -44,6 +44,9 @@ _NETWORK = {"rtsp": "rtsp", "rtsps": "rtsp", "rtmp": "rtmp", "rtmps": "rtmp", "h
 _SECRET_QUERY = re.compile(r"(?i)((?:password|passwd|pwd|pass|token|key|auth|secret|signature)=)[^&]*")
 STATES = ("online", "connecting", "stalled", "offline")
 PRESENT_FPS = 2.0  # decoded frames offered to the present (working memory) per second
+# Demuxers whose timestamps are made up (MJPEG over HTTP: a nominal 25 fps whatever the camera
+# sends): their frames are timed by arrival.
+_UNTIMED_FORMATS = {"mpjpeg", "mjpeg", "jpeg_pipe", "image2pipe"}
 _DISCONTINUITY_S = 10.0  # a PTS step forward beyond this (and beyond the wall time elapsed) rebases
 
 
@@ -134,8 +137,9 @@ class LiveSpec:
 @dataclass
 class CameraStatus:
     """A live camera now. Times: ``last_frame_t`` on the camera's axis (unix seconds),
-    ``last_frame_wall`` the wall clock at its arrival; ``lag_s``: how far the last frame the
-    gates have seen is behind now (network, decoding and the pipeline's backlog)."""
+    ``last_frame_wall`` the wall clock at its arrival; ``lag_s``: how far ingest is behind live
+    (the last frame's age while the gates keep up, else the age of the last sample they gated:
+    network, decoding and the pipeline's backlog; None unless online or stalled)."""
 
     camera_id: str
     url: str  # credentials redacted
@@ -197,6 +201,7 @@ class LiveCamera:
         self._last_t: float | None = None  # t_abs of the last decoded frame
         self._last_wall: float | None = None
         self._last_mono: float | None = None
+        self.last_sent: float | None = None  # t_rel of the last sample the sink took
         self._in_gap = False
         self._started_wall = clock()
         self.reconnects = self.gaps = self.dropped = 0
@@ -285,8 +290,8 @@ class LiveCamera:
                 self._in_gap = True
                 self.gaps += 1
                 self.sink.gap(self._last_t if self._last_t is not None else self._started_wall, err)
-            if online_since is not None and time.monotonic() - online_since >= spec.backoff_max_s:
-                failures = 0  # it stayed up longer than the longest wait: a new outage starts the backoff over
+            if online_since is not None and time.monotonic() - online_since >= min(spec.backoff_max_s, 10.0):
+                failures = 0  # it stayed up a while: this is a new outage, its backoff starts over
             failures += 1
             if spec.max_retries is not None and failures > spec.max_retries:
                 why = f"gave up after {spec.max_retries} retries: {err}"
@@ -348,9 +353,10 @@ class LiveCamera:
             if rate and float(rate) / self.spec.fps >= 4:
                 stream.codec_context.skip_frame = "NONREF"  # sparse samples: frames nothing refers to are not needed
             base = pts0 = prev = None  # this connection's clock: base + (t_stream - pts0)
+            untimed = bool(set(container.format.name.split(",")) & _UNTIMED_FORMATS)
             for vf in self._frames(container, stream):
                 now = self.clock()
-                ts = vf.time
+                ts = None if untimed else vf.time
                 if ts is None:
                     t_abs = now if self._last_t is None else max(now, self._last_t + 1e-3)
                 else:
@@ -424,13 +430,19 @@ class LiveCamera:
         cam = self.spec.camera_id
         if self.observe is not None and mono >= self._next_present:
             self._next_present = mono + 1.0 / PRESENT_FPS
-            self.observe(cam, t_abs, _rgb(vf))
+            try:
+                self.observe(cam, t_abs, _rgb(vf))
+            except Exception as e:  # noqa: BLE001 - the present is a reader's aid: never a reason to reconnect
+                if len(self.stats.errors) < 5:
+                    self.stats.errors.append(f"the present did not take a frame: {type(e).__name__}: {e}")
         t_rel = t_abs - self._epoch
         if not self._sampler.accept(t_rel):
             return
         self.stats.sampled += 1
         f = Frame(cam, t_rel, t_abs, vf.pts, _luma(vf), lambda v=vf: _rgb(v))
-        if not self.sink.frame(f):
+        if self.sink.frame(f):
+            self.last_sent = t_rel
+        else:
             self.dropped += 1
 
 
