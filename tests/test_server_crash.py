@@ -176,6 +176,12 @@ def test_kill_9_of_serve_with_two_live_cameras_then_restart(tmp_path):
             for m in after[cam]:
                 r = httpx.get(f"{url}{m['frame']}", timeout=10)
                 assert r.status_code == 200 and r.content[:2] == b"\xff\xd8", m
+        # SIGHUP reloads the cameras file: yard removed, door untouched, no restart
+        cameras.write_text(f'[defaults]\nfps = 2.0\nrealtime = true\n[cameras.door]\nurl = "{cams["door"]}"\n')
+        p.send_signal(signal.SIGHUP)
+        wait_until(lambda: {c["camera_id"]: (c["status"] or {}).get("state") for c in
+                            httpx.get(f"{url}/api/cameras", timeout=5).json()["cameras"]}
+                   == {"door": "online", "yard": None}, 30, "yard removed by the reload")
     finally:
         p.send_signal(signal.SIGTERM)
         try:

@@ -39,41 +39,22 @@ def check_bind(host: str, tokens: TokenStore) -> None:
 # -- cameras file ------------------------------------------------------------------------------------
 class CameraSet:
     """A cameras file applied to the engine (``engine.reload_cameras``: new cameras added, removed
-    ones stopped, changed ones restarted, the others untouched) and its monitors kept in step:
-    one ``repeat`` monitor per (condition, camera) of the file; a monitor the file no longer lists
-    ends, one added through the API is never touched."""
+    ones stopped, changed ones restarted, the others untouched; each camera's ``monitors`` kept in
+    step by the engine); ``apply`` again after the file changed reloads it without a restart."""
 
     def __init__(self, engine, path: str):
         self.engine, self.path = engine, path
         self._lock = threading.Lock()
-        self._file_monitors: set[tuple[str, tuple[str, ...]]] = set()
 
     def apply(self) -> list[str]:
         if not hasattr(self.engine, "reload_cameras"):
             raise VamError("--cameras needs live cameras (Engine.reload_cameras), which this build does not have")
-        from ..ingest.cameras_file import load_cameras
-
         with self._lock:
-            specs = load_cameras(self.path)  # an invalid file raises here, changing nothing
-            diff = self.engine.apply_cameras(specs)
-            lines = [f"{what} {cam}" for what, cams in (("added", diff.added), ("removed", diff.removed),
-                                                        ("restarted", diff.changed)) for cam in cams]
-            return lines + self._sync_monitors(specs)
-
-    def _sync_monitors(self, specs) -> list[str]:
-        if not hasattr(self.engine, "watch"):
-            return []
-        wanted = {(cond, (s.camera_id,)) for s in specs for cond in s.monitors}
-        active = {(m.condition, m.cameras): m for m in self.engine.monitors()}
-        out = []
-        for cond, cams in sorted(wanted - set(active)):  # monitors are durable: one from the last run stays
-            self.engine.watch(cond, list(cams), mode="repeat")
-            out.append(f"watching {cams[0]} for {cond!r}")
-        for key in (self._file_monitors - wanted) & set(active):
-            self.engine.unwatch(active[key].monitor_id)
-            out.append(f"stopped watching {key[1][0]} for {key[0]!r}")
-        self._file_monitors = wanted
-        return out
+            diff = self.engine.reload_cameras(self.path)  # an invalid file raises here, changing nothing
+            return [f"{what} {cam}" for what, cams in (("added", diff.added), ("removed", diff.removed),
+                                                       ("restarted", diff.changed),
+                                                       ("monitors changed for", diff.monitors_changed))
+                    for cam in cams]
 
 
 # -- serve -------------------------------------------------------------------------------------------
