@@ -1,4 +1,5 @@
-"""The ``vam-engine`` command: index, info, search, summarize, ask, watch, delete, retain, demo, eval."""
+"""The ``vam-engine`` command: index, info, search, summarize, ask, watch, delete, retain, demo, eval,
+serve, token."""
 from __future__ import annotations
 
 import argparse
@@ -426,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .eval.cli import add_parser as add_eval_parser  # the evaluation harness (vam_engine/eval)
 
     add_eval_parser(sub, [engine, model, texts, quiet])
+    from .server.cli import add_parsers as add_server_parsers  # serve, token
+
+    add_server_parsers(sub, store=store, engine=engine, model=model, texts=texts)
     return p
 
 
