@@ -28,8 +28,10 @@ def sequential(grays, cfg):
               and sharp[-1] < cfg.blur_rel * s["lap_var"]):
             d = None  # the reference is blurred next to it: back in focus
         elif s["mad"] < cfg.diff_min_mad:
-            local = s["tile_mad"] >= cfg.tile_min_mad and s["tiles_changed"] <= cfg.tile_max_frac * n_tiles
-            d = None if local else "low_change"
+            changed = s["tile_mad"] >= cfg.tile_min_mad
+            local = changed and s["tiles_changed"] <= cfg.tile_max_frac * n_tiles
+            cut = changed and not local and s["ssim"] < cfg.cut_max_ssim  # a new view of similar brightness
+            d = None if local or cut else "low_change"
         elif s["ssim"] > cfg.ssim_max:
             d = "ssim"
         elif cfg.hist_max_corr > 0 and s["hist_corr"] >= cfg.hist_max_corr:

@@ -71,9 +71,13 @@ def decide(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bo
     if not has_ref or is_refocus(cfg, s, history, has_ref):
         return None
     if s.mad < cfg.diff_min_mad:
-        local = s.tile_mad >= cfg.tile_min_mad and s.tiles_changed <= cfg.tile_max_frac * s.n_tiles
-        # a local change is kept: SSIM and the histogram average it away over the whole frame
-        return None if local else "low_change"
+        changed = s.tile_mad >= cfg.tile_min_mad
+        local = changed and s.tiles_changed <= cfg.tile_max_frac * s.n_tiles
+        # a local change is kept: SSIM and the histogram average it away over the whole frame;
+        # a wide change whose structure is gone is a cut to a view of similar brightness (an
+        # exposure or lighting change keeps the structure, and SSIM high)
+        cut = changed and not local and s.ssim < cfg.cut_max_ssim
+        return None if local or cut else "low_change"
     if s.ssim > cfg.ssim_max:
         return "ssim"
     if cfg.hist_max_corr > 0 and s.hist_corr >= cfg.hist_max_corr:
