@@ -1,4 +1,5 @@
-"""The ``vam-engine`` command: index, info, search, summarize, ask, watch, delete, retain, demo, eval."""
+"""The ``vam-engine`` command: index, info, search, summarize, ask, watch, delete, retain, demo, eval,
+serve, token."""
 from __future__ import annotations
 
 import argparse
@@ -170,6 +171,10 @@ def _wait_for_documents(eng, quiet: bool) -> None:
 
 
 def cmd_index(args) -> int:
+    if getattr(args, "live", False) or getattr(args, "realtime", False):  # demo reuses this without them
+        from .live_cli import cmd_index_live
+
+        return cmd_index_live(args)
     bar = _ProgressBar(not args.quiet)
     with _engine(args, existing=False) as eng:
         try:
@@ -355,6 +360,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("videos", nargs="+")
     sp.add_argument("--camera", action="append", help="camera id per video, in order (default: file stem)")
     sp.add_argument("--json", help="also write the per-source reports to this JSON file")
+    sp.add_argument("--live", action="store_true", help="live cameras: reconnect on loss, until Ctrl-C")
+    sp.add_argument("--realtime", action="store_true", help="live, files played at 1x (implies --live)")
+    sp.add_argument("--stall-s", type=float, default=20.0, help="live: reconnect after this long without a frame")
+    sp.add_argument("--max-retries", type=int, help="live: give up after this many failed reconnections")
+    sp.add_argument("--duration", type=float, help="live: stop after this many seconds")
     sp.set_defaults(func=cmd_index)
 
     sp = sub.add_parser("info", parents=[store], help="summarize a store")
@@ -417,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .eval.cli import add_parser as add_eval_parser  # the evaluation harness (vam_engine/eval)
 
     add_eval_parser(sub, [engine, model, texts, quiet])
+    from .server.cli import add_parsers as add_server_parsers  # serve, token
+
+    add_server_parsers(sub, store=store, engine=engine, model=model, texts=texts)
     return p
 
 

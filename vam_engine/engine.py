@@ -43,6 +43,7 @@ from .memory.search import SOURCES, SearchResult, search
 from .memory.store import Store
 from .memory.vector_memory import VectorMemory
 from .memory.writer_lock import WriterLock
+from .engine_live import LiveCameraMethods
 from .engine_monitor import EngineMonitors
 from .engine_roles import ClaimingSummarizer, WatchedModel, load_config, retain_store
 from .llm import describe_llm, make_llm
@@ -61,9 +62,9 @@ def _check_camera_id(camera_id) -> str:
     return camera_id
 
 
-class Engine:
-    """``Engine(store_dir, config)``: index files or pushed frames into a durable moment store,
-    search it and ask it questions.
+class Engine(LiveCameraMethods):
+    """``Engine(store_dir, config)``: index files, live cameras (``add_camera``: engine_live.py)
+    or pushed frames into a durable moment store, search it and ask it questions.
 
     ``config`` is an EngineConfig, a dict of overrides, or a path to a JSON/TOML file. An engine
     starts nothing until a write-side call needs it (see the module docstring): an engine used
@@ -113,6 +114,7 @@ class Engine:
             raise
         self._push: dict[str, tuple[int, TickSampler, list]] = {}  # camera -> (source, sampler, [last t])
         self._buffers = BufferPool()  # private copies of sampled pushed frames
+        self._live = None  # the live cameras (engine_live.py), made by the first add_camera
         from .reason.working import WorkingMemory, present_side
 
         self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
@@ -212,6 +214,8 @@ class Engine:
             self.writer.wait_for_room()
 
     def close(self) -> None:
+        if self._live is not None:
+            self._live.close()  # their sources end after what they queued: the flush below commits it
         with self._lock:
             pipe, self._pipeline = self._pipeline, None
         if self.writer is not None:

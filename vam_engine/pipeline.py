@@ -105,6 +105,14 @@ class _End:
     error: str | None = None
 
 
+@dataclass
+class _Gap:
+    """A live source lost its video (engine_live.py): its held frame and open event close, and
+    the gates compare the first frame after it with nothing (its reference is reset)."""
+
+    source_id: int
+
+
 class _Source:
     """Book-keeping for one active source (a file, a URL or a push camera)."""
 
@@ -154,6 +162,7 @@ class IndexPipeline:
         # flush waits for the count put before it, so a producer that never pauses cannot starve it
         self._put_count = 0
         self._done_count = 0
+        self._fresh: set[str] = set()  # cameras whose reference a gap reset: not reloaded from the store
         # gated batches wait here for their JPEGs and their transaction, off the gate thread
         self._commits: queue.Queue = queue.Queue(maxsize=8)
         self._thread = threading.Thread(target=self._gate_loop, name="vam-gate", daemon=True)
@@ -190,6 +199,24 @@ class IndexPipeline:
     def put_frame(self, frame: Frame, source_id: int) -> None:
         """Queue one sampled frame of a registered source (blocks while the gates are behind)."""
         self.put(_Item(frame, source_id))
+
+    def offer_frame(self, frame: Frame, source_id: int, timeout: float) -> bool:
+        """Queue a live source's sample unless the gates stay behind for ``timeout`` s: False
+        then (the caller counts it dropped; a live reader must keep reading its socket)."""
+        self.raise_if_failed()
+        try:
+            self._queue.put(_Item(frame, source_id), timeout=timeout)
+        except queue.Full:
+            return False
+        # Counted once queued (it may be committed first: the count only trails), never before:
+        # a flush must not wait for an item that was then dropped.
+        with self._idle:
+            self._put_count += 1
+        return True
+
+    def gap(self, source_id: int) -> None:
+        """Queue a live source's loss of video after its frames so far (see ``_Gap``)."""
+        self.put(_Gap(source_id))
 
     def end_source(self, source_id: int) -> None:
         """Queue a source's end after its frames (for pushed streams; decoders do it themselves)."""
@@ -271,7 +298,7 @@ class IndexPipeline:
             return []
         items = [first]
         limit = self.cfg.ingest.batch_size * max(1, len(self._sources))
-        while len(items) < limit:
+        while len(items) < limit and not isinstance(items[-1], _Gap):  # a batch ends at a gap: no frame crosses it
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
@@ -347,18 +374,20 @@ class IndexPipeline:
         """Gate a batch into ``batch``; returns the frames gated and the sources that ended."""
         by_camera: dict[str, list[_Item]] = defaultdict(list)
         ends = []  # a source's end marker follows all its frames, so it closes after them
+        gaps = [it for it in items if isinstance(it, _Gap)]  # at most the batch's last item
         for it in items:
             if isinstance(it, _End):
                 ends.append(it)
-            else:
+            elif not isinstance(it, _Gap):
                 by_camera[it.frame.camera_id].append(it)
         touched = set()
         passed = []  # (frame, source_id, gate record) of frames the gates kept
         for cam, cam_items in by_camera.items():
-            if self.cascade.reference(cam) is None:
+            if self.cascade.reference(cam) is None and cam not in self._fresh:
                 saved = self.store.sources.camera_ref(cam)
                 if saved is not None:
                     self.cascade.set_reference(cam, saved.gray, saved.sharpness)
+            self._fresh.discard(cam)
             records = self.cascade.run(cam, [it.frame.gray for it in cam_items])
             for it, rec in zip(cam_items, records):
                 src = self._sources[it.source_id]
@@ -376,6 +405,11 @@ class IndexPipeline:
                 passed.append((f, it.source_id, rec))
                 batch.refs[cam] = GateReference(f.t_rel, f.gray, self.cascade.sharpness(cam))
         decisions = self.semantic.process(passed, batch, writes)
+        for g in gaps:
+            cam = self._sources[g.source_id].report.camera_id
+            decisions += self.semantic.finish(cam, batch, writes)
+            self.cascade.forget([cam])
+            self._fresh.add(cam)
         for end in ends:
             src = self._sources[end.source_id]
             if not end.error:  # a file source's end: its camera's held frame and open event close
@@ -399,7 +433,7 @@ class IndexPipeline:
             touched.add(src)
         for src in touched:
             self._report_progress(src)
-        return len(items) - len(ends), [self._sources[end.source_id] for end in ends]
+        return len(items) - len(ends) - len(gaps), [self._sources[end.source_id] for end in ends]
 
     def _report_progress(self, src: _Source) -> None:
         rep = src.report

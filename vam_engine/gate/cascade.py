@@ -128,6 +128,7 @@ class GateCascade:
     def __init__(self, body, cfg: GateConfig):
         self.body = body
         self.cfg = cfg
+        self.camera_cfg: dict[str, GateConfig] = {}  # per-camera overrides (live cameras); tiles stay shared
         self.tiles = Tiles(cfg.tile_size, cfg.tile_min_mad)
         self._cams: dict[str, _Camera] = {}
 
@@ -169,6 +170,7 @@ class GateCascade:
     def _run_same_shape(self, camera_id: str, grays: Sequence[Any]) -> list[GateRecord]:
         frames = _stack(grays)
         n = len(grays)
+        cfg = self.camera_cfg.get(camera_id, self.cfg)
         cam = self._cams.setdefault(camera_id, _Camera())
         ref = cam.ref
         if ref is not None and tuple(ref.gray.shape) != tuple(frames.shape[1:]):
@@ -193,16 +195,16 @@ class GateCascade:
                 valid_end = j
             lap = float(st.lap_var[i])
             # coarse detail, only read by the blur test of a frame under the absolute threshold
-            tlap = laplacian_var(st.thumb[i]) if lap < self.cfg.blur_min_lap_var else float("nan")
+            tlap = laplacian_var(st.thumb[i]) if lap < cfg.blur_min_lap_var else float("nan")
             fs = FrameStats(lap, float(mad[i]), float(ssim[i]), float(hcorr[i]), float(tmad[i]), int(tchg[i]),
                             st.n_tiles, tlap)
-            dropped = decide(self.cfg, fs, cam.sharpness, ref is not None)
+            dropped = decide(cfg, fs, cam.sharpness, ref is not None)
             records.append(GateRecord(fs.lap_var, _none_if_nan(fs.mad), _none_if_nan(fs.ssim),
                                       _none_if_nan(fs.hist_corr), dropped, _none_if_nan(fs.tile_mad),
                                       None if ref is None else fs.tiles_changed))
             if dropped is None:
                 ref = _Ref(grays[i], st.thumb[i], st.hist[i])
-                cam.sharpness = update_history(self.cfg, cam.sharpness, fs.lap_var)
+                cam.sharpness = update_history(cfg, cam.sharpness, fs.lap_var)
                 valid_end = i + 1
                 chunk = _FIRST_CHUNK
         if ref is not None:

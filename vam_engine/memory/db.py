@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -200,6 +200,20 @@ CREATE TABLE IF NOT EXISTS alerts (
 );
 CREATE INDEX IF NOT EXISTS alerts_camera_t ON alerts (camera_id, t);
 CREATE INDEX IF NOT EXISTS alerts_monitor ON alerts (monitor_id);
+
+-- live cameras' losses of video (memory/gaps.py; schema 6)
+CREATE TABLE IF NOT EXISTS gaps (
+    gap_id INTEGER PRIMARY KEY,
+    camera_id TEXT NOT NULL,
+    source_id INTEGER,           -- the live run it happened in
+    t_start REAL NOT NULL,       -- camera axis: the last frame before it (the camera's start if none)
+    t_end REAL,                  -- camera axis: the first frame after it; NULL while it lasts
+    reason TEXT NOT NULL,        -- why the video stopped (the connection's error)
+    ended_by TEXT,               -- 'frame' (video came back), 'removed', 'gave_up', 'closed'
+    created_at REAL NOT NULL,
+    closed_at REAL
+);
+CREATE INDEX IF NOT EXISTS gaps_camera_t ON gaps (camera_id, t_start);
 """
 
 
@@ -228,7 +242,12 @@ def _migrate_4_to_5(conn) -> None:
     """Version 5 added the monitors and alerts tables (SCHEMA creates them); nothing to convert."""
 
 
-MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5}  # from version -> step to the next
+def _migrate_5_to_6(conn) -> None:
+    """Version 6 records live cameras' gaps: a new table, which SCHEMA creates."""
+
+
+MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
+              5: _migrate_5_to_6}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999

@@ -34,6 +34,25 @@ class SourceRepository:
             (camera_id, fingerprint, sampling)).fetchone()
         return None if row is None else SourceState(row[0], camera_id, row[1], bool(row[2]))
 
+    def latest(self, camera_id: str, sampling_suffix: str) -> SourceState | None:
+        """The camera's most recent source whose sampling ends with ``sampling_suffix`` (a live
+        camera's runs end with ",live")."""
+        row = self.db.conn().execute(
+            "SELECT source_id, progress_t, done FROM sources WHERE camera_id=? AND substr(sampling, -?) = ? "
+            "ORDER BY source_id DESC LIMIT 1", (camera_id, len(sampling_suffix), sampling_suffix)).fetchone()
+        return None if row is None else SourceState(row[0], camera_id, row[1], bool(row[2]))
+
+    def info(self, source_id: int) -> dict:
+        row = self.db.conn().execute("SELECT info FROM sources WHERE source_id=?", (source_id,)).fetchone()
+        return json.loads(row[0]) if row is not None and row[0] else {}
+
+    def update_info(self, source_id: int, **fields) -> None:
+        """Add fields to a source's info (a live run's epoch, known at its first frame)."""
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT info FROM sources WHERE source_id=?", (source_id,)).fetchone()
+            info = {**(json.loads(row[0]) if row is not None and row[0] else {}), **fields}
+            conn.execute("UPDATE sources SET info=? WHERE source_id=?", (json.dumps(info), source_id))
+
     def all(self) -> list[dict]:
         """Every source, for reports: id, camera, uri, sampling, progress, done."""
         rows = self.db.conn().execute("SELECT source_id, camera_id, uri, sampling, progress_t, done FROM sources")

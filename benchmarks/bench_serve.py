@@ -1,0 +1,290 @@
+"""``vam-engine serve`` under load: N concurrent clients against a server ingesting M live sources.
+
+The server runs as its own process (``vam-engine serve --cameras``), each source a generated
+H.264 file played as live at 1x (``realtime = true``: paced like a camera). Each client is a
+closed loop (with ``--think-s`` between requests) over the page's three calls - the moments of
+a camera's last minute, a search by an uploaded image, a frame thumbnail - and holds one SSE
+alert stream open for the whole run. Reported per endpoint: requests, errors, p50 and p99
+latency (client side, body read), and SSE streams that dropped.
+
+Baseline in the same run: the same clients against the same server after its cameras are
+removed (``idle``: no ingest), so the ``x idle`` column is what ingest costs a request.
+Ingest keeps real time when the stream time of every camera advances at >= 0.95x wall time
+during the loaded phase and its lag behind live does not grow (slope of lag over time).
+
+    python benchmarks/bench_serve.py --clients 10 --sources 1 --seconds 20      # small
+    python benchmarks/bench_serve.py --clients 50 --sources 4 --seconds 60      # the issue's target
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_info, print_table, write_json  # noqa: E402
+
+ENDPOINTS = ("moments", "search", "frame")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pct(xs, q):
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
+
+
+class Phase:
+    def __init__(self, name):
+        self.name = name
+        self.lat = {e: [] for e in ENDPOINTS}
+        self.errors = {e: 0 for e in ENDPOINTS}
+        self.error_kinds: dict[str, int] = {}
+
+    def record(self, endpoint, seconds, ok, kind=None):
+        if ok:
+            self.lat[endpoint].append(seconds)
+        else:
+            self.errors[endpoint] += 1
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+
+
+async def client(http, k, state, query_jpeg, think_s):
+    rng = random.Random(k)
+    i = k
+    while not state["stop"]:
+        phase = state["phase"]
+        cams = state["cameras"] or ["cam0"]
+        cam = cams[i % len(cams)]
+        endpoint = ENDPOINTS[i % len(ENDPOINTS)]
+        i += 1
+        t0 = time.perf_counter()
+        ok, kind = True, None
+        try:
+            if endpoint == "moments":
+                last = state["last_t"].get(cam)
+                params = {"camera": cam, "limit": 100, **({"t0": last - 60} if last is not None else {})}
+                r = await http.get("/api/moments", params=params)
+                if r.status_code == 200 and r.json()["items"]:
+                    state["recent"][cam] = [m["moment_id"] for m in r.json()["items"][-20:]]
+            elif endpoint == "search":
+                r = await http.post("/api/search", files={"image": ("q.jpg", query_jpeg, "image/jpeg")},
+                                    data={"top_k": "10", "sources": "frame"})
+            else:
+                ids = state["recent"].get(cam) or [1]
+                r = await http.get(f"/api/frames/{rng.choice(ids)}", params={"w": 192})
+            await r.aread()
+            ok = r.status_code == 200
+            kind = None if ok else f"{endpoint} HTTP {r.status_code}"
+        except Exception as e:  # noqa: BLE001 - counted per kind, the run goes on
+            ok, kind = False, f"{endpoint} {type(e).__name__}"
+        if phase is not None:
+            phase.record(endpoint, time.perf_counter() - t0, ok, kind)
+        await asyncio.sleep(think_s * (0.5 + rng.random()))
+
+
+async def sse_subscriber(http, state):
+    """Holds /api/alerts/stream open; a stream that ends or fails before the run does counts."""
+    try:
+        async with http.stream("GET", "/api/alerts/stream", timeout=None) as r:
+            if r.status_code != 200:
+                state["sse_dropped"] += 1
+                return
+            state["sse_open"] += 1
+            async for _ in r.aiter_lines():
+                if state["stop"]:
+                    return
+    except Exception:  # noqa: BLE001
+        if not state["stop"]:
+            state["sse_dropped"] += 1
+        return
+    if not state["stop"]:
+        state["sse_dropped"] += 1
+
+
+async def watch_ingest(http, state, samples):
+    while not state["stop"]:
+        try:
+            r = await http.get("/api/cameras")
+            now = time.monotonic()
+            for c in r.json()["cameras"]:
+                if c["t_last"] is not None:
+                    state["last_t"][c["camera_id"]] = c["t_last"]
+                st = c.get("status")
+                if st and state["phase"] is not None and state["phase"].name == "loaded":
+                    samples.setdefault(c["camera_id"], []).append(
+                        (now, st.get("last_frame_t"), st.get("lag_s"), st.get("frames_dropped", 0), st.get("state")))
+        except Exception:  # noqa: BLE001 - a missed sample; the next one comes in a second
+            pass
+        await asyncio.sleep(1.0)
+
+
+def ingest_figures(samples):
+    out = {}
+    for cam, s in samples.items():
+        s = [x for x in s if x[1] is not None]
+        if len(s) < 3:
+            out[cam] = {"x_realtime": None, "lag_slope": None, "lag_end_s": None, "dropped": None, "states": []}
+            continue
+        wall = s[-1][0] - s[0][0]
+        xrt = (s[-1][1] - s[0][1]) / wall if wall > 0 else None
+        lags = [(x[0] - s[0][0], x[2]) for x in s if x[2] is not None]
+        slope = None
+        if len(lags) >= 3:
+            mt, ml = statistics.fmean(t for t, _ in lags), statistics.fmean(v for _, v in lags)
+            den = sum((t - mt) ** 2 for t, _ in lags)
+            slope = sum((t - mt) * (v - ml) for t, v in lags) / den if den else None
+        out[cam] = {"x_realtime": xrt, "lag_slope": slope, "lag_end_s": lags[-1][1] if lags else None,
+                    "dropped": s[-1][3] - s[0][3], "states": sorted({x[4] for x in s})}
+    return out
+
+
+async def run(args, url, cams, query_jpeg):
+    import httpx
+
+    limits = httpx.Limits(max_connections=args.clients * 2 + 10, max_keepalive_connections=args.clients * 2 + 10)
+    state = {"stop": False, "phase": None, "cameras": cams, "last_t": {}, "recent": {}, "sse_open": 0,
+             "sse_dropped": 0}
+    samples: dict = {}
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as http:
+        watcher = asyncio.create_task(watch_ingest(http, state, samples))
+        deadline = time.monotonic() + 60
+        while len(state["last_t"]) < len(cams) and time.monotonic() < deadline:  # warm-up: every camera committed
+            await asyncio.sleep(0.5)
+        subs = [asyncio.create_task(sse_subscriber(http, state)) for _ in range(args.clients)]
+        clients = [asyncio.create_task(client(http, k, state, query_jpeg, args.think_s)) for k in range(args.clients)]
+        phases = []
+        loaded = Phase("loaded")
+        state["phase"] = loaded
+        await asyncio.sleep(args.seconds)
+        phases.append(loaded)
+        state["phase"] = None
+        for cam in cams:  # the baseline: the same server, nothing ingesting
+            await http.delete(f"/api/cameras/{cam}")
+        idle = Phase("idle")
+        state["phase"] = idle
+        await asyncio.sleep(args.idle_seconds)
+        phases.append(idle)
+        state["stop"] = True
+        for t in clients + [watcher]:
+            t.cancel()
+        for t in subs:
+            t.cancel()
+        await asyncio.gather(*clients, watcher, *subs, return_exceptions=True)
+    return phases, ingest_figures(samples), state
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clients", type=int, default=10)
+    ap.add_argument("--sources", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=20.0, help="the loaded phase")
+    ap.add_argument("--idle-seconds", type=float, help="the baseline phase (default: half of --seconds)")
+    ap.add_argument("--width", type=int, default=640)
+    ap.add_argument("--height", type=int, default=360)
+    ap.add_argument("--source-fps", type=int, default=15, help="frame rate of the generated sources")
+    ap.add_argument("--fps", type=float, default=2.0, help="ingest sampling rate per camera")
+    ap.add_argument("--think-s", type=float, default=0.2, help="mean pause between a client's requests")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--json", default="bench_serve", help="results file name under benchmarks/results/")
+    args = ap.parse_args()
+    args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else max(5.0, args.seconds / 2)
+
+    from PIL import Image
+
+    from vam_engine.synthetic import write_scene_clip
+
+    work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    length = args.seconds + 90  # warm-up and start-up included: no source ends during the run
+    cams, lines = [], ["[defaults]", f"fps = {args.fps}", "realtime = true"]
+    for k in range(args.sources):
+        clip = write_scene_clip(work / f"cam{k}.mp4", width=args.width, height=args.height, fps=args.source_fps,
+                                seconds=length, seed=k + 1)
+        cams.append(f"cam{k}")
+        lines += [f"[cameras.cam{k}]", f'url = "{clip.path}"']
+    (work / "cameras.toml").write_text("\n".join(lines) + "\n")
+    q = io.BytesIO()
+    Image.new("RGB", (320, 180), (120, 80, 40)).save(q, format="JPEG")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    server = subprocess.Popen([sys.executable, "-m", "vam_engine.cli", "serve", "--store", str(work / "store"),
+                               "--cameras", str(work / "cameras.toml"), "--port", str(port), "--device", args.device,
+                               "--log-level", "warning"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"serve did not start: {server.stderr.read()[-2000:]}")
+            time.sleep(0.3)
+        phases, ingest, state = asyncio.run(run(args, url, cams, q.getvalue()))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+    loaded, idle = phases
+    rows, results = [], {}
+    for e in ENDPOINTS:
+        a, b = loaded.lat[e], idle.lat[e]
+        p99a, p99b = pct(a, 99), pct(b, 99)
+        results[e] = {"requests": len(a) + loaded.errors[e], "errors": loaded.errors[e],
+                      "p50_ms": None if not a else 1e3 * pct(a, 50), "p99_ms": None if p99a is None else 1e3 * p99a,
+                      "idle_requests": len(b) + idle.errors[e], "idle_errors": idle.errors[e],
+                      "idle_p50_ms": None if not b else 1e3 * pct(b, 50),
+                      "idle_p99_ms": None if p99b is None else 1e3 * p99b,
+                      "p99_x_idle": p99a / p99b if p99a and p99b else None,
+                      "req_per_s": len(a) / args.seconds}
+        r = results[e]
+        rows.append([e, r["requests"], r["errors"], r["req_per_s"], r["p50_ms"], r["p99_ms"], r["idle_p50_ms"],
+                     r["idle_p99_ms"], r["p99_x_idle"]])
+    print(f"\nbench_serve: {args.clients} clients (+1 SSE stream each), {args.sources} live {args.width}x{args.height} "
+          f"sources at {args.source_fps} fps sampled at {args.fps} fps, {args.seconds:g} s loaded + "
+          f"{args.idle_seconds:g} s idle, think {args.think_s:g} s")
+    print_table(["endpoint", "requests", "errors", "req/s", "p50 ms", "p99 ms", "idle p50", "idle p99", "p99 x idle"],
+                rows)
+    irows = [[cam, f["x_realtime"], f["lag_end_s"], f["lag_slope"], f["dropped"], ",".join(f["states"])]
+             for cam, f in sorted(ingest.items())]
+    print()
+    print_table(["camera", "x realtime", "lag end s", "lag growth s/s", "dropped", "states"], irows)
+    keeps = bool(ingest) and all(f["x_realtime"] is not None and f["x_realtime"] >= 0.95 and
+                                 (f["lag_slope"] is None or f["lag_slope"] < 0.05) for f in ingest.values())
+    print(f"\ningest keeps real time: {'yes' if keeps else 'no'}; SSE streams opened {state['sse_open']} of "
+          f"{args.clients}, dropped {state['sse_dropped']}; errors by kind: "
+          f"{dict(loaded.error_kinds, **{'idle ' + k: v for k, v in idle.error_kinds.items()}) or 'none'}")
+    path = write_json(args.json, {"args": vars(args), "endpoints": results, "ingest": ingest,
+                                  "ingest_keeps_real_time": keeps, "sse_opened": state["sse_open"],
+                                  "sse_dropped": state["sse_dropped"], "errors_by_kind": loaded.error_kinds,
+                                  "machine": machine_info()})
+    print(f"results: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""A small store for the service's tests: two cameras of pushed textured frames, events
+documented by a scripted model (so text search finds them), and the model answering questions."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from vam_engine.engine import Engine
+from vam_engine.llm import ScriptedLLM
+
+CAMERAS = ("front", "yard")
+COLOURS = {"front": "red", "yard": "green"}
+
+
+def texture(i: int, cam: str) -> np.ndarray:
+    """Scene i // 6 of a camera: a blocky texture tinted by the camera's colour."""
+    rng = np.random.default_rng(1000 * (CAMERAS.index(cam) + 1) + i // 6)
+    img = np.repeat(np.repeat(rng.integers(30, 226, (6, 8, 3), dtype=np.uint8), 24, 0), 24, 1)
+    img[..., 0 if cam == "front" else 1] = np.maximum(img[..., 0 if cam == "front" else 1], 200)
+    return img
+
+
+class Model:
+    """Documents each event by its camera's colour; answers the coarse stage directly."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def __call__(self, req) -> str:
+        tag = req.tag
+        if tag == "event_writer":
+            text = " ".join(p for m in req.messages for p in m.content if isinstance(p, str))
+            cam = next((c for c in CAMERAS if c in text), "front")
+            return f"a {COLOURS[cam]} textured scene seen by the {cam} camera"
+        if tag == "node_merger":
+            return "merged textured scenes"
+        if tag == "two_phase_coarse":
+            self.asked += 1
+            return json.dumps({"answer": "a red textured scene"})
+        if tag == "two_phase_fine":
+            return json.dumps({"answer": "seen", "sufficient": True})
+        if tag == "qa_summarizer":
+            return "asked about the scene"
+        if tag == "monitor":
+            return monitor_verdict(req)
+        return "ok"
+
+
+def config() -> dict:
+    return {"ingest": {"fps": 2.0}, "embed": {"text_model": "minilm"}, "commit": {"max_event_s": 3.0},
+            "writer": {"retry_base_s": 0.05}}
+
+
+def build_engine(path, n: int = 36, cameras=CAMERAS) -> Engine:
+    """An engine over a fresh store holding ``n`` pushed frames per camera, documents written."""
+    eng = Engine(path, config(), device="cpu", llm=ScriptedLLM(Model()))
+    for cam in cameras:
+        for i in range(n):
+            eng.push(cam, texture(i, cam), i * 0.5)
+        eng.end_push(cam)
+    assert eng.wait_for_documents(timeout=120)
+    return eng
+
+
+def monitor_verdict(req) -> str:
+    """The monitor's verdict: a match when the latest frame shown is mostly white (the test's event)."""
+    from vam_engine.llm.base import Image
+
+    images = [p for m in req.messages for p in m.content if isinstance(p, Image)]
+    bright = bool(images) and float(images[-1].array().mean()) > 200
+    return json.dumps({"match": bright, "confidence": 0.9 if bright else 0.1,
+                       "observed_event": "a white flash" if bright else "the usual scene", "reason": "brightness"})
+
+
+class ServerThread:
+    """uvicorn serving an app on a free loopback port, in a daemon thread (tests only)."""
+
+    def __init__(self, app, log_config=None):
+        import socket
+        import threading
+
+        import uvicorn
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="info", log_config=log_config, access_log=True))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self):
+        import time
+
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+        self.sock.close()

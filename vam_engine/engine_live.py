@@ -1,0 +1,340 @@
+"""Live cameras on an Engine: add and remove them at run time, their status, their gaps, and
+applying a cameras file (a reload diffs it against what runs).
+
+Each camera is one ``LiveCamera`` thread (ingest/live.py) feeding the engine's one pipeline
+through a ``_Feed``: samples are offered without waiting long (a camera never waits for another
+one's backlog: a sample the gates cannot take within its interval is dropped and counted), a
+loss of video is a durable gap row (memory/gaps.py) plus a gap marker in the pipeline after the
+camera's frames so far (the held frame and the open event close, the gate's reference resets),
+and removal ends the camera's source after its last queued frame. Each run of a camera is one
+source row, whose ``t_rel`` continues across reconnections (its moments never collide); its
+epoch (``t_abs`` at ``t_rel`` 0) is kept in the source's info, so the next run of the camera
+records the time between the runs (engine stopped or killed, camera removed) as a gap too.
+The cameras file's monitors become ``repeat`` monitors of their camera (``sync_monitors``).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from .ingest.cameras_file import CameraDiff, CameraSpec, check_gate, diff_cameras, load_cameras
+from .ingest.live import CameraStatus, LiveCamera, LiveSpec, redact
+from .memory.gaps import Gap, GapRepository
+from .pipeline import SourceReport
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+class _Feed:
+    """A camera's sink into the pipeline (see LiveSink). ``close`` stops it taking anything: after
+    it, the camera's thread may still be blocked in a read, but whatever it yields is ignored."""
+
+    def __init__(self, live: "LiveCameras", pipe, camera_id: str, source_id: int, spec: LiveSpec):
+        self.live = live
+        self.pipe = pipe
+        self.camera_id = camera_id
+        self.source_id = source_id
+        self.spec = spec
+        self.lock = threading.Lock()
+        self.closed = False
+        self.done = False  # its source ended (a file's end, gave up, removed)
+        self.gap_id: int | None = None
+        self.stale: list[int] = []  # gaps an earlier process left open: this run's first sample ends them
+        self.prev_end: float | None = None  # camera axis: the last sample the camera's previous run committed
+        self.first = True
+        self.timeout = min(0.5, 1.0 / spec.fps)  # the longest a sample waits for room in the queue
+
+    def frame(self, frame) -> bool:
+        with self.lock:
+            if self.closed or self.done:
+                return False
+            if self.first:
+                self._first(frame)
+            return self.pipe.offer_frame(frame, self.source_id, self.timeout)
+
+    def _first(self, frame) -> None:
+        """This run's first sample: record its epoch (t_abs at t_rel 0: a later run finds where
+        this one stopped), and end the time without video since the camera's previous run."""
+        self.first = False
+        self.live.engine.store.sources.update_info(self.source_id, epoch=frame.t_abs - frame.t_rel)
+        for i in self.stale:  # an outage a killed process left open: it ends here
+            self.live.gaps_repo.close(i, frame.t_abs, "frame")
+        if not self.stale and self.prev_end is not None and frame.t_abs - self.prev_end > 2.0 / self.spec.fps:
+            self.live.gaps_repo.add_closed(self.camera_id, self.source_id, self.prev_end, frame.t_abs,
+                                           "not watched: no run of this live camera (the engine was stopped or "
+                                           "killed, or the camera removed)")
+        self.stale = []
+
+    def gap(self, t_start: float, reason: str) -> None:
+        with self.lock:
+            if self.closed or self.done:
+                return
+            self.gap_id = self.live.gaps_repo.open(self.camera_id, self.source_id, t_start, reason)
+            self.pipe.gap(self.source_id)
+
+    def resumed(self, t_end: float) -> None:
+        with self.lock:
+            if self.gap_id is not None and not self.closed:
+                self.live.gaps_repo.close(self.gap_id, t_end, "frame")
+                self.gap_id = None
+
+    def ended(self, error: str | None) -> None:
+        with self.lock:
+            if self.closed or self.done:
+                return
+            self._end("gave_up")
+
+    def close(self, ended_by: str = "removed") -> None:
+        """Stop taking frames; end the source after what is queued (its held frame is decided)."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            if not self.done:
+                self._end(ended_by)
+
+    def _end(self, ended_by: str) -> None:
+        """The source ends (done: its gap marker already decided what was held at a loss)."""
+        self.done = True
+        if self.gap_id is not None:
+            self.live.gaps_repo.close(self.gap_id, None, ended_by)  # no frame came back: its end is unknown
+            self.gap_id = None
+        self.pipe.end_source(self.source_id)
+
+
+class _Running:
+    def __init__(self, spec: CameraSpec, camera: LiveCamera, feed: _Feed, report: SourceReport, src):
+        self.spec = spec
+        self.camera = camera
+        self.feed = feed
+        self.report = report
+        self.src = src  # the pipeline's book-keeping (its last gated time gives the lag)
+
+
+class LiveCameras:
+    """The live cameras of one engine (``Engine.add_camera`` and friends delegate here)."""
+
+    def __init__(self, engine: "Engine"):
+        self.engine = engine
+        self.gaps_repo = GapRepository(engine.store.db)
+        self._cams: dict[str, _Running] = {}
+        self._lock = threading.RLock()
+
+    @property
+    def pipe(self):
+        return self.engine._pipe()
+
+    def specs(self) -> list[CameraSpec]:
+        with self._lock:
+            return [r.spec for r in self._cams.values()]
+
+    # -- adding and removing ---------------------------------------------------------------------
+    def add(self, spec: CameraSpec) -> CameraStatus:
+        eng = self.engine
+        live_spec = spec.live_spec(eng.config.ingest.fps)  # validated before anything starts
+        gate = check_gate(spec.camera_id, spec.gate, eng.config.gate)
+        with self._lock:
+            if spec.camera_id in self._cams:
+                raise ValueError(f"camera {spec.camera_id!r} is already running (remove_camera it first, or "
+                                 f"reload the cameras file to change it)")
+            if spec.camera_id in eng._push:
+                raise ValueError(f"camera {spec.camera_id!r} is fed by push() in this engine: a live camera "
+                                 f"needs its own id")
+            pipe = self.pipe  # claims the store, starts the writer and the pipeline
+            cam = spec.camera_id
+            self._set_gate(cam, gate)
+            url = redact(spec.url)
+            sampling = f"fps={live_spec.fps:g},live"
+            prev_end = self._previous_end(cam)
+            state = eng.store.sources.open(cam, url, f"live:{url}@{time.time():.6f}", sampling,
+                                           info={"kind": live_spec.kind, "realtime": live_spec.realtime})
+            report = SourceReport(cam, url, decoder="pyav-live")
+            src = pipe.register(state.source_id, report, None)
+            # A run starts after a time without video (or none before): the gates' reference resets,
+            # and what an earlier run of the camera left held or open closes.
+            pipe.gap(state.source_id)
+            feed = _Feed(self, pipe, cam, state.source_id, live_spec)
+            camera = LiveCamera(live_spec, feed, observe=pipe.observe, present_fps=pipe.present_fps,
+                                present_side=pipe.present_side)  # without present_fps: the gated frames
+            src.decoder = camera  # the pipeline's progress reads its DecodeStats
+            running = _Running(spec, camera, feed, report, src)
+            self._cams[cam] = running
+            # An outage of an earlier process (a gap it left open) ends with this run's first sample.
+            feed.stale = [g.gap_id for g in self.gaps_repo.list(cam) if g.open]
+            feed.prev_end = prev_end
+            camera.start()
+            return self._status(running)
+
+    def _previous_end(self, cam: str) -> float | None:
+        """Camera axis of the last sample the camera's previous live run committed, if any."""
+        sources = self.engine.store.sources
+        prev = sources.latest(cam, ",live")
+        if prev is None or prev.progress_t is None:
+            return None
+        epoch = sources.info(prev.source_id).get("epoch")
+        return None if epoch is None else epoch + prev.progress_t
+
+    def _set_gate(self, cam: str, gate: dict) -> None:
+        from .config import GateConfig
+
+        cascade = self.engine._cascade
+        if gate:
+            cascade.camera_cfg[cam] = GateConfig(**{**self.engine.config.gate.model_dump(), **gate})
+        else:
+            cascade.camera_cfg.pop(cam, None)
+
+    def remove(self, camera_id: str, *, ended_by: str = "removed") -> None:
+        with self._lock:
+            running = self._cams.pop(camera_id, None)
+        if running is None:
+            raise ValueError(f"no live camera {camera_id!r} (running: {sorted(self._cams) or 'none'})")
+        running.camera.stop()
+        running.feed.close(ended_by)
+        self.engine._cascade.camera_cfg.pop(camera_id, None)
+
+    def close(self) -> None:
+        """Stop every camera (the engine is closing); their sources end after what is queued."""
+        with self._lock:
+            running = list(self._cams.values())
+        for r in running:
+            self.remove(r.spec.camera_id, ended_by="closed")
+        deadline = time.monotonic() + 1.0  # readers end at once unless blocked in a read (then: its timeout)
+        for r in running:
+            r.camera.join(max(0.0, deadline - time.monotonic()))
+
+    # -- the cameras file ------------------------------------------------------------------------
+    def apply(self, specs: list[CameraSpec]) -> CameraDiff:
+        """Make the running cameras match ``specs``: remove those gone, restart those whose reading
+        changed, add the new ones; a camera whose monitors alone changed keeps running. Every spec
+        is validated before anything changes. Then each camera's monitors (``sync_monitors``)."""
+        eng = self.engine
+        ids = [s.camera_id for s in specs]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"camera ids must be unique, got {ids}")
+        for s in specs:
+            s.live_spec(eng.config.ingest.fps)
+            check_gate(s.camera_id, s.gate, eng.config.gate)
+            if s.monitors and eng._llm_name is None:
+                raise ValueError(f"camera {s.camera_id!r}: monitors need an LLM to judge them (set llm.backend, "
+                                 f"--llm, or pass llm=...)")
+        with self._lock:
+            old = self.specs()
+            diff = diff_cameras(old, specs)
+            by_id = {s.camera_id: s for s in specs}
+            for cam in diff.removed + diff.changed:
+                self.remove(cam)
+            for cam in diff.changed + diff.added:
+                self.add(by_id[cam])
+            for cam in diff.monitors_changed:
+                self._cams[cam].spec = by_id[cam]
+            self.sync_monitors(old, specs)
+        return diff
+
+    def sync_monitors(self, old: list[CameraSpec], new: list[CameraSpec]) -> None:
+        """The cameras file's monitors: each condition of a camera is one ``repeat`` monitor on that
+        camera alone. One already active (persisted by an earlier run) is kept, not duplicated;
+        a condition gone from the file ends its monitor."""
+        eng = self.engine
+        if not any(s.monitors for s in old + new):
+            return
+        before = {(s.camera_id, m) for s in old for m in s.monitors}
+        wanted = {(s.camera_id, m) for s in new for m in s.monitors}
+        active = {}
+        for m in eng.monitors():
+            if m.cameras is not None and len(m.cameras) == 1 and m.mode == "repeat":
+                active.setdefault((m.cameras[0], m.condition), m.monitor_id)
+        for key in before - wanted:
+            if key in active:
+                eng.unwatch(active[key])
+        for cam, condition in sorted(wanted - set(active)):
+            eng.watch(condition, [cam], mode="repeat")
+
+    def reload(self, path) -> CameraDiff:
+        """Read the cameras file again and apply it (see ``apply``); an invalid file changes nothing."""
+        return self.apply(load_cameras(path))
+
+    # -- reading ----------------------------------------------------------------------------------
+    def status(self, camera_id: str | None = None) -> list[CameraStatus]:
+        with self._lock:
+            running = list(self._cams.values()) if camera_id is None else (
+                [self._cams[camera_id]] if camera_id in self._cams else [])
+        if camera_id is not None and not running:
+            raise ValueError(f"no live camera {camera_id!r}")
+        return [self._status(r) for r in running]
+
+    def _status(self, r: _Running) -> CameraStatus:
+        st = r.camera.status()
+        st.frames_kept = r.report.kept
+        if st.state in ("online", "stalled") and st.last_frame_t is not None:
+            # Behind live: the last frame's age when the gates have every sample it sent, else
+            # the age of the last sample they have gated (its backlog waits in the queue).
+            gated, sent = r.src.last_t, r.camera.last_sent
+            behind = sent is not None and (gated is None or gated < sent)
+            t = (r.camera.t_abs(gated) if gated is not None else None) if behind else st.last_frame_t
+            if t is not None:
+                st.lag_s = max(0.0, time.time() - t)
+        return st
+
+    def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:
+        return self.gaps_repo.list(camera_id, t0, t1)
+
+
+class LiveCameraMethods:
+    """The live-camera methods of ``Engine`` (a base class of it: engine.py stays small)."""
+
+    _live: LiveCameras | None = None
+
+    def add_camera(self, camera_id: str, url: str, *, fps: float | None = None, realtime: bool = False,
+                   stall_s: float = 20.0, max_retries: int | None = None, gate: dict | None = None,
+                   backoff_s: float = 1.0, backoff_max_s: float = 60.0,
+                   connect_timeout_s: float | None = None) -> CameraStatus:
+        """Index a live source on its own thread from now on; returns its status at once.
+
+        ``url``: rtsp://, rtsps://, rtmp://, http(s):// (MPEG-TS, HLS, MJPEG), /dev/videoN, or a
+        file (``realtime``: paced at 1x; else read at full speed, its t_abs the wall clock at the
+        start plus its PTS). ``fps``: samples per second (default ingest.fps). The camera
+        reconnects after an error or ``stall_s`` without a frame, waiting ``backoff_s`` doubling
+        to ``backoff_max_s`` (with jitter), forever unless ``max_retries`` attempts in a row fail;
+        ``connect_timeout_s`` (default min(stall_s, 10)) bounds each connection attempt. ``gate``:
+        GateConfig overrides for this camera. Bad arguments: ValueError naming camera and field.
+        """
+        from .engine import _check_camera_id
+
+        return self._live_cameras().add(CameraSpec(
+            _check_camera_id(camera_id), url, fps=fps, realtime=realtime, stall_s=stall_s, max_retries=max_retries,
+            gate=dict(gate or {}), backoff_s=backoff_s, backoff_max_s=backoff_max_s,
+            connect_timeout_s=connect_timeout_s))
+
+    def remove_camera(self, camera_id: str) -> None:
+        """Stop a live camera at once; what it queued is still committed (its source ends after it)."""
+        self._live_cameras().remove(camera_id)
+
+    def status(self, camera_id: str | None = None) -> list[CameraStatus]:
+        """Every live camera now (or one: ValueError when it is not running): state, input fps,
+        last frame, reconnects, lag, drops, gaps, error. Empty before the first add_camera."""
+        if self._live is None and camera_id is None:
+            return []
+        return self._live_cameras().status(camera_id)
+
+    def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:
+        """Live cameras' intervals without video overlapping [t0, t1] (camera axis), oldest first;
+        an outage in progress is an open gap (``t_end`` None)."""
+        return self._live_cameras().gaps(camera_id, t0, t1)
+
+    def apply_cameras(self, specs) -> CameraDiff:
+        """Make the running live cameras match ``specs`` (CameraSpec list); returns the diff."""
+        return self._live_cameras().apply(list(specs))
+
+    def reload_cameras(self, path: str | os.PathLike) -> CameraDiff:
+        """Read a cameras file (TOML: ingest/cameras_file.py) and apply it; an invalid file
+        raises CamerasFileError and changes nothing."""
+        return self._live_cameras().reload(path)
+
+    def _live_cameras(self) -> LiveCameras:
+        with self._start_lock:
+            if self._live is None:
+                self._live = LiveCameras(self)
+            return self._live

@@ -1,0 +1,169 @@
+"""``vam-engine serve`` and ``vam-engine token``: the implementation (cli.py only registers them).
+
+Nothing here imports the web stack at module level: ``vam-engine index`` must not need it.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import signal
+import sys
+import threading
+import time
+
+from ..errors import VamError
+from .auth import SCOPES, TokenStore
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve anywhere
+
+
+def check_bind(host: str, tokens: TokenStore) -> None:
+    """Refuse an address other than loopback while the store has no token."""
+    if is_loopback(host) or tokens.any():
+        return
+    raise VamError(
+        f"refusing to listen on {host} while {tokens.path} holds no token: anyone who can reach that address "
+        f"could read and delete this memory. Create a token first:\n"
+        f"    vam-engine token create --store {tokens.dir} --scope admin\n"
+        f"then start serve again; clients send 'Authorization: Bearer <token>'. (On 127.0.0.1, the default, "
+        f"no token is needed until the first one is created.)")
+
+
+# -- cameras file ------------------------------------------------------------------------------------
+class CameraSet:
+    """A cameras file applied to the engine (``engine.reload_cameras``: new cameras added, removed
+    ones stopped, changed ones restarted, the others untouched; each camera's ``monitors`` kept in
+    step by the engine); ``apply`` again after the file changed reloads it without a restart."""
+
+    def __init__(self, engine, path: str):
+        self.engine, self.path = engine, path
+        self._lock = threading.Lock()
+
+    def apply(self) -> list[str]:
+        if not hasattr(self.engine, "reload_cameras"):
+            raise VamError("--cameras needs live cameras (Engine.reload_cameras), which this build does not have")
+        with self._lock:
+            diff = self.engine.reload_cameras(self.path)  # an invalid file raises here, changing nothing
+            return [f"{what} {cam}" for what, cams in (("added", diff.added), ("removed", diff.removed),
+                                                       ("restarted", diff.changed),
+                                                       ("monitors changed for", diff.monitors_changed))
+                    for cam in cams]
+
+
+# -- serve -------------------------------------------------------------------------------------------
+def cmd_serve(args) -> int:
+    from ..cli import _engine
+
+    tokens = TokenStore(args.store)
+    check_bind(args.host, tokens)  # before anything loads: a refused start costs nothing
+    try:
+        import uvicorn
+
+        from .app import ServeOptions, create_app
+    except ImportError as e:
+        raise VamError(f"serve needs the web stack ({e.name} is not installed): pip install 'vam_engine[server]'") \
+            from None
+
+    eng = _engine(args, existing=False)
+    try:
+        # serve is the store's one writer (DESIGN.md 7): claimed now, so a second writer is told
+        # at once, and the document writer and retention run while it serves
+        eng._start_ingest()
+        opts = ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
+                            cors_origins=tuple(args.cors_origin or ()), require_tokens=not is_loopback(args.host))
+        app = create_app(eng, opts)
+        cams = None
+        if args.cameras:
+            cams = CameraSet(eng, args.cameras)
+            for line in cams.apply():
+                print(f"cameras: {line}", file=sys.stderr)
+
+            def reload(*_):
+                def run():
+                    try:
+                        for line in cams.apply() or ["no change"]:
+                            print(f"cameras reloaded: {line}", file=sys.stderr)
+                    except (VamError, ValueError, OSError) as e:  # the running cameras stay as they were
+                        print(f"cameras file not reloaded: {e}", file=sys.stderr)
+                threading.Thread(target=run, daemon=True).start()
+
+            signal.signal(signal.SIGHUP, reload)
+        auth = "tokens required" if tokens.any() or opts.require_tokens else "no token yet (loopback only)"
+        print(f"vam-engine serve: http://{args.host}:{args.port}/ ({auth}); store {args.store}", file=sys.stderr,
+              flush=True)
+        # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
+        # handler that was there before: a quiet one, so the engine below closes (its writer
+        # drains, its vectors are snapshot) and serve exits 0
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: None)
+        # the access log holds methods, paths and statuses: tokens travel in headers, never logged
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
+    finally:
+        eng.close()
+    return 0
+
+
+# -- token ---------------------------------------------------------------------------------------------
+def cmd_token(args) -> int:
+    tokens = TokenStore(args.store)
+    if args.token_cmd == "create":
+        cams = [c for c in args.cameras.split(",")] if args.cameras else None
+        info, token = tokens.create(args.scope, cams, label=args.label or "")
+        limit = f", cameras {','.join(info.cameras)}" if info.cameras else ""
+        print(f"created token {info.token_id} (scope {info.scope}{limit}); it is shown once, only its hash is "
+              f"kept in {tokens.path}:", file=sys.stderr)
+        print(token)
+        return 0
+    if args.token_cmd == "list":
+        rows = sorted(tokens.tokens().values(), key=lambda t: t.created_at)
+        if args.json:
+            print(json.dumps([t.to_json() for t in rows], indent=2))
+            return 0
+        if not rows:
+            print("no tokens (serve admits loopback requests without one and refuses other addresses)")
+        for t in rows:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t.created_at))
+            print(f"{t.token_id}  {t.scope:5}  cameras {','.join(t.cameras) if t.cameras else '*'}  created {when} UTC"
+                  + (f"  {t.label}" if t.label else ""))
+        return 0
+    if not tokens.revoke(args.token_id):
+        raise VamError(f"no token {args.token_id!r} in {tokens.path} (see 'vam-engine token list')")
+    print(f"revoked {args.token_id}; a running server refuses it from its next request")
+    return 0
+
+
+def add_parsers(sub, *, store, engine, model, texts) -> None:
+    """Register ``serve`` and ``token`` on cli.py's subparsers (with its shared option groups)."""
+    sp = sub.add_parser("serve", parents=[store, engine, model, texts],
+                        help="serve the store over HTTP: API, alerts, metrics and the web page")
+    sp.add_argument("--cameras", help="cameras file (TOML) to ingest; SIGHUP reloads it")
+    sp.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1; any other needs a token first)")
+    sp.add_argument("--port", type=int, default=8000)
+    sp.add_argument("--max-upload-mb", type=float, default=10.0, help="request body limit (default 10 MB)")
+    sp.add_argument("--cors-origin", action="append", help="allow this browser origin (repeatable; default none)")
+    sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    sp.set_defaults(func=cmd_serve)
+
+    sp = sub.add_parser("token", help="create, list or revoke the service's bearer tokens")
+    tsub = sp.add_subparsers(dest="token_cmd", required=True)
+    c = tsub.add_parser("create", parents=[store], help="print a new token once (only its hash is stored)")
+    c.add_argument("--scope", required=True, choices=SCOPES,
+                   help="read: GET, search, ask; write: + cameras, monitors, summarize; admin: + delete")
+    c.add_argument("--cameras", help="limit the token to these cameras (comma-separated)")
+    c.add_argument("--label", help="a note shown by 'token list'")
+    c = tsub.add_parser("list", parents=[store], help="the tokens (ids, scopes, cameras; never the tokens)")
+    c.add_argument("--json", action="store_true")
+    c = tsub.add_parser("revoke", parents=[store], help="revoke a token by id")
+    c.add_argument("token_id")
+    sp.set_defaults(func=cmd_token)
+
+
+__all__ = ["add_parsers", "cmd_serve", "cmd_token", "check_bind", "is_loopback"]

@@ -1,0 +1,308 @@
+"""Live endpoints: cameras (added and removed at run time), monitors, alerts (JSON, an SSE
+stream resumable with Last-Event-ID) and the WebSocket carrying alerts and camera status.
+
+They call the engine's live API (``add_camera``/``remove_camera``/``status``) and its monitors
+(``watch``/``monitors``/``unwatch``/``alerts``/``subscribe_alerts``); an engine without one of
+them answers 501 saying so. A camera-limited token sees only monitors entirely within its
+cameras and only alerts of its cameras.
+
+The WebSocket authenticates with the ``Authorization`` header, or - browsers cannot set headers
+on a WebSocket - with a first message ``{"type": "auth", "token": "..."}`` within 10 s (a token
+in the URL would land in access logs).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from fastapi import APIRouter, HTTPException, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.concurrency import run_in_threadpool
+
+from .app import authenticate, bearer, need
+from .auth import Principal
+from .jsonify import alert_json, status_json
+from .queries import BadQuery, camera_extents, events_count
+from .routes_memory import jpeg_response, served_file
+from .sse import SSE_KEEPALIVE, parse_last_event_id, sse_event
+
+router = APIRouter()
+
+
+def _engine(request):
+    return request.app.state.engine
+
+
+def _api(engine, name: str, what: str):
+    fn = getattr(engine, name, None)
+    if fn is None:
+        raise HTTPException(501, f"this engine has no {what} (Engine.{name} is not available in this build)")
+    return fn
+
+
+class CameraBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    camera_id: str = Field(..., min_length=1, max_length=256)
+    url: str = Field(..., min_length=1, max_length=4096)
+    fps: float | None = Field(None, gt=0, le=120)
+    realtime: bool = False
+    stall_s: float = Field(20.0, gt=0, le=3600)
+    max_retries: int | None = Field(None, ge=0)
+    gate: dict | None = None
+
+
+class MonitorBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    condition: str = Field(..., min_length=1, max_length=2000)
+    cameras: list[str] | None = None
+    mode: str = "once"
+    min_confidence: float = Field(0.6, ge=0, le=1)
+    every_s: float = Field(2.0, gt=0, le=3600)
+    frames: int = Field(4, ge=1, le=16)
+    repeat_gap_s: float = Field(3.0, ge=0, le=86400)
+
+    @field_validator("cameras", mode="before")
+    @classmethod
+    def _one_or_many(cls, v):
+        return [v] if isinstance(v, str) else v
+
+
+# -- cameras -------------------------------------------------------------------------------------------
+def _statuses(engine) -> dict:
+    fn = getattr(engine, "status", None)
+    return {s.camera_id: status_json(s) for s in fn()} if fn is not None else {}
+
+
+@router.get("/api/cameras", tags=["cameras"])
+def cameras(request: Request, p: Principal = need("read")):
+    """Every camera the store or the running ingest knows: extent, events, live status."""
+    eng = _engine(request)
+    ext = camera_extents(eng.store)
+    evs = events_count(eng.store)
+    live = _statuses(eng)
+    out = []
+    for cam in sorted(set(ext) | set(live)):
+        if not p.sees(cam):
+            continue
+        e = ext.get(cam, {"moments": 0, "t_first": None, "t_last": None, "absolute": False})
+        out.append({"camera_id": cam, **e, "events": evs.get(cam, 0), "status": live.get(cam)})
+    return {"cameras": out}
+
+
+@router.post("/api/cameras", tags=["cameras"], status_code=201)
+async def add_camera(request: Request, body: CameraBody, p: Principal = need("write")):
+    """Start ingesting a live source (rtsp/rtmp/http/device/file) while the others run."""
+    p.camera_scope([body.camera_id])
+    fn = _api(_engine(request), "add_camera", "live cameras")
+    st = await run_in_threadpool(lambda: fn(body.camera_id, body.url, fps=body.fps, realtime=body.realtime,
+                                            stall_s=body.stall_s, max_retries=body.max_retries, gate=body.gate))
+    return status_json(st)
+
+
+@router.delete("/api/cameras/{camera_id}", tags=["cameras"])
+async def remove_camera(request: Request, camera_id: str, p: Principal = need("write")):
+    """Stop a live camera's ingest (what it committed stays)."""
+    p.camera_scope([camera_id])
+    eng = _engine(request)
+    fn = _api(eng, "remove_camera", "live cameras")
+    if camera_id not in _statuses(eng):
+        raise HTTPException(404, f"no live camera {camera_id!r}")
+    await run_in_threadpool(fn, camera_id)
+    return {"removed": camera_id}
+
+
+@router.get("/api/cameras/{camera_id}/status", tags=["cameras"])
+def camera_status(request: Request, camera_id: str, p: Principal = need("read")):
+    p.camera_scope([camera_id])
+    eng = _engine(request)
+    _api(eng, "status", "live cameras")
+    st = _statuses(eng).get(camera_id)
+    if st is None:
+        raise HTTPException(404, f"no live camera {camera_id!r}")
+    return st
+
+
+# -- monitors --------------------------------------------------------------------------------------
+def _monitor_visible(p: Principal, m) -> bool:
+    return p.cameras is None or (m.cameras is not None and all(c in p.cameras for c in m.cameras))
+
+
+@router.get("/api/monitors", tags=["monitors"])
+def monitors(request: Request, include_ended: bool = False, p: Principal = need("read")):
+    fn = _api(_engine(request), "monitors", "monitors")
+    return {"monitors": [m.to_json() for m in fn(include_ended=include_ended) if _monitor_visible(p, m)]}
+
+
+@router.post("/api/monitors", tags=["monitors"], status_code=201)
+async def watch(request: Request, body: MonitorBody, p: Principal = need("write")):
+    """Watch the present of cameras for a condition; alerts arrive on /api/alerts/stream and /api/ws."""
+    cams = p.camera_scope(body.cameras)
+    fn = _api(_engine(request), "watch", "monitors")
+    m = await run_in_threadpool(lambda: fn(body.condition, cams, mode=body.mode, min_confidence=body.min_confidence,
+                                           every_s=body.every_s, frames=body.frames, repeat_gap_s=body.repeat_gap_s))
+    return m.to_json()
+
+
+@router.delete("/api/monitors/{monitor_id}", tags=["monitors"])
+async def unwatch(request: Request, monitor_id: str, p: Principal = need("write")):
+    eng = _engine(request)
+    listed = {m.monitor_id: m for m in _api(eng, "monitors", "monitors")(include_ended=True)}
+    if monitor_id not in listed or not _monitor_visible(p, listed[monitor_id]):
+        raise HTTPException(404, f"no monitor {monitor_id!r}")
+    ok = await run_in_threadpool(eng.unwatch, monitor_id)
+    if not ok:
+        raise HTTPException(404, f"no active monitor {monitor_id!r}")
+    return {"removed": monitor_id}
+
+
+# -- alerts ------------------------------------------------------------------------------------------
+@router.get("/api/alerts", tags=["alerts"])
+def alerts(request: Request, since: int | None = None, monitor: str | None = None, camera: str | None = None,
+           limit: int = Query(500, ge=1, le=5000), p: Principal = need("read")):
+    """Alerts after ``since`` (an alert id), oldest first; ``next_since`` continues."""
+    if camera is not None:
+        p.camera_scope([camera])
+    fn = _api(_engine(request), "alerts", "monitors")
+    rows = [a for a in fn(since=since, monitor_id=monitor, camera=camera) if p.sees(a.camera_id)][:limit]
+    return {"alerts": [alert_json(a) for a in rows], "next_since": rows[-1].alert_id if rows else since}
+
+
+@router.get("/api/alerts/stream", tags=["alerts"], response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}}}})
+async def alert_stream(request: Request, since: int | None = None, monitor: str | None = None,
+                       camera: str | None = None, p: Principal = need("read")):
+    """SSE: ``event: alert`` with ``id`` = the alert id. Reconnect with ``Last-Event-ID`` (or
+    ``?since=``) to get every alert after it first, then the live ones."""
+    hub = request.app.state.hub
+    if not hub.available:
+        raise HTTPException(501, "this engine has no monitors (Engine.subscribe_alerts is not available)")
+    try:
+        last = parse_last_event_id(request.headers.get("last-event-id"))
+    except ValueError:
+        raise BadQuery("Last-Event-ID must be an alert id (a non-negative integer)") from None
+    if last is None:
+        last = since
+    if camera is not None:
+        p.camera_scope([camera])
+
+    def sees(a) -> bool:
+        return p.sees(a.camera_id) and (monitor is None or a.monitor_id == monitor) and (
+            camera is None or a.camera_id == camera)
+
+    metrics = request.app.state.metrics
+    keepalive = request.app.state.options.keepalive_s
+
+    async def events():
+        metrics.sse_clients += 1
+        try:
+            yield "retry: 2000\n\n"
+            async for a in hub.stream(last, sees, keepalive):
+                yield SSE_KEEPALIVE if a is None else sse_event(alert_json(a), event="alert", id=a.alert_id)
+        finally:
+            metrics.sse_clients -= 1
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+@router.get("/api/alerts/{alert_id}/frames/{k}", tags=["alerts"])
+def alert_frame(request: Request, alert_id: int, k: int, w: int | None = None, p: Principal = need("read")):
+    """The k-th frame an alert's check saw (by alert id and index; never by path)."""
+    eng = _engine(request)
+    found = [a for a in _api(eng, "alerts", "monitors")(since=alert_id - 1) if a.alert_id == alert_id]
+    if not found:
+        raise HTTPException(404, f"no alert {alert_id}")
+    a = found[0]
+    if not p.sees(a.camera_id):
+        raise HTTPException(403, f"alert {alert_id} is of a camera outside this token's limit")
+    if not 0 <= k < len(a.frame_paths):
+        raise HTTPException(404, f"alert {alert_id} has {len(a.frame_paths)} frames; no frame {k}")
+    return jpeg_response(served_file(eng.store.root, a.frame_paths[k], sub=""), w, ("a", alert_id, k))
+
+
+# -- the WebSocket -------------------------------------------------------------------------------
+async def _ws_principal(ws: WebSocket) -> tuple[Principal, int | None]:
+    """The socket's principal (header or first message) and the alert id it resumes after."""
+    from fastapi import HTTPException as _H
+
+    token = bearer(ws.headers)
+    since = None
+    state = ws.app.state
+    if token is None and (state.tokens.any() or state.options.require_tokens):
+        try:
+            msg = json.loads(await asyncio.wait_for(ws.receive_text(), 10.0))
+        except (asyncio.TimeoutError, ValueError, KeyError):
+            raise _H(401, "send {\"type\": \"auth\", \"token\": \"...\"} first") from None
+        if not isinstance(msg, dict) or msg.get("type") != "auth":
+            raise _H(401, "the first message must be {\"type\": \"auth\", \"token\": \"...\"}")
+        token = msg.get("token")
+        since = msg.get("since")
+    return authenticate(state, token), since if isinstance(since, int) else None
+
+
+@router.websocket("/api/ws")
+async def ws_endpoint(ws: WebSocket):
+    """Messages: ``hello``, ``alert`` (with ``alert``), ``camera_status`` (with ``camera``) on
+    every change of a camera's state, reconnects or error, and ``ping`` when idle."""
+    await ws.accept()
+    try:
+        p, since = await _ws_principal(ws)
+    except HTTPException as e:
+        await ws.send_json({"type": "error", "status": e.status_code, "detail": e.detail})
+        await ws.close(code=1008)
+        return
+    state = ws.app.state
+    engine, hub, opts = state.engine, state.hub, state.options
+    send_lock = asyncio.Lock()
+
+    async def send(msg):
+        async with send_lock:
+            await ws.send_json(msg)
+
+    await send({"type": "hello", "scope": p.scope, "cameras": list(p.cameras) if p.cameras else None,
+                "alerts": hub.available, "live": hasattr(engine, "status")})
+
+    async def alerts_loop():
+        if not hub.available:
+            return await asyncio.Event().wait()
+        async for a in hub.stream(since, lambda a: p.sees(a.camera_id), opts.keepalive_s):
+            await send({"type": "ping"} if a is None else {"type": "alert", "alert": alert_json(a)})
+
+    async def status_loop():
+        if not hasattr(engine, "status"):
+            return await asyncio.Event().wait()
+        seen: dict = {}
+        while True:
+            now = await run_in_threadpool(_statuses, engine)
+            for cam, st in now.items():
+                key = (st.get("state"), st.get("reconnects"), st.get("error"), st.get("url"))
+                if p.sees(cam) and seen.get(cam) != key:
+                    seen[cam] = key
+                    await send({"type": "camera_status", "camera": st})
+            for cam in set(seen) - set(now):
+                seen.pop(cam)
+                await send({"type": "camera_status", "camera": {"camera_id": cam, "state": "removed"}})
+            await asyncio.sleep(opts.status_poll_s)
+
+    async def reader():
+        with contextlib.suppress(WebSocketDisconnect):
+            while True:
+                await ws.receive_text()  # nothing is expected; this notices the close
+
+    state.metrics.ws_clients += 1
+    tasks = [asyncio.create_task(c()) for c in (alerts_loop, status_loop, reader)]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for t in done:
+            if t.exception() is not None and not isinstance(t.exception(), WebSocketDisconnect):
+                raise t.exception()
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        state.metrics.ws_clients -= 1
+        for t in tasks:
+            t.cancel()
+        with contextlib.suppress(Exception):
+            await ws.close()

@@ -1,0 +1,319 @@
+"""The memory's endpoints: moments, events, frames, search, ask (JSON or SSE), summarize, delete.
+
+Every camera a request names is checked against its token's camera limit (403 when outside);
+a request naming none gets the token's cameras. Frames are served by moment id only, and the
+file served must lie under the store's ``frames/`` directory whatever the row says.
+"""
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import VamError
+from . import model_tap, queries
+from .app import need
+from .auth import Principal
+from .jsonify import answer_json, event_json, evidence_json, moment_json, summary_json
+from .sse import sse_event
+
+router = APIRouter()
+
+Camera = str
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("cameras", mode="before", check_fields=False)
+    @classmethod
+    def _one_or_many(cls, v):
+        return [v] if isinstance(v, str) else v
+
+
+class SearchBody(_Body):
+    text: str | None = Field(None, min_length=1, max_length=2000)
+    top_k: int = Field(10, ge=1, le=200)
+    cameras: list[Camera] | None = None
+    t0: float | None = None
+    t1: float | None = None
+    as_of: float | None = None
+    sources: list[Literal["frame", "event", "summary"]] = ["frame", "event", "summary"]
+
+
+class AskBody(_Body):
+    question: str = Field(..., min_length=1, max_length=4000)
+    cameras: list[Camera] | None = None
+    as_of: float | None = None
+    mode: Literal["auto", "two_phase", "agentic"] = "auto"
+    max_turns: int = Field(6, ge=1, le=20)
+
+
+class SummarizeBody(_Body):
+    t0: float
+    t1: float
+    granularity_s: float = Field(60.0, gt=0, le=86400)
+    prompt: str = Field(..., min_length=1, max_length=4000)
+    cameras: list[Camera] | None = None
+    structure: str | None = Field(None, max_length=200)
+
+
+class DeleteBody(_Body):
+    cameras: list[Camera] | None = None
+    t0: float | None = None
+    t1: float | None = None
+
+
+def _engine(request: Request):
+    return request.app.state.engine
+
+
+def _limit(request: Request, limit: int) -> int:
+    top = request.app.state.options.max_page
+    if not 1 <= limit <= top:
+        raise queries.BadQuery(f"limit must be in 1..{top}, got {limit}")
+    return limit
+
+
+# -- moments, events, frames -----------------------------------------------------------------------
+@router.get("/api/moments", tags=["memory"])
+def moments(request: Request, camera: list[str] | None = Query(None), t0: float | None = None,
+            t1: float | None = None, as_of: float | None = None, cursor: str | None = None, limit: int = 200,
+            p: Principal = need("read")):
+    """Retained frames by camera and time (camera axis), ``as_of`` bound, keyset pages."""
+    page = queries.moments_page(_engine(request).store, cameras=p.camera_scope(camera), t0=t0, t1=t1, as_of=as_of,
+                                cursor=cursor, limit=_limit(request, limit))
+    return {"items": [moment_json(m) for m in page.items], "next_cursor": page.next_cursor}
+
+
+@router.get("/api/events", tags=["memory"])
+def events(request: Request, camera: list[str] | None = Query(None), t0: float | None = None,
+           t1: float | None = None, as_of: float | None = None, cursor: str | None = None, limit: int = 200,
+           p: Principal = need("read")):
+    """Events overlapping [t0, t1] that end by ``as_of``, with their documents and keyframes."""
+    page = queries.events_page(_engine(request).store, cameras=p.camera_scope(camera), t0=t0, t1=t1, as_of=as_of,
+                               cursor=cursor, limit=_limit(request, limit))
+    return {"items": [event_json(e) for e in page.items], "next_cursor": page.next_cursor}
+
+
+_thumbs: OrderedDict = OrderedDict()  # (moment id, width, file mtime) -> JPEG bytes
+_thumbs_lock = threading.Lock()
+_THUMBS_MAX = 2048
+
+
+def served_file(root: Path, path: str | Path, sub: str = "frames") -> Path:
+    """``path`` if it is a file under ``root/sub`` (symlinks resolved); 404 otherwise."""
+    base = (Path(root) / sub).resolve()
+    path = Path(path)
+    try:
+        p = (path if path.is_absolute() else Path(root) / path).resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise HTTPException(404, "the frame's file is gone (retention or a deletion removed it)") from None
+    if base not in p.parents or not p.is_file():
+        raise HTTPException(404, "no such frame")
+    return p
+
+
+def jpeg_response(path: Path, w: int | None, key) -> Response:
+    headers = {"Cache-Control": "private, max-age=3600"}
+    if w is None:
+        return FileResponse(path, media_type="image/jpeg", headers=headers)
+    if not 16 <= w <= 2048:
+        raise queries.BadQuery(f"w (thumbnail width) must be in 16..2048, got {w}")
+    k = (key, w, path.stat().st_mtime_ns)
+    with _thumbs_lock:
+        data = _thumbs.get(k)
+        if data is not None:
+            _thumbs.move_to_end(k)
+    if data is None:
+        from PIL import Image
+
+        with Image.open(path) as im:
+            im.draft("RGB", (w, w))  # JPEG: decode at a fraction of the size, much faster
+            im = im.convert("RGB")
+            im.thumbnail((w, w * 4))
+            buf = io.BytesIO()
+            im.save(buf, format="JPEG", quality=80)
+            data = buf.getvalue()
+        with _thumbs_lock:
+            _thumbs[k] = data
+            while len(_thumbs) > _THUMBS_MAX:
+                _thumbs.popitem(last=False)
+    return Response(data, media_type="image/jpeg", headers=headers)
+
+
+@router.get("/api/frames/{moment_id}", tags=["memory"], response_class=Response,
+            responses={200: {"content": {"image/jpeg": {}}}})
+def frame(request: Request, moment_id: int, w: int | None = None, p: Principal = need("read")):
+    """A moment's JPEG (``w``: a thumbnail that wide). The client names a moment, never a file."""
+    eng = _engine(request)
+    m = eng.store.moments.by_id([moment_id]).get(moment_id)
+    if m is None:
+        raise HTTPException(404, f"no moment {moment_id}")
+    if not p.sees(m.camera_id):
+        raise HTTPException(403, f"moment {moment_id} belongs to a camera outside this token's limit")
+    return jpeg_response(served_file(eng.store.root, m.frame_path), w, ("m", moment_id))
+
+
+# -- search --------------------------------------------------------------------------------------------
+def _validation(e: ValidationError, where: str = "body"):
+    return RequestValidationError([{**err, "loc": (where, *err["loc"])} for err in e.errors()])
+
+
+async def _search_request(request: Request) -> tuple[SearchBody, object]:
+    """The query as JSON, or as multipart with an ``image`` file and the same fields."""
+    ctype = request.headers.get("content-type", "")
+    image = None
+    if ctype.startswith("multipart/form-data"):
+        limit = request.app.state.options.max_upload_bytes
+        form = await request.form(max_files=1, max_fields=20, max_part_size=limit)
+        fields: dict = {}
+        for k, v in form.multi_items():
+            if k == "image":
+                if isinstance(v, str):
+                    raise RequestValidationError([{"loc": ("body", "image"), "msg": "must be a file upload",
+                                                   "type": "value_error"}])
+                image = await v.read()
+            elif k in ("cameras", "sources"):
+                fields.setdefault(k, []).extend(x for x in v.split(",") if x)
+            else:
+                fields[k] = v
+        raw = fields
+    else:
+        try:
+            raw = json.loads(await request.body() or b"null")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise RequestValidationError([{"loc": ("body",), "msg": f"not valid JSON ({e})",
+                                           "type": "json_invalid"}]) from None
+        if not isinstance(raw, dict):
+            raise RequestValidationError([{"loc": ("body",), "msg": "must be a JSON object", "type": "dict_type"}])
+    try:
+        body = SearchBody.model_validate(raw)
+    except ValidationError as e:
+        raise _validation(e) from None
+    if body.text is None and image is None:
+        raise RequestValidationError([{"loc": ("body", "text"), "msg": "give text, or upload an image (multipart "
+                                                                        "field 'image')", "type": "missing"}])
+    if image is not None:
+        image = _decode_image(image)
+    return body, image
+
+
+def _decode_image(data: bytes):
+    import numpy as np
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            if im.width * im.height > 40_000_000:
+                raise ValueError(f"{im.width}x{im.height} is too large")
+            return np.asarray(im.convert("RGB"))
+    except (OSError, UnidentifiedImageError, ValueError) as e:
+        raise RequestValidationError([{"loc": ("body", "image"), "msg": f"not a readable image ({type(e).__name__})",
+                                       "type": "value_error"}]) from None
+
+
+@router.post("/api/search", tags=["memory"], openapi_extra={"requestBody": {"content": {
+    "application/json": {"schema": SearchBody.model_json_schema()},
+    "multipart/form-data": {"schema": {"type": "object", "properties": {
+        "image": {"type": "string", "format": "binary"}, "text": {"type": "string"},
+        "top_k": {"type": "integer"}, "cameras": {"type": "string", "description": "comma-separated"},
+        "t0": {"type": "number"}, "t1": {"type": "number"}, "as_of": {"type": "number"}}}}}}})
+async def search(request: Request, p: Principal = need("read")):
+    """Evidence for a text query (JSON) or an uploaded image (multipart), fused over frames,
+    events and summaries; frames as URLs."""
+    import time
+
+    body, image = await _search_request(request)
+    queries.check_range(body.t0, body.t1, body.as_of)
+    cams = p.camera_scope(body.cameras)
+    eng = _engine(request)
+    tr = (body.t0, body.t1) if body.t0 is not None or body.t1 is not None else None
+
+    def run():
+        t0 = time.perf_counter()
+        try:
+            return eng.search(text=body.text, image=image, top_k=body.top_k, time_range=tr, cameras=cams,
+                              sources=tuple(body.sources), as_of=body.as_of)
+        finally:
+            request.app.state.metrics.search.observe(time.perf_counter() - t0)
+
+    res = await run_in_threadpool(run)
+    # a summary over every camera ("*") may describe cameras outside a limited token's view
+    return {"evidence": [evidence_json(e) for e in res.evidence if p.sees(e.camera_id)], "notes": list(res.notes)}
+
+
+# -- ask -----------------------------------------------------------------------------------------------
+@router.post("/api/ask", tags=["answers"])
+async def ask(request: Request, body: AskBody, p: Principal = need("read")):
+    """An answer with cited intervals. With ``Accept: text/event-stream``: SSE events ``stage``
+    (each model call and reply as it happens), then ``answer`` (or ``error``)."""
+    queries.check_range(None, None, body.as_of)
+    cams = p.camera_scope(body.cameras)
+    eng = _engine(request)
+
+    def run(listener=None):
+        with model_tap.listening(listener):
+            return eng.ask(body.question, as_of=body.as_of, camera=cams, mode=body.mode, max_turns=body.max_turns)
+
+    if "text/event-stream" not in request.headers.get("accept", ""):
+        return answer_json(await run_in_threadpool(run))
+    return StreamingResponse(_ask_events(run), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _ask_events(run):
+    loop = asyncio.get_running_loop()
+    q: asyncio.Queue = asyncio.Queue()
+
+    def listener(kind, data):
+        loop.call_soon_threadsafe(q.put_nowait, ("stage", {"kind": kind, **data}))
+
+    def work():
+        try:
+            out = ("answer", answer_json(run(listener)))
+        except VamError as e:
+            out = ("error", {"detail": str(e), "status": 400})
+        except Exception as e:  # noqa: BLE001 - the stream says what failed instead of hanging
+            out = ("error", {"detail": f"{type(e).__name__}: {e}", "status": 500})
+        loop.call_soon_threadsafe(q.put_nowait, out)
+
+    threading.Thread(target=work, name="vam-ask-sse", daemon=True).start()
+    yield sse_event({"kind": "started"}, event="stage")
+    while True:
+        kind, data = await q.get()
+        yield sse_event(data, event=kind)
+        if kind != "stage":
+            return
+
+
+# -- summarize, delete ------------------------------------------------------------------------------
+@router.post("/api/summarize", tags=["answers"])
+async def summarize(request: Request, body: SummarizeBody, p: Principal = need("write")):
+    """Write searchable summary documents, one per camera per window of ``granularity_s``."""
+    cams = p.camera_scope(body.cameras)
+    eng = _engine(request)
+    docs = await run_in_threadpool(eng.summarize, (body.t0, body.t1), body.granularity_s, body.prompt,
+                                   cameras=cams, structure=body.structure)
+    return {"summaries": [summary_json(d) for d in docs]}
+
+
+@router.post("/api/delete", tags=["memory"])
+async def delete(request: Request, body: DeleteBody, p: Principal = need("admin")):
+    """Remove the moments (rows, frames, vectors), events and summaries of cameras / a range."""
+    queries.check_range(body.t0, body.t1, None)
+    cams = p.camera_scope(body.cameras)
+    tr = (body.t0, body.t1) if body.t0 is not None or body.t1 is not None else None
+    out = await run_in_threadpool(_engine(request).delete, cameras=cams, time_range=tr)
+    return {"moments": out.moments, "events": out.events, "summaries": out.summaries, "vectors": out.vectors,
+            "cameras": list(out.cameras)}

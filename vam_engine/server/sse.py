@@ -1,0 +1,144 @@
+"""Server-Sent Events, and the hub that fans the engine's alerts out to every stream.
+
+SSE framing (the WHATWG event-stream format): ``id:``, ``event:``, one ``data:`` line per line
+of the payload, a blank line; a line starting with ``:`` is a comment (the keepalive). An alert's
+id is its ``alert_id``, so a client that reconnects with ``Last-Event-ID: N`` gets every alert
+after N (from ``engine.alerts(since=N)``) and then the live ones, none twice.
+
+The hub reads the engine's alert subscription on one thread and hands each alert to the
+subscribers' asyncio queues on the server's loop. A subscriber that falls more than
+``QUEUE_MAX`` alerts behind is not dropped: it rereads what it missed from the store.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+
+log = logging.getLogger(__name__)
+QUEUE_MAX = 1000
+
+
+def sse_event(data, *, event: str | None = None, id=None) -> str:
+    text = data if isinstance(data, str) else json.dumps(data, allow_nan=False, default=str)
+    lines = []
+    if id is not None:
+        lines.append(f"id: {id}")
+    if event is not None:
+        lines.append(f"event: {event}")
+    lines += [f"data: {part}" for part in text.split("\n")]
+    return "\n".join(lines) + "\n\n"
+
+
+SSE_KEEPALIVE = ": keepalive\n\n"
+
+
+def parse_last_event_id(value: str | None) -> int | None:
+    """A resumed stream's Last-Event-ID (an alert id), or None; ValueError when malformed."""
+    if value is None or value.strip() == "":
+        return None
+    v = int(value.strip())
+    if v < 0:
+        raise ValueError("negative")
+    return v
+
+
+class _Subscriber:
+    def __init__(self, loop):
+        self.loop = loop
+        self.queue: asyncio.Queue = asyncio.Queue(QUEUE_MAX)
+        self.overflowed = False
+
+    def put(self, alert) -> None:  # on the loop
+        try:
+            self.queue.put_nowait(alert)
+        except asyncio.QueueFull:
+            self.overflowed = True
+
+
+class AlertHub:
+    """``engine.subscribe_alerts`` read on one thread; ``stream(since, sees)`` per client."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self._subs: set[_Subscriber] = set()
+        self._lock = threading.Lock()
+        self._sub = None
+        self._thread = None
+        self._stop = threading.Event()
+
+    @property
+    def available(self) -> bool:
+        return hasattr(self.engine, "subscribe_alerts") and hasattr(self.engine, "alerts")
+
+    def start(self) -> None:
+        if not self.available or self._thread is not None:
+            return
+        self._sub = self.engine.subscribe_alerts()
+        self._thread = threading.Thread(target=self._pump, name="vam-alert-hub", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._sub is not None:
+            self._sub.close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _pump(self) -> None:
+        while not self._stop.is_set():
+            try:
+                alert = self._sub.get(timeout=0.5)
+            except Exception:  # noqa: BLE001 - a closed subscription ends the pump
+                if not self._stop.is_set():
+                    log.exception("the alert subscription failed; alert streams get no live alerts")
+                return
+            if alert is None:
+                continue
+            with self._lock:
+                subs = list(self._subs)
+            for s in subs:
+                try:
+                    s.loop.call_soon_threadsafe(s.put, alert)
+                except RuntimeError:  # its loop closed
+                    pass
+
+    async def stream(self, since: int | None, sees, keepalive_s: float = 15.0):
+        """Alerts after ``since`` (None: from now on) that ``sees(alert)`` allows, oldest first;
+        None every ``keepalive_s`` without one (the caller sends a keepalive)."""
+        from starlette.concurrency import run_in_threadpool
+
+        sub = _Subscriber(asyncio.get_running_loop())
+        with self._lock:
+            self._subs.add(sub)
+        try:
+            last = since
+            if since is not None:  # subscribed first, read second: nothing falls between
+                for a in await run_in_threadpool(self.engine.alerts, since=since):
+                    if sees(a):
+                        yield a
+                    last = max(last, a.alert_id)
+            while True:
+                if sub.overflowed:
+                    sub.overflowed = False
+                    while not sub.queue.empty():
+                        sub.queue.get_nowait()
+                    for a in await run_in_threadpool(self.engine.alerts, since=last if last is not None else -1):
+                        if sees(a):
+                            yield a
+                        last = a.alert_id if last is None else max(last, a.alert_id)
+                    continue
+                try:
+                    a = await asyncio.wait_for(sub.queue.get(), keepalive_s)
+                except asyncio.TimeoutError:
+                    yield None
+                    continue
+                if last is not None and a.alert_id <= last:
+                    continue
+                last = a.alert_id
+                if sees(a):
+                    yield a
+        finally:
+            with self._lock:
+                self._subs.discard(sub)
