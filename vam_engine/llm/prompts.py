@@ -212,9 +212,9 @@ Each turn, choose ONE action and reply with ONLY one JSON object.
 
 Actions:
 - search (the default for questions):
-  {"action": "search", "queries": [{"q": "...", "top_k": 10, "inspect_k": 2, "threshold": 0.3}], "time_range": {...}, "sources": ["frame", "event", "summary"], "summary_filter": {"summary_structure": "...", "granularity_seconds": 60.0}, "thought": "..."}
+  {"action": "search", "queries": [{"q": "...", "top_k": 10, "inspect_k": 2, "threshold": 0.65}], "time_range": {...}, "sources": ["frame", "event", "summary"], "summary_filter": {"summary_structure": "...", "granularity_seconds": 60.0}, "thought": "..."}
   1 to 8 queries in English. top_k: results per query, 1..200. inspect_k: how many of a query's best new results a visual inspector looks at directly, 0..50.
-  threshold: results whose similarity (cosine) is below it are dropped, >= 0. time_range, sources and summary_filter are optional.
+  threshold: results whose relevance is below it are dropped, 0..1 (default 0.65). Relevance is calibrated against what else the memory holds, the same in every source: 0.5 is a typical item, 0.84 one standard deviation above typical, 0.98 two; 0 keeps everything. time_range, sources and summary_filter are optional.
   Optional too: "visual_ref": {"ref": {"turn_idx": 1, "result_idx": 0}} searches for what that result's frame looks like (same person, object or place);
   "inspection_prompt": "..." is what the inspector is asked about the inspected results (default: the question); "joint_inspection": true looks at all of them together in one inspection (to compare or order them).
 - inspect (look at frames directly):

@@ -141,7 +141,11 @@ class SearchQuery(Strict):
     q: QueryText
     top_k: int = Field(10, ge=1, le=200)
     inspect_k: int = Field(0, ge=0, le=50)  # clipped to top_k, not rejected (B.4)
-    threshold: float = Field(0.65, ge=0.0, allow_inf_nan=False)
+    # on Evidence.relevance, calibrated per space (memory/search.py): 0.65 keeps hits about 0.39
+    # standard deviations above the query's typical score in the space that found them (the
+    # seed's default, once a raw cosine in one Gemini space)
+    threshold: float = Field(0.65, ge=0.0, allow_inf_nan=False,
+                             description="drop results whose calibrated relevance (0..1) is below this")
 
     @model_validator(mode="after")
     def _clip(self):

@@ -68,6 +68,9 @@ class Evidence:
     source: str  # "frame" | "event" | "summary"
     text: str | None = None  # the document, for event/summary hits that have one
     similarity: float | None = None  # the best cosine with the query in any space that found it
+    # calibrated per space, in [0, 1]: the share of that space's vectors the hit outscores for the
+    # query, estimated (memory/search.py); None when nothing could be compared (a lone vector)
+    relevance: float | None = None
 
 
 @dataclass(frozen=True)

@@ -302,8 +302,9 @@ class AgenticAnswerer:
                                        sources=tuple(action.sources), image=image)
             rank = 0
             for h in hits:
-                sim = h.similarity if h.similarity is not None else 0.0
-                if sim < q.threshold:
+                # calibrated per space (memory/search.py), so one threshold fits every space; a hit
+                # with nothing to compare against (a lone vector in scope) is kept for the planner
+                if h.relevance is not None and h.relevance < q.threshold:
                     continue
                 if h.source == "summary" and allowed is not None and (h.camera_id, h.t_start, h.t_end) not in allowed:
                     continue
