@@ -30,7 +30,8 @@ def sequential(grays, cfg):
         elif s["mad"] < cfg.diff_min_mad:
             changed = s["tile_mad"] >= cfg.tile_min_mad
             local = changed and s["tiles_changed"] <= cfg.tile_max_frac * n_tiles
-            cut = changed and not local and s["ssim"] < cfg.cut_max_ssim  # a new view of similar brightness
+            cut = (changed and not local and s["ssim"] < cfg.cut_max_ssim  # a new view of similar brightness
+                   and s["hist_corr"] < cfg.cut_max_hist_corr)
             d = None if local or cut else "low_change"
         elif s["ssim"] > cfg.ssim_max:
             d = "ssim"

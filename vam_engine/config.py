@@ -60,8 +60,10 @@ class GateConfig(_Section):
                                                                "more is a global change (pan, exposure): redundant "
                                                                "under diff_min_mad as in the seed")
     cut_max_ssim: float = Field(0.5, ge=-1, le=1, description="under diff_min_mad, a wide change (more tiles than "
-                                "tile_max_frac changed) whose SSIM vs last kept is below this is a cut to a new "
-                                "view of similar brightness: kept (lighting and exposure changes keep SSIM high)")
+                                "tile_max_frac changed) whose SSIM vs last kept is below this and whose histogram "
+                                "correlation is below cut_max_hist_corr is a cut to a new view of similar "
+                                "brightness: kept (lighting and exposure keep SSIM high, a pan the histogram)")
+    cut_max_hist_corr: float = Field(0.9, ge=-1, le=1, description="see cut_max_ssim")
     ssim_max: float = Field(0.92, ge=-1, le=1, description="redundant when SSIM vs last kept is above this")
     hist_max_corr: float = Field(0.0, ge=0, le=1, description="redundant when histogram correlation >= this; 0 = off")
 

@@ -74,9 +74,9 @@ def decide(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bo
         changed = s.tile_mad >= cfg.tile_min_mad
         local = changed and s.tiles_changed <= cfg.tile_max_frac * s.n_tiles
         # a local change is kept: SSIM and the histogram average it away over the whole frame;
-        # a wide change whose structure is gone is a cut to a view of similar brightness (an
-        # exposure or lighting change keeps the structure, and SSIM high)
-        cut = changed and not local and s.ssim < cfg.cut_max_ssim
+        # a wide change whose structure and histogram are both gone is a cut to a view of
+        # similar brightness (lighting and exposure keep the structure; a pan keeps the histogram)
+        cut = changed and not local and s.ssim < cfg.cut_max_ssim and s.hist_corr < cfg.cut_max_hist_corr
         return None if local or cut else "low_change"
     if s.ssim > cfg.ssim_max:
         return "ssim"

@@ -33,6 +33,8 @@ def render_block(turn_idx: int, label: str, block: list[Found], notes: list[str]
         ev = f.evidence
         kind = "inspection" if f.via == "inspect" else ev.source
         sim = "" if ev.similarity is None else f", similarity {ev.similarity:.3f}"
+        if ev.relevance is not None:  # what the search threshold cuts on: comparable across spaces
+            sim += f", relevance {ev.relevance:.2f}"
         text = (ev.text or "").replace("\n", " ")[:CONTEXT_TEXT_CHARS] if f.via != "inspect" else ""
         line = f"  [{f.ref}] camera {ev.camera_id}, {ev.t_start:.2f}-{ev.t_end:.2f} s, {kind}{sim}"
         lines.append(line + (f": {text}" if text else ""))
