@@ -150,10 +150,32 @@ def bearer(request_headers) -> str | None:
     return token.strip() if kind.lower() == "bearer" else None
 
 
-def authenticate(app_state, token: str | None) -> Principal:
-    """The principal a token acts as; HTTPException 401 when one is needed and missing/wrong."""
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+
+
+def _loopback_host(host_header: str | None) -> bool:
+    host = (host_header or "").strip().lower()
+    if host.startswith("["):
+        host = host.split("]")[0] + "]"
+    elif host.count(":") == 1:
+        host = host.rsplit(":", 1)[0]
+    return host in _LOOPBACK_HOSTS or host.endswith(".localhost")
+
+
+def authenticate(app_state, token: str | None, headers=None) -> Principal:
+    """The principal a token acts as; HTTPException 401 when one is needed and missing/wrong.
+    Without tokens the server is open on loopback only, and only to requests addressed to a
+    loopback name: a web page from elsewhere that rebinds its DNS name to 127.0.0.1 sends its
+    own Host (and a cross-site WebSocket its own Origin), and is refused."""
     tokens: TokenStore = app_state.tokens
     if not tokens.any() and not app_state.options.require_tokens:
+        if headers is not None:
+            origin = headers.get("origin")
+            if not _loopback_host(headers.get("host")) or (
+                    origin and not _loopback_host(origin.split("://", 1)[-1].split("/", 1)[0])):
+                raise HTTPException(403, "without tokens this server answers only loopback requests (Host and "
+                                         "Origin localhost / 127.0.0.1); create a token: vam-engine token create "
+                                         "--store DIR --scope read")
         return ANONYMOUS
     info = tokens.verify(token)
     if info is None:
@@ -167,7 +189,7 @@ def need(scope: str):
     """A route dependency: the request's principal, which must hold ``scope`` (403 else)."""
 
     def dep(request: Request) -> Principal:
-        p = authenticate(request.app.state, bearer(request.headers))
+        p = authenticate(request.app.state, bearer(request.headers), request.headers)
         if not p.allows(scope):
             raise HTTPException(403, f"this token's scope is {p.scope!r}; this request needs {scope!r}")
         return p
@@ -253,7 +275,9 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
 
     @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)
     def prometheus(p: Principal = need("read")):
-        """Prometheus text (0.0.4)."""
+        """Prometheus text (0.0.4). It names every camera: a camera-limited token is refused."""
+        if p.cameras is not None:
+            raise HTTPException(403, "metrics cover every camera; use a token without a camera limit")
         text = metrics.render(engine) + "\n".join(process_lines()) + "\n"
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -77,6 +77,8 @@ class Principal:
             requested = [requested]
         if requested is not None:
             requested = list(requested)
+            if not requested:  # downstream, an empty list would read as "every camera"
+                raise ValueError("cameras: give at least one camera id, or leave it out for all")
         if self.cameras is None:
             return requested
         if requested is None:
