@@ -171,6 +171,21 @@ def test_monitors_alerts_sse_resume_and_websocket(served):
     assert max(len(x) for x in logs.lines) < 2000
 
 
+def test_a_revoked_token_ends_its_open_alert_stream(served, tmp_path):
+    eng, srv, _, _ = served
+    ts = TokenStore(eng.store.root)
+    info, token = ts.create("read", label="soon revoked")
+    with httpx.Client(timeout=httpx.Timeout(30.0)) as c, c.stream(
+            "GET", f"{srv.url}/api/alerts/stream", headers=auth(token)) as r:
+        assert r.status_code == 200
+        ts.revoke(info.token_id)
+        t0 = time.monotonic()
+        for _ in r.iter_lines():  # ends within a keepalive (1 s here) of the revocation
+            assert time.monotonic() - t0 < 10
+        assert time.monotonic() - t0 < 10
+    assert httpx.get(f"{srv.url}/api/alerts", headers=auth(token)).status_code == 401
+
+
 def test_the_websocket_refuses_a_missing_or_wrong_token(served):
     _, srv, _, _ = served
 

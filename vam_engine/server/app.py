@@ -22,7 +22,7 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from ..errors import StoreError, VamError
-from .auth import ANONYMOUS, Principal, TokenStore
+from .auth import ANONYMOUS, CameraForbidden, Principal, TokenStore
 from .metrics import Metrics, process_lines
 from .queries import BadQuery
 from .sse import AlertHub
@@ -246,25 +246,13 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
             {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]},
             status_code=422)
 
-    @app.exception_handler(BadQuery)
-    async def _bad_query(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=422)
-
-    @app.exception_handler(PermissionError)
-    async def _forbidden(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=403)
-
-    @app.exception_handler(StoreError)
-    async def _store(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=409)
-
-    @app.exception_handler(VamError)
-    async def _vam(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=400)
-
-    @app.exception_handler(ValueError)
-    async def _value(request, exc):  # the engine's argument checks (a bad camera id, a bad option)
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+    # the engine's own errors and argument checks, as statuses (an OS error is not among them:
+    # its message may name server paths, so it stays a plain 500)
+    for exc_type, status in ((BadQuery, 422), (CameraForbidden, 403), (StoreError, 409), (VamError, 400),
+                             (ValueError, 400)):
+        def handler(request, exc, status=status):
+            return JSONResponse({"detail": str(exc)}, status_code=status)
+        app.add_exception_handler(exc_type, handler)
 
     @app.get("/api/health", tags=["service"])
     def health():

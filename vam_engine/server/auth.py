@@ -72,7 +72,7 @@ class Principal:
 
     def camera_scope(self, requested) -> list[str] | None:
         """The cameras a request may touch: ``requested`` (None: all it may see), or
-        PermissionError naming the first camera outside the token's limit."""
+        CameraForbidden naming the first camera outside the token's limit."""
         if isinstance(requested, str):
             requested = [requested]
         if requested is not None:
@@ -85,12 +85,16 @@ class Principal:
             return list(self.cameras)
         for cam in requested:
             if cam not in self.cameras:
-                raise PermissionError(f"this token is limited to cameras {list(self.cameras)}; "
+                raise CameraForbidden(f"this token is limited to cameras {list(self.cameras)}; "
                                       f"camera {cam!r} is outside it")
         return requested
 
 
 ANONYMOUS = Principal(None, "admin", None)
+
+
+class CameraForbidden(Exception):
+    """A request names a camera outside its token's limit (the service answers 403)."""
 
 
 def _hash(token: str) -> str:

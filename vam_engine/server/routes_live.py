@@ -164,6 +164,15 @@ async def unwatch(request: Request, monitor_id: str, p: Principal = need("write"
 
 
 # -- alerts ------------------------------------------------------------------------------------------
+def _token_alive(state, p: Principal):
+    """For long-lived streams: whether the principal's token still exists (checked at each
+    keepalive, so a revoked token's open streams end within one keepalive)."""
+    if p.token_id is None:
+        return None
+    return lambda: p.token_id in state.tokens.tokens()
+
+
+
 @router.get("/api/alerts", tags=["alerts"])
 def alerts(request: Request, since: int | None = None, monitor: str | None = None, camera: str | None = None,
            limit: int = Query(500, ge=1, le=5000), p: Principal = need("read")):
@@ -205,7 +214,7 @@ async def alert_stream(request: Request, since: int | None = None, monitor: str 
         metrics.sse_clients += 1
         try:
             yield "retry: 2000\n\n"
-            async for a in hub.stream(last, sees, keepalive):
+            async for a in hub.stream(last, sees, keepalive, alive=_token_alive(request.app.state, p)):
                 yield SSE_KEEPALIVE if a is None else sse_event(alert_json(a), event="alert", id=a.alert_id)
         finally:
             metrics.sse_clients -= 1
@@ -273,8 +282,10 @@ async def ws_endpoint(ws: WebSocket):
     async def alerts_loop():
         if not hub.available:
             return await asyncio.Event().wait()
-        async for a in hub.stream(since, lambda a: p.sees(a.camera_id), opts.keepalive_s):
+        async for a in hub.stream(since, lambda a: p.sees(a.camera_id), opts.keepalive_s,
+                                  alive=_token_alive(state, p)):
             await send({"type": "ping"} if a is None else {"type": "alert", "alert": alert_json(a)})
+        await ws.close(code=1008)  # the token was revoked
 
     async def status_loop():
         if not hasattr(engine, "status"):
