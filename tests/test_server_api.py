@@ -267,6 +267,22 @@ def test_ask_as_json_and_as_server_sent_events(make_client):
     assert events[-1][1]["text"] == "a red textured scene"
 
 
+def test_questions_beyond_max_asks_get_429(make_client):
+    c = make_client(max_asks=1)
+    slots = c.app.state.asks
+    assert slots.acquire(blocking=False)  # one question in flight
+    try:
+        r = c.post("/api/ask", json={"question": "what did you see?"})
+        assert r.status_code == 429 and r.headers["retry-after"] == "1"
+    finally:
+        slots.release()
+    assert c.post("/api/ask", json={"question": "what did you see?"}).status_code == 200
+    r = c.post("/api/ask", json={"question": "and now?"}, headers={"Accept": "text/event-stream"})
+    assert r.status_code == 200 and "event: answer" in r.text
+    assert slots.acquire(blocking=False)  # both answers gave their slot back
+    slots.release()
+
+
 def test_metrics(make_client, tokens):
     c = make_client()
     c.post("/api/search", json={"text": "scene"})

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -42,11 +43,13 @@ class ServeOptions:
     keepalive_s: float = 15.0  # SSE comment / WebSocket ping when nothing else is sent
     max_page: int = 1000  # moments / events per page at most
     metrics_store_every_s: float = 10.0
-    extra: dict = field(default_factory=dict)
+    max_asks: int = 8  # questions answered at once; more get 429 (each holds a model turn and a thread)
 
     def __post_init__(self):
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
             raise ValueError(f"max_upload_bytes must be an integer >= 1024, got {self.max_upload_bytes!r}")
+        if not (isinstance(self.max_asks, int) and self.max_asks >= 1):
+            raise ValueError(f"max_asks must be an integer >= 1, got {self.max_asks!r}")
         if self.status_poll_s <= 0 or self.keepalive_s <= 0:
             raise ValueError("status_poll_s and keepalive_s must be > 0")
 
@@ -226,6 +229,7 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
     app.state.tokens = TokenStore(options.tokens_dir or engine.store.root)
     app.state.metrics = metrics
     app.state.hub = hub
+    app.state.asks = threading.BoundedSemaphore(options.max_asks)
     model_tap.install(engine, lambda cls, s: metrics.model.observe(s, cls))
 
     if options.cors_origins:

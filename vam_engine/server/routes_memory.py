@@ -261,18 +261,28 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
     queries.check_range(None, None, body.as_of)
     cams = p.camera_scope(body.cameras)
     eng = _engine(request)
+    slots = request.app.state.asks
+    if not slots.acquire(blocking=False):
+        raise HTTPException(429, "too many questions are being answered; retry shortly",
+                            headers={"Retry-After": "1"})
 
     def run(listener=None):
-        with model_tap.listening(listener):
-            return eng.ask(body.question, as_of=body.as_of, camera=cams, mode=body.mode, max_turns=body.max_turns)
+        try:
+            with model_tap.listening(listener):
+                return eng.ask(body.question, as_of=body.as_of, camera=cams, mode=body.mode,
+                               max_turns=body.max_turns)
+        finally:
+            slots.release()
 
     if "text/event-stream" not in request.headers.get("accept", ""):
         return answer_json(await run_in_threadpool(run))
-    return StreamingResponse(_ask_events(run), media_type="text/event-stream",
+    return StreamingResponse(_ask_events(run, slots.release), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _ask_events(run):
+async def _ask_events(run, release):
+    """``run`` releases the ask's slot when it ends; ``release`` is for a stream that ends (the
+    client left) before ``run`` started."""
     loop = asyncio.get_running_loop()
     q: asyncio.Queue = asyncio.Queue()
 
@@ -288,8 +298,14 @@ async def _ask_events(run):
             out = ("error", {"detail": f"{type(e).__name__}: {e}", "status": 500})
         loop.call_soon_threadsafe(q.put_nowait, out)
 
-    threading.Thread(target=work, name="vam-ask-sse", daemon=True).start()
-    yield sse_event({"kind": "started"}, event="stage")
+    started = False
+    try:
+        yield sse_event({"kind": "started"}, event="stage")
+        threading.Thread(target=work, name="vam-ask-sse", daemon=True).start()
+        started = True
+    finally:
+        if not started:
+            release()
     while True:
         kind, data = await q.get()
         yield sse_event(data, event=kind)
