@@ -169,14 +169,16 @@ class TokenStore:
             tmp = self.dir / f"{TOKENS_FILE}.{os.getpid()}.tmp"
             body = json.dumps({"version": 1, "tokens": [
                 {**t.to_json(), "sha256": t.sha256} for t in tokens.values()]}, indent=2)
-            wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                os.write(wfd, body.encode())
-                os.fsync(wfd)
+                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                    f.write(body)  # all of it (os.write may write short)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, 0o600)  # whatever the umask made of it
+                os.replace(tmp, self.path)
             finally:
-                os.close(wfd)
-            os.chmod(tmp, 0o600)  # whatever the umask made of it
-            os.replace(tmp, self.path)
+                if tmp.exists():
+                    tmp.unlink()  # a failed write leaves no stray copy of the hashes
         finally:
             os.close(fd)
         with self._lock:

@@ -108,7 +108,8 @@ def events(request: Request, camera: list[str] | None = Query(None), t0: float |
 
 _thumbs: OrderedDict = OrderedDict()  # (moment id, width, file mtime) -> JPEG bytes
 _thumbs_lock = threading.Lock()
-_THUMBS_MAX = 2048
+_THUMBS_MAX_BYTES = 64 << 20  # the thumbnail cache's size at most (least recently used go first)
+_thumbs_bytes = [0]
 
 
 def served_file(root: Path, path: str | Path, sub: str = "frames") -> Path:
@@ -146,9 +147,11 @@ def jpeg_response(path: Path, w: int | None, key) -> Response:
             im.save(buf, format="JPEG", quality=80)
             data = buf.getvalue()
         with _thumbs_lock:
-            _thumbs[k] = data
-            while len(_thumbs) > _THUMBS_MAX:
-                _thumbs.popitem(last=False)
+            if k not in _thumbs:
+                _thumbs[k] = data
+                _thumbs_bytes[0] += len(data)
+            while _thumbs_bytes[0] > _THUMBS_MAX_BYTES:
+                _thumbs_bytes[0] -= len(_thumbs.popitem(last=False)[1])
     return Response(data, media_type="image/jpeg", headers=headers)
 
 
@@ -176,18 +179,19 @@ async def _search_request(request: Request) -> tuple[SearchBody, object]:
     image = None
     if ctype.startswith("multipart/form-data"):
         limit = request.app.state.options.max_upload_bytes
-        form = await request.form(max_files=1, max_fields=20, max_part_size=limit)
         fields: dict = {}
-        for k, v in form.multi_items():
-            if k == "image":
-                if isinstance(v, str):
-                    raise RequestValidationError([{"loc": ("body", "image"), "msg": "must be a file upload",
-                                                   "type": "value_error"}])
-                image = await v.read()
-            elif k in ("cameras", "sources"):
-                fields.setdefault(k, []).extend(x for x in v.split(",") if x)
-            else:
-                fields[k] = v
+        # the form's spooled files are closed on the way out, not left to the garbage collector
+        async with request.form(max_files=1, max_fields=20, max_part_size=limit) as form:
+            for k, v in form.multi_items():
+                if k == "image":
+                    if isinstance(v, str):
+                        raise RequestValidationError([{"loc": ("body", "image"), "msg": "must be a file upload",
+                                                       "type": "value_error"}])
+                    image = await v.read()
+                elif k in ("cameras", "sources"):
+                    fields.setdefault(k, []).extend(x for x in v.split(",") if x)
+                else:
+                    fields[k] = v
         raw = fields
     else:
         try:
