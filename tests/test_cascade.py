@@ -19,8 +19,12 @@ def sequential(grays, cfg):
         med = float(np.median(sharp[-cfg.blur_history:])) if sharp else None
         n_tiles = R.tile_count(*g.shape, cfg.tile_size // 2)
         new_view = has_ref and s["ssim"] < cfg.blur_view_ssim
+        thumb_lap = R.laplacian_var(s["thumb"].astype(np.float32))
+        # fine detail (over the rounding floor) per coarse structure, in frame pixels
+        cell = (g.shape[0] / 64) * (g.shape[1] / 64)
+        detail = max(0.0, s["lap_var"] - 20 / 12) * cell ** 2 / thumb_lap if thumb_lap > 0 else np.inf
         if (s["lap_var"] < cfg.blur_min_lap_var and med is not None and s["lap_var"] < cfg.blur_rel * med
-                and (not new_view or R.laplacian_var(s["thumb"].astype(np.float32)) >= cfg.blur_coarse_lap_var)):
+                and (not new_view or (thumb_lap >= cfg.blur_coarse_lap_var and detail < cfg.blur_detail_ratio))):
             d = "blur"
         elif not has_ref:
             d = None
@@ -32,7 +36,18 @@ def sequential(grays, cfg):
             local = changed and s["tiles_changed"] <= cfg.tile_max_frac * n_tiles
             cut = (changed and not local and s["ssim"] < cfg.cut_max_ssim  # a new view of similar brightness
                    and s["hist_corr"] < cfg.cut_max_hist_corr)
-            d = None if local or cut else "low_change"
+            contrast = max(_hist_std(R.histogram(g)), _hist_std(R.histogram(ref)))
+            faint_pan = changed and not local and s["mad"] >= cfg.diff_min_contrast_frac * contrast
+            if local or cut:
+                d = None
+            elif not faint_pan:
+                d = "low_change"
+            elif s["ssim"] > cfg.ssim_max:  # a wide change on a low-contrast view: the gates after low change
+                d = "ssim"
+            elif cfg.hist_max_corr > 0 and s["hist_corr"] >= cfg.hist_max_corr:
+                d = "hist"
+            else:
+                d = None
         elif s["ssim"] > cfg.ssim_max:
             d = "ssim"
         elif cfg.hist_max_corr > 0 and s["hist_corr"] >= cfg.hist_max_corr:
@@ -46,6 +61,13 @@ def sequential(grays, cfg):
                 sharp = []  # a new view, sharp for what it shows
             sharp = (sharp + [s["lap_var"]])[-cfg.blur_history:]
     return out
+
+
+def _hist_std(hist):
+    """Gray std from a 64-bin histogram, values of bin b taken at 4b + 1.5."""
+    c = np.arange(64) * 4.0 + 1.5
+    m = (hist * c).sum() / hist.sum()
+    return float(np.sqrt((hist * (c - m) ** 2).sum() / hist.sum()))
 
 
 def structured_sequence(rng, h=72, w=120, n=60):
@@ -283,3 +305,69 @@ def test_is_local_change_names_frames_kept_by_their_tiles():
     assert not is_local_change(cfg, GateRecord(300.0, 35.0, 0.4, None, None, 80.0, 90))  # a scene change
     assert not is_local_change(cfg, GateRecord(300.0, 1.2, 0.99, None, "low_change", 3.0, 0))
     assert not is_local_change(cfg, GateRecord(300.0, None, None, None, None))           # first frame
+
+
+def _discs(rng, h, w, n=10, amp=11.0, level=110.0, sigma=0.6):
+    """A sharp low-texture view with coarse structure: faint discs with hard edges on a flat field
+    (the moon's maria, a retina's vessels): a thumbnail Laplacian over blur_coarse_lap_var."""
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    img = np.full((h, w), level, np.float32)
+    for _ in range(n):
+        cy, cx, r = rng.uniform(0, h), rng.uniform(0, w), rng.uniform(min(h, w) / 8, min(h, w) / 3)
+        img[(yy - cy) ** 2 + (xx - cx) ** 2 < r * r] += float(rng.choice([-1, 1])) * amp
+    return S._noisy(rng, img, sigma)
+
+
+def test_a_cut_to_a_sharp_low_texture_view_with_coarse_structure_is_kept(rng, rng_seed):
+    """The moon after a textured view: under the blur thresholds and with coarse structure in its
+    thumbnail, like a defocused scene, but its few edges are steep (a high detail ratio): kept.
+    A cut to a defocused textured view after it is still blurred (a low detail ratio)."""
+    h, w = 360, 640
+    a, b = S.textured(rng, h, w), S.textured(rng, h, w)
+    moon = _discs(rng, h, w)
+    cfg = GateConfig()
+    th_lap = R.laplacian_var(R.thumbnail(moon).astype(np.float32))
+    assert R.laplacian_var(moon) < cfg.blur_min_lap_var and th_lap >= cfg.blur_coarse_lap_var, f"seed {rng_seed}"
+    frames = [a, moon, a, S.blurred(b, 4)]
+    d = _decisions(frames, cfg)
+    assert d == [None, None, None, "blur"], f"seed {rng_seed}: {d}"
+    # without the detail ratio (coarse structure alone decides) the moon is dropped as blurred
+    assert _decisions(frames, GateConfig(blur_detail_ratio=float("inf")))[1] == "blur", f"seed {rng_seed}"
+    assert [d for d, _ in sequential(frames, cfg)] == d
+
+
+def _faint_canvas(rng, h, w, std=8.0, level=120.0, block=16):
+    """A wide view seen through fog: blocks of random gray levels of std ``std`` (a pan by a few
+    blocks changes most tiles, as a pan over a photograph does, and keeps the histogram)."""
+    c = np.kron(rng.standard_normal((h // block + 1, w // block + 1)), np.ones((block, block)))[:h, :w]
+    return (c * std + level).astype(np.float32)
+
+
+def test_a_pan_over_a_low_contrast_view_is_kept_and_its_still_frames_dropped(rng, rng_seed):
+    """A pan over fog moves pixels that vary by a few levels: MAD stays far under diff_min_mad
+    (the seed drops every frame of it), but it is as large as the view's contrast: kept. The
+    same view standing still, through sensor noise of sigma up to 4 or an exposure step, is
+    still dropped (no tile changes, or SSIM says it is the same picture)."""
+    canvas = _faint_canvas(rng, H, 3 * W)
+    view = lambda x, sigma=0.6: S._noisy(rng, canvas[:, x:x + W], sigma)
+    pan = [view(x) for x in range(0, 6 * 48, 48)]
+    still = [view(5 * 48, sigma) for sigma in (0.6, 2.0, 4.0)]
+    brighter = np.clip(still[0].astype(int) + 9, 0, 255).astype(np.uint8)
+    frames = pan + still + [brighter]
+    cfg = GateConfig()
+    recs = GateCascade(_cpu_or_reference(), cfg).run("cam", frames)
+    d = [r.dropped_by for r in recs]
+    assert all(r.mad < cfg.diff_min_mad for r in recs[1:]), f"seed {rng_seed}: {[r.mad for r in recs]}"
+    assert d == [None] * 6 + ["low_change"] * 3 + ["ssim"], f"seed {rng_seed}: {d}"
+    # the seed's rule (no contrast term) drops the whole pan
+    assert _decisions(frames, GateConfig(diff_min_contrast_frac=float("inf")))[1:6] == ["low_change"] * 5
+    assert [x for x, _ in sequential(frames, cfg)] == d
+
+
+def test_hist_std_is_the_gray_std_to_within_the_bin_width(rng):
+    """The contrast the low-change test reads comes from the 64-bin histograms every body returns."""
+    from vam_engine.gate.cascade import hist_std
+
+    for g in (S.textured(rng, 37, 53), S.low_texture(rng, 40, 61), np.full((9, 7), 200, np.uint8)):
+        assert abs(hist_std(R.histogram(g)) - float(g.std())) < 1.2
+    assert hist_std(np.zeros(64)) == 0.0

@@ -43,8 +43,20 @@ class GateConfig(_Section):
                                                                 "at least this (coarse structure without fine "
                                                                 "detail: a defocused scene, 25 and more); a sharp "
                                                                 "low-texture view has little of either (about 4)")
+    blur_detail_ratio: float = Field(100.0, ge=0, description="... and when its detail ratio (cascade.detail_ratio: "
+                                     "Laplacian variance above the uint8 rounding floor, over the thumbnail's, both "
+                                     "in frame pixels) is below this: a defocused view measures 1-15 (up to 45 at "
+                                     "1080p, where codec noise lifts the floor), a sharp low-texture view with "
+                                     "coarse structure (the moon, fog, a retina) 250 and more")
     diff_min_mad: float = Field(20.0, ge=0, description="redundant when mean abs gray diff vs last kept is below "
                                                         "this and no tile changed locally (tile_min_mad)")
+    diff_min_contrast_frac: float = Field(0.8, ge=0, description="under diff_min_mad, a wide change (more tiles "
+                                          "than tile_max_frac changed) is not redundant when its MAD is at least "
+                                          "this fraction of the view's contrast (gray std from the histograms, the "
+                                          "larger of frame and last kept): a pan over fog or night (std 5-8) moves "
+                                          "MAD by about its std and can never reach diff_min_mad; on views of std "
+                                          "over diff_min_mad / this (25) it never applies; SSIM and the histogram "
+                                          "still judge the frame after it")
     tile_size: int = Field(32, ge=2, le=2048, multiple_of=2, description="side in pixels of the local-change "
                                                                          "tiles; they overlap by half (a tile every "
                                                                          "tile_size / 2 pixels) and are clipped at "
@@ -58,7 +70,8 @@ class GateConfig(_Section):
                                                                "and SSIM/histogram do not apply) when at least one "
                                                                "and at most this fraction of the tiles changed; "
                                                                "more is a global change (pan, exposure): redundant "
-                                                               "under diff_min_mad as in the seed")
+                                                               "under diff_min_mad as in the seed, unless "
+                                                               "diff_min_contrast_frac holds")
     cut_max_ssim: float = Field(0.5, ge=-1, le=1, description="under diff_min_mad, a wide change (more tiles than "
                                 "tile_max_frac changed) whose SSIM vs last kept is below this and whose histogram "
                                 "correlation is below cut_max_hist_corr is a cut to a new view of similar "

@@ -35,6 +35,34 @@ class FrameStats:
     tiles_changed: int
     n_tiles: int
     thumb_lap_var: float = float("nan")  # Laplacian variance of the 64x64 thumbnail (coarse detail), when needed
+    thumb_scale: float = 1.0  # frame pixels per thumbnail cell, (H / 64) * (W / 64)
+    contrast: float = float("nan")  # gray std (from the histograms), the larger of frame and reference, when needed
+
+
+# Laplacian variance of uint8 rounding alone (var 1/12 per pixel times the kernel's sum of squares,
+# 20): the floor under every frame's lap_var, however smooth, which no detail ratio should count
+LAP_QUANT = 20.0 / 12.0
+
+
+def detail_ratio(s: FrameStats) -> float:
+    """Fine detail per coarse structure: the frame's Laplacian variance above the rounding floor
+    over the thumbnail's, both in frame pixels (a thumbnail Laplacian of smooth content is the
+    frame's times the cell area, its variance times the area squared). About 1-15 for a defocused
+    view, hundreds and more for a sharp one, however little texture it has."""
+    if not s.thumb_lap_var > 0:
+        return float("inf")
+    return max(0.0, s.lap_var - LAP_QUANT) * s.thumb_scale ** 2 / s.thumb_lap_var
+
+
+def hist_std(hist) -> float:
+    """Gray standard deviation from a 64-bin histogram (bin b holds values 4b..4b+3)."""
+    h = np.asarray(hist, np.float64)
+    n = h.sum()
+    if n <= 0:
+        return 0.0
+    c = np.arange(len(h), dtype=np.float64) * 4.0 + 1.5
+    m = (h * c).sum() / n
+    return float(np.sqrt(max(0.0, (h * (c - m) ** 2).sum() / n)))
 
 
 def sharpness_median(history: Sequence[float]) -> float | None:
@@ -45,14 +73,15 @@ def is_blurred(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref
     """Blurred: under the absolute threshold and well under the camera's recent sharpness (the
     median of its last kept frames). A frame showing a new view (a cut) is blurred only if it has
     structure at the thumbnail's scale without the fine detail that goes with it (a defocused
-    scene); a new view without coarse structure either is a sharp low-texture view."""
+    scene: detail_ratio under blur_detail_ratio); a new view without coarse structure, or with
+    steep edges for the little it shows, is a sharp low-texture view."""
     if s.lap_var >= cfg.blur_min_lap_var:
         return False
     med = sharpness_median(history)
     if med is None or s.lap_var >= cfg.blur_rel * med:
         return False  # no history (a camera's first frames), or as sharp as this camera gets
     if has_ref and s.ssim < cfg.blur_view_ssim:
-        return s.thumb_lap_var >= cfg.blur_coarse_lap_var
+        return s.thumb_lap_var >= cfg.blur_coarse_lap_var and detail_ratio(s) < cfg.blur_detail_ratio
     return True
 
 
@@ -77,7 +106,12 @@ def decide(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bo
         # a wide change whose structure and histogram are both gone is a cut to a view of
         # similar brightness (lighting and exposure keep the structure; a pan keeps the histogram)
         cut = changed and not local and s.ssim < cfg.cut_max_ssim and s.hist_corr < cfg.cut_max_hist_corr
-        return None if local or cut else "low_change"
+        if local or cut:
+            return None
+        # on a low-contrast view (fog, night) a pan moves pixels that vary by a few levels: MAD
+        # cannot reach diff_min_mad, so a wide change as large as the view's contrast goes on to SSIM
+        if not (changed and s.mad >= cfg.diff_min_contrast_frac * s.contrast):
+            return "low_change"
     if s.ssim > cfg.ssim_max:
         return "ssim"
     if cfg.hist_max_corr > 0 and s.hist_corr >= cfg.hist_max_corr:
@@ -180,6 +214,7 @@ class GateCascade:
         if ref is not None and tuple(ref.gray.shape) != tuple(frames.shape[1:]):
             ref = None  # a new frame size: nothing comparable, the first sharp frame is kept
         tiles = self.tiles
+        scale = (frames.shape[1] / 64.0) * (frames.shape[2] / 64.0)
         st = self.body.stats(frames, None, None, None, tiles=tiles) if ref is None else \
             self.body.stats(frames, ref.gray, ref.thumb, ref.hist, tiles=tiles)
         mad, ssim, hcorr, tmad = (np.array(a, np.float64, copy=True) for a in (st.mad, st.ssim, st.hist_corr,
@@ -200,8 +235,11 @@ class GateCascade:
             lap = float(st.lap_var[i])
             # coarse detail, only read by the blur test of a frame under the absolute threshold
             tlap = laplacian_var(st.thumb[i]) if lap < cfg.blur_min_lap_var else float("nan")
+            # contrast, only read by the low-change test of a wide change under diff_min_mad
+            contrast = max(hist_std(st.hist[i]), hist_std(ref.hist)) \
+                if ref is not None and mad[i] < cfg.diff_min_mad else float("nan")
             fs = FrameStats(lap, float(mad[i]), float(ssim[i]), float(hcorr[i]), float(tmad[i]), int(tchg[i]),
-                            st.n_tiles, tlap)
+                            st.n_tiles, tlap, scale, contrast)
             dropped = decide(cfg, fs, cam.sharpness, ref is not None)
             records.append(GateRecord(fs.lap_var, _none_if_nan(fs.mad), _none_if_nan(fs.ssim),
                                       _none_if_nan(fs.hist_corr), dropped, _none_if_nan(fs.tile_mad),
