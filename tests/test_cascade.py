@@ -22,7 +22,7 @@ def sequential(grays, cfg):
         thumb_lap = R.laplacian_var(s["thumb"].astype(np.float32))
         # fine detail (over the rounding floor) per coarse structure, in frame pixels
         cell = (g.shape[0] / 64) * (g.shape[1] / 64)
-        detail = max(0.0, s["lap_var"] - 20 / 12) * cell ** 2 / thumb_lap if thumb_lap > 0 else np.inf
+        detail = max(0.0, s["lap_var"] - 20 / 12) * cell / thumb_lap if thumb_lap > 0 else np.inf
         if (s["lap_var"] < cfg.blur_min_lap_var and med is not None and s["lap_var"] < cfg.blur_rel * med
                 and (not new_view or (thumb_lap >= cfg.blur_coarse_lap_var and detail < cfg.blur_detail_ratio))):
             d = "blur"
@@ -307,7 +307,7 @@ def test_is_local_change_names_frames_kept_by_their_tiles():
     assert not is_local_change(cfg, GateRecord(300.0, None, None, None, None))           # first frame
 
 
-def _discs(rng, h, w, n=10, amp=11.0, level=110.0, sigma=0.6):
+def _discs(rng, h, w, n=10, amp=10.0, level=110.0, sigma=0.6):
     """A sharp low-texture view with coarse structure: faint discs with hard edges on a flat field
     (the moon's maria, a retina's vessels): a thumbnail Laplacian over blur_coarse_lap_var."""
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)

@@ -43,11 +43,11 @@ class GateConfig(_Section):
                                                                 "at least this (coarse structure without fine "
                                                                 "detail: a defocused scene, 25 and more); a sharp "
                                                                 "low-texture view has little of either (about 4)")
-    blur_detail_ratio: float = Field(100.0, ge=0, description="... and when its detail ratio (cascade.detail_ratio: "
-                                     "Laplacian variance above the uint8 rounding floor, over the thumbnail's, both "
-                                     "in frame pixels) is below this: a defocused view measures 1-15 (up to 45 at "
-                                     "1080p, where codec noise lifts the floor), a sharp low-texture view with "
-                                     "coarse structure (the moon, fog, a retina) 250 and more")
+    blur_detail_ratio: float = Field(0.6, ge=0, description="... and when its detail ratio (cascade.detail_ratio: "
+                                     "Laplacian variance above the uint8 rounding floor over the thumbnail's, times "
+                                     "the pixels per thumbnail cell) is below this: a defocused view measures "
+                                     "0.01-0.25 (180p to 1080p), a sharp low-texture view with coarse structure "
+                                     "(the moon, fog, a retina) 1.2 and more")
     diff_min_mad: float = Field(20.0, ge=0, description="redundant when mean abs gray diff vs last kept is below "
                                                         "this and no tile changed locally (tile_min_mad)")
     diff_min_contrast_frac: float = Field(0.8, ge=0, description="under diff_min_mad, a wide change (more tiles "
