@@ -56,6 +56,26 @@ def make_llm():
     return ScriptedLLM(_judge)
 
 
+def _asker(req):
+    """The agentic loop, scripted: route to the planner, inspect the first 12 s of every camera in
+    view, answer with what the inspector saw (each frame's time and mean level: equal answers
+    mean equal frames were shown)."""
+    texts = [p for m in req.messages for p in m.content if isinstance(p, str)]
+    if req.tag == "router":
+        return json.dumps({"type": "tool", "name": "retrieve", "args": {"question": "what is there"}})
+    if req.tag == "inspector":
+        imgs = [p for m in req.messages for p in m.content if isinstance(p, Image)]
+        times = [t for t in texts if t.startswith("t=")]
+        return "NOTE " + " ".join(f"{t}:{img.array().mean():.3f}" for t, img in zip(times, imgs)) + " END"
+    if req.tag == "planner":
+        notes = [t[t.index("NOTE "):t.index(" END")] for t in texts if "NOTE " in t and " END" in t]
+        if not notes:
+            return json.dumps({"action": "inspect", "prompt": "what is there", "max_frames": 16,
+                               "time_range": {"start": 0.0, "end": 12.0}, "thought": "look"})
+        return json.dumps({"action": "answer", "response": notes[0], "thought": "done"})
+    return "{}"
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the shards unpickle make_llm
@@ -63,7 +83,8 @@ def cluster(tmp_path_factory):
              log_to_driver=False, _node_ip_address="127.0.0.1")
     root = tmp_path_factory.mktemp("cluster")
     plain = Engine(tmp_path_factory.mktemp("plain"), CFG, device="cpu")
-    router = connect(None, root=root, shards=2, config=CFG, llm_factory=make_llm, device="cpu")
+    router = connect(None, root=root, shards=2, config=CFG, llm_factory=make_llm, device="cpu",
+                     llm=ScriptedLLM(_asker))
     for cam in CAMS:
         for k in range(int(T_END * 2)):
             t = k / 2
@@ -73,6 +94,7 @@ def cluster(tmp_path_factory):
         plain.end_push(cam)
         router.end_push(cam)
     yield router, plain, root
+    router.close()
     plain.close()
     router.shutdown_shards()
     ray.shutdown()
@@ -138,6 +160,23 @@ def test_as_of_and_camera_scope_hold_across_shards(cluster):
             assert {e.camera_id for e in got.evidence} <= allowed and got.evidence
     got = router.moments("cam-b", 2.0, 8.0)
     assert [(m.camera_id, m.t_rel) for m in got] == [(m.camera_id, m.t_rel) for m in plain.moments("cam-b", 2.0, 8.0)]
+
+
+def test_ask_through_the_router_equals_one_engine(cluster, tmp_path):
+    router, plain, _ = cluster
+    with Engine(plain.store.root, CFG, device="cpu", llm=ScriptedLLM(_asker)) as asker:  # a reader of it
+        for kw in ({}, {"as_of": 5.0}, {"camera": ["cam-b", "cam-c"]}):
+            want = asker.ask("what is there?", mode="agentic", **kw)
+            got = router.ask("what is there?", mode="agentic", **kw)
+            assert got.text == want.text and got.text.startswith("NOTE t=") and got.found == want.found
+            assert len(got.text.split()) > 6, got.text  # frames of several cameras, from both shards
+            assert [key(e) for e in got.evidence] == [key(e) for e in want.evidence]
+            assert got.missing_cameras == ()
+            if "as_of" in kw:
+                assert max(float(x.split(":")[0][2:-1]) for x in got.text[5:].split()) <= 5.0
+        assert router.wait_for_answers(30) and asker.wait_for_answers(30)
+    # the router keeps its own QA history: a follow-up sees the earlier questions
+    assert len(router._ask._store.qa.recent(10)) == 3
 
 
 def test_alerts_from_both_shards_arrive_on_one_stream(cluster):

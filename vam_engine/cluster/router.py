@@ -12,7 +12,7 @@ here) opens the catalogue under ``root`` (catalogue.py), creates or reattaches t
 - a shard that does not answer (down, restarting) is never silently skipped: every read result
   carries ``missing_cameras`` and ``missing_shards``; a write that needs it raises ShardDown.
 
-Not here: ``ask`` (it needs a causal view whose reads fan out) and the HTTP service.
+``ask`` runs here over a causal view whose reads fan out (view.py, ask.py).
 """
 from __future__ import annotations
 
@@ -82,10 +82,10 @@ class ClusterInfo:
 
 def connect(address: str | None = "auto", *, root, shards: int | list[str] | None = None, config=None,
             llm_factory=None, device: str | None = None, shard_options: dict | None = None,
-            timeout_s: float = 60.0) -> "ClusterEngine":
+            timeout_s: float = 60.0, llm=None) -> "ClusterEngine":
     """A ClusterEngine over the Ray cluster at ``address`` (see ClusterEngine)."""
     return ClusterEngine(address, root=root, shards=shards, config=config, llm_factory=llm_factory,
-                         device=device, shard_options=shard_options, timeout_s=timeout_s)
+                         device=device, shard_options=shard_options, timeout_s=timeout_s, llm=llm)
 
 
 class ClusterEngine:
@@ -96,11 +96,14 @@ class ClusterEngine:
     ``llm_factory``: a picklable callable building each shard's model in the shard.
     ``shard_options``: Ray actor options (e.g. ``num_gpus=1`` for one shard per GPU,
     ``num_cpus``, ``scheduling_strategy``); by default shards spread over nodes and reserve no CPU.
-    ``timeout_s``: how long a fan-out waits for a shard before naming it missing."""
+    ``timeout_s``: how long a fan-out waits for a shard before naming it missing. ``llm``: the
+    router's model for ``ask`` (an object, used in this process)."""
 
     def __init__(self, address: str | None = "auto", *, root, shards=None, config=None, llm_factory=None,
-                 device: str | None = None, shard_options: dict | None = None, timeout_s: float = 60.0):
+                 device: str | None = None, shard_options: dict | None = None, timeout_s: float = 60.0, llm=None):
         import ray
+
+        from .ask import RouterAsk
 
         self._ray = ray
         if not ray.is_initialized():
@@ -123,6 +126,7 @@ class ClusterEngine:
         self._handles: dict[str, object] = {}
         for s in self.catalogue.shards():
             self._handles[s.name] = self._actor(s.name)
+        self._ask = RouterAsk(self, config, llm, device)
 
     # -- shards ------------------------------------------------------------------------------
     def _actor(self, name: str):
@@ -283,6 +287,17 @@ class ClusterEngine:
             raise VamError(f"no moment {moment_id} (shard {shard!r}, local id {local})")
         return data
 
+    # -- questions ---------------------------------------------------------------------------
+    def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *, max_turns: int = 6):
+        """As Engine.ask, at the router over a causal view whose reads fan out to the shards
+        (cluster/view.py): ``as_of`` and the camera scope hold on every shard. The answer also
+        carries ``missing_cameras`` / ``missing_shards`` (empty: every shard answered). The
+        router's model: ``llm=`` of connect, else the config's ``llm`` section."""
+        return self._ask.ask(question, as_of, camera, mode, max_turns=max_turns)
+
+    def wait_for_answers(self, timeout: float | None = None) -> bool:
+        return self._ask.wait_for_answers(timeout)
+
     # -- monitors ----------------------------------------------------------------------------
     def watch(self, condition: str, cameras=None, **kw):
         """As Engine.watch, on every shard holding ``cameras`` (cameras not placed yet are placed
@@ -389,7 +404,8 @@ class ClusterEngine:
             self._ray.kill(h, no_restart=True)
 
     def close(self) -> None:
-        """The router holds nothing the shards need: they keep running (detached)."""
+        """Close the router's own parts (model, QA history); the shards keep running (detached)."""
+        self._ask.close()
 
     def __enter__(self):
         return self

@@ -24,6 +24,8 @@ from .fanout import ShardHits, shard_hits
 ACTOR_PREFIX = "vam-shard-"
 NAMESPACE = "vam_engine"
 LIVE_SPECS = "shard_cameras.json"
+_VIEW_READS = frozenset({"camera_ids", "latest_time", "frames", "moments_by_id", "summaries", "forest_roots",
+                         "forest_retrieve", "provisional_nodes", "event_memory", "rank_provisional", "summarize"})
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,28 @@ class Shard:
         if not path.is_absolute():
             path = self.engine.store.root / path
         return path.read_bytes()
+
+    def view(self, method: str, as_of, cameras, args=(), kwargs=None):
+        """One read of a causal view (memory/view.py) with this ``as_of`` and camera scope: the
+        router's FanoutView sends every read of an ``ask`` here."""
+        from ..memory.view import MemoryView
+
+        e, kwargs = self.engine, kwargs or {}
+        if method == "summarize" and cameras:  # write only this shard's cameras' documents
+            mine = set(e.store.moments.cameras())
+            cameras = [c for c in cameras if c in mine]
+            if not cameras:
+                return []
+        summarizer = e._summarizer()
+        v = MemoryView(e.store, e.vectors, e.embedder, e.text_embedder(), e.forest,
+                       summarizer.summarize if summarizer is not None else None, as_of=as_of, cameras=cameras)
+        if method == "latest_times":
+            return {c: v.latest_time(c) for c in v.camera_ids()}
+        if method == "extent":
+            return e.store.moments.extent(v.camera_ids(), as_of)
+        if method not in _VIEW_READS:
+            raise ValueError(f"shard {self.name}: {method!r} is not a view read")
+        return getattr(v, method)(*args, **kwargs)  # the actor's threads keep their connections
 
     def camera_status(self, camera_id=None):
         return self.engine.status(camera_id) if self.engine._live is not None else []
