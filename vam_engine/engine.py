@@ -120,6 +120,13 @@ class Engine(LiveCameraMethods):
         self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
         self._monitors = EngineMonitors(self)
 
+    @staticmethod
+    def connect(address: str | None = "auto", **kw):
+        """The same surface over camera shards on a Ray cluster: vam_engine.cluster.connect."""
+        from .cluster import connect
+
+        return connect(address, **kw)
+
     # -- lifetime ------------------------------------------------------------------------------
     @property
     def _documents(self) -> bool:
