@@ -206,6 +206,34 @@ def test_alerts_from_both_shards_arrive_on_one_stream(cluster):
     assert list(router.alerts(listed.cursor)) == []  # the cursor moves past what was read
 
 
+def test_serve_cluster_http(cluster):
+    pytest.importorskip("fastapi", reason="the service needs fastapi (pip install vam-engine[server])")
+    import urllib.request
+
+    from _server_fixtures import ServerThread
+    from vam_engine.cluster.serve import create_cluster_app
+
+    router, plain, _ = cluster
+
+    def get(url, body=None):
+        req = urllib.request.Request(url, None if body is None else json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read() if r.headers.get("content-type") == "image/jpeg" else json.loads(r.read())
+
+    with ServerThread(create_cluster_app(router)) as srv:
+        info = get(srv.url + "/api/cluster")
+        assert [(s["name"], s["alive"]) for s in info["shards"]] == [("shard-0", True), ("shard-1", True)]
+        assert set(info["shards"][1]["cameras"]) >= {"cam-b", "cam-d"}
+        got = get(srv.url + "/api/moments?camera=cam-d")
+        assert [m["t"] for m in got["moments"]] == [m.t for m in plain.moments("cam-d")]
+        assert got["missing_cameras"] == []
+        jpeg = get(srv.url + f"/api/frames/{got['moments'][0]['moment_id']}")
+        assert jpeg[:2] == b"\xff\xd8"
+        ans = get(srv.url + "/api/ask", {"question": "what is there?", "mode": "agentic", "as_of": 5.0})
+        assert ans["text"].startswith("NOTE t=") and ans["missing_cameras"] == []
+
+
 def _wait_alive(router, name, timeout=60):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
