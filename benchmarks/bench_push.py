@@ -90,7 +90,7 @@ def run_push(seconds: float, fps: float, sample_fps: float, scenes: list[np.ndar
 
 def run_baseline(n: int, scenes: list[np.ndarray]) -> dict:
     """The old push: every frame copied and converted to gray on the caller's thread."""
-    from vam_engine.engine import rgb_to_gray
+    from vam_engine.ingest.pushed import rgb_to_gray
 
     buf = np.empty_like(scenes[0])
     ms = []

@@ -6,6 +6,7 @@ from _clips import code_frame, read_code
 from PIL import Image
 
 from vam_engine import engine as engine_module
+from vam_engine.ingest import pushed as pushed_module
 from vam_engine.engine import Engine
 
 CFG = {"ingest": {"fps": 2.0}}
@@ -56,8 +57,8 @@ def check_stored(eng, camera):
 
 def count_gray_conversions(monkeypatch):
     calls = []
-    real = engine_module.rgb_to_gray
-    monkeypatch.setattr(engine_module, "rgb_to_gray", lambda rgb: calls.append(1) or real(rgb))
+    real = pushed_module.rgb_to_gray
+    monkeypatch.setattr(pushed_module, "rgb_to_gray", lambda rgb: calls.append(1) or real(rgb))
     return calls
 
 
@@ -106,12 +107,12 @@ def test_frames_not_taken_are_neither_copied_nor_converted(tmp_path, monkeypatch
     import threading
 
     conversions = []
-    real_gray = engine_module.rgb_to_gray
-    monkeypatch.setattr(engine_module, "rgb_to_gray",
+    real_gray = pushed_module.rgb_to_gray
+    monkeypatch.setattr(pushed_module, "rgb_to_gray",
                         lambda rgb: conversions.append(threading.current_thread()) or real_gray(rgb))
     copies = []
-    real_copy = engine_module._own_copy
-    monkeypatch.setattr(engine_module, "_own_copy", lambda *a: copies.append(1) or real_copy(*a))
+    real_copy = engine_module.own_copy
+    monkeypatch.setattr(engine_module, "own_copy", lambda *a: copies.append(1) or real_copy(*a))
     kept_by_present = []
     with Engine(tmp_path / "store", {"ingest": {"fps": 0.5}}, device="cpu") as eng:
         real_observe = eng.working.observe

@@ -28,8 +28,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-import numpy as np
-
 from .config import EngineConfig
 from .device import resolve_device
 from .errors import FrameError, SourceError, VamError
@@ -37,14 +35,15 @@ from .gate.bodies import make_body
 from .gate.cascade import GateCascade
 from .ingest import Frame, TickSampler, is_url, open_decoder
 from .ingest.buffers import BufferPool
+from .ingest.pushed import gray_of, own_copy, pushed_view
 from .embed import make_image_embedder, make_text_embedder
-from .memory.records import Alert, Deletion, Monitor, Moment, Summary, camera_time
+from .memory.records import Deletion, Moment, Summary, camera_time
 from .memory.search import SOURCES, SearchResult, search
 from .memory.store import Store
 from .memory.vector_memory import VectorMemory
 from .memory.writer_lock import WriterLock
 from .engine_live import LiveCameraMethods
-from .engine_monitor import EngineMonitors
+from .engine_monitor import EngineMonitors, MonitorMethods
 from .engine_roles import ClaimingSummarizer, WatchedModel, load_config, retain_store
 from .llm import describe_llm, make_llm
 from .index.stage import sweep_source
@@ -62,7 +61,7 @@ def _check_camera_id(camera_id) -> str:
     return camera_id
 
 
-class Engine(LiveCameraMethods):
+class Engine(LiveCameraMethods, MonitorMethods):
     """``Engine(store_dir, config)``: index files, live cameras (``add_camera``: engine_live.py)
     or pushed frames into a durable moment store, search it and ask it questions.
 
@@ -341,15 +340,15 @@ class Engine(LiveCameraMethods):
         src_id, sampler, last = st if st is not None else self._push_state(cam)
         if last[0] is not None and t <= last[0]:
             raise FrameError(f"camera {cam!r}: t={t} is not after the previous frame's t={last[0]}")
-        view = _pushed_view(cam, frame)
+        view = pushed_view(cam, frame)
         last[0] = t
         self.working.observe(cam, camera_time(float(t), t_abs), view)  # every pushed frame (it copies what it keeps)
         if not sampler.accept(float(t)):
             return False  # nothing copied or converted: most frames of a fast loop end here
         # The caller may overwrite its buffer as soon as push returns: copy it; the gray plane is
         # made from the copy on the gate thread (Frame runs the callable at its first read).
-        rgb = _own_copy(view, self._buffers)
-        f = Frame(cam, float(t), t_abs, None, lambda: _gray_of(rgb), lambda: rgb)
+        rgb = own_copy(view, self._buffers)
+        f = Frame(cam, float(t), t_abs, None, lambda: gray_of(rgb), lambda: rgb)
         self._push_state(cam)  # (re-)registers the source: the pipeline may have ended it
         self._pipe().put_frame(f, src_id)
         return True
@@ -565,45 +564,6 @@ class Engine(LiveCameraMethods):
                 self._ask_writer = ClaimingSummarizer(self)
             return self._ask_writer
 
-    # -- monitors ------------------------------------------------------------------------------
-    def watch(self, condition: str, cameras=None, *, images=None, mode: str = "once", min_confidence: float = 0.6,
-              every_s: float = 2.0, frames: int = 4, repeat_gap_s: float = 3.0) -> Monitor:
-        """Watch for ``condition`` (text; ``images``: reference images, arrays or paths) on
-        ``cameras`` (None: all): the latest ``frames`` frames of each camera's present are checked
-        every ``every_s`` of stream time; an alert fires at ``confidence >= min_confidence``.
-        ``once`` ends at the first alert, ``repeat`` fires again after ``repeat_gap_s`` without a
-        match. Durable: active monitors resume when the store is next indexed. reason/monitor.py
-        has the rules; at most ``monitors.max_active`` (8) are active."""
-        from .memory.monitors import MonitorSpec
-
-        cams = None if cameras is None else (cameras,) if isinstance(cameras, str) else tuple(cameras)
-        return self._monitors.watch(MonitorSpec(condition, cams, mode, min_confidence, every_s, frames,
-                                                repeat_gap_s), images)
-
-    def monitors(self, include_ended: bool = False) -> list[Monitor]:
-        return self.store.monitors.list(include_ended)
-
-    def unwatch(self, monitor_id: str) -> bool:
-        """End a monitor (its alerts stay). False: no such active monitor."""
-        return self._monitors.unwatch(monitor_id)
-
-    def alerts(self, since: int | None = None, monitor_id: str | None = None, camera=None) -> list[Alert]:
-        """Stored alerts with ``alert_id > since``, oldest first."""
-        return self._monitors.alerts(since, monitor_id, camera)
-
-    def subscribe_alerts(self, callback=None):
-        """An ``AlertSubscription``: iterate it (or ``get(timeout)``) for alerts as they fire in
-        this engine; ``callback(alert)`` is also called for each. ``close()`` it when done."""
-        return self._monitors.subscribe(callback)
-
-    def wait_for_monitors(self, timeout: float | None = None) -> bool:
-        """Wait until every check due so far is judged; False on timeout."""
-        return self._monitors.drain(timeout)
-
-    def monitor_stats(self):
-        """``MonitorStats``: checks, model calls, vigilance skips, alerts since this engine began."""
-        return self._monitors.stats()
-
     # -- reads ---------------------------------------------------------------------------------
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:
         return self.store.moments.list(camera_id, t0, t1)
@@ -619,57 +579,6 @@ class Engine(LiveCameraMethods):
             out["writer"] = vars(self.writer.stats())
             out["forest_nodes"] = len(self.forest)
         return out
-
-
-def _pushed_view(cam: str, frame):
-    """Validate a pushed frame without copying it: the caller's numpy array (or a CPU tensor's
-    numpy view), or a CUDA tensor. It may change after ``push`` returns: see ``_own_copy``."""
-    if hasattr(frame, "detach") and hasattr(frame, "device"):  # torch tensor
-        t = frame.detach()
-        if t.dtype.is_floating_point or t.ndim != 3 or t.shape[-1] != 3 or str(t.dtype) != "torch.uint8":
-            raise FrameError(f"camera {cam!r}: pushed tensor must be H x W x 3 uint8, got {t.dtype} {tuple(t.shape)}")
-        if t.device.type == "cuda":
-            return t
-        frame = t.cpu().numpy()  # shares the tensor's memory
-    if not isinstance(frame, np.ndarray):
-        raise FrameError(f"camera {cam!r}: pushed frame must be a numpy array or torch tensor, got {type(frame).__name__}")
-    if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
-        raise FrameError(f"camera {cam!r}: pushed frame must be H x W x 3 uint8, got {frame.dtype} {frame.shape}")
-    h, w = frame.shape[:2]
-    if h < 2 or w < 2 or h > 16384 or w > 16384:
-        raise FrameError(f"camera {cam!r}: pushed frame has absurd dimensions {w}x{h}")
-    return frame
-
-
-def _own_copy(view, pool: BufferPool | None = None):
-    """A private copy of a sampled frame on its own device (in a reused buffer from ``pool``):
-    the gates and the JPEG writer read it later, on other threads, while camera drivers reuse
-    their buffers."""
-    if not isinstance(view, np.ndarray):  # a CUDA tensor
-        import torch
-
-        return view.clone(memory_format=torch.contiguous_format)
-    return pool.copy(view) if pool is not None else np.array(view, order="C", copy=True)
-
-
-def _gray_of(rgb):
-    """The gray plane of a private copy (``_own_copy``), on its device."""
-    if not isinstance(rgb, np.ndarray):  # a CUDA tensor
-        import torch
-
-        w = torch.tensor([4899, 9617, 1868], device=rgb.device, dtype=torch.int32)
-        return ((rgb.int() * w).sum(-1) + 8192).bitwise_right_shift(14).to(rgb.dtype)
-    return rgb_to_gray(rgb)
-
-
-def rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
-    try:
-        from . import _C
-
-        return _C.rgb_to_gray(rgb)
-    except ImportError:
-        x = rgb.astype(np.int32)
-        return ((x[..., 0] * 4899 + x[..., 1] * 9617 + x[..., 2] * 1868 + 8192) >> 14).astype(np.uint8)
 
 
 def _default_camera_ids(paths: list[str]) -> list[str]:

@@ -175,3 +175,43 @@ class StoreFollower:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+
+class MonitorMethods:
+    """``Engine``'s monitor methods (the engine holds an ``EngineMonitors`` as ``_monitors``)."""
+
+    def watch(self, condition: str, cameras=None, *, images=None, mode: str = "once", min_confidence: float = 0.6,
+              every_s: float = 2.0, frames: int = 4, repeat_gap_s: float = 3.0) -> Monitor:
+        """Watch for ``condition`` (text; ``images``: reference images, arrays or paths) on
+        ``cameras`` (None: all): the latest ``frames`` frames of each camera's present are checked
+        every ``every_s`` of stream time; an alert fires at ``confidence >= min_confidence``.
+        ``once`` ends at the first alert, ``repeat`` fires again after ``repeat_gap_s`` without a
+        match. Durable: active monitors resume when the store is next indexed. reason/monitor.py
+        has the rules; at most ``monitors.max_active`` (8) are active."""
+        cams = None if cameras is None else (cameras,) if isinstance(cameras, str) else tuple(cameras)
+        return self._monitors.watch(MonitorSpec(condition, cams, mode, min_confidence, every_s, frames,
+                                                repeat_gap_s), images)
+
+    def monitors(self, include_ended: bool = False) -> list[Monitor]:
+        return self.store.monitors.list(include_ended)
+
+    def unwatch(self, monitor_id: str) -> bool:
+        """End a monitor (its alerts stay). False: no such active monitor."""
+        return self._monitors.unwatch(monitor_id)
+
+    def alerts(self, since: int | None = None, monitor_id: str | None = None, camera=None) -> list[Alert]:
+        """Stored alerts with ``alert_id > since``, oldest first."""
+        return self._monitors.alerts(since, monitor_id, camera)
+
+    def subscribe_alerts(self, callback=None):
+        """An ``AlertSubscription``: iterate it (or ``get(timeout)``) for alerts as they fire in
+        this engine; ``callback(alert)`` is also called for each. ``close()`` it when done."""
+        return self._monitors.subscribe(callback)
+
+    def wait_for_monitors(self, timeout: float | None = None) -> bool:
+        """Wait until every check due so far is judged; False on timeout."""
+        return self._monitors.drain(timeout)
+
+    def monitor_stats(self):
+        """``MonitorStats``: checks, model calls, vigilance skips, alerts since this engine began."""
+        return self._monitors.stats()
