@@ -121,6 +121,8 @@ def test_cameras_are_placed_on_the_least_loaded_shard(cluster):
     # durable: a second router over the same root (a restart) finds the same placement and shards
     again = connect(None, root=root, config=CFG, llm_factory=make_llm, device="cpu")
     assert again.catalogue.cameras() == placed and again.shard_names() == ["shard-0", "shard-1"]
+    assert [m.moment_id for m in again.moments()] == [m.moment_id for m in router.moments()]  # the same shards
+    again.close()
     info = router.info()
     assert [s.alive for s in info.shards] == [True, True]
     assert {c for s in info.shards for c in s.status.cameras} == set(CAMS)
@@ -232,6 +234,19 @@ def test_serve_cluster_http(cluster):
         assert jpeg[:2] == b"\xff\xd8"
         ans = get(srv.url + "/api/ask", {"question": "what is there?", "mode": "agentic", "as_of": 5.0})
         assert ans["text"].startswith("NOTE t=") and ans["missing_cameras"] == []
+
+
+def test_delete_reaches_every_shard_holding_the_range(cluster):
+    router, plain, _ = cluster
+    ts = sorted({m.t_rel for m in plain.moments()})
+    rng = (ts[len(ts) // 2] - 0.25, ts[len(ts) // 2] + 0.25)  # a kept time of every camera (views change together)
+    want = plain.delete(CAMS, time_range=rng)
+    got = router.delete(CAMS, time_range=rng)  # on both shards
+    assert got.moments == want.moments > 0 and set(got.cameras) == set(CAMS)
+    assert [(m.camera_id, m.t_rel) for m in router.moments() if m.camera_id in CAMS] == \
+        [(m.camera_id, m.t_rel) for m in plain.moments()]
+    q = frame("cam-b", rng[0])
+    assert_same(router.search(image=q, top_k=5, cameras=CAMS), plain.search(image=q, top_k=5, cameras=CAMS))
 
 
 def _wait_alive(router, name, timeout=60):
