@@ -128,8 +128,9 @@ def test_redact_hides_passwords_and_secret_query_values():
 
 def test_per_camera_gate_overrides_apply_to_that_camera_only(tmp_path, clips):
     with Engine(tmp_path / "store", {"ingest": {"fps": 4.0}}, device="cpu") as eng:
-        # every frame is new noise: kept by default; redundant under a huge diff_min_mad (a global change)
-        eng.add_camera("strict", str(clips[0]), gate={"diff_min_mad": 1000.0, "ssim_max": -1.0})
+        # every frame is new noise: kept by default; redundant under a huge diff_min_mad (a global
+        # change) when a new texture is not taken for a cut either
+        eng.add_camera("strict", str(clips[0]), gate={"diff_min_mad": 1000.0, "ssim_max": -1.0, "cut_max_ssim": -1.0})
         eng.add_camera("plain", str(clips[0]))
         wait_for("both files' ends", lambda: all(s.state == "offline" for s in eng.status()), 10)
         eng.flush()
@@ -213,6 +214,18 @@ def test_reload_applies_the_diff_and_an_invalid_file_changes_nothing(tmp_path, c
         with pytest.raises(CamerasFileError, match="camera 'one': fps"):
             eng.reload_cameras(p)
         assert [s.camera_id for s in eng.status()] == ["one", "three"]
+        # a camera added at run time (the HTTP API) is not the file's to remove on a reload
+        eng.add_camera("api", str(a), realtime=True)
+        p.write_text(f'[cameras.one]\nurl = "{a}"\nrealtime = true\nmonitors = ["a cat"]\n')
+        d = eng.reload_cameras(p)
+        assert d.removed == ("three",) and sorted(s.camera_id for s in eng.status()) == ["api", "one"]
+        # monitors beyond the cap are refused before any camera changes
+        conds = ", ".join(f'"thing {k}"' for k in range(9))
+        p.write_text(f'[cameras.one]\nurl = "{a}"\nrealtime = true\nmonitors = [{conds}]\n'
+                     f'[cameras.four]\nurl = "{b}"\nrealtime = true\n')
+        with pytest.raises(ValueError, match="at most 8"):
+            eng.reload_cameras(p)
+        assert sorted(s.camera_id for s in eng.status()) == ["api", "one"] and len(eng.monitors()) == 1
 
 
 def test_cli_index_live_runs_files_as_cameras_until_they_end(tmp_path, clips, capsys):

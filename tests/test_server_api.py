@@ -30,7 +30,7 @@ def make_client(engine, tmp_path):
 
     def make(**opts):
         opts.setdefault("tokens_dir", str(tmp_path / "tokens"))
-        c = TestClient(create_app(engine, ServeOptions(**opts)))
+        c = TestClient(create_app(engine, ServeOptions(**opts)), base_url="http://127.0.0.1:8000")
         c.__enter__()
         made.append(c)
         return c
@@ -67,6 +67,17 @@ def test_without_tokens_loopback_reads_and_health_says_so(make_client, engine):
     items, _ = all_pages(c, "/api/moments")
     assert len(items) == len(engine.moments()) > 10
     assert {m["camera_id"] for m in items} == {"front", "yard"}
+
+
+def test_without_tokens_a_request_for_another_host_name_is_refused(make_client):
+    c = make_client()
+    assert c.get("/api/moments").status_code == 200
+    # a page on evil.example whose DNS name was rebound to 127.0.0.1 sends its own Host / Origin
+    assert c.get("/api/moments", headers={"Host": "evil.example"}).status_code == 403
+    r = c.get("/api/moments", headers={"Origin": "http://evil.example"})
+    assert r.status_code == 403 and "token create" in r.json()["detail"]
+    assert c.get("/api/moments", headers={"Host": "localhost:8000", "Origin": "http://localhost:8000"}
+                 ).status_code == 200
 
 
 def test_once_a_token_exists_every_request_but_health_needs_one(make_client, tokens):
@@ -123,6 +134,13 @@ def test_a_camera_limited_token_sees_nothing_else(make_client, tokens, engine):
     assert r.status_code == 200 and {e["camera_id"] for e in r.json()["evidence"]} <= {"front"}
     assert c.post("/api/ask", json={"question": "q", "cameras": "yard"}, headers=front).status_code == 403
     assert c.post("/api/delete", json={"cameras": ["yard"]}, headers=front).status_code == 403
+    # an empty camera list is not "every camera" (downstream it would read as no filter)
+    for path, body in (("/api/delete", {"cameras": []}), ("/api/ask", {"question": "q", "cameras": []}),
+                       ("/api/search", {"text": "x", "cameras": []})):
+        r = c.post(path, json=body, headers=front)
+        assert r.status_code in (400, 422) and "at least one camera" in r.text, (path, r.text)
+    assert engine.moments("yard")  # nothing was deleted
+    assert c.get("/metrics", headers=front).status_code == 403  # metrics name every camera
 
 
 def test_moments_and_events_pages_and_filters(make_client, engine):
@@ -249,6 +267,22 @@ def test_ask_as_json_and_as_server_sent_events(make_client):
     assert events[-1][1]["text"] == "a red textured scene"
 
 
+def test_questions_beyond_max_asks_get_429(make_client):
+    c = make_client(max_asks=1)
+    slots = c.app.state.asks
+    assert slots.acquire(blocking=False)  # one question in flight
+    try:
+        r = c.post("/api/ask", json={"question": "what did you see?"})
+        assert r.status_code == 429 and r.headers["retry-after"] == "1"
+    finally:
+        slots.release()
+    assert c.post("/api/ask", json={"question": "what did you see?"}).status_code == 200
+    r = c.post("/api/ask", json={"question": "and now?"}, headers={"Accept": "text/event-stream"})
+    assert r.status_code == 200 and "event: answer" in r.text
+    assert slots.acquire(blocking=False)  # both answers gave their slot back
+    slots.release()
+
+
 def test_metrics(make_client, tokens):
     c = make_client()
     c.post("/api/search", json={"text": "scene"})
@@ -277,7 +311,8 @@ def test_metrics(make_client, tokens):
 def test_delete_needs_admin_and_removes_what_it_says(tmp_path, tokens):
     eng = build_engine(tmp_path / "del", n=24)
     try:
-        with TestClient(create_app(eng, ServeOptions(tokens_dir=str(tmp_path / "tokens")))) as c:
+        with TestClient(create_app(eng, ServeOptions(tokens_dir=str(tmp_path / "tokens"))),
+                        base_url="http://127.0.0.1:8000") as c:
             admin = tokens("admin")
             before = len(eng.moments("yard"))
             assert c.post("/api/delete", json={}, headers=admin).status_code == 400  # never everything implicitly

@@ -9,7 +9,7 @@ import pytest
 
 from vam_engine.cli import main
 from vam_engine.errors import VamError
-from vam_engine.server.auth import ANONYMOUS, Principal, TokenStore
+from vam_engine.server.auth import ANONYMOUS, CameraForbidden, Principal, TokenStore
 from vam_engine.server.cli import check_bind, is_loopback
 
 
@@ -62,7 +62,7 @@ def test_scopes_are_ordered_and_camera_limits_hold():
     assert Principal("t2", "admin", None).allows("write") and ANONYMOUS.allows("admin")
     lim = Principal("t3", "admin", ("front",))
     assert lim.camera_scope(None) == ["front"] and lim.camera_scope("front") == ["front"]
-    with pytest.raises(PermissionError, match="yard"):
+    with pytest.raises(CameraForbidden, match="yard"):
         lim.camera_scope(["front", "yard"])
     assert lim.sees("front") and not lim.sees("yard") and not lim.sees("*")
     assert read.camera_scope(None) is None

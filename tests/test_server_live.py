@@ -55,7 +55,7 @@ def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("live")
     eng = build_engine(root / "store", n=12)
     ts = TokenStore(root / "store")
-    tokens = {"write": ts.create("write")[1], "front": ts.create("read", ["front"])[1]}
+    tokens = {"write": ts.create("write")[1], "admin": ts.create("admin")[1], "front": ts.create("read", ["front"])[1]}
     logs = Logs()
     for name in ("uvicorn", "uvicorn.access", "uvicorn.error", "vam_engine", ""):
         logging.getLogger(name).addHandler(logs)
@@ -171,6 +171,21 @@ def test_monitors_alerts_sse_resume_and_websocket(served):
     assert max(len(x) for x in logs.lines) < 2000
 
 
+def test_a_revoked_token_ends_its_open_alert_stream(served, tmp_path):
+    eng, srv, _, _ = served
+    ts = TokenStore(eng.store.root)
+    info, token = ts.create("read", label="soon revoked")
+    with httpx.Client(timeout=httpx.Timeout(30.0)) as c, c.stream(
+            "GET", f"{srv.url}/api/alerts/stream", headers=auth(token)) as r:
+        assert r.status_code == 200
+        ts.revoke(info.token_id)
+        t0 = time.monotonic()
+        for _ in r.iter_lines():  # ends within a keepalive (1 s here) of the revocation
+            assert time.monotonic() - t0 < 10
+        assert time.monotonic() - t0 < 10
+    assert httpx.get(f"{srv.url}/api/alerts", headers=auth(token)).status_code == 401
+
+
 def test_the_websocket_refuses_a_missing_or_wrong_token(served):
     _, srv, _, _ = served
 
@@ -205,7 +220,10 @@ def test_live_cameras_added_watched_and_removed_over_http(served, tmp_path):
     from _servers.live_helpers import changing_clip
 
     clip = changing_clip(tmp_path / "lobby.mp4", 20.0)
-    h = auth(tokens["write"])
+    with httpx.Client(base_url=srv.url, headers=auth(tokens["write"]), timeout=30) as c:
+        r = c.post("/api/cameras", json={"camera_id": "lobby", "url": str(clip), "realtime": True})
+        assert r.status_code == 403 and "admin" in r.json()["detail"]  # a file on the server: admin only
+    h = auth(tokens["admin"])  # the clip is a file on the server's disk
     with httpx.Client(base_url=srv.url, headers=h, timeout=30) as c:
 
         async def watch_status():

@@ -30,6 +30,7 @@ def cmd_watch(args, make_engine) -> int:
             with lock:
                 print(alert_line(a, args.json), flush=True)
         sub = eng.subscribe_alerts(callback=show)
+        follower = None
         try:
             if args.videos:
                 eng.index_files(args.videos, args.camera or None, on_open_error="report")
@@ -42,9 +43,10 @@ def cmd_watch(args, make_engine) -> int:
                     time.sleep(0.2)
                     if not eng.store.monitors.get(m.monitor_id).active:
                         break  # a once monitor fired (or another client ended it)
-                follower.stop()
                 eng.wait_for_monitors(30)
         finally:
+            if follower is not None:
+                follower.stop()
             sub.close()
             st = eng.monitor_stats()
             print(f"monitor: {st.checks} checks, {st.model_calls} model calls, {st.skipped_unchanged} skipped "

@@ -220,24 +220,35 @@ class Engine(LiveCameraMethods, MonitorMethods):
             self.writer.wait_for_room()
 
     def close(self) -> None:
+        """Stop every worker, then close the store. A part that fails to stop (a pipeline that
+        had failed, a camera stuck in its read) does not keep the others running."""
+        errors = []
+
+        def step(fn):
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - raised after every other part is closed
+                errors.append(e)
         if self._live is not None:
-            self._live.close()  # their sources end after what they queued: the flush below commits it
+            step(self._live.close)  # their sources end after what they queued: the flush below commits it
         with self._lock:
             pipe, self._pipeline = self._pipeline, None
         if self.writer is not None:
-            self.writer.stop_holding()  # closing must not wait for the writer's backlog to drain
+            step(self.writer.stop_holding)  # closing must not wait for the writer's backlog to drain
         if pipe is not None:
-            pipe.close()
+            step(pipe.close)
         if self.writer is not None:
-            self.writer.close()
-        self._monitors.close()
+            step(self.writer.close)
+        step(self._monitors.close)
         if self._qa is not None:
-            self._qa.close()  # before the model and the store it uses
+            step(self._qa.close)  # before the model and the store it uses
         if self._llm is not None:
-            self._llm.close()
+            step(self._llm.close)
         if self._retention is not None:
-            self._retention.stop()
+            step(self._retention.stop)
         self._close_opened()
+        if errors:
+            raise errors[0]
 
     def _close_opened(self) -> None:
         if self.vectors is not None and self.writing:

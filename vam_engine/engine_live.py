@@ -10,7 +10,7 @@ and removal ends the camera's source after its last queued frame. Each run of a 
 source row, whose ``t_rel`` continues across reconnections (its moments never collide); its
 epoch (``t_abs`` at ``t_rel`` 0) is kept in the source's info, so the next run of the camera
 records the time between the runs (engine stopped or killed, camera removed) as a gap too.
-The cameras file's monitors become ``repeat`` monitors of their camera (``sync_monitors``).
+The cameras file's monitors become ``repeat`` monitors of their camera (``_monitor_plan``).
 """
 from __future__ import annotations
 
@@ -122,6 +122,7 @@ class LiveCameras:
         self.gaps_repo = GapRepository(engine.store.db)
         self._cams: dict[str, _Running] = {}
         self._lock = threading.RLock()
+        self._from_file: set[str] = set()  # cameras the last applied specs (a cameras file) named
 
     @property
     def pipe(self):
@@ -209,7 +210,8 @@ class LiveCameras:
     def apply(self, specs: list[CameraSpec]) -> CameraDiff:
         """Make the running cameras match ``specs``: remove those gone, restart those whose reading
         changed, add the new ones; a camera whose monitors alone changed keeps running. Every spec
-        is validated before anything changes. Then each camera's monitors (``sync_monitors``)."""
+        is validated before anything changes, the monitor cap included; then each camera's monitors
+        (``_monitor_plan``)."""
         eng = self.engine
         ids = [s.camera_id for s in specs]
         if len(set(ids)) != len(ids):
@@ -221,7 +223,16 @@ class LiveCameras:
                 raise ValueError(f"camera {s.camera_id!r}: monitors need an LLM to judge them (set llm.backend, "
                                  f"--llm, or pass llm=...)")
         with self._lock:
-            old = self.specs()
+            # the file's cameras only: one added through add_camera (the HTTP API) is not the
+            # file's to remove; the file naming it takes it over
+            old = [s for s in self.specs() if s.camera_id in self._from_file or s.camera_id in set(ids)]
+            end, start = self._monitor_plan(old, specs)
+            cap = eng.config.monitors.max_active
+            if end or start:
+                active = eng.store.monitors.count_active()
+                if active - len(end) + len(start) > cap:  # checked before anything changes
+                    raise ValueError(f"the cameras file's monitors would make {active - len(end) + len(start)} "
+                                     f"active, at most {cap} (monitors.max_active)")
             diff = diff_cameras(old, specs)
             by_id = {s.camera_id: s for s in specs}
             for cam in diff.removed + diff.changed:
@@ -230,27 +241,27 @@ class LiveCameras:
                 self.add(by_id[cam])
             for cam in diff.monitors_changed:
                 self._cams[cam].spec = by_id[cam]
-            self.sync_monitors(old, specs)
+            for monitor_id in end:
+                eng.unwatch(monitor_id)
+            for cam, condition in start:
+                eng.watch(condition, [cam], mode="repeat")
+            self._from_file = set(ids)
         return diff
 
-    def sync_monitors(self, old: list[CameraSpec], new: list[CameraSpec]) -> None:
+    def _monitor_plan(self, old: list[CameraSpec], new: list[CameraSpec]) -> tuple[list[str], list[tuple]]:
         """The cameras file's monitors: each condition of a camera is one ``repeat`` monitor on that
-        camera alone. One already active (persisted by an earlier run) is kept, not duplicated;
-        a condition gone from the file ends its monitor."""
-        eng = self.engine
+        camera alone. One already active (persisted by an earlier run) is kept, not duplicated; a
+        condition gone from the file ends its monitor. Returns (monitor ids to end, (camera,
+        condition) to watch)."""
         if not any(s.monitors for s in old + new):
-            return
+            return [], []
         before = {(s.camera_id, m) for s in old for m in s.monitors}
         wanted = {(s.camera_id, m) for s in new for m in s.monitors}
         active = {}
-        for m in eng.monitors():
+        for m in self.engine.monitors():
             if m.cameras is not None and len(m.cameras) == 1 and m.mode == "repeat":
                 active.setdefault((m.cameras[0], m.condition), m.monitor_id)
-        for key in before - wanted:
-            if key in active:
-                eng.unwatch(active[key])
-        for cam, condition in sorted(wanted - set(active)):
-            eng.watch(condition, [cam], mode="repeat")
+        return [active[k] for k in sorted(before - wanted) if k in active], sorted(wanted - set(active))
 
     def reload(self, path) -> CameraDiff:
         """Read the cameras file again and apply it (see ``apply``); an invalid file changes nothing."""

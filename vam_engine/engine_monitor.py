@@ -58,7 +58,8 @@ class EngineMonitors:
         self.engine = engine
         self.hub = AlertHub()
         self.worker: MonitorWorker | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._resumed = False
 
     @property
     def repo(self):
@@ -70,13 +71,14 @@ class EngineMonitors:
         if self.engine._llm_name is None:
             raise VamError("watch needs an LLM to judge its checks: set llm.backend, --llm, or pass llm=...")
         cap = self.engine.config.monitors.max_active
+        worker = self.start()  # first: a model that cannot load leaves no active row behind
         with self._lock:
             active = self.repo.count_active()
             if active >= cap:
                 raise VamError(f"watch: {active} monitors are active, at most {cap} (monitors.max_active); "
                                "unwatch one first")
             monitor = self.repo.add(spec, refs)
-        self.start().add(monitor)
+        worker.add(monitor)
         return monitor
 
     def unwatch(self, monitor_id: str) -> bool:
@@ -98,7 +100,11 @@ class EngineMonitors:
             return self.worker
 
     def resume(self) -> None:
-        """Ingest is starting: run the store's active monitors (a restart keeps watching)."""
+        """Ingest is starting: run the store's active monitors (a restart keeps watching). Asked
+        once per engine (every push would otherwise count the monitors)."""
+        if self._resumed:
+            return
+        self._resumed = True
         if self.worker is None and self.engine._llm_name is not None and self.repo.count_active():
             self.start()
 

@@ -233,8 +233,12 @@ class IndexPipeline:
             try:
                 for frame in decoder:
                     if isinstance(frame, PresentFrame):
-                        self.observe(frame.camera_id, camera_time(frame.t_rel, frame.t_abs),
-                                     frame.rgb(self.present_side))
+                        try:
+                            self.observe(frame.camera_id, camera_time(frame.t_rel, frame.t_abs),
+                                         frame.rgb(self.present_side))
+                        except Exception as e:  # noqa: BLE001 - the present is best effort, the index is not
+                            if len(decoder.stats.errors) < 20:
+                                decoder.stats.errors.append(f"present: {e}")
                         continue
                     self.put_frame(frame, src.source_id)
             except SourceError as e:

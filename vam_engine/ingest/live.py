@@ -29,6 +29,7 @@ import os
 import random
 import re
 import threading
+from collections import deque
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Protocol
@@ -212,7 +213,9 @@ class LiveCamera:
         self._in_gap = False
         self._started_wall = clock()
         self.reconnects = self.gaps = self.dropped = 0
-        self._rate: list[float] = []  # monotonic arrival times of recent packets (input fps)
+        # monotonic arrival times of recent packets (input fps); a deque: status() reads it from
+        # another thread while the reader appends
+        self._rate: deque = deque(maxlen=512)
         self._next_present = -math.inf
         self._thread = threading.Thread(target=self._run, name=f"vam-live-{spec.camera_id}", daemon=True)
 
@@ -247,7 +250,7 @@ class LiveCamera:
             retry_in_s=None if self._retry_at is None else max(0.0, self._retry_at - now))
 
     def _fps(self, mono: float) -> float:
-        r = [t for t in self._rate if mono - t <= 5.0]
+        r = [t for t in list(self._rate) if mono - t <= 5.0]
         if len(r) < 2 or mono - r[0] <= 0:
             return 0.0
         return (len(r) - 1) / max(mono - r[0], 1e-3)
@@ -396,8 +399,6 @@ class LiveCamera:
                 mono = time.monotonic()
                 if packet.size:
                     self._rate.append(mono)
-                    if len(self._rate) > 512:
-                        del self._rate[:256]
                 if mono - last > stall:
                     raise _Stall(f"no frame for {stall:g} s (data arrives but none of it decodes)")
                 if not keyed:

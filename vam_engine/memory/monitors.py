@@ -123,6 +123,10 @@ class MonitorRepository:
     def count_active(self) -> int:
         return self.db.conn().execute("SELECT COUNT(*) FROM monitors WHERE active=1").fetchone()[0]
 
+    def last_alert_id(self) -> int:
+        """The newest alert's id (0: none yet)."""
+        return self.db.conn().execute("SELECT COALESCE(MAX(alert_id), 0) FROM alerts").fetchone()[0]
+
     def count_alerts(self) -> int:
         return self.db.conn().execute("SELECT COUNT(*) FROM alerts").fetchone()[0]
 

@@ -39,7 +39,9 @@ class MemoryView:
         self.cameras = [cameras] if isinstance(cameras, str) else (list(cameras) if cameras else None)
 
     def _in_view(self, camera_id: str | None, t_end: float) -> bool:
-        return ((self.cameras is None or camera_id is None or camera_id in self.cameras)
+        # a summary over every camera (camera_id None) may describe cameras outside a scoped view:
+        # only an unscoped view sees it
+        return ((self.cameras is None or camera_id in self.cameras)
                 and (self.as_of is None or t_end <= self.as_of))
 
     # -- time ----------------------------------------------------------------------------------

@@ -78,7 +78,8 @@ class _Watch:
 
 
 class AlertSubscription:
-    """Alerts as they fire: iterate, or ``get(timeout)``; ``close`` to stop receiving."""
+    """Alerts as they fire: iterate, or ``get(timeout)`` (without a callback); ``close`` to stop
+    receiving."""
 
     def __init__(self, hub: "AlertHub", callback: Callable[[Alert], None] | None):
         self._queue: queue.Queue = queue.Queue()
@@ -87,12 +88,13 @@ class AlertSubscription:
         self.closed = False
 
     def _deliver(self, alert: Alert) -> None:
-        if self.callback is not None:
-            try:
-                self.callback(alert)
-            except Exception:  # a subscriber's bug must not stop the monitor
-                log.exception("alert callback failed")
-        self._queue.put(alert)
+        if self.callback is None:
+            self._queue.put(alert)
+            return
+        try:  # a callback subscriber reads nothing from the queue: it is not filled
+            self.callback(alert)
+        except Exception:  # a subscriber's bug must not stop the monitor
+            log.exception("alert callback failed")
 
     def get(self, timeout: float | None = None) -> Alert | None:
         try:
@@ -169,7 +171,12 @@ class MonitorWorker:
 
     # -- monitors ------------------------------------------------------------------------------
     def add(self, monitor: Monitor) -> None:
-        refs = [Image(p).array() for p in self.repo.reference_images(monitor.monitor_id)]
+        refs = []
+        for p in self.repo.reference_images(monitor.monitor_id):
+            try:
+                refs.append(Image(p).array())
+            except OSError as e:  # the monitor still runs on its text; ingest is never stopped by it
+                log.warning("monitor %s: reference image %s unreadable: %s", monitor.monitor_id, p, e)
         vectors = None
         if self.similarity is not None:
             try:
@@ -225,7 +232,13 @@ class MonitorWorker:
                     w.in_flight = True
                     starts.append((w, check))
         for w, check in starts:
-            self._pool.submit(self._run, w, check)
+            try:
+                self._pool.submit(self._run, w, check)
+            except RuntimeError:  # closed meanwhile: the check is not run
+                with self._lock:
+                    self._busy -= 1
+                    w.in_flight = False
+                    self._idle.notify_all()
 
     def _latest_frames(self, camera_id: str, t: float, n: int) -> list:
         short, medium = self.present.window(camera_id, t)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -22,7 +23,7 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from ..errors import StoreError, VamError
-from .auth import ANONYMOUS, Principal, TokenStore
+from .auth import ANONYMOUS, CameraForbidden, Principal, TokenStore
 from .metrics import Metrics, process_lines
 from .queries import BadQuery
 from .sse import AlertHub
@@ -42,11 +43,13 @@ class ServeOptions:
     keepalive_s: float = 15.0  # SSE comment / WebSocket ping when nothing else is sent
     max_page: int = 1000  # moments / events per page at most
     metrics_store_every_s: float = 10.0
-    extra: dict = field(default_factory=dict)
+    max_asks: int = 8  # questions answered at once; more get 429 (each holds a model turn and a thread)
 
     def __post_init__(self):
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
             raise ValueError(f"max_upload_bytes must be an integer >= 1024, got {self.max_upload_bytes!r}")
+        if not (isinstance(self.max_asks, int) and self.max_asks >= 1):
+            raise ValueError(f"max_asks must be an integer >= 1, got {self.max_asks!r}")
         if self.status_poll_s <= 0 or self.keepalive_s <= 0:
             raise ValueError("status_poll_s and keepalive_s must be > 0")
 
@@ -150,10 +153,32 @@ def bearer(request_headers) -> str | None:
     return token.strip() if kind.lower() == "bearer" else None
 
 
-def authenticate(app_state, token: str | None) -> Principal:
-    """The principal a token acts as; HTTPException 401 when one is needed and missing/wrong."""
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+
+
+def _loopback_host(host_header: str | None) -> bool:
+    host = (host_header or "").strip().lower()
+    if host.startswith("["):
+        host = host.split("]")[0] + "]"
+    elif host.count(":") == 1:
+        host = host.rsplit(":", 1)[0]
+    return host in _LOOPBACK_HOSTS or host.endswith(".localhost")
+
+
+def authenticate(app_state, token: str | None, headers=None) -> Principal:
+    """The principal a token acts as; HTTPException 401 when one is needed and missing/wrong.
+    Without tokens the server is open on loopback only, and only to requests addressed to a
+    loopback name: a web page from elsewhere that rebinds its DNS name to 127.0.0.1 sends its
+    own Host (and a cross-site WebSocket its own Origin), and is refused."""
     tokens: TokenStore = app_state.tokens
     if not tokens.any() and not app_state.options.require_tokens:
+        if headers is not None:
+            origin = headers.get("origin")
+            if not _loopback_host(headers.get("host")) or (
+                    origin and not _loopback_host(origin.split("://", 1)[-1].split("/", 1)[0])):
+                raise HTTPException(403, "without tokens this server answers only loopback requests (Host and "
+                                         "Origin localhost / 127.0.0.1); create a token: vam-engine token create "
+                                         "--store DIR --scope read")
         return ANONYMOUS
     info = tokens.verify(token)
     if info is None:
@@ -167,7 +192,7 @@ def need(scope: str):
     """A route dependency: the request's principal, which must hold ``scope`` (403 else)."""
 
     def dep(request: Request) -> Principal:
-        p = authenticate(request.app.state, bearer(request.headers))
+        p = authenticate(request.app.state, bearer(request.headers), request.headers)
         if not p.allows(scope):
             raise HTTPException(403, f"this token's scope is {p.scope!r}; this request needs {scope!r}")
         return p
@@ -204,6 +229,7 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
     app.state.tokens = TokenStore(options.tokens_dir or engine.store.root)
     app.state.metrics = metrics
     app.state.hub = hub
+    app.state.asks = threading.BoundedSemaphore(options.max_asks)
     model_tap.install(engine, lambda cls, s: metrics.model.observe(s, cls))
 
     if options.cors_origins:
@@ -224,25 +250,13 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
             {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]},
             status_code=422)
 
-    @app.exception_handler(BadQuery)
-    async def _bad_query(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=422)
-
-    @app.exception_handler(PermissionError)
-    async def _forbidden(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=403)
-
-    @app.exception_handler(StoreError)
-    async def _store(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=409)
-
-    @app.exception_handler(VamError)
-    async def _vam(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=400)
-
-    @app.exception_handler(ValueError)
-    async def _value(request, exc):  # the engine's argument checks (a bad camera id, a bad option)
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+    # the engine's own errors and argument checks, as statuses (an OS error is not among them:
+    # its message may name server paths, so it stays a plain 500)
+    for exc_type, status in ((BadQuery, 422), (CameraForbidden, 403), (StoreError, 409), (VamError, 400),
+                             (ValueError, 400)):
+        def handler(request, exc, status=status):
+            return JSONResponse({"detail": str(exc)}, status_code=status)
+        app.add_exception_handler(exc_type, handler)
 
     @app.get("/api/health", tags=["service"])
     def health():
@@ -253,7 +267,9 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
 
     @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)
     def prometheus(p: Principal = need("read")):
-        """Prometheus text (0.0.4)."""
+        """Prometheus text (0.0.4). It names every camera: a camera-limited token is refused."""
+        if p.cameras is not None:
+            raise HTTPException(403, "metrics cover every camera; use a token without a camera limit")
         text = metrics.render(engine) + "\n".join(process_lines()) + "\n"
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 

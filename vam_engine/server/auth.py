@@ -72,23 +72,29 @@ class Principal:
 
     def camera_scope(self, requested) -> list[str] | None:
         """The cameras a request may touch: ``requested`` (None: all it may see), or
-        PermissionError naming the first camera outside the token's limit."""
+        CameraForbidden naming the first camera outside the token's limit."""
         if isinstance(requested, str):
             requested = [requested]
         if requested is not None:
             requested = list(requested)
+            if not requested:  # downstream, an empty list would read as "every camera"
+                raise ValueError("cameras: give at least one camera id, or leave it out for all")
         if self.cameras is None:
             return requested
         if requested is None:
             return list(self.cameras)
         for cam in requested:
             if cam not in self.cameras:
-                raise PermissionError(f"this token is limited to cameras {list(self.cameras)}; "
+                raise CameraForbidden(f"this token is limited to cameras {list(self.cameras)}; "
                                       f"camera {cam!r} is outside it")
         return requested
 
 
 ANONYMOUS = Principal(None, "admin", None)
+
+
+class CameraForbidden(Exception):
+    """A request names a camera outside its token's limit (the service answers 403)."""
 
 
 def _hash(token: str) -> str:
@@ -163,14 +169,16 @@ class TokenStore:
             tmp = self.dir / f"{TOKENS_FILE}.{os.getpid()}.tmp"
             body = json.dumps({"version": 1, "tokens": [
                 {**t.to_json(), "sha256": t.sha256} for t in tokens.values()]}, indent=2)
-            wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                os.write(wfd, body.encode())
-                os.fsync(wfd)
+                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                    f.write(body)  # all of it (os.write may write short)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, 0o600)  # whatever the umask made of it
+                os.replace(tmp, self.path)
             finally:
-                os.close(wfd)
-            os.chmod(tmp, 0o600)  # whatever the umask made of it
-            os.replace(tmp, self.path)
+                if tmp.exists():
+                    tmp.unlink()  # a failed write leaves no stray copy of the hashes
         finally:
             os.close(fd)
         with self._lock:

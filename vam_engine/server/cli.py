@@ -78,12 +78,12 @@ def cmd_serve(args) -> int:
 
     eng = _engine(args, existing=False)
     try:
+        opts = ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
+                            cors_origins=tuple(args.cors_origin or ()), require_tokens=not is_loopback(args.host))
+        app = create_app(eng, opts)  # first: it taps the model the writer and the monitors then use
         # serve is the store's one writer (DESIGN.md 7): claimed now, so a second writer is told
         # at once, and the document writer and retention run while it serves
         eng._start_ingest()
-        opts = ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
-                            cors_origins=tuple(args.cors_origin or ()), require_tokens=not is_loopback(args.host))
-        app = create_app(eng, opts)
         cams = None
         if args.cameras:
             cams = CameraSet(eng, args.cameras)
@@ -110,6 +110,8 @@ def cmd_serve(args) -> int:
             signal.signal(sig, lambda *_: None)
         # the access log holds methods, paths and statuses: tokens travel in headers, never logged
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C interrupts a slow close
+            signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
     finally:
         eng.close()
     return 0

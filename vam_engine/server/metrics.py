@@ -84,8 +84,9 @@ class Counter:
             self._values[tuple(labels)] = self._values.get(tuple(labels), 0) + by
 
     def render(self, out: list[str]) -> None:
-        _family(out, self.name, "counter", self.help,
-                [(dict(zip(self.label_names, k)), v) for k, v in sorted(self._values.items())])
+        with self._lock:  # inc runs on the event loop meanwhile
+            values = sorted(self._values.items())
+        _family(out, self.name, "counter", self.help, [(dict(zip(self.label_names, k)), v) for k, v in values])
 
 
 def _family(out: list[str], name: str, kind: str, help: str, samples) -> None:

@@ -29,6 +29,7 @@ from .routes_memory import jpeg_response, served_file
 from .sse import SSE_KEEPALIVE, parse_last_event_id, sse_event
 
 router = APIRouter()
+_CAMERA_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://")
 
 
 def _engine(request):
@@ -93,8 +94,13 @@ def cameras(request: Request, p: Principal = need("read")):
 
 @router.post("/api/cameras", tags=["cameras"], status_code=201)
 async def add_camera(request: Request, body: CameraBody, p: Principal = need("write")):
-    """Start ingesting a live source (rtsp/rtmp/http/device/file) while the others run."""
+    """Start ingesting a live source (rtsp/rtmp/http/device/file) while the others run. A write
+    token may add camera streams (rtsp, rtsps, rtmp, rtmps, http, https); a path on this
+    machine (a file, /dev/videoN) or a raw udp/tcp/srt socket needs an admin token."""
     p.camera_scope([body.camera_id])
+    if not body.url.lower().startswith(_CAMERA_SCHEMES) and not p.allows("admin"):
+        raise HTTPException(403, "a local file, capture device or raw socket source needs an admin token; "
+                                 "a write token may add rtsp/rtmp/http(s) camera streams")
     fn = _api(_engine(request), "add_camera", "live cameras")
     st = await run_in_threadpool(lambda: fn(body.camera_id, body.url, fps=body.fps, realtime=body.realtime,
                                             stall_s=body.stall_s, max_retries=body.max_retries, gate=body.gate))
@@ -158,14 +164,24 @@ async def unwatch(request: Request, monitor_id: str, p: Principal = need("write"
 
 
 # -- alerts ------------------------------------------------------------------------------------------
+def _token_alive(state, p: Principal):
+    """For long-lived streams: whether the principal's token still exists (checked at each
+    keepalive, so a revoked token's open streams end within one keepalive)."""
+    if p.token_id is None:
+        return None
+    return lambda: p.token_id in state.tokens.tokens()
+
+
+
 @router.get("/api/alerts", tags=["alerts"])
 def alerts(request: Request, since: int | None = None, monitor: str | None = None, camera: str | None = None,
            limit: int = Query(500, ge=1, le=5000), p: Principal = need("read")):
     """Alerts after ``since`` (an alert id), oldest first; ``next_since`` continues."""
     if camera is not None:
         p.camera_scope([camera])
-    fn = _api(_engine(request), "alerts", "monitors")
-    rows = [a for a in fn(since=since, monitor_id=monitor, camera=camera) if p.sees(a.camera_id)][:limit]
+    repo = _engine(request).store.monitors
+    cams = [camera] if camera is not None else p.cameras  # the token's limit, applied in the query
+    rows = repo.alerts(since, monitor, cams, limit=limit)
     return {"alerts": [alert_json(a) for a in rows], "next_since": rows[-1].alert_id if rows else since}
 
 
@@ -198,7 +214,7 @@ async def alert_stream(request: Request, since: int | None = None, monitor: str 
         metrics.sse_clients += 1
         try:
             yield "retry: 2000\n\n"
-            async for a in hub.stream(last, sees, keepalive):
+            async for a in hub.stream(last, sees, keepalive, alive=_token_alive(request.app.state, p)):
                 yield SSE_KEEPALIVE if a is None else sse_event(alert_json(a), event="alert", id=a.alert_id)
         finally:
             metrics.sse_clients -= 1
@@ -211,15 +227,14 @@ async def alert_stream(request: Request, since: int | None = None, monitor: str 
 def alert_frame(request: Request, alert_id: int, k: int, w: int | None = None, p: Principal = need("read")):
     """The k-th frame an alert's check saw (by alert id and index; never by path)."""
     eng = _engine(request)
-    found = [a for a in _api(eng, "alerts", "monitors")(since=alert_id - 1) if a.alert_id == alert_id]
-    if not found:
+    a = eng.store.monitors.alert(alert_id)
+    if a is None:
         raise HTTPException(404, f"no alert {alert_id}")
-    a = found[0]
     if not p.sees(a.camera_id):
         raise HTTPException(403, f"alert {alert_id} is of a camera outside this token's limit")
     if not 0 <= k < len(a.frame_paths):
         raise HTTPException(404, f"alert {alert_id} has {len(a.frame_paths)} frames; no frame {k}")
-    return jpeg_response(served_file(eng.store.root, a.frame_paths[k], sub=""), w, ("a", alert_id, k))
+    return jpeg_response(served_file(eng.store.root, a.frame_paths[k], sub="alerts"), w, ("a", alert_id, k))
 
 
 # -- the WebSocket -------------------------------------------------------------------------------
@@ -239,7 +254,7 @@ async def _ws_principal(ws: WebSocket) -> tuple[Principal, int | None]:
             raise _H(401, "the first message must be {\"type\": \"auth\", \"token\": \"...\"}")
         token = msg.get("token")
         since = msg.get("since")
-    return authenticate(state, token), since if isinstance(since, int) else None
+    return authenticate(state, token, ws.headers), since if isinstance(since, int) else None
 
 
 @router.websocket("/api/ws")
@@ -267,8 +282,10 @@ async def ws_endpoint(ws: WebSocket):
     async def alerts_loop():
         if not hub.available:
             return await asyncio.Event().wait()
-        async for a in hub.stream(since, lambda a: p.sees(a.camera_id), opts.keepalive_s):
+        async for a in hub.stream(since, lambda a: p.sees(a.camera_id), opts.keepalive_s,
+                                  alive=_token_alive(state, p)):
             await send({"type": "ping"} if a is None else {"type": "alert", "alert": alert_json(a)})
+        await ws.close(code=1008)  # the token was revoked
 
     async def status_loop():
         if not hasattr(engine, "status"):

@@ -108,7 +108,8 @@ def events(request: Request, camera: list[str] | None = Query(None), t0: float |
 
 _thumbs: OrderedDict = OrderedDict()  # (moment id, width, file mtime) -> JPEG bytes
 _thumbs_lock = threading.Lock()
-_THUMBS_MAX = 2048
+_THUMBS_MAX_BYTES = 64 << 20  # the thumbnail cache's size at most (least recently used go first)
+_thumbs_bytes = [0]
 
 
 def served_file(root: Path, path: str | Path, sub: str = "frames") -> Path:
@@ -146,9 +147,11 @@ def jpeg_response(path: Path, w: int | None, key) -> Response:
             im.save(buf, format="JPEG", quality=80)
             data = buf.getvalue()
         with _thumbs_lock:
-            _thumbs[k] = data
-            while len(_thumbs) > _THUMBS_MAX:
-                _thumbs.popitem(last=False)
+            if k not in _thumbs:
+                _thumbs[k] = data
+                _thumbs_bytes[0] += len(data)
+            while _thumbs_bytes[0] > _THUMBS_MAX_BYTES:
+                _thumbs_bytes[0] -= len(_thumbs.popitem(last=False)[1])
     return Response(data, media_type="image/jpeg", headers=headers)
 
 
@@ -176,18 +179,19 @@ async def _search_request(request: Request) -> tuple[SearchBody, object]:
     image = None
     if ctype.startswith("multipart/form-data"):
         limit = request.app.state.options.max_upload_bytes
-        form = await request.form(max_files=1, max_fields=20, max_part_size=limit)
         fields: dict = {}
-        for k, v in form.multi_items():
-            if k == "image":
-                if isinstance(v, str):
-                    raise RequestValidationError([{"loc": ("body", "image"), "msg": "must be a file upload",
-                                                   "type": "value_error"}])
-                image = await v.read()
-            elif k in ("cameras", "sources"):
-                fields.setdefault(k, []).extend(x for x in v.split(",") if x)
-            else:
-                fields[k] = v
+        # the form's spooled files are closed on the way out, not left to the garbage collector
+        async with request.form(max_files=1, max_fields=20, max_part_size=limit) as form:
+            for k, v in form.multi_items():
+                if k == "image":
+                    if isinstance(v, str):
+                        raise RequestValidationError([{"loc": ("body", "image"), "msg": "must be a file upload",
+                                                       "type": "value_error"}])
+                    image = await v.read()
+                elif k in ("cameras", "sources"):
+                    fields.setdefault(k, []).extend(x for x in v.split(",") if x)
+                else:
+                    fields[k] = v
         raw = fields
     else:
         try:
@@ -261,18 +265,28 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
     queries.check_range(None, None, body.as_of)
     cams = p.camera_scope(body.cameras)
     eng = _engine(request)
+    slots = request.app.state.asks
+    if not slots.acquire(blocking=False):
+        raise HTTPException(429, "too many questions are being answered; retry shortly",
+                            headers={"Retry-After": "1"})
 
     def run(listener=None):
-        with model_tap.listening(listener):
-            return eng.ask(body.question, as_of=body.as_of, camera=cams, mode=body.mode, max_turns=body.max_turns)
+        try:
+            with model_tap.listening(listener):
+                return eng.ask(body.question, as_of=body.as_of, camera=cams, mode=body.mode,
+                               max_turns=body.max_turns)
+        finally:
+            slots.release()
 
     if "text/event-stream" not in request.headers.get("accept", ""):
         return answer_json(await run_in_threadpool(run))
-    return StreamingResponse(_ask_events(run), media_type="text/event-stream",
+    return StreamingResponse(_ask_events(run, slots.release), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _ask_events(run):
+async def _ask_events(run, release):
+    """``run`` releases the ask's slot when it ends; ``release`` is for a stream that ends (the
+    client left) before ``run`` started."""
     loop = asyncio.get_running_loop()
     q: asyncio.Queue = asyncio.Queue()
 
@@ -288,8 +302,14 @@ async def _ask_events(run):
             out = ("error", {"detail": f"{type(e).__name__}: {e}", "status": 500})
         loop.call_soon_threadsafe(q.put_nowait, out)
 
-    threading.Thread(target=work, name="vam-ask-sse", daemon=True).start()
-    yield sse_event({"kind": "started"}, event="stage")
+    started = False
+    try:
+        yield sse_event({"kind": "started"}, event="stage")
+        threading.Thread(target=work, name="vam-ask-sse", daemon=True).start()
+        started = True
+    finally:
+        if not started:
+            release()
     while True:
         kind, data = await q.get()
         yield sse_event(data, event=kind)

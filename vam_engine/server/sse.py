@@ -104,9 +104,10 @@ class AlertHub:
                 except RuntimeError:  # its loop closed
                     pass
 
-    async def stream(self, since: int | None, sees, keepalive_s: float = 15.0):
+    async def stream(self, since: int | None, sees, keepalive_s: float = 15.0, alive=None):
         """Alerts after ``since`` (None: from now on) that ``sees(alert)`` allows, oldest first;
-        None every ``keepalive_s`` without one (the caller sends a keepalive)."""
+        None every ``keepalive_s`` without one (the caller sends a keepalive). ``alive()`` is
+        asked at each keepalive: False (the token was revoked) ends the stream."""
         from starlette.concurrency import run_in_threadpool
 
         sub = _Subscriber(asyncio.get_running_loop())
@@ -114,7 +115,9 @@ class AlertHub:
             self._subs.add(sub)
         try:
             last = since
-            if since is not None:  # subscribed first, read second: nothing falls between
+            if since is None:  # from now on: an overflow later re-reads from here, not from the start
+                last = await run_in_threadpool(self.engine.store.monitors.last_alert_id)
+            else:  # subscribed first, read second: nothing falls between
                 for a in await run_in_threadpool(self.engine.alerts, since=since):
                     if sees(a):
                         yield a
@@ -132,6 +135,8 @@ class AlertHub:
                 try:
                     a = await asyncio.wait_for(sub.queue.get(), keepalive_s)
                 except asyncio.TimeoutError:
+                    if alive is not None and not alive():
+                        return
                     yield None
                     continue
                 if last is not None and a.alert_id <= last:
