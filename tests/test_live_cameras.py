@@ -98,6 +98,11 @@ def test_max_retries_gives_up_and_goes_offline(tmp_path):
                        backoff_max_s=0.1)
         st = wait_for("offline", lambda: (s := status_of(eng, "gone")).state == "offline" and s, 5)
         (gap,) = eng.gaps("gone")
+        eng.remove_camera("gone")
+        eng.delete(time_range=(0.0, 1e12))  # a range keeps the record of outages
+        assert len(eng.gaps("gone")) == 1
+        eng.delete(cameras=["gone"])  # the whole camera takes it along
+        assert eng.gaps("gone") == []
     assert st.error.startswith("gave up after 2 retries:") and st.reconnects == 2
     assert gap.ended_by == "gave_up" and gap.t_end is None
 

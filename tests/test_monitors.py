@@ -78,7 +78,8 @@ def test_once_fires_at_the_first_check_that_sees_the_event(make_engine):
     llm = ScriptedLLM(judge())
     eng = make_engine(llm)
     got = []
-    sub = eng.subscribe_alerts(callback=got.append)
+    called = eng.subscribe_alerts(callback=got.append)  # a callback subscriber
+    sub = eng.subscribe_alerts()  # a queue subscriber
     m = eng.watch("a bright square appears", cameras=["cam"])
     assert [x.monitor_id for x in eng.monitors()] == [m.monitor_id] and m.active
     push_stream(eng, "cam", 0.0, 20.0, event_spans=[(9.0, 20.0)])
@@ -97,7 +98,9 @@ def test_once_fires_at_the_first_check_that_sees_the_event(make_engine):
     calls = len(llm.sent)
     push_stream(eng, "cam", 20.0, 30.0, event_spans=[(20.0, 30.0)])
     assert len(llm.sent) == calls and len(eng.alerts()) == 1
+    assert sub.get(timeout=0.1) is None and called.get(timeout=0.1) is None  # nothing more; no queue for callbacks
     sub.close()
+    called.close()
 
 
 def test_trigger_time_is_the_last_observed_frame(make_engine):

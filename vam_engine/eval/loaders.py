@@ -373,10 +373,6 @@ def attach_videos(suite: LoadedSuite, videos_dir, records_path: str = "") -> Non
                                             f"video {v!r} not found (under {videos_dir}); its {n} question(s) skipped"))
 
 
-def problems_text(problems) -> str:
-    return "\n".join(str(p) for p in problems)
-
-
 def dump_problems(problems, path) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(json.dumps({"file": p.file, "line": p.line, "field": p.field, "problem": p.problem}) + "\n" for p in problems)

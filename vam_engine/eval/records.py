@@ -70,10 +70,6 @@ class EvalQuestion:
         if self.kind == "proactive" and self.t_gt is None:
             raise ValueError(f"question {self.qid}: a proactive question needs the event's time (t_gt)")
 
-    @property
-    def multiple_choice(self) -> bool:
-        return bool(self.options)
-
 
 @dataclass(frozen=True)
 class RecordProblem:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import VamError
-from .live import LiveSpec, redact
+from .live import LiveSpec
 
 _FIELDS = {"url", "fps", "realtime", "stall_s", "max_retries", "backoff_s", "backoff_max_s", "connect_timeout_s",
            "gate", "monitors"}
@@ -195,6 +195,3 @@ def diff_cameras(old: list[CameraSpec], new: list[CameraSpec]) -> CameraDiff:
         monitors_changed=tuple(c for c in after if c in before and c not in changed
                                and after[c].monitors != before[c].monitors))
 
-
-def describe(spec: CameraSpec) -> str:
-    return f"{spec.camera_id} ({redact(spec.url)})"

@@ -31,7 +31,7 @@ import re
 import threading
 from collections import deque
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterator, Protocol
 from urllib.parse import urlsplit, urlunsplit
 

@@ -63,14 +63,6 @@ class GapRepository:
             conn.execute("UPDATE gaps SET t_end=?, ended_by=?, closed_at=? WHERE gap_id=? AND ended_by IS NULL",
                          (None if t_end is None else float(t_end), ended_by, time.time(), gap_id))
 
-    def close_open(self, camera_id: str, t_end: float | None, ended_by: str) -> int:
-        """Close the camera's gaps left open (by a process that died during one); returns how many."""
-        ids = [r[0] for r in self.db.conn().execute(
-            "SELECT gap_id FROM gaps WHERE camera_id=? AND ended_by IS NULL", (camera_id,))]
-        for i in ids:
-            self.close(i, t_end, ended_by)
-        return len(ids)
-
     def list(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:
         """Gaps overlapping [t0, t1] (an open gap extends to now), oldest first."""
         sql, args = f"SELECT {_COLS} FROM gaps WHERE 1=1", []

@@ -95,6 +95,8 @@ class Store:
             if t0 is None and t1 is None:
                 cams |= set(cameras) if cameras else {r[0] for r in conn.execute("SELECT camera_id FROM cameras")}
                 conn.executemany("DELETE FROM samples WHERE camera_id=?", [(c,) for c in cams])
+                # a whole camera goes with its record of outages (a range keeps them: they stay true)
+                conn.executemany("DELETE FROM gaps WHERE camera_id=?", [(c,) for c in cams])
             conn.executemany("DELETE FROM commit_state WHERE camera_id=?", [(c,) for c in cams])
             conn.executemany("UPDATE cameras SET ref_t=NULL, ref_shape=NULL, ref_gray=NULL, ref_sharpness=NULL"
                              " WHERE camera_id=?",

@@ -88,7 +88,7 @@ class RecentRange:
 class ConditionSimilarity:
     """Similarity of a frame to a monitor's condition in the image embedder's space: the best
     cosine to the condition's text (when the embedder has a text side) and to its reference
-    images. ``None`` from ``for_monitor`` when neither exists."""
+    images (``vectors`` is None when neither exists)."""
 
     def __init__(self, embedder):
         self.embedder = embedder

@@ -72,7 +72,7 @@ class BodyLimit:
                 except ValueError:
                     return await _plain(send, 400, "Content-Length is not a number")
                 if n > self.limit:
-                    return await _plain(send, 413, self._msg(n))
+                    return await _plain(send, 413, self._detail(n))
         seen = 0
         started = False
 
@@ -100,9 +100,6 @@ class BodyLimit:
     def _detail(self, n: int) -> str:
         return (f"request body of {n} bytes or more is over this server's limit of {self.limit} bytes "
                 "(serve --max-upload-mb)")
-
-    def _msg(self, n: int) -> str:
-        return self._detail(n)
 
 
 class _TooLarge(HTTPException):
