@@ -16,6 +16,8 @@ here) opens the catalogue under ``root`` (catalogue.py), creates or reattaches t
 """
 from __future__ import annotations
 
+import hashlib
+import logging
 import queue
 import threading
 import time
@@ -27,6 +29,9 @@ from ..memory.search import SOURCES, SearchResult
 from .catalogue import Catalogue, cluster_id, split_id
 from .fanout import check_search, fuse
 from .shard import ACTOR_PREFIX, NAMESPACE, ShardStatus, shard_actor_class
+
+
+log = logging.getLogger(__name__)
 
 
 class ShardDown(VamError):
@@ -132,8 +137,13 @@ class ClusterEngine:
     def _actor(self, name: str):
         config, llm_factory, device = self._spec
         cls = shard_actor_class()
-        return cls.options(name=ACTOR_PREFIX + name, namespace=NAMESPACE, lifetime="detached",
+        return cls.options(name=self.actor_name(name), namespace=NAMESPACE, lifetime="detached",
                            get_if_exists=True, **self._options).remote(name, self.root, config, llm_factory, device)
+
+    def actor_name(self, shard: str) -> str:
+        """The shard's Ray actor name: the root is part of it, so two roots on one Ray cluster
+        never share (and write through) one shard actor."""
+        return f"{ACTOR_PREFIX}{hashlib.sha1(self.root.encode()).hexdigest()[:10]}-{shard}"
 
     def revive(self, name: str | None = None) -> None:
         """Re-create shards that Ray gave up on (killed for good, node lost without a restart):
@@ -251,10 +261,10 @@ class ClusterEngine:
         """As Engine.search, over every shard holding ``cameras``; evidence moment ids are cluster ids."""
         check_search(text, image, top_k, sources)
         shards, cams = self._targets(cameras)
-        if image is not None and not isinstance(image, (str,)):
-            import numpy as np
+        if image is not None:  # read here: a path on the router's machine means nothing on a shard's node
+            from ..memory.search import _load_image
 
-            image = np.asarray(image)
+            image = _load_image(image)
         kw = dict(text=text, image=image, top_k=int(top_k), time_range=time_range, cameras=cams,
                   sources=tuple(sources), as_of=as_of)
         out, down = self._call_many({s: ("search_hits", (), kw) for s in shards})
@@ -424,7 +434,7 @@ def _alive_nodes(ray) -> int:
 
 
 class ClusterAlertSubscription:
-    """Iterate (or ``get(timeout)``) for alerts from every shard; ``close()`` when done. Alerts
+    """Iterate (or ``get(timeout)``, without a callback) for alerts from every shard; ``close()`` when done. Alerts
     stored while a shard was down arrive once it answers again (its cursor waited)."""
 
     def __init__(self, router: ClusterEngine, callback, poll_s: float):
@@ -443,9 +453,13 @@ class ClusterAlertSubscription:
                 continue
             self.cursor = got.cursor
             for a in got:
-                self._queue.put(a)
-                if self._callback is not None:
+                if self._callback is None:
+                    self._queue.put(a)
+                    continue
+                try:  # as Engine's subscription: a callback subscriber's alerts are not queued
                     self._callback(a)
+                except Exception:  # noqa: BLE001 - a failing callback must not end the stream
+                    log.exception("alert callback failed")
 
     def get(self, timeout: float | None = None) -> Alert | None:
         try:
