@@ -154,9 +154,17 @@ def test_identical_and_near_copies(rng, rng_seed):
 def test_hist_corr_constant_histograms(rng, rng_seed):
     """Flat histograms: 1.0 when both are flat and equal, 0.0 when one is flat and they differ."""
     seed = rng_seed
-    flat_a = rng.permutation(256).astype(np.uint8).reshape(16, 16)  # every bin holds 4 pixels
-    flat_b = rng.permutation(256).astype(np.uint8).reshape(16, 16)
-    other = _scene(rng, 16, 16)
+    step = R.HIST_ROW_STEP  # the histogram counts rows 0, step, 2 * step, ...
+
+    def flat():
+        # 4 counted rows of 16 hold every bin once; the rows between them are not counted
+        img = rng.integers(0, 256, (4 * step, 16)).astype(np.uint8)
+        img[::step] = (rng.permutation(64) * 4 + rng.integers(0, 4, 64)).astype(np.uint8).reshape(4, 16)
+        assert (R.histogram(img) == 1).all()
+        return img
+
+    flat_a, flat_b = flat(), flat()
+    other = _scene(rng, 4 * step, 16)
     for isa in ISAS:
         _C._set_isa(isa)
         assert _C.gate_stats(flat_a[None], flat_b)[3][0] == 1.0, (isa, seed)
@@ -385,7 +393,8 @@ def test_tiles_find_a_small_change_the_mean_hides(rng, rng_seed):
     seed = rng_seed
     ref = _scene(rng, 720, 1280)
     frames = np.stack([ref.copy(), ref.copy()])
-    frames[0, 100:112, 200:212] = np.clip(ref[100:112, 200:212].astype(int) + 100, 0, 255)
+    patch = ref[100:112, 200:212].astype(int)  # every pixel moved by 100, up or down (no clipping)
+    frames[0, 100:112, 200:212] = np.where(patch < 128, patch + 100, patch - 100)
     frames[1, 712:720, 1272:1280] = 255 - ref[712:720, 1272:1280]
     for isa in ISAS:
         _C._set_isa(isa)
