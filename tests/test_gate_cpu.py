@@ -208,6 +208,28 @@ def test_batch_split_and_threads_do_not_change_results(rng, rng_seed):
             np.testing.assert_array_equal(a, b, err_msg=f"{isa} one thread seed={seed}")
 
 
+def test_parallel_parts_equal_one_thread(rng, rng_seed):
+    """Batches big enough for the OpenMP team (>= 4 Mpx), few enough frames that each is cut into
+    row parts: every frame is finished by the thread that completes its last part, with and
+    without the reference's cached thumbnail and histogram (the reference pass keeps a barrier).
+    Bitwise equal to one thread."""
+    seed = rng_seed
+    ref = _scene(rng, 720, 1280)
+    frames = np.stack([near_copy(rng, ref)] + [_scene(rng, 720, 1280) for _ in range(4)])
+    own = _C.gate_stats(ref[None])
+    for isa in ISAS:
+        _C._set_isa(isa)
+        outs = []
+        for threads in (1, max(2, _C.max_threads())):
+            _C._set_threads(threads)
+            outs.append((_C.gate_stats(frames, ref), _C.gate_stats(frames, ref, own[4][0], own[5][0])))
+        (a_pass, a_cached), (b_pass, b_cached) = outs  # one thread, the team
+        for a, a_c, b, b_c in zip(a_pass, a_cached, b_pass, b_cached):
+            np.testing.assert_array_equal(a, a_c, err_msg=f"{isa} one thread, cached reference seed={seed}")
+            np.testing.assert_array_equal(a, b, err_msg=f"{isa} team, reference pass seed={seed}")
+            np.testing.assert_array_equal(a, b_c, err_msg=f"{isa} team, cached reference seed={seed}")
+
+
 def test_isas_agree_bitwise(rng, rng_seed):
     if len(ISAS) < 2:
         pytest.skip("only one instruction set available")
