@@ -35,7 +35,7 @@ class LaneSizes:
 class Lanes:
     def __init__(self, sizes: LaneSizes):
         self.sizes = sizes
-        # built lazily, on the loop: a limiter belongs to the event loop that first uses it
+        # built on first use, inside the running loop, so anyio hands out its asyncio limiter directly
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
 
     def _limiter(self, lane: str) -> anyio.CapacityLimiter:
