@@ -12,6 +12,7 @@ import threading
 import time
 
 from ..errors import VamError
+from . import heap
 from .auth import SCOPES, TokenStore
 
 
@@ -108,6 +109,7 @@ def cmd_serve(args) -> int:
         # drains, its vectors are snapshot) and serve exits 0
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
+        heap.settle()  # last before serving: what start-up built is not walked by every full collection
         # the access log holds methods, paths and statuses: tokens travel in headers, never logged
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C interrupts a slow close
