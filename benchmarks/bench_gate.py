@@ -15,12 +15,13 @@ given the reference's cached thumbnail and histogram, as the cascade does.
 Where the time goes (rows ``cpp_part_*``, the same frames): ``no_ref`` is the pass without a
 reference (Laplacian, thumbnail, histogram), ``compare`` the reference-dependent statistics
 alone (|F - R| and its tiles, SSIM, histogram correlation), ``hist_only`` the histogram alone
-through numpy's bincount on the same frames, for scale.
+through numpy's bincount on the same rows (every reference.HIST_ROW_STEP-th), for scale.
 
     python benchmarks/bench_gate.py                  # default: 3 sizes, batch 32, 5 rounds (~1-2 min)
     python benchmarks/bench_gate.py --quick          # smoke run (~15 s)
     python benchmarks/bench_gate.py --sizes 1920x1080 --batch 64 --repeats 7
     python benchmarks/bench_gate.py --calibrate      # the tile threshold's evidence (~20 s)
+    python benchmarks/bench_gate.py --hist-check     # the row-subsampled histogram vs the full frame's
 """
 from __future__ import annotations
 
@@ -135,9 +136,11 @@ class TorchCPU:
     def thumbs(self, xf):  # xf: (N, H, W) float32 -> (N, 64, 64)
         return self._reduce(self._reduce(xf, self.rows, 1), self.cols, 2)
 
-    def hists(self, x):  # x: (N, H, W) uint8 -> (N, 64) float64 counts
+    def hists(self, x):  # x: (N, H, W) uint8 -> (N, 64) float64 counts of the counted rows
         torch = self.torch
-        b = x >> 2  # one uint8 pass over the batch; bincount then runs per frame (no int64 copy)
+        from vam_engine.gate.reference import HIST_ROW_STEP
+
+        b = x[:, ::HIST_ROW_STEP] >> 2  # one uint8 pass; bincount then runs per frame (no int64 copy)
         return torch.stack([torch.bincount(f.reshape(-1), minlength=64) for f in b]).to(torch.float64)
 
     def ssim(self, a, b):  # (N, 64, 64) float64, (64, 64) -> (N,)
@@ -379,6 +382,44 @@ def calibrate(h: int = 360, w: int = 640, seed: int = 0) -> int:
     return 0
 
 
+# -- --hist-check: the row-subsampled histogram against the full-frame one ---------------------------
+def hist_check(h: int = 360, w: int = 640, seed: int = 0) -> int:
+    """hist_corr of the bodies' histogram (every reference.HIST_ROW_STEP-th row) against the
+    full-frame histogram's, on pairs the cascade sees: panning frames against their reference,
+    cuts between unrelated scenes, a crossing sprite, a digit display, still JPEG-noisy scenes.
+    Reports the largest difference and how many pairs land on the other side of
+    GateConfig.cut_max_hist_corr."""
+    from vam_engine import synthetic_gate as S
+    from vam_engine.config import GateConfig
+    from vam_engine.gate import reference as R
+    from vam_engine.synthetic import gray_scene
+
+    rng, cut = np.random.default_rng(seed), GateConfig().cut_max_hist_corr
+
+    def full_corr(a, b):
+        return R.hist_corr(*(np.bincount((x >> 2).ravel(), minlength=64).astype(np.float64) for x in (a, b)))
+
+    groups = {"pan vs reference": [], "cut (unrelated scenes)": [], "sprite": [], "digits": [], "still, jpeg 50": []}
+    for _ in range(4):
+        b = gate_batch(rng, 6, h, w)
+        groups["pan vs reference"] += [(f, b.ref) for f in b.frames]
+    for _ in range(16):
+        a, c = (np.clip(gray_scene(rng, h, w), 0, 255).astype(np.uint8) for _ in range(2))
+        groups["cut (unrelated scenes)"].append((a, c))
+    for name, fr in (("sprite", S.sprite(rng, 6, h, w, size=16)), ("digits", S.digits(rng, 6, h, w)),
+                     ("still, jpeg 50", S.static_scene(rng, 6, h, w, 4.0, "jpeg", 50))):
+        groups[name] += [(fr[i], fr[i - 1]) for i in range(1, len(fr))]
+    rows = []
+    for name, pairs in groups.items():
+        full = np.array([full_corr(a, b) for a, b in pairs])
+        sub = np.array([R.hist_corr(R.histogram(a), R.histogram(b)) for a, b in pairs])
+        rows.append([name, len(pairs), f"{full.min():.4f}..{full.max():.4f}", float(np.abs(sub - full).max()),
+                     int(np.count_nonzero((sub < cut) != (full < cut)))])
+    print(f"hist_corr, histogram of every {R.HIST_ROW_STEP}th row vs the full frame, {w}x{h}")
+    print_table(["pairs", "n", "full-frame hist_corr", "max |difference|", f"other side of {cut:g}"], rows)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default=None, help=f"WxH list (default {DEFAULT_SIZES}; 640x360,1280x720 with --quick)")
@@ -405,10 +446,14 @@ def main(argv=None) -> int:
     ap.add_argument("--name", default="bench_gate", help="results file name (benchmarks/results/<name>.json)")
     ap.add_argument("--cuda-batches", default="32,128,256", help="--device cuda: batches (multiples of --batch)")
     ap.add_argument("--calibrate", action="store_true", help="print the tile threshold's evidence and exit")
+    ap.add_argument("--hist-check", action="store_true",
+                    help="print hist_corr of the row-subsampled histogram against the full frame's and exit (~10 s)")
     add_device_args(ap, default_budget=120.0)
     args = ap.parse_args(argv)
     if args.calibrate:
         return calibrate()
+    if args.hist_check:
+        return hist_check()
     if args.device == "cuda":
         require_cuda("bench_gate.py", args)
         return cuda_main(args)
@@ -455,6 +500,8 @@ def main(argv=None) -> int:
           f">= {TARGET_COPY_FRAC:.0%} of copy bandwidth")
     print()
 
+    from vam_engine.gate.reference import HIST_ROW_STEP as hist_step
+
     cpu_body, ref_body = CpuBody(), ReferenceBody()
     rows, records, checks = [], [], {}
     t_start = time.perf_counter()
@@ -496,8 +543,8 @@ def main(argv=None) -> int:
              "breakdown: Laplacian + thumbnail + histogram pass"),
             ("cpp_part_compare", lambda: cpu_body.compare(frames, pre.thumb, pre.hist, ref, rthumb, rhist, tiles=tiles),
              args.batch, "breakdown: |F-R| + tiles + SSIM + hist corr"),
-            ("cpp_part_hist_only", lambda: [np.bincount((f >> 2).ravel(), minlength=64) for f in frames], args.batch,
-             "breakdown, for scale: numpy bincount histogram"),
+            ("cpp_part_hist_only", lambda: [np.bincount((f[::hist_step] >> 2).ravel(), minlength=64) for f in frames],
+             args.batch, f"breakdown, for scale: numpy bincount histogram (every {hist_step}th row)"),
         ]
         if torch_conv is not None:
             methods.insert(2, ("torch_conv2d", lambda: torch_conv(frames, ref), args.batch,

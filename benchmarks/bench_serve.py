@@ -7,6 +7,12 @@ a camera's last minute, a search by an uploaded image, a frame thumbnail - and h
 alert stream open for the whole run. Reported per endpoint: requests, errors, p50 and p99
 latency (client side, body read), and SSE streams that dropped.
 
+The clients share this process's event loop, on the same machine as the server: each speaks
+HTTP/1.1 over its own keep-alive connection with a minimal client (``--http-client lean``),
+because httpx's per-request CPU made the client use more CPU than the server and measure its
+own queueing (``--http-client httpx`` still runs it that way). The CPU table says what the
+server, the clients and the whole machine (other work included) used in each phase.
+
 Baseline in the same run: the same clients against the same server after its cameras are
 removed (``idle``: no ingest), so the ``x idle`` column is what ingest costs a request.
 Ingest keeps real time when the stream time of every camera advances at >= 0.95x wall time
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import json
 import os
 import random
 import signal
@@ -43,6 +50,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (None: this one)."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat (all cores)."""
+    v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v) - idle) / tick, sum(v) / tick
+
+
+class CpuWatch:
+    """CPU used during a phase: by the server, by this client process, by the machine in all
+    (the rest is other work on a shared machine). In cores (1.0 = one core busy)."""
+
+    def __init__(self, server_pid):
+        self.pid = server_pid
+        self.wall = time.monotonic()
+        self.server, self.client, self.busy = cpu_seconds(server_pid), cpu_seconds(), machine_busy()[0]
+
+    def stop(self) -> dict:
+        wall = time.monotonic() - self.wall
+        return {"server_cores": (cpu_seconds(self.pid) - self.server) / wall,
+                "client_cores": (cpu_seconds() - self.client) / wall,
+                "machine_cores": (machine_busy()[0] - self.busy) / wall, "machine_cpus": os.cpu_count()}
+
+
 def pct(xs, q):
     if not xs:
         return None
@@ -56,6 +96,7 @@ class Phase:
         self.lat = {e: [] for e in ENDPOINTS}
         self.errors = {e: 0 for e in ENDPOINTS}
         self.error_kinds: dict[str, int] = {}
+        self.cpu: dict = {}
 
     def record(self, endpoint, seconds, ok, kind=None):
         if ok:
@@ -65,9 +106,90 @@ class Phase:
             self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
 
 
+class LeanHTTP:
+    """A minimal HTTP/1.1 client: one keep-alive connection, one request at a time (each client
+    is a closed loop, so that is all it needs). Why not httpx: on this 2-core machine httpx's
+    per-request CPU (a few ms: its models, anyio, h11) made the client process use more CPU
+    than the server it measured, so the latencies it reported were partly its own queueing."""
+
+    def __init__(self, host: str, port: int, timeout: float = 30.0):
+        self.host, self.port, self.timeout = host, port, timeout
+        self._conn = None
+
+    async def request(self, method: str, target: str, body: bytes = b"", headers: dict | None = None):
+        """(status, body bytes); a failed connection is dropped and the next request opens one."""
+        try:
+            return await asyncio.wait_for(self._request(method, target, body, headers or {}), self.timeout)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _request(self, method, target, body, headers):
+        if self._conn is None:
+            self._conn = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self._conn
+        head = [f"{method} {target} HTTP/1.1", f"Host: {self.host}:{self.port}", f"Content-Length: {len(body)}"]
+        head += [f"{k}: {v}" for k, v in headers.items()]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        raw = await reader.readuntil(b"\r\n\r\n")
+        lines = raw.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        hdrs = {}
+        for line in lines[1:]:
+            if line:
+                k, _, v = line.partition(":")
+                hdrs[k.strip().lower()] = v.strip()
+        if hdrs.get("transfer-encoding", "").lower() == "chunked":
+            parts = []
+            while True:
+                n = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                parts.append(await reader.readexactly(n + 2))
+                if n == 0:
+                    break
+            data = b"".join(p[:-2] for p in parts)
+        else:
+            data = await reader.readexactly(int(hdrs.get("content-length", "0")))
+        if hdrs.get("connection", "").lower() == "close":
+            await self.close()
+        return status, data
+
+    async def close(self):
+        if self._conn is not None:
+            self._conn[1].close()
+            self._conn = None
+
+
+class HttpxHTTP:
+    """The same interface over a shared httpx.AsyncClient (``--http-client httpx``)."""
+
+    def __init__(self, http):
+        self.http = http
+
+    async def request(self, method, target, body=b"", headers=None):
+        r = await self.http.request(method, target, content=body or None, headers=headers)
+        return r.status_code, await r.aread()
+
+    async def close(self):
+        pass
+
+
+def multipart(fields: dict, file_field: str, filename: str, data: bytes, ctype: str) -> tuple[bytes, str]:
+    """A multipart/form-data body and its Content-Type."""
+    b = "vambench" + "0" * 16
+    out = b"".join(f'--{b}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+                   for k, v in fields.items())
+    out += (f'--{b}\r\nContent-Disposition: form-data; name="{file_field}"; filename="{filename}"\r\n'
+            f"Content-Type: {ctype}\r\n\r\n").encode() + data + f"\r\n--{b}--\r\n".encode()
+    return out, f"multipart/form-data; boundary={b}"
+
+
 async def client(http, k, state, query_jpeg, think_s):
+    from urllib.parse import urlencode
+
     rng = random.Random(k)
     i = k
+    search_body, search_type = multipart({"top_k": "10", "sources": "frame"}, "image", "q.jpg", query_jpeg,
+                                         "image/jpeg")
     while not state["stop"]:
         phase = state["phase"]
         cams = state["cameras"] or ["cam0"]
@@ -80,23 +202,24 @@ async def client(http, k, state, query_jpeg, think_s):
             if endpoint == "moments":
                 last = state["last_t"].get(cam)
                 params = {"camera": cam, "limit": 100, **({"t0": last - 60} if last is not None else {})}
-                r = await http.get("/api/moments", params=params)
-                if r.status_code == 200 and r.json()["items"]:
-                    state["recent"][cam] = [m["moment_id"] for m in r.json()["items"][-20:]]
+                status, data = await http.request("GET", "/api/moments?" + urlencode(params))
+                items = json.loads(data)["items"] if status == 200 else None
+                if items:
+                    state["recent"][cam] = [m["moment_id"] for m in items[-20:]]
             elif endpoint == "search":
-                r = await http.post("/api/search", files={"image": ("q.jpg", query_jpeg, "image/jpeg")},
-                                    data={"top_k": "10", "sources": "frame"})
+                status, data = await http.request("POST", "/api/search", search_body,
+                                                  {"Content-Type": search_type})
             else:
                 ids = state["recent"].get(cam) or [1]
-                r = await http.get(f"/api/frames/{rng.choice(ids)}", params={"w": 192})
-            await r.aread()
-            ok = r.status_code == 200
-            kind = None if ok else f"{endpoint} HTTP {r.status_code}"
+                status, data = await http.request("GET", f"/api/frames/{rng.choice(ids)}?w=192")
+            ok = status == 200
+            kind = None if ok else f"{endpoint} HTTP {status}"
         except Exception as e:  # noqa: BLE001 - counted per kind, the run goes on
             ok, kind = False, f"{endpoint} {type(e).__name__}"
         if phase is not None:
             phase.record(endpoint, time.perf_counter() - t0, ok, kind)
         await asyncio.sleep(think_s * (0.5 + rng.random()))
+    await http.close()
 
 
 async def sse_subscriber(http, state):
@@ -155,8 +278,9 @@ def ingest_figures(samples):
     return out
 
 
-async def run(args, url, cams, query_jpeg):
+async def run(args, url, cams, query_jpeg, server_pid):
     import httpx
+    from urllib.parse import urlsplit
 
     limits = httpx.Limits(max_connections=args.clients * 2 + 10, max_keepalive_connections=args.clients * 2 + 10)
     state = {"stop": False, "phase": None, "cameras": cams, "last_t": {}, "recent": {}, "sse_open": 0,
@@ -168,18 +292,25 @@ async def run(args, url, cams, query_jpeg):
         while len(state["last_t"]) < len(cams) and time.monotonic() < deadline:  # warm-up: every camera committed
             await asyncio.sleep(0.5)
         subs = [asyncio.create_task(sse_subscriber(http, state)) for _ in range(args.clients)]
-        clients = [asyncio.create_task(client(http, k, state, query_jpeg, args.think_s)) for k in range(args.clients)]
+        u = urlsplit(url)
+        clients = [asyncio.create_task(client(LeanHTTP(u.hostname, u.port) if args.http_client == "lean"
+                                              else HttpxHTTP(http), k, state, query_jpeg, args.think_s))
+                   for k in range(args.clients)]
         phases = []
         loaded = Phase("loaded")
         state["phase"] = loaded
+        cpu = CpuWatch(server_pid)
         await asyncio.sleep(args.seconds)
+        loaded.cpu = cpu.stop()
         phases.append(loaded)
         state["phase"] = None
         for cam in cams:  # the baseline: the same server, nothing ingesting
             await http.delete(f"/api/cameras/{cam}")
         idle = Phase("idle")
         state["phase"] = idle
+        cpu = CpuWatch(server_pid)
         await asyncio.sleep(args.idle_seconds)
+        idle.cpu = cpu.stop()
         phases.append(idle)
         state["stop"] = True
         for t in clients + [watcher]:
@@ -202,6 +333,9 @@ def main() -> int:
     ap.add_argument("--fps", type=float, default=2.0, help="ingest sampling rate per camera")
     ap.add_argument("--think-s", type=float, default=0.2, help="mean pause between a client's requests")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--http-client", choices=("lean", "httpx"), default="lean",
+                    help="the clients' HTTP: lean (a minimal keep-alive client, so the client's own CPU does not "
+                         "crowd the server on a small machine) or httpx (one shared AsyncClient)")
     ap.add_argument("--json", default="bench_serve", help="results file name under benchmarks/results/")
     args = ap.parse_args()
     args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else max(5.0, args.seconds / 2)
@@ -241,7 +375,7 @@ def main() -> int:
             if server.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"serve did not start: {server.stderr.read()[-2000:]}")
             time.sleep(0.3)
-        phases, ingest, state = asyncio.run(run(args, url, cams, q.getvalue()))
+        phases, ingest, state = asyncio.run(run(args, url, cams, q.getvalue(), server.pid))
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -266,7 +400,7 @@ def main() -> int:
                      r["idle_p99_ms"], r["p99_x_idle"]])
     print(f"\nbench_serve: {args.clients} clients (+1 SSE stream each), {args.sources} live {args.width}x{args.height} "
           f"sources at {args.source_fps} fps sampled at {args.fps} fps, {args.seconds:g} s loaded + "
-          f"{args.idle_seconds:g} s idle, think {args.think_s:g} s")
+          f"{args.idle_seconds:g} s idle, think {args.think_s:g} s, {args.http_client} HTTP client")
     print_table(["endpoint", "requests", "errors", "req/s", "p50 ms", "p99 ms", "idle p50", "idle p99", "p99 x idle"],
                 rows)
     irows = [[cam, f["x_realtime"], f["lag_end_s"], f["lag_slope"], f["dropped"], ",".join(f["states"])]
@@ -275,12 +409,17 @@ def main() -> int:
     print_table(["camera", "x realtime", "lag end s", "lag growth s/s", "dropped", "states"], irows)
     keeps = bool(ingest) and all(f["x_realtime"] is not None and f["x_realtime"] >= 0.95 and
                                  (f["lag_slope"] is None or f["lag_slope"] < 0.05) for f in ingest.values())
+    print()
+    print_table(["phase", "server cores", "client cores", "machine cores busy", "of"],
+                [[ph.name, ph.cpu.get("server_cores"), ph.cpu.get("client_cores"), ph.cpu.get("machine_cores"),
+                  ph.cpu.get("machine_cpus")] for ph in phases])
     print(f"\ningest keeps real time: {'yes' if keeps else 'no'}; SSE streams opened {state['sse_open']} of "
           f"{args.clients}, dropped {state['sse_dropped']}; errors by kind: "
           f"{dict(loaded.error_kinds, **{'idle ' + k: v for k, v in idle.error_kinds.items()}) or 'none'}")
     path = write_json(args.json, {"args": vars(args), "endpoints": results, "ingest": ingest,
                                   "ingest_keeps_real_time": keeps, "sse_opened": state["sse_open"],
                                   "sse_dropped": state["sse_dropped"], "errors_by_kind": loaded.error_kinds,
+                                  "cpu": {ph.name: ph.cpu for ph in phases},
                                   "machine": machine_info()})
     print(f"results: {path}")
     return 0

@@ -11,6 +11,13 @@ namespace vam {
 
 constexpr int kThumb = 64;  // thumbnail side
 constexpr int kBins = 64;   // histogram bins (value >> 2)
+// The histogram counts the rows y with y % kHistRowStep == 0 only (every column of them): its
+// scattered increments were half of the fused pass, and hist_corr, its one consumer, is a
+// correlation of shapes that a regular subset of rows estimates closely (reference.py).
+#ifndef VAM_HIST_ROW_STEP
+#define VAM_HIST_ROW_STEP 4
+#endif
+constexpr int kHistRowStep = VAM_HIST_ROW_STEP;
 
 // Row/column geometry of one frame size. Rows are cut into "groups": contiguous row ranges
 // after which a set of thumbnail cell-rows is complete. For H >= 64 group i is exactly

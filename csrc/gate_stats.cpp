@@ -229,6 +229,39 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
   const size_t scratch_words = scratch_bytes(W) / sizeof(uint32_t);
   std::vector<uint32_t> scratch_all(scratch_words * static_cast<size_t>(max_threads()));
 
+  // A frame is finished (variance, SSIM, histogram correlation) by the thread that completes
+  // its last part, inside the one work loop: no barrier between the pass and the finish, so a
+  // thread that the OS deschedules (the cores are shared with decoders) stalls the call at most
+  // once, at the join. With a reference pass the frames need the reference's thumbnail and
+  // histogram first: that case keeps a barrier after the pass.
+  std::vector<std::atomic<int>> parts_left(static_cast<size_t>(ref_pass ? 0 : N));
+  for (auto& c : parts_left) c.store(P, std::memory_order_relaxed);
+  auto finish = [&](int64_t f) {
+    const Partial* fp = parts.data() + (f - first) * P;
+    int64_t s2 = 0, m = 0, hist[kBins] = {};
+    for (int p = 0; p < P; ++p) {
+      s2 += fp[p].lap_s2;
+      m += fp[p].mad;
+      for (int b = 0; b < kBins; ++b) hist[b] += fp[p].hist[b];
+    }
+    const int64_t n = static_cast<int64_t>(frame_px);
+    const int64_t s1 = laplacian_sum(frames + static_cast<size_t>(f) * frame_px, H, W);
+    out.lap_var[f] = variance(s1, s2, n);
+    double hd[kBins];
+    float* ho = out.hist + f * kBins;
+    for (int b = 0; b < kBins; ++b) {
+      hd[b] = static_cast<double>(hist[b]);
+      ho[b] = static_cast<float>(hist[b]);
+    }
+    if (ref) {
+      out.mad[f] = static_cast<double>(m) / static_cast<double>(n);
+      out.ssim[f] = K.ssim(out.thumb + static_cast<size_t>(f) * kThumb * kThumb, ref_thumb);
+      out.hist_corr[f] = hist_correl(hd, ref_hist);
+    } else {
+      out.mad[f] = out.ssim[f] = out.hist_corr[f] = kNaN;
+    }
+  };
+
 #pragma omp parallel if (parallel)
   {
 #ifdef _OPENMP
@@ -236,7 +269,7 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
 #else
     uint32_t* scratch = scratch_all.data();
 #endif
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(dynamic) nowait
     for (int64_t it = 0; it < items; ++it) {
       const int64_t f = first + it / P;  // the reference first, so it never trails
       const int p = static_cast<int>(it % P);
@@ -248,41 +281,20 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
         const Tiles tiles{tile, TC, out.tile_sums + static_cast<size_t>(f) * grid_len};
         K.rows(frames + static_cast<size_t>(f) * frame_px, ref, &g, g0, g1, true, &parts[it],
                out.thumb + static_cast<size_t>(f) * kThumb * kThumb, &tiles, scratch);
+        // acq_rel: the finishing thread sees every part's partial sums and tile additions
+        if (!ref_pass && parts_left[f].fetch_sub(1, std::memory_order_acq_rel) == 1) finish(f);
       }
     }
-#pragma omp single
     if (ref_pass) {
+#pragma omp barrier
+#pragma omp single
       for (int b = 0; b < kBins; ++b) {
         int64_t s = 0;
         for (int p = 0; p < P; ++p) s += parts[p].hist[b];
         ref_hist[b] = static_cast<double>(s);
       }
-    }
 #pragma omp for schedule(dynamic)
-    for (int64_t f = 0; f < N; ++f) {
-      const Partial* fp = parts.data() + (f - first) * P;
-      int64_t s2 = 0, m = 0, hist[kBins] = {};
-      for (int p = 0; p < P; ++p) {
-        s2 += fp[p].lap_s2;
-        m += fp[p].mad;
-        for (int b = 0; b < kBins; ++b) hist[b] += fp[p].hist[b];
-      }
-      const int64_t n = static_cast<int64_t>(frame_px);
-      const int64_t s1 = laplacian_sum(frames + static_cast<size_t>(f) * frame_px, H, W);
-      out.lap_var[f] = variance(s1, s2, n);
-      double hd[kBins];
-      float* ho = out.hist + f * kBins;
-      for (int b = 0; b < kBins; ++b) {
-        hd[b] = static_cast<double>(hist[b]);
-        ho[b] = static_cast<float>(hist[b]);
-      }
-      if (ref) {
-        out.mad[f] = static_cast<double>(m) / static_cast<double>(n);
-        out.ssim[f] = K.ssim(out.thumb + static_cast<size_t>(f) * kThumb * kThumb, ref_thumb);
-        out.hist_corr[f] = hist_correl(hd, ref_hist);
-      } else {
-        out.mad[f] = out.ssim[f] = out.hist_corr[f] = kNaN;
-      }
+      for (int64_t f = 0; f < N; ++f) finish(f);
     }
   }
 }

@@ -32,6 +32,8 @@ import triton.language as tl
 
 THUMB = 64
 HIST_BINS = 64
+# the histogram counts the rows y with y % HIST_ROW_STEP == 0 (vam_engine/gate/reference.py)
+HIST_ROW_STEP = 4
 MIN_SIDE = 2  # reflect-101 borders need two pixels per side
 # SSIM (in _gate_finish_kernel as literals): 7x7 window, 49 / 48 sample covariance, valid
 # positions 58 x 58 = 3364, C1 = (0.01 * 255)^2 = 6.5025, C2 = (0.03 * 255)^2 = 58.5225.
@@ -54,7 +56,7 @@ def _gate_pass_kernel(
     hist_part_ptr,  # i32 [NB, 64, 64]  per band histograms
     s1_ptr, s2_ptr, ad_ptr,  # i64 [NB, 64] per band: sum lap, sum lap^2, sum |F - R|
     N, H, W,
-    HAS_REF: tl.constexpr, BLOCK_W: tl.constexpr, CELLS: tl.constexpr,
+    HAS_REF: tl.constexpr, BLOCK_W: tl.constexpr, CELLS: tl.constexpr, HIST_STEP: tl.constexpr,
 ):
     n = tl.program_id(0)
     i = tl.program_id(1)
@@ -103,7 +105,8 @@ def _gate_pass_kernel(
             lap = tl.where(live, up + down + left + right - 4 * cur, 0)
             v1 += lap
             v2 += lap * lap
-            acc_hist += tl.histogram(cur >> 2, 64, mask=live)
+            # every HIST_STEP-th row only (reference.histogram)
+            acc_hist += tl.histogram(cur >> 2, 64, mask=live & (r % HIST_STEP == 0))
             if HAS_REF:
                 rv = tl.load(ref_ptr + r * W + cols, mask=cm, other=0).to(tl.int32)
                 va += tl.where(live, tl.abs(cur - rv), 0)
@@ -390,7 +393,8 @@ def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None, tile: int = 16):
     block_w = _block_w(w)
     _gate_pass_kernel[(nb, THUMB)](
         frames, ref if has_ref else frames, thumb_all, hist_part, s1, s2, ad, nfr, h, w,
-        HAS_REF=has_ref, BLOCK_W=block_w, CELLS=_cells(w, block_w), num_warps=4, enable_fp_fusion=False)
+        HAS_REF=has_ref, BLOCK_W=block_w, CELLS=_cells(w, block_w), HIST_STEP=HIST_ROW_STEP, num_warps=4,
+        enable_fp_fusion=False)
     ref_thumb = thumb_all[nfr] if has_ref else thumb_all
     ref_hist = hist_part[nfr] if has_ref else hist_part
     _gate_finish_kernel[(nfr,)](

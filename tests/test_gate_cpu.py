@@ -154,9 +154,17 @@ def test_identical_and_near_copies(rng, rng_seed):
 def test_hist_corr_constant_histograms(rng, rng_seed):
     """Flat histograms: 1.0 when both are flat and equal, 0.0 when one is flat and they differ."""
     seed = rng_seed
-    flat_a = rng.permutation(256).astype(np.uint8).reshape(16, 16)  # every bin holds 4 pixels
-    flat_b = rng.permutation(256).astype(np.uint8).reshape(16, 16)
-    other = _scene(rng, 16, 16)
+    step = R.HIST_ROW_STEP  # the histogram counts rows 0, step, 2 * step, ...
+
+    def flat():
+        # 4 counted rows of 16 hold every bin once; the rows between them are not counted
+        img = rng.integers(0, 256, (4 * step, 16)).astype(np.uint8)
+        img[::step] = (rng.permutation(64) * 4 + rng.integers(0, 4, 64)).astype(np.uint8).reshape(4, 16)
+        assert (R.histogram(img) == 1).all()
+        return img
+
+    flat_a, flat_b = flat(), flat()
+    other = _scene(rng, 4 * step, 16)
     for isa in ISAS:
         _C._set_isa(isa)
         assert _C.gate_stats(flat_a[None], flat_b)[3][0] == 1.0, (isa, seed)
@@ -198,6 +206,28 @@ def test_batch_split_and_threads_do_not_change_results(rng, rng_seed):
         _C._set_threads(1)
         for a, b in zip(full, _C.gate_stats(frames, ref)):
             np.testing.assert_array_equal(a, b, err_msg=f"{isa} one thread seed={seed}")
+
+
+def test_parallel_parts_equal_one_thread(rng, rng_seed):
+    """Batches big enough for the OpenMP team (>= 4 Mpx), few enough frames that each is cut into
+    row parts: every frame is finished by the thread that completes its last part, with and
+    without the reference's cached thumbnail and histogram (the reference pass keeps a barrier).
+    Bitwise equal to one thread."""
+    seed = rng_seed
+    ref = _scene(rng, 720, 1280)
+    frames = np.stack([near_copy(rng, ref)] + [_scene(rng, 720, 1280) for _ in range(4)])
+    own = _C.gate_stats(ref[None])
+    for isa in ISAS:
+        _C._set_isa(isa)
+        outs = []
+        for threads in (1, max(2, _C.max_threads())):
+            _C._set_threads(threads)
+            outs.append((_C.gate_stats(frames, ref), _C.gate_stats(frames, ref, own[4][0], own[5][0])))
+        (a_pass, a_cached), (b_pass, b_cached) = outs  # one thread, the team
+        for a, a_c, b, b_c in zip(a_pass, a_cached, b_pass, b_cached):
+            np.testing.assert_array_equal(a, a_c, err_msg=f"{isa} one thread, cached reference seed={seed}")
+            np.testing.assert_array_equal(a, b, err_msg=f"{isa} team, reference pass seed={seed}")
+            np.testing.assert_array_equal(a, b_c, err_msg=f"{isa} team, cached reference seed={seed}")
 
 
 def test_isas_agree_bitwise(rng, rng_seed):
@@ -385,7 +415,8 @@ def test_tiles_find_a_small_change_the_mean_hides(rng, rng_seed):
     seed = rng_seed
     ref = _scene(rng, 720, 1280)
     frames = np.stack([ref.copy(), ref.copy()])
-    frames[0, 100:112, 200:212] = np.clip(ref[100:112, 200:212].astype(int) + 100, 0, 255)
+    patch = ref[100:112, 200:212].astype(int)  # every pixel moved by 100, up or down (no clipping)
+    frames[0, 100:112, 200:212] = np.where(patch < 128, patch + 100, patch - 100)
     frames[1, 712:720, 1272:1280] = 255 - ref[712:720, 1272:1280]
     for isa in ISAS:
         _C._set_isa(isa)

@@ -30,6 +30,8 @@ def test_image_query_finds_its_own_frame_first(tmp_path, demo):
             res = eng.search(image=m.frame_path, cameras=["b"], sources={"frame"}, top_k=5)
             assert res.evidence[0].moment_ids == (m.moment_id,)
             assert res.evidence[0].source == "frame" and res.evidence[0].camera_id == "b"
+        one = eng.search(image=ms[0].frame_path, cameras="b", sources={"frame"}, top_k=5)  # one id, not a list
+        assert one.evidence and {e.camera_id for e in one.evidence} == {"b"}
         res = eng.search(image=np.asarray(Image.open(ms[0].frame_path)), top_k=20)
         assert {e.source for e in res.evidence} == {"frame", "event"}
         assert {e.camera_id for e in res.evidence} == {"a", "b"}

@@ -119,6 +119,13 @@ class Engine(LiveCameraMethods, MonitorMethods):
         self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
         self._monitors = EngineMonitors(self)
 
+    @staticmethod
+    def connect(address: str | None = "auto", **kw):
+        """The same surface over camera shards on a Ray cluster: vam_engine.cluster.connect."""
+        from .cluster import connect
+
+        return connect(address, **kw)
+
     # -- lifetime ------------------------------------------------------------------------------
     @property
     def _documents(self) -> bool:
@@ -398,7 +405,10 @@ class Engine(LiveCameraMethods, MonitorMethods):
                sources=SOURCES, as_of: float | None = None) -> SearchResult:
         """Evidence for a text and/or image query (image: H x W x 3 uint8 array or a path), fused
         across the frame, event and summary spaces. Times are on each camera's axis (absolute
-        seconds when known); ``as_of`` returns nothing that ends after it."""
+        seconds when known); ``as_of`` returns nothing that ends after it. ``cameras``: one id or
+        a list (None: all)."""
+        if isinstance(cameras, str):
+            cameras = [cameras]
         texts = self.text_embedder() if text is not None and {"event", "summary"} & set(sources) else None
         return search(self.store, self.vectors, self.embedder, texts, text=text, image=image, top_k=top_k,
                       time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of)

@@ -9,7 +9,12 @@ uint8 frame F (H x W) against the last kept frame R of the same camera:
 - ``thumb``: a 64x64 float thumbnail; cell (i, j) is the mean of F over rows
   [i*H//64, max(i*H//64 + 1, (i+1)*H//64)) and the same rule for columns (a box filter; for
   sides under 64 pixels it degenerates to nearest sampling).
-- ``hist``: a 64-bin histogram of F (bin = value >> 2), as counts.
+- ``hist``: a 64-bin histogram (bin = value >> 2), as counts, of the rows y of F with
+  y % HIST_ROW_STEP == 0 (every column of them). A regular subset of the rows: the histogram's
+  scattered increments were half of the fused CPU pass, and its one consumer, ``hist_corr`` (the
+  cascade's cut rule and the optional ``hist`` gate), compares distribution shapes, which a
+  quarter of the rows estimates closely (benchmarks/bench_gate.py --hist-check measures the
+  difference from the full-frame histogram).
 - ``mad``: mean of |F - R| over all pixels (NaN without a reference or when shapes differ).
 - ``ssim``: SSIM of the two thumbnails with a 7x7 uniform window, data range 255, K1 0.01,
   K2 0.03, sample covariance (N / (N - 1)), averaged over the valid 58x58 window positions,
@@ -34,6 +39,7 @@ HIST_BINS = 64
 SSIM_WIN = 7
 SSIM_K1, SSIM_K2, SSIM_RANGE = 0.01, 0.03, 255.0
 TILE = 16  # default cell side of the local-change grid: tiles of 32 (GateConfig.tile_size = 2 cells)
+HIST_ROW_STEP = 4  # the histogram counts every 4th row (csrc/gate_kernel.h, kernels/gate_stats.py agree)
 MAX_TILE = 1024  # a tile's sum of |F - R| stays below 2^32 (1024^2 * 255)
 
 
@@ -63,7 +69,7 @@ def thumbnail(gray: np.ndarray) -> np.ndarray:
 
 
 def histogram(gray: np.ndarray) -> np.ndarray:
-    return np.bincount((gray >> 2).ravel(), minlength=HIST_BINS).astype(np.float64)
+    return np.bincount((gray[::HIST_ROW_STEP] >> 2).ravel(), minlength=HIST_BINS).astype(np.float64)
 
 
 def ssim(a: np.ndarray, b: np.ndarray) -> float:

@@ -42,9 +42,8 @@ from ..errors import SourceError
 from .frame import DecodeStats, Frame
 from .pyav_decoder import _luma, _rgb, _small_rgb, video_stream
 from .sampler import TickSampler
+from .source import URL_SCHEMES
 
-_NETWORK = {"rtsp": "rtsp", "rtsps": "rtsp", "rtmp": "rtmp", "rtmps": "rtmp", "http": "http", "https": "http",
-            "udp": "stream", "tcp": "stream", "srt": "stream"}
 _SECRET_QUERY = re.compile(r"(?i)((?:password|passwd|pwd|pass|token|key|auth|secret|signature)=)[^&]*")
 STATES = ("online", "connecting", "stalled", "offline")
 # Demuxers whose timestamps are made up (MJPEG over HTTP: a nominal 25 fps whatever the camera
@@ -57,10 +56,10 @@ def source_kind(url: str) -> str:
     """'rtsp' | 'rtmp' | 'http' | 'stream' (udp/tcp/srt) | 'device' (/dev/videoN) | 'file'."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme:
-        if scheme not in _NETWORK:
+        if scheme not in URL_SCHEMES:
             raise ValueError(f"unsupported URL scheme {scheme!r} (use rtsp, rtsps, rtmp, http, https, udp, tcp, "
                              f"srt, a /dev/videoN device or a file path)")
-        return _NETWORK[scheme]
+        return URL_SCHEMES[scheme]
     if re.fullmatch(r"/dev/video\d+", url):
         return "device"
     return "file"

@@ -10,11 +10,14 @@ from ..errors import SourceError
 from .frame import DecodeStats, Frame, PresentFrame, StreamInfo, fit_rgb
 from .sampler import NearestKeyframeSampler, TickSampler, sample_frames
 
-_URL_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
+# URL scheme -> the kind of source (live.py: how it connects and times its frames)
+URL_SCHEMES = {"rtsp": "rtsp", "rtsps": "rtsp", "rtmp": "rtmp", "rtmps": "rtmp", "http": "http", "https": "http",
+               "udp": "stream", "tcp": "stream", "srt": "stream"}
+_URL_PREFIXES = tuple(f"{s}://" for s in URL_SCHEMES)
 
 
 def is_url(path: str) -> bool:
-    return str(path).lower().startswith(_URL_SCHEMES)
+    return str(path).lower().startswith(_URL_PREFIXES)
 
 
 def check_local_file(path: str) -> None:

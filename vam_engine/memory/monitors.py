@@ -79,6 +79,15 @@ def _monitor(r) -> Monitor:
 
 
 @dataclass(frozen=True)
+class AlertDeletion:
+    """What ``delete_in`` removed: alert rows, monitors, and the files to unlink after the commit."""
+
+    alerts: int
+    monitors: int
+    files: list
+
+
+@dataclass(frozen=True)
 class ObservedFrame:
     """One frame a check looked at: the image as the model saw it and its camera-axis time."""
 
@@ -202,11 +211,10 @@ class MonitorRepository:
                      tuple(str(self.root / ref) for ref in json.loads(r[8])), r[9])
 
     # -- deletion ------------------------------------------------------------------------------
-    def delete_in(self, conn, cameras, t0: float | None, t1: float | None) -> tuple[int, int, list[str]]:
+    def delete_in(self, conn, cameras, t0: float | None, t1: float | None) -> AlertDeletion:
         """Inside ``Store.delete``'s transaction: the alerts of ``cameras`` (all: None) in
         [t0, t1], and when whole cameras go (no range), the monitors that watched only them
-        (monitors watching others too forget the deleted ones). Returns (alerts, monitors,
-        file refs to unlink after the commit)."""
+        (monitors watching others too forget the deleted ones)."""
         where, args = [], []
         if cameras:
             where.append(f"camera_id IN ({placeholders(cameras)})"); args += list(cameras)
@@ -238,4 +246,4 @@ class MonitorRepository:
                 conn.execute("DELETE FROM monitors WHERE monitor_id=?", (mid,))
                 files += json.loads(images)
                 gone += 1
-        return len(rows), gone, files
+        return AlertDeletion(len(rows), gone, files)

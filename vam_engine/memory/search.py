@@ -149,10 +149,10 @@ _samples_lock = threading.Lock()
 
 
 def _space(vectors, name: str):
-    """The VectorSpace behind a name of the store's vector memory (memory/vector_memory.py keeps
-    them private; only this module reads stored rows out of one), or None."""
-    spaces = getattr(vectors, "_spaces", None)
-    return None if spaces is None else spaces.get(name)
+    """The VectorSpace behind a name of the store's vector memory, or None (also for a stand-in
+    vector memory without spaces)."""
+    get = getattr(vectors, "space", None)
+    return None if get is None else get(name)
 
 
 def relevance(z: float | None) -> float | None:

@@ -101,10 +101,11 @@ class Store:
             conn.executemany("UPDATE cameras SET ref_t=NULL, ref_shape=NULL, ref_gray=NULL, ref_sharpness=NULL"
                              " WHERE camera_id=?",
                              [(c,) for c in cams])
-            alerts, monitors, alert_files = self.monitors.delete_in(conn, cameras, t0, t1)
-        for ref in [r[1] for r in rows] + alert_files:
+            gone = self.monitors.delete_in(conn, cameras, t0, t1)
+        for ref in [r[1] for r in rows] + gone.files:
             self.frames.unlink(ref)
-        return Deletion(len(rows), len(events), len(summaries), len(changes), tuple(sorted(cams)), alerts, monitors)
+        return Deletion(len(rows), len(events), len(summaries), len(changes), tuple(sorted(cams)), gone.alerts,
+                        gone.monitors)
 
     def info(self) -> dict:
         """What the store holds, for reports (``vam-engine info``)."""

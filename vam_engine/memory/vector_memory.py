@@ -68,6 +68,11 @@ class VectorMemory:
         if vec is not None:
             space.add(np.array([vid], np.int64), vec[None, :])
 
+    def space(self, name: str) -> VectorSpace | None:
+        """The index of one space (None: nothing stored in it yet), for reads beside ``search``:
+        memory/search.py samples it to calibrate scores."""
+        return self._spaces.get(name)
+
     def apply(self, changes) -> None:
         """Called after each transaction that added or removed vectors (memory/db.py: ``write``)."""
         with self._lock:

@@ -246,6 +246,10 @@ class MonitorWorker:
         by_t.update({ft: a for a, ft in short})
         return [(by_t[ft], ft) for ft in sorted(by_t)[-n:]]
 
+    def _count(self, name: str) -> None:
+        with self._lock:
+            setattr(self.stats, name, getattr(self.stats, name) + 1)
+
     # -- the check -----------------------------------------------------------------------------
     def _run(self, w: _Watch, check: _Check) -> None:
         while check is not None:
@@ -253,8 +257,7 @@ class MonitorWorker:
                 self._judge(w, check)
             except Exception:  # never into the pool silently, never into ingest
                 log.exception("monitor %s: check failed", check.monitor.monitor_id)
-                with self._lock:
-                    self.stats.errors += 1
+                self._count("errors")
             with self._lock:
                 self._busy -= 1
                 check = w.pending.popleft() if w.pending else None
@@ -269,8 +272,7 @@ class MonitorWorker:
             return
         changed, thumbs = w.change.changed(arrays) if self.vigilance else (True, [])
         if not changed:
-            with self._lock:
-                self.stats.skipped_unchanged += 1
+            self._count("skipped_unchanged")
             if w.last_verdict:  # the scene the model said matches is still there
                 w.last_positive_t = check.t
             return
@@ -278,26 +280,22 @@ class MonitorWorker:
         if vectors is not None:
             score = self.similarity.score(vectors, arrays[-1])
             if w.sims.far_below(score):
-                with self._lock:
-                    self.stats.skipped_dissimilar += 1
+                self._count("skipped_dissimilar")
                 return
         request = prompts.monitor_check(m.condition, [(Image(a), t) for a, t in check.frames],
                                         [Image(r) for r in self._refs.get(m.monitor_id, [])])
-        with self._lock:
-            self.stats.model_calls += 1
+        self._count("model_calls")
         try:
             reply = self.model.generate([request])[0].text
         except LLMError as e:
             log.warning("monitor %s: model failed: %s", m.monitor_id, e)
-            with self._lock:
-                self.stats.errors += 1
+            self._count("errors")
             return
         try:
             verdict = parse_monitor_verdict(reply if isinstance(reply, str) else "")
         except ValueError as e:
             log.info("monitor %s: unusable verdict: %s", m.monitor_id, e)
-            with self._lock:
-                self.stats.malformed += 1
+            self._count("malformed")
             return
         w.change.judged_now(thumbs)
         positive = verdict.match and verdict.confidence >= m.min_confidence
@@ -323,8 +321,7 @@ class MonitorWorker:
             return
         if m.mode == "once":
             self.remove(m.monitor_id)
-        with self._lock:
-            self.stats.alerts += 1
+        self._count("alerts")
         if self.on_alert is not None:
             self.on_alert(alert)
 

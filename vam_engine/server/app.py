@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -24,6 +24,7 @@ from fastapi.staticfiles import StaticFiles
 
 from ..errors import StoreError, VamError
 from .auth import ANONYMOUS, CameraForbidden, Principal, TokenStore
+from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
 from .queries import BadQuery
 from .sse import AlertHub
@@ -44,6 +45,7 @@ class ServeOptions:
     max_page: int = 1000  # moments / events per page at most
     metrics_store_every_s: float = 10.0
     max_asks: int = 8  # questions answered at once; more get 429 (each holds a model turn and a thread)
+    lanes: LaneSizes = field(default_factory=LaneSizes)  # handler threads at once per endpoint class
 
     def __post_init__(self):
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
@@ -52,6 +54,8 @@ class ServeOptions:
             raise ValueError(f"max_asks must be an integer >= 1, got {self.max_asks!r}")
         if self.status_poll_s <= 0 or self.keepalive_s <= 0:
             raise ValueError("status_poll_s and keepalive_s must be > 0")
+        if not isinstance(self.lanes, LaneSizes):
+            raise ValueError(f"lanes must be a LaneSizes, got {type(self.lanes).__name__}")
 
 
 # -- middleware (plain ASGI: streaming responses pass through untouched) --------------------------
@@ -186,9 +190,11 @@ def authenticate(app_state, token: str | None, headers=None) -> Principal:
 
 
 def need(scope: str):
-    """A route dependency: the request's principal, which must hold ``scope`` (403 else)."""
+    """A route dependency: the request's principal, which must hold ``scope`` (403 else).
+    Async on purpose: it costs a stat of the token file and a hash, far less than the hop to a
+    worker thread (and the wait for the GIL there) that a sync dependency costs every request."""
 
-    def dep(request: Request) -> Principal:
+    async def dep(request: Request) -> Principal:
         p = authenticate(request.app.state, bearer(request.headers), request.headers)
         if not p.allows(scope):
             raise HTTPException(403, f"this token's scope is {p.scope!r}; this request needs {scope!r}")
@@ -227,6 +233,7 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.hub = hub
     app.state.asks = threading.BoundedSemaphore(options.max_asks)
+    app.state.lanes = Lanes(options.lanes)
     model_tap.install(engine, lambda cls, s: metrics.model.observe(s, cls))
 
     if options.cors_origins:
@@ -267,7 +274,7 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
         """Prometheus text (0.0.4). It names every camera: a camera-limited token is refused."""
         if p.cameras is not None:
             raise HTTPException(403, "metrics cover every camera; use a token without a camera limit")
-        text = metrics.render(engine) + "\n".join(process_lines()) + "\n"
+        text = metrics.render(engine) + "\n".join(process_lines() + app.state.lanes.metric_lines()) + "\n"
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     app.include_router(memory_router)

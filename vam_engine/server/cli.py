@@ -12,6 +12,7 @@ import threading
 import time
 
 from ..errors import VamError
+from . import heap
 from .auth import SCOPES, TokenStore
 
 
@@ -61,6 +62,11 @@ class CameraSet:
 def cmd_serve(args) -> int:
     from ..cli import _engine
 
+    if getattr(args, "cluster", None):  # the router over camera shards on Ray (vam_engine/cluster/serve.py)
+        from ..cluster.serve import cmd_serve_cluster
+
+        return cmd_serve_cluster(args)
+
     tokens = TokenStore(args.store)
     check_bind(args.host, tokens)  # before anything loads: a refused start costs nothing
     try:
@@ -103,6 +109,7 @@ def cmd_serve(args) -> int:
         # drains, its vectors are snapshot) and serve exits 0
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
+        heap.settle()  # last before serving: what start-up built is not walked by every full collection
         # the access log holds methods, paths and statuses: tokens travel in headers, never logged
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C interrupts a slow close
@@ -152,6 +159,9 @@ def add_parsers(sub, *, store, engine, model, texts) -> None:
     sp.add_argument("--max-upload-mb", type=float, default=10.0, help="request body limit (default 10 MB)")
     sp.add_argument("--cors-origin", action="append", help="allow this browser origin (repeatable; default none)")
     sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    sp.add_argument("--cluster", metavar="ADDRESS", help="serve camera shards on this Ray cluster ('local': start "
+                    "one here); --store is then the shards' root")
+    sp.add_argument("--shards", type=int, help="with --cluster: how many shards a new root gets (default: one per node)")
     sp.set_defaults(func=cmd_serve)
 
     sp = sub.add_parser("token", help="create, list or revoke the service's bearer tokens")

@@ -24,7 +24,7 @@ from ..errors import VamError
 from . import model_tap, queries
 from .app import need
 from .auth import Principal
-from .jsonify import answer_json, event_json, evidence_json, moment_json, summary_json
+from .jsonify import answer_json, event_json, evidence_json, json_response, moment_json, summary_json
 from .sse import sse_event
 
 router = APIRouter()
@@ -86,24 +86,36 @@ def _limit(request: Request, limit: int) -> int:
 
 
 # -- moments, events, frames -----------------------------------------------------------------------
+def _lanes(request: Request):
+    return request.app.state.lanes
+
+
 @router.get("/api/moments", tags=["memory"])
-def moments(request: Request, camera: list[str] | None = Query(None), t0: float | None = None,
-            t1: float | None = None, as_of: float | None = None, cursor: str | None = None, limit: int = 200,
-            p: Principal = need("read")):
+async def moments(request: Request, camera: list[str] | None = Query(None), t0: float | None = None,
+                  t1: float | None = None, as_of: float | None = None, cursor: str | None = None, limit: int = 200,
+                  p: Principal = need("read")):
     """Retained frames by camera and time (camera axis), ``as_of`` bound, keyset pages."""
-    page = queries.moments_page(_engine(request).store, cameras=p.camera_scope(camera), t0=t0, t1=t1, as_of=as_of,
-                                cursor=cursor, limit=_limit(request, limit))
-    return {"items": [moment_json(m) for m in page.items], "next_cursor": page.next_cursor}
+    cams, store, n = p.camera_scope(camera), _engine(request).store, _limit(request, limit)
+
+    def work():
+        page = queries.moments_page(store, cameras=cams, t0=t0, t1=t1, as_of=as_of, cursor=cursor, limit=n)
+        return json_response({"items": [moment_json(m) for m in page.items], "next_cursor": page.next_cursor})
+
+    return await _lanes(request).run("read", work)
 
 
 @router.get("/api/events", tags=["memory"])
-def events(request: Request, camera: list[str] | None = Query(None), t0: float | None = None,
-           t1: float | None = None, as_of: float | None = None, cursor: str | None = None, limit: int = 200,
-           p: Principal = need("read")):
+async def events(request: Request, camera: list[str] | None = Query(None), t0: float | None = None,
+                 t1: float | None = None, as_of: float | None = None, cursor: str | None = None, limit: int = 200,
+                 p: Principal = need("read")):
     """Events overlapping [t0, t1] that end by ``as_of``, with their documents and keyframes."""
-    page = queries.events_page(_engine(request).store, cameras=p.camera_scope(camera), t0=t0, t1=t1, as_of=as_of,
-                               cursor=cursor, limit=_limit(request, limit))
-    return {"items": [event_json(e) for e in page.items], "next_cursor": page.next_cursor}
+    cams, store, n = p.camera_scope(camera), _engine(request).store, _limit(request, limit)
+
+    def work():
+        page = queries.events_page(store, cameras=cams, t0=t0, t1=t1, as_of=as_of, cursor=cursor, limit=n)
+        return json_response({"items": [event_json(e) for e in page.items], "next_cursor": page.next_cursor})
+
+    return await _lanes(request).run("read", work)
 
 
 _thumbs: OrderedDict = OrderedDict()  # (moment id, width, file mtime) -> JPEG bytes
@@ -157,15 +169,19 @@ def jpeg_response(path: Path, w: int | None, key) -> Response:
 
 @router.get("/api/frames/{moment_id}", tags=["memory"], response_class=Response,
             responses={200: {"content": {"image/jpeg": {}}}})
-def frame(request: Request, moment_id: int, w: int | None = None, p: Principal = need("read")):
+async def frame(request: Request, moment_id: int, w: int | None = None, p: Principal = need("read")):
     """A moment's JPEG (``w``: a thumbnail that wide). The client names a moment, never a file."""
     eng = _engine(request)
-    m = eng.store.moments.by_id([moment_id]).get(moment_id)
-    if m is None:
-        raise HTTPException(404, f"no moment {moment_id}")
-    if not p.sees(m.camera_id):
-        raise HTTPException(403, f"moment {moment_id} belongs to a camera outside this token's limit")
-    return jpeg_response(served_file(eng.store.root, m.frame_path), w, ("m", moment_id))
+
+    def work():
+        m = eng.store.moments.by_id([moment_id]).get(moment_id)
+        if m is None:
+            raise HTTPException(404, f"no moment {moment_id}")
+        if not p.sees(m.camera_id):
+            raise HTTPException(403, f"moment {moment_id} belongs to a camera outside this token's limit")
+        return jpeg_response(served_file(eng.store.root, m.frame_path), w, ("m", moment_id))
+
+    return await _lanes(request).run("read", work)
 
 
 # -- search --------------------------------------------------------------------------------------------
@@ -208,9 +224,7 @@ async def _search_request(request: Request) -> tuple[SearchBody, object]:
     if body.text is None and image is None:
         raise RequestValidationError([{"loc": ("body", "text"), "msg": "give text, or upload an image (multipart "
                                                                         "field 'image')", "type": "missing"}])
-    if image is not None:
-        image = _decode_image(image)
-    return body, image
+    return body, image  # the image's bytes: decoded on the search lane's thread, not on the loop
 
 
 def _decode_image(data: bytes):
@@ -244,17 +258,21 @@ async def search(request: Request, p: Principal = need("read")):
     eng = _engine(request)
     tr = (body.t0, body.t1) if body.t0 is not None or body.t1 is not None else None
 
+    metrics = request.app.state.metrics
+
     def run():
+        pixels = _decode_image(image) if image is not None else None
         t0 = time.perf_counter()
         try:
-            return eng.search(text=body.text, image=image, top_k=body.top_k, time_range=tr, cameras=cams,
-                              sources=tuple(body.sources), as_of=body.as_of)
+            res = eng.search(text=body.text, image=pixels, top_k=body.top_k, time_range=tr, cameras=cams,
+                             sources=tuple(body.sources), as_of=body.as_of)
         finally:
-            request.app.state.metrics.search.observe(time.perf_counter() - t0)
+            metrics.search.observe(time.perf_counter() - t0)
+        # a summary over every camera ("*") may describe cameras outside a limited token's view
+        return json_response({"evidence": [evidence_json(e) for e in res.evidence if p.sees(e.camera_id)],
+                              "notes": list(res.notes)})
 
-    res = await run_in_threadpool(run)
-    # a summary over every camera ("*") may describe cameras outside a limited token's view
-    return {"evidence": [evidence_json(e) for e in res.evidence if p.sees(e.camera_id)], "notes": list(res.notes)}
+    return await _lanes(request).run("search", run)
 
 
 # -- ask -----------------------------------------------------------------------------------------------

@@ -1,0 +1,165 @@
+"""Camera shards on a local Ray cluster (vam_engine/cluster) against one plain engine.
+
+The same pushed frames (``--cameras`` cameras, ``--seconds`` of 2 fps video each, a new random
+view every second so the gates keep about every sample at the 1 fps sampling) go into one plain
+Engine and into clusters of 1, 2 and 4 shards (``--shards``), each over a fresh store root.
+Measured, in one run on this machine:
+
+- ingest: frames pushed per second through the router (one driver pushing camera after camera,
+  ``--batch`` frames per actor call) and the wall time until every shard has committed;
+- search (image query, top 10, all cameras) and moments (one camera, all of it): p50/p99 over
+  ``--queries`` requests, for the plain engine and through the router;
+- the router's overhead per request: the round trip of an empty actor call (p50) and the
+  router-side merge (fanout.fuse over the shards' parts, p50), next to a search's total.
+
+What this machine cannot show: every shard here shares the same 2 cores (and the driver), so
+adding shards cannot speed anything up; the rows show the per-shard and fan-out costs. The
+extrapolation to N nodes (one shard per node) is printed separately and marked as such:
+ingest ~ N x the 1-shard rate (each node gates, embeds and commits its own cameras; the router
+only forwards pushes, a few hundred microseconds each); a search ~ the slowest shard's own time
+for its 1/N of the data + the router's overhead.
+
+Usage (from the repository root):
+
+    python benchmarks/bench_cluster.py            # 8 cameras x 60 s, 1/2/4 shards (~2-3 min on 2 cores)
+    python benchmarks/bench_cluster.py --quick    # 4 cameras x 20 s, 1/2 shards (smoke run)
+
+Prints one table and writes benchmarks/results/bench_cluster.json.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import print_table, write_json  # noqa: E402
+
+CFG = {"ingest": {"fps": 1.0}, "writer": {"enabled": False}, "retention": {"enabled": False}}
+
+
+def frame(cam: int, t: float, h: int = 96, w: int = 128) -> np.ndarray:
+    return np.random.default_rng(cam * 100_003 + int(t)).integers(0, 255, (h, w, 3), dtype=np.uint8)
+
+
+def pct(xs, q) -> float:
+    return float(np.percentile(np.asarray(xs) * 1e3, q))  # ms
+
+
+def timed(fn, n: int) -> list[float]:
+    fn()  # warm
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cameras", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--batch", type=int, default=20, help="frames per push_many call")
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args(argv)
+    if a.quick:
+        a.cameras, a.seconds, a.shards, a.queries = 4, 20.0, [1, 2], 15
+    import ray
+
+    from vam_engine import Engine
+    from vam_engine.cluster import connect
+    from vam_engine.cluster.fanout import fuse
+
+    ray.init(num_cpus=2, include_dashboard=False, namespace="vam_engine", object_store_memory=200 << 20,
+             log_to_driver=False)
+    work = Path(tempfile.mkdtemp(prefix="bench_cluster_"))
+    n = int(a.seconds * 2)
+    times = [k / 2 for k in range(n)]
+    cams = [f"cam{c}" for c in range(a.cameras)]
+    frames = {c: [frame(i, t) for t in times] for i, c in enumerate(cams)}
+    queries = [frame(i % a.cameras, (7 * i) % a.seconds) for i in range(a.queries)]
+    rows, results = [], []
+    try:
+        plain = Engine(work / "plain", CFG, device="cpu")
+        t0 = time.perf_counter()
+        for c in cams:
+            for f, t in zip(frames[c], times):
+                plain.push(c, f, t)
+            plain.end_push(c)
+        ingest_s = time.perf_counter() - t0
+        qi = iter(range(10**9))
+        s_lat = timed(lambda: plain.search(image=queries[next(qi) % len(queries)], top_k=10), a.queries)
+        m_lat = timed(lambda: plain.moments(cams[0]), a.queries)
+        moments = len(plain.moments())
+        results.append({"setup": "plain engine", "shards": 0, "moments": moments,
+                        "ingest_fps": len(cams) * n / ingest_s, "search_ms": s_lat, "moments_ms": m_lat})
+        rows.append(["plain engine", "-", moments, len(cams) * n / ingest_s, pct(s_lat, 50), pct(s_lat, 99),
+                     pct(m_lat, 50), pct(m_lat, 99), "-", "-"])
+        plain.close()
+        for k in a.shards:
+            root = work / f"shards{k}"
+            router = connect(None, root=root, shards=[f"b{k}-{j}" for j in range(k)], config=CFG, device="cpu")
+            assert all(s.alive for s in router.info().shards)  # every shard's engine is open before timing
+            t0 = time.perf_counter()
+            for c in cams:
+                for b in range(0, n, a.batch):
+                    router.push_many(c, frames[c][b:b + a.batch], times[b:b + a.batch])
+                router.end_push(c)
+            push_s = time.perf_counter() - t0
+            router.flush()
+            ingest_s = time.perf_counter() - t0
+            qi = iter(range(10**9))
+            s_lat = timed(lambda: router.search(image=queries[next(qi) % len(queries)], top_k=10), a.queries)
+            m_lat = timed(lambda: router.moments(cams[0]), a.queries)
+            h = router._handles[router.shard_names()[0]]
+            rtt = timed(lambda: ray.get(h.pid.remote()), a.queries)
+            parts = {s: ray.get(router._handles[s].search_hits.remote(image=queries[0], top_k=10))
+                     for s in router.shard_names()}
+            merge = timed(lambda: fuse(parts, 10), a.queries)
+            moments = len(router.moments())
+            label = f"cluster, {k} shard{'s' if k > 1 else ''}"
+            results.append({"setup": label, "shards": k, "moments": moments, "ingest_fps": len(cams) * n / ingest_s,
+                            "push_fps": len(cams) * n / push_s, "search_ms": s_lat, "moments_ms": m_lat,
+                            "actor_rtt_ms": rtt, "merge_ms": merge,
+                            "cameras_per_shard": {s: sum(1 for v in router.catalogue.cameras().values() if v == s)
+                                                  for s in router.shard_names()}})
+            rows.append([label, k, moments, len(cams) * n / ingest_s, pct(s_lat, 50), pct(s_lat, 99),
+                         pct(m_lat, 50), pct(m_lat, 99), pct(rtt, 50), pct(merge, 50)])
+            router.shutdown_shards()
+            router.close()
+        print(f"{len(cams)} cameras x {a.seconds:g} s at 2 fps (1 fps sampled); {a.queries} requests each; "
+              f"2-core machine: all shards share the same cores")
+        table = print_table(["setup", "shards", "moments", "ingest frames/s", "search p50 ms", "search p99 ms",
+                             "moments p50 ms", "moments p99 ms", "actor rtt p50 ms", "merge p50 ms"], rows)
+        one = next((r for r in results if r["shards"] == 1), None)
+        extrap = []
+        if one is not None:
+            shard_search = pct(one["search_ms"], 50) - pct(one["actor_rtt_ms"], 50) - pct(one["merge_ms"], 50)
+            overhead = pct(one["actor_rtt_ms"], 50) + pct(one["merge_ms"], 50)
+            for nn in (1, 4, 16):
+                extrap.append([nn, nn * one["ingest_fps"], overhead + max(shard_search / nn, 0.0)])
+            print("\nEXTRAPOLATED (not measured): N nodes, one shard each, the data split evenly; ingest = N x the "
+                  "1-shard rate, search p50 = the 1-shard search's shard-side time / N (a lower bound: a shard's "
+                  "search cost is not linear in its size) + the measured per-request overhead")
+            print_table(["nodes", "ingest frames/s (extrapolated)", "search p50 ms (extrapolated)"], extrap)
+        path = write_json("bench_cluster", {"args": vars(a), "results": results, "table": table,
+                                            "extrapolated": {"rows": extrap, "note": "not measured; see the doc"}})
+        print(f"\nwrote {path}")
+    finally:
+        ray.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,322 @@
+"""Camera shards on a local Ray cluster (vam_engine/cluster): two shards behind the router give
+what one engine holding the same frames gives (search, moments, as_of, camera scope), alerts
+from both shards arrive on one stream, a killed shard is restarted by Ray with its data, and a
+query while a shard is down names the cameras it cannot see.
+
+One Ray (2 CPUs, loopback) and one pair of shards for the module; the plain engine gets the
+very same pushed frames. Frames: a seeded random pattern per camera that changes every few
+seconds (so the gates keep several moments per camera), plus a bright square in the top-left
+corner during the alert test's event span (the scripted judge of tests/test_monitors.py).
+"""
+import json
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="the cluster tests need ray (pip install vam-engine[cluster])")
+
+from vam_engine import Engine  # noqa: E402
+from vam_engine.cluster import ShardDown, connect, split_id  # noqa: E402
+from vam_engine.llm.base import Image  # noqa: E402
+from vam_engine.llm.scripted import ScriptedLLM  # noqa: E402
+
+H, W = 48, 64
+CFG = {"ingest": {"fps": 1.0}, "writer": {"enabled": False}, "retention": {"enabled": False}}
+CAMS = ["cam-a", "cam-b", "cam-c", "cam-d"]  # placed alternately: a, c on shard-0; b, d on shard-1
+T_END = 12.0
+
+
+def frame(cam: str, t: float, event: bool = False) -> np.ndarray:
+    seed = (CAMS.index(cam) if cam in CAMS else 9) * 1000 + int(t // 3)  # a new view every 3 s
+    f = np.random.default_rng(seed).integers(0, 255, (H, W, 3), dtype=np.uint8)
+    if event:
+        f[4:20, 4:24] = 250
+    return f
+
+
+def _shows_event(img: np.ndarray) -> bool:
+    h, w = img.shape[:2]
+    return bool(img[4:20, 4:24].mean() > 240)
+
+
+def _judge(req):
+    if req.tag != "monitor":
+        return "{}"
+    img = [p for m in req.messages for p in m.content if isinstance(p, Image)][-1].array()
+    match = _shows_event(img)
+    return json.dumps({"match": match, "confidence": 0.9, "observed_event": "a bright square" if match
+                       else "an empty scene", "reason": "the top-left corner"})
+
+
+def make_llm():
+    return ScriptedLLM(_judge)
+
+
+def _asker(req):
+    """The agentic loop, scripted: route to the planner, inspect the first 12 s of every camera in
+    view, answer with what the inspector saw (each frame's time and mean level: equal answers
+    mean equal frames were shown)."""
+    texts = [p for m in req.messages for p in m.content if isinstance(p, str)]
+    if req.tag == "router":
+        return json.dumps({"type": "tool", "name": "retrieve", "args": {"question": "what is there"}})
+    if req.tag == "inspector":
+        imgs = [p for m in req.messages for p in m.content if isinstance(p, Image)]
+        times = [t for t in texts if t.startswith("t=")]
+        return "NOTE " + " ".join(f"{t}:{img.array().mean():.3f}" for t, img in zip(times, imgs)) + " END"
+    if req.tag == "planner":
+        notes = [t[t.index("NOTE "):t.index(" END")] for t in texts if "NOTE " in t and " END" in t]
+        if not notes:
+            return json.dumps({"action": "inspect", "prompt": "what is there", "max_frames": 16,
+                               "time_range": {"start": 0.0, "end": 12.0}, "thought": "look"})
+        return json.dumps({"action": "answer", "response": notes[0], "thought": "done"})
+    return "{}"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the shards unpickle make_llm
+    ray.init(num_cpus=2, include_dashboard=False, namespace="vam_engine", object_store_memory=80 << 20,
+             log_to_driver=False, _node_ip_address="127.0.0.1")
+    root = tmp_path_factory.mktemp("cluster")
+    plain = Engine(tmp_path_factory.mktemp("plain"), CFG, device="cpu")
+    router = connect(None, root=root, shards=2, config=CFG, llm_factory=make_llm, device="cpu",
+                     llm=ScriptedLLM(_asker))
+    for cam in CAMS:
+        for k in range(int(T_END * 2)):
+            t = k / 2
+            f = frame(cam, t)
+            plain.push(cam, f, t)
+            router.push(cam, f, t)
+        plain.end_push(cam)
+        router.end_push(cam)
+    yield router, plain, root
+    router.close()
+    plain.close()
+    router.shutdown_shards()
+    ray.shutdown()
+
+
+def key(ev):
+    return (ev.camera_id, ev.t_start, ev.t_end, ev.source, len(ev.moment_ids))
+
+
+def assert_same(got, want):
+    assert [key(e) for e in got.evidence] == [key(e) for e in want.evidence]
+    for g, w in zip(got.evidence, want.evidence):
+        assert g.score == pytest.approx(w.score, abs=1e-12)
+        assert g.similarity == pytest.approx(w.similarity, abs=1e-6)
+        assert (g.relevance is None) == (w.relevance is None)
+        if w.relevance is not None:
+            assert g.relevance == pytest.approx(w.relevance, abs=1e-6)
+
+
+def test_cameras_are_placed_on_the_least_loaded_shard(cluster):
+    router, _, root = cluster
+    placed = router.catalogue.cameras()
+    assert placed == {"cam-a": "shard-0", "cam-b": "shard-1", "cam-c": "shard-0", "cam-d": "shard-1"}
+    # durable: a second router over the same root (a restart) finds the same placement and shards
+    again = connect(None, root=root, config=CFG, llm_factory=make_llm, device="cpu")
+    assert again.catalogue.cameras() == placed and again.shard_names() == ["shard-0", "shard-1"]
+    assert [m.moment_id for m in again.moments()] == [m.moment_id for m in router.moments()]  # the same shards
+    again.close()
+    info = router.info()
+    assert [s.alive for s in info.shards] == [True, True]
+    assert {c for s in info.shards for c in s.status.cameras} == set(CAMS)
+
+
+def test_search_and_moments_equal_one_engine(cluster):
+    router, plain, _ = cluster
+    want_m = plain.moments()
+    got_m = router.moments()
+    assert len(want_m) > 8 and not got_m.missing_cameras
+    assert [(m.camera_id, m.t_rel, m.frame_path is not None) for m in got_m] == \
+        [(m.camera_id, m.t_rel, True) for m in want_m]
+    assert {router.locate(m.moment_id)[0] for m in got_m} == {"shard-0", "shard-1"}
+    for cam, t in (("cam-b", 4.0), ("cam-c", 7.0)):
+        q = frame(cam, t)
+        want = plain.search(image=q, top_k=6)
+        got = router.search(image=q, top_k=6)
+        assert_same(got, want)
+        assert got.evidence[0].camera_id == cam and not got.missing_cameras
+    # the frame of a hit comes back by its cluster id, from its shard
+    hit = router.search(image=frame("cam-d", 1.0), top_k=1).evidence[0]
+    jpeg = router.frame(hit.moment_ids[0])
+    assert jpeg[:2] == b"\xff\xd8"
+
+
+def test_as_of_and_camera_scope_hold_across_shards(cluster):
+    router, plain, _ = cluster
+    q = frame("cam-a", 10.0)
+    for kw in ({"as_of": 5.0}, {"cameras": ["cam-b", "cam-c"]}, {"cameras": ["cam-d"], "as_of": 8.0},
+               {"time_range": (2.0, 9.0), "cameras": ["cam-a", "cam-b"]}):
+        got, want = router.search(image=q, top_k=5, **kw), plain.search(image=q, top_k=5, **kw)
+        assert_same(got, want)
+        if "as_of" in kw:
+            assert all(e.t_end <= kw["as_of"] for e in got.evidence)
+        if "cameras" in kw:
+            allowed = {kw["cameras"]} if isinstance(kw["cameras"], str) else set(kw["cameras"])
+            assert {e.camera_id for e in got.evidence} <= allowed and got.evidence
+    got = router.moments("cam-b", 2.0, 8.0)
+    assert [(m.camera_id, m.t_rel) for m in got] == [(m.camera_id, m.t_rel) for m in plain.moments("cam-b", 2.0, 8.0)]
+
+
+def test_ask_through_the_router_equals_one_engine(cluster, tmp_path):
+    router, plain, _ = cluster
+    with Engine(plain.store.root, CFG, device="cpu", llm=ScriptedLLM(_asker)) as asker:  # a reader of it
+        for kw in ({}, {"as_of": 5.0}, {"camera": ["cam-b", "cam-c"]}):
+            want = asker.ask("what is there?", mode="agentic", **kw)
+            got = router.ask("what is there?", mode="agentic", **kw)
+            assert got.text == want.text and got.text.startswith("NOTE t=") and got.found == want.found
+            assert len(got.text.split()) > 6, got.text  # frames of several cameras, from both shards
+            assert [key(e) for e in got.evidence] == [key(e) for e in want.evidence]
+            assert got.missing_cameras == ()
+            if "as_of" in kw:
+                assert max(float(x.split(":")[0][2:-1]) for x in got.text[5:].split()) <= 5.0
+        assert router.wait_for_answers(30) and asker.wait_for_answers(30)
+    # the router keeps its own QA history: a follow-up sees the earlier questions
+    assert len(router._ask._store.qa.recent(10)) == 3
+
+
+def test_alerts_from_both_shards_arrive_on_one_stream(cluster):
+    router, _, _ = cluster
+    sub = router.subscribe_alerts(poll_s=0.1)
+    try:
+        mon = router.watch("a bright square in the top-left corner", ["mon-x", "mon-y"], every_s=1.0, frames=1)
+        shards = {router.catalogue.cameras()[c] for c in ("mon-x", "mon-y")}
+        assert shards == {"shard-0", "shard-1"}
+        for k in range(16):
+            t = k / 2
+            for cam in ("mon-x", "mon-y"):
+                router.push(cam, frame(cam, t, event=t >= 4.0), t)
+            assert router.wait_for_monitors(10)
+        got, deadline = [], time.monotonic() + 10
+        while len(got) < 2 and time.monotonic() < deadline:
+            a = sub.get(0.5)
+            if a is not None:
+                got.append(a)
+    finally:
+        sub.close()
+    assert sorted(a.camera_id for a in got) == ["mon-x", "mon-y"]
+    assert all(a.monitor_id == mon.monitor_id and a.t >= 4.0 for a in got)
+    listed = router.alerts(monitor_id=mon.monitor_id)
+    assert sorted(a.alert_id for a in listed) == sorted(a.alert_id for a in got)
+    assert {router.locate(a.alert_id)[0] for a in listed} == {"shard-0", "shard-1"}
+    assert list(router.alerts(listed.cursor)) == []  # the cursor moves past what was read
+
+
+def test_serve_cluster_http(cluster):
+    pytest.importorskip("fastapi", reason="the service needs fastapi (pip install vam-engine[server])")
+    import urllib.request
+
+    from _server_fixtures import ServerThread
+    from vam_engine.cluster.serve import create_cluster_app
+
+    router, plain, _ = cluster
+
+    def get(url, body=None):
+        req = urllib.request.Request(url, None if body is None else json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read() if r.headers.get("content-type") == "image/jpeg" else json.loads(r.read())
+
+    with ServerThread(create_cluster_app(router)) as srv:
+        info = get(srv.url + "/api/cluster")
+        assert [(s["name"], s["alive"]) for s in info["shards"]] == [("shard-0", True), ("shard-1", True)]
+        assert set(info["shards"][1]["cameras"]) >= {"cam-b", "cam-d"}
+        got = get(srv.url + "/api/moments?camera=cam-d")
+        assert [m["t"] for m in got["moments"]] == [m.t for m in plain.moments("cam-d")]
+        assert got["missing_cameras"] == []
+        jpeg = get(srv.url + f"/api/frames/{got['moments'][0]['moment_id']}")
+        assert jpeg[:2] == b"\xff\xd8"
+        ans = get(srv.url + "/api/ask", {"question": "what is there?", "mode": "agentic", "as_of": 5.0})
+        assert ans["text"].startswith("NOTE t=") and ans["missing_cameras"] == []
+
+
+def test_delete_reaches_every_shard_holding_the_range(cluster):
+    router, plain, _ = cluster
+    ts = sorted({m.t_rel for m in plain.moments()})
+    rng = (ts[len(ts) // 2] - 0.25, ts[len(ts) // 2] + 0.25)  # a kept time of every camera (views change together)
+    want = plain.delete(CAMS, time_range=rng)
+    got = router.delete(CAMS, time_range=rng)  # on both shards
+    assert got.moments == want.moments > 0 and set(got.cameras) == set(CAMS)
+    assert [(m.camera_id, m.t_rel) for m in router.moments() if m.camera_id in CAMS] == \
+        [(m.camera_id, m.t_rel) for m in plain.moments()]
+    q = frame("cam-b", rng[0])
+    assert_same(router.search(image=q, top_k=5, cameras=CAMS), plain.search(image=q, top_k=5, cameras=CAMS))
+
+
+def _wait_alive(router, name, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = {s.name: s for s in router.info().shards}[name]
+        if st.alive:
+            return st.status
+        time.sleep(0.5)
+    raise AssertionError(f"{name} did not come back in {timeout} s")
+
+
+def test_kill_9_during_ingest_ray_restarts_the_shard_and_the_store_equals_an_uninterrupted_run(cluster):
+    router, plain, _ = cluster
+    cam = "cam-e"
+    shard = router.place(cam)
+    before = [(m.camera_id, m.t_rel, m.moment_id) for m in router.moments("cam-a" if shard == "shard-0" else "cam-b")]
+    old = _wait_alive(router, shard)
+    times = [k / 2 for k in range(40)]
+    for t in times:
+        plain.push(cam, frame(cam, t), t)
+    plain.end_push(cam)
+    restarts, k = 0, 0
+    while k < len(times):
+        if k == 17 and restarts == 0:
+            os.kill(old.pid, signal.SIGKILL)  # mid-stream: what it had not committed dies with it
+            restarts = 1
+        t = times[k]
+        try:
+            router.push(cam, frame(cam, t), t)
+            k += 1
+        except ShardDown:
+            _wait_alive(router, shard)
+            done = router.push_progress(cam)  # continue after what the shard committed
+            k = next((i for i, x in enumerate(times) if done is None or x > done), len(times))
+    router.end_push(cam)
+    st = _wait_alive(router, shard)
+    assert st.pid != old.pid and st.restarted
+    assert [(m.t_rel, m.gate) for m in router.moments(cam)] == [(m.t_rel, m.gate) for m in plain.moments(cam)]
+    other = "cam-a" if shard == "shard-0" else "cam-b"
+    assert [(m.camera_id, m.t_rel, m.moment_id) for m in router.moments(other)] == before
+    q = frame(cam, 12.0)
+    assert_same(router.search(image=q, top_k=5, cameras=[cam]), plain.search(image=q, top_k=5, cameras=[cam]))
+
+
+def test_a_query_while_a_shard_is_down_names_the_missing_cameras(cluster):
+    router, plain, _ = cluster
+    ray.kill(router._handles["shard-1"], no_restart=True)  # down for good until revived
+    q = frame("cam-a", 1.0)
+    got = router.search(image=q, top_k=5)
+    assert got.missing_shards == ("shard-1",)
+    assert set(got.missing_cameras) >= {"cam-b", "cam-d"}
+    assert got.evidence and {e.camera_id for e in got.evidence} <= {"cam-a", "cam-c", "cam-e", "mon-x"}
+    assert any("shard-1" in n for n in got.notes)
+    scoped = router.moments("cam-c")
+    assert scoped.missing_cameras == () and len(scoped) == len(plain.moments("cam-c"))
+    assert router.moments("cam-d").missing_cameras == ("cam-d",)
+    with pytest.raises(ShardDown, match="nothing was deleted"):
+        router.delete(["cam-a", "cam-b"])
+    assert len(router.moments("cam-a")) == len(plain.moments("cam-a"))
+    router.revive()  # a new actor reopens the shard's store
+    _wait_alive(router, "shard-1")
+    cams = [*CAMS, "cam-e"]  # the plain engine did not get the alert test's cameras
+    assert_same(router.search(image=q, top_k=5, cameras=cams), plain.search(image=q, top_k=5, cameras=cams))
+
+
+def test_cluster_ids_name_their_shard(cluster):
+    router, _, _ = cluster
+    m = router.moments("cam-c")[0]
+    no, local = split_id(m.moment_id)
+    assert router.locate(m.moment_id) == ("shard-0", local) and no == 0
+    with pytest.raises(Exception, match="no shard number"):
+        router.locate((77 << 40) | 1)

@@ -1,0 +1,82 @@
+"""``ClusterEngine.ask``: the answerers run at the router over a FanoutView (view.py).
+
+The router holds what one engine's ``ask`` holds besides the store: the model (an object passed
+as ``llm=``, or the config's ``llm`` section: an OpenAI-compatible server the router can reach),
+the text embedder (queries of the forest and the QA history, built from the shards' config so
+the spaces match), and the QA history, in its own small store ``<root>/_router``. What it lacks:
+the cameras' present (their latest frames live in the shards' working memories), so the coarse
+stage sees the forest and the provisional nodes only, not the live frames.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from ..errors import VamError
+
+
+class RouterAsk:
+    def __init__(self, router, config, llm, device: str | None):
+        from ..engine_roles import load_config
+
+        self._router = router
+        self.config = load_config(config, device)
+        self._llm = llm
+        self._lock = threading.Lock()
+        self._texts = self._store = self._qa = self._working = None
+        self._texts_made = False
+
+    def _parts(self):
+        with self._lock:
+            if self._store is None:
+                from ..device import resolve_device
+                from ..embed import make_image_embedder, make_text_embedder
+                from ..llm import describe_llm, make_llm
+                from ..memory.store import Store
+                from ..reason.qa_record import QARecorder
+                from ..reason.working import WorkingMemory, present_side
+
+                cfg = self.config
+                if self._llm is None:
+                    if describe_llm(cfg.llm) is None:
+                        raise VamError("ask needs an LLM at the router: pass llm=... to connect or set llm.backend")
+                    self._llm = make_llm(cfg.llm, device=resolve_device(cfg.device))
+                dev = resolve_device(cfg.device)
+                self._texts = make_text_embedder(cfg.embed, device=dev,
+                                                 image_embedder=make_image_embedder(cfg.embed, device=dev))
+                self._store = Store(self._router.catalogue.root / "_router")
+                self._qa = QARecorder(self._llm, self._texts)
+                self._working = WorkingMemory(max_side=present_side(cfg.llm))  # empty: see the module doc
+            return self._llm, self._texts, self._store, self._qa, self._working
+
+    def ask(self, question, as_of=None, camera=None, mode="auto", *, max_turns=6):
+        from ..engine_ask import answer_in_mode, check_ask
+        from ..engine_roles import WatchedModel
+        from ..reason.two_phase import TwoPhaseAnswerer
+        from .view import FanoutView
+
+        check_ask(question, as_of, mode, max_turns, False)
+        llm, texts, store, qa, working = self._parts()
+        question = question.strip()
+        t0 = time.perf_counter()
+        model = WatchedModel(llm)
+        view = FanoutView(self._router, texts, store, as_of=as_of, cameras=camera)
+        answer = answer_in_mode(model, TwoPhaseAnswerer(model, working, texts, update_qa=False), question, view,
+                                mode, max_turns)
+        answer.timings["total"] = time.perf_counter() - t0
+        t = answer.asked_at if answer.asked_at is not None else view.now()
+        answer.background = qa.record(question, answer, view, 0.0 if t is None else t)
+        answer.timings["response_s"] = time.perf_counter() - t0
+        # never silently partial: the cameras whose shard did not answer a read of this question
+        answer.missing_cameras = tuple(sorted(view.missing_cameras))
+        answer.missing_shards = tuple(sorted(view.missing_shards))
+        return answer
+
+    def wait_for_answers(self, timeout=None) -> bool:
+        return self._qa is None or self._qa.wait_idle(timeout)
+
+    def close(self) -> None:
+        if self._qa is not None:
+            self._qa.close()
+        if self._store is not None:
+            self._store.close()

@@ -1,0 +1,478 @@
+"""ClusterEngine: the read/answer/watch surface of Engine over camera shards on a Ray cluster.
+
+``connect(address, root=...)`` (``address``: a Ray address, "auto", or "local" to start one
+here) opens the catalogue under ``root`` (catalogue.py), creates or reattaches the shard actors
+(named, detached: they outlive the router, and a restarted router finds them), and routes:
+
+- a new camera is placed on the least-loaded shard (fewest cameras) and stays there;
+- search fans out to the shards that hold the requested cameras and is fused by rank as one
+  engine fuses its spaces (fanout.py); moments merge in the engine's order (camera, time);
+  alerts merge by creation time;
+- ids are cluster ids (catalogue.py: the shard number in the high bits);
+- a shard that does not answer (down, restarting) is never silently skipped: every read result
+  carries ``missing_cameras`` and ``missing_shards``; a write that needs it raises ShardDown.
+
+``ask`` runs here over a causal view whose reads fan out (view.py, ask.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field, replace
+
+from ..errors import VamError
+from ..memory.records import Alert, Deletion, Moment
+from ..memory.search import SOURCES, SearchResult
+from .catalogue import Catalogue, cluster_id, split_id
+from .fanout import check_search, fuse
+from .shard import ACTOR_PREFIX, NAMESPACE, ShardStatus, shard_actor_class
+
+
+log = logging.getLogger(__name__)
+
+
+class ShardDown(VamError):
+    """A call that must reach a shard could not (it is down or restarting)."""
+
+
+@dataclass
+class ClusterSearchResult(SearchResult):
+    missing_cameras: tuple[str, ...] = ()  # requested (or placed) cameras whose shard did not answer
+    missing_shards: tuple[str, ...] = ()
+
+
+class Partial(list):
+    """A merged list that says what it lacks: ``missing_cameras``, ``missing_shards`` (empty: complete)."""
+
+    def __init__(self, items=(), missing_cameras=(), missing_shards=()):
+        super().__init__(items)
+        self.missing_cameras = tuple(missing_cameras)
+        self.missing_shards = tuple(missing_shards)
+
+
+@dataclass(frozen=True)
+class AlertCursor:
+    """Where an alert reader is: the last alert id seen per shard (``since`` of the next call)."""
+
+    last: tuple[tuple[str, int], ...] = ()
+
+    def of(self, shard: str) -> int | None:
+        return dict(self.last).get(shard)
+
+
+class AlertList(Partial):
+    def __init__(self, items=(), cursor: AlertCursor = AlertCursor(), **kw):
+        super().__init__(items, **kw)
+        self.cursor = cursor
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    name: str
+    no: int
+    alive: bool
+    cameras: tuple[str, ...]  # placed on it (catalogue)
+    status: ShardStatus | None  # None while it does not answer
+    error: str | None = None
+
+
+@dataclass
+class ClusterInfo:
+    root: str
+    shards: list[ShardInfo] = field(default_factory=list)
+
+
+def connect(address: str | None = "auto", *, root, shards: int | list[str] | None = None, config=None,
+            llm_factory=None, device: str | None = None, shard_options: dict | None = None,
+            timeout_s: float = 60.0, llm=None) -> "ClusterEngine":
+    """A ClusterEngine over the Ray cluster at ``address`` (see ClusterEngine)."""
+    return ClusterEngine(address, root=root, shards=shards, config=config, llm_factory=llm_factory,
+                         device=device, shard_options=shard_options, timeout_s=timeout_s, llm=llm)
+
+
+class ClusterEngine:
+    """``shards``: how many (named shard-0, shard-1, ...) or their names; None: what the catalogue
+    has, else one per alive Ray node. Shards already in the catalogue are always kept (their
+    stores hold data); new names are added. ``config``: the shards' EngineConfig overrides (a
+    dict; every shard must embed with the same models for their results to merge).
+    ``llm_factory``: a picklable callable building each shard's model in the shard.
+    ``shard_options``: Ray actor options (e.g. ``num_gpus=1`` for one shard per GPU,
+    ``num_cpus``, ``scheduling_strategy``); by default shards spread over nodes and reserve no CPU.
+    ``timeout_s``: how long a fan-out waits for a shard before naming it missing. ``llm``: the
+    router's model for ``ask`` (an object, used in this process)."""
+
+    def __init__(self, address: str | None = "auto", *, root, shards=None, config=None, llm_factory=None,
+                 device: str | None = None, shard_options: dict | None = None, timeout_s: float = 60.0, llm=None):
+        import ray
+
+        from .ask import RouterAsk
+
+        self._ray = ray
+        if not ray.is_initialized():
+            ray.init(address=address, namespace=NAMESPACE, include_dashboard=False)
+        self.catalogue = Catalogue(root)
+        self.root = str(self.catalogue.root.resolve())
+        self.timeout_s = float(timeout_s)
+        self._spec = (config, llm_factory, device)
+        self._options = {"num_cpus": 0, "scheduling_strategy": "SPREAD", **(shard_options or {})}
+        if isinstance(shards, int):
+            if shards < 1:
+                raise VamError(f"shards must be at least 1, got {shards}")
+            names = [f"shard-{k}" for k in range(shards)]
+        elif shards is None:
+            names = [] if self.catalogue.shards() else [f"shard-{k}" for k in range(_alive_nodes(ray))]
+        else:
+            names = list(shards)
+        for n in names:
+            self.catalogue.add_shard(n)
+        self._handles: dict[str, object] = {}
+        for s in self.catalogue.shards():
+            self._handles[s.name] = self._actor(s.name)
+        self._ask = RouterAsk(self, config, llm, device)
+
+    # -- shards ------------------------------------------------------------------------------
+    def _actor(self, name: str):
+        config, llm_factory, device = self._spec
+        cls = shard_actor_class()
+        return cls.options(name=self.actor_name(name), namespace=NAMESPACE, lifetime="detached",
+                           get_if_exists=True, **self._options).remote(name, self.root, config, llm_factory, device)
+
+    def actor_name(self, shard: str) -> str:
+        """The shard's Ray actor name: the root is part of it, so two roots on one Ray cluster
+        never share (and write through) one shard actor."""
+        return f"{ACTOR_PREFIX}{hashlib.sha1(self.root.encode()).hexdigest()[:10]}-{shard}"
+
+    def revive(self, name: str | None = None) -> None:
+        """Re-create shards that Ray gave up on (killed for good, node lost without a restart):
+        each reopens its store under the root. ``name`` None: every shard that does not answer."""
+        for s in self.catalogue.shards():
+            if (name is None or s.name == name) and not self._alive(s.name):
+                self._handles[s.name] = self._actor(s.name)
+
+    def _alive(self, name: str) -> bool:
+        return self._call_many({name: ("pid", (), {})}, timeout=min(self.timeout_s, 5.0))[0] != {}
+
+    def shard_names(self) -> list[str]:
+        return [s.name for s in self.catalogue.shards()]
+
+    def _call_many(self, calls: dict, timeout: float | None = None):
+        """``{shard: (method, args, kwargs)}`` -> ({shard: result}, [shards that did not answer]).
+        An error the shard's code raised is raised here (it is not a missing shard)."""
+        ray = self._ray
+        refs = {}
+        down = []
+        for shard, (method, args, kw) in calls.items():
+            try:
+                refs[shard] = getattr(self._handles[shard], method).remote(*args, **kw)
+            except ray.exceptions.RayError:
+                down.append(shard)
+        out = {}
+        deadline = time.monotonic() + (self.timeout_s if timeout is None else timeout)
+        for shard, ref in refs.items():
+            try:
+                out[shard] = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+            except ray.exceptions.RayTaskError:
+                raise  # the shard's own error (also an instance of its type, e.g. VamError)
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError,
+                    getattr(ray.exceptions, "ActorUnavailableError", ray.exceptions.RayActorError)):
+                down.append(shard)
+        return out, down
+
+    def _call(self, shard: str, method: str, *args, **kw):
+        out, down = self._call_many({shard: (method, args, kw)})
+        if down:
+            raise ShardDown(f"shard {shard!r} did not answer {method} (down or restarting); its cameras: "
+                            f"{self._cameras_of([shard])}")
+        return out[shard]
+
+    def _cameras_of(self, shards) -> tuple[str, ...]:
+        return tuple(sorted(c for c, s in self.catalogue.cameras().items() if s in shards))
+
+    def _targets(self, cameras) -> tuple[list[str], list[str] | None]:
+        """The shards holding ``cameras`` (None: every shard) in catalogue order, and the camera list."""
+        if cameras is None:
+            return self.shard_names(), None
+        cams = [cameras] if isinstance(cameras, str) else list(cameras)
+        placed = self.catalogue.cameras()
+        wanted = {placed[c] for c in cams if c in placed}
+        return [s for s in self.shard_names() if s in wanted], cams
+
+    def _missing(self, down, cams) -> tuple[str, ...]:
+        held = self._cameras_of(down)
+        return held if cams is None else tuple(c for c in held if c in cams)
+
+    def _no(self, shard: str) -> int:
+        return next(s.no for s in self.catalogue.shards() if s.name == shard)
+
+    def locate(self, cid: int) -> tuple[str, int]:
+        """(shard name, local id) of a cluster id."""
+        no, local = split_id(cid)
+        return self.catalogue.shard_by_no(no).name, local
+
+    # -- ingest ------------------------------------------------------------------------------
+    def place(self, camera_id: str) -> str:
+        """The shard of ``camera_id`` (placing it now on the least-loaded shard if new)."""
+        from ..engine import _check_camera_id
+
+        return self.catalogue.place(_check_camera_id(camera_id))
+
+    def push(self, camera_id: str, frame, t: float, *, t_abs: float | None = None) -> bool:
+        return self._call(self.place(camera_id), "push", camera_id, frame, t, t_abs)
+
+    def push_many(self, camera_id: str, frames, ts, t_abs=None) -> int:
+        return self._call(self.place(camera_id), "push_many", camera_id, frames, ts, t_abs)
+
+    def push_progress(self, camera_id: str) -> float | None:
+        """Up to which time the camera's pushed frames are committed on its shard (None: none):
+        after a ShardDown, a pusher waits for the shard and continues with later frames (what
+        was pushed after it was lost with the shard's process, as with one engine's crash)."""
+        return self._call(self.place(camera_id), "push_progress", camera_id)
+
+    def end_push(self, camera_id: str) -> None:
+        self._call(self.place(camera_id), "end_push", camera_id)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        out, down = self._call_many({s: ("flush", (timeout,), {}) for s in self.shard_names()})
+        if down:
+            raise ShardDown(f"shards {down} did not answer flush")
+        return all(out.values())
+
+    def add_camera(self, camera_id: str, url: str, **kw):
+        return self._call(self.place(camera_id), "add_camera", camera_id, url, **kw)
+
+    def remove_camera(self, camera_id: str) -> None:
+        shard = self.catalogue.cameras().get(camera_id)
+        if shard is None:
+            raise VamError(f"no camera {camera_id!r} in this cluster")
+        self._call(shard, "remove_camera", camera_id)
+
+    def status(self, camera_id: str | None = None) -> Partial:
+        shards, cams = self._targets(camera_id)
+        out, down = self._call_many({s: ("camera_status", (camera_id,), {}) for s in shards})
+        items = [st for s in shards if s in out for st in out[s]]
+        return Partial(items, self._missing(down, cams), down)
+
+    # -- reads -------------------------------------------------------------------------------
+    def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
+               sources=SOURCES, as_of: float | None = None) -> ClusterSearchResult:
+        """As Engine.search, over every shard holding ``cameras``; evidence moment ids are cluster ids."""
+        check_search(text, image, top_k, sources)
+        shards, cams = self._targets(cameras)
+        if image is not None:  # read here: a path on the router's machine means nothing on a shard's node
+            from ..memory.search import _load_image
+
+            image = _load_image(image)
+        kw = dict(text=text, image=image, top_k=int(top_k), time_range=time_range, cameras=cams,
+                  sources=tuple(sources), as_of=as_of)
+        out, down = self._call_many({s: ("search_hits", (), kw) for s in shards})
+        parts = {s: out[s] for s in shards if s in out}
+        notes = list(dict.fromkeys(n for h in parts.values() for n in h.notes))
+        missing = self._missing(down, cams)
+        if down:
+            notes.append(f"shards {down} did not answer: nothing from cameras {list(missing)}")
+        evidence = [replace(h.evidence, moment_ids=tuple(cluster_id(self._no(h.shard), m)
+                                                         for m in h.evidence.moment_ids))
+                    for h in fuse(parts, int(top_k))]
+        return ClusterSearchResult(evidence, notes, missing, tuple(down))
+
+    def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> Partial:
+        """As Engine.moments (ordered by camera and time), with cluster ids."""
+        shards, cams = self._targets(camera_id)
+        out, down = self._call_many({s: ("moments", (camera_id, t0, t1), {}) for s in shards})
+        items = []
+        for s in shards:
+            no = self._no(s) if s in out else None
+            items += [_global_moment(m, no) for m in out.get(s, [])]
+        items.sort(key=lambda m: (m.camera_id, m.t_rel))  # per camera already in (t_rel, id) order; stable
+        return Partial(items, self._missing(down, cams), down)
+
+    def frame(self, moment_id: int) -> bytes:
+        """A moment's JPEG bytes, from its shard."""
+        shard, local = self.locate(moment_id)
+        data = self._call(shard, "frame_bytes", local)
+        if data is None:
+            raise VamError(f"no moment {moment_id} (shard {shard!r}, local id {local})")
+        return data
+
+    # -- questions ---------------------------------------------------------------------------
+    def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *, max_turns: int = 6):
+        """As Engine.ask, at the router over a causal view whose reads fan out to the shards
+        (cluster/view.py): ``as_of`` and the camera scope hold on every shard. The answer also
+        carries ``missing_cameras`` / ``missing_shards`` (empty: every shard answered). The
+        router's model: ``llm=`` of connect, else the config's ``llm`` section."""
+        return self._ask.ask(question, as_of, camera, mode, max_turns=max_turns)
+
+    def wait_for_answers(self, timeout: float | None = None) -> bool:
+        return self._ask.wait_for_answers(timeout)
+
+    # -- monitors ----------------------------------------------------------------------------
+    def watch(self, condition: str, cameras=None, **kw):
+        """As Engine.watch, on every shard holding ``cameras`` (cameras not placed yet are placed
+        now, so a monitor can wait for a camera's first frame). None: every current shard."""
+        if cameras is not None:
+            cams = [cameras] if isinstance(cameras, str) else list(cameras)
+            for c in cams:
+                self.place(c)
+        shards, cams = self._targets(cameras)
+        parts, monitors = {}, {}
+        for s in shards:  # one at a time: a refusal (bad input, the cap) stops before the others
+            mine = None if cams is None else [c for c in cams if self.catalogue.cameras().get(c) == s]
+            try:
+                m = self._call(s, "watch", condition, mine, **kw)
+            except BaseException:
+                for done, mid in parts.items():
+                    self._call_many({done: ("unwatch", (mid,), {})})
+                raise
+            parts[s], monitors[s] = m.monitor_id, m
+        entry = self.catalogue.add_monitor(parts)
+        first = next(iter(monitors.values()))
+        return replace(first, monitor_id=entry.monitor_id, cameras=None if cams is None else tuple(cams))
+
+    def unwatch(self, monitor_id: str) -> bool:
+        entry = self.catalogue.monitor(monitor_id)
+        if entry is None:
+            return False
+        out, down = self._call_many({s: ("unwatch", (mid,), {}) for s, mid in entry.parts.items()})
+        if down:
+            raise ShardDown(f"monitor {monitor_id}: shards {down} did not answer; unwatch it again")
+        return any(out.values())
+
+    def alerts(self, since: AlertCursor | None = None, monitor_id: str | None = None, camera=None) -> AlertList:
+        """Alerts after ``since`` (a cursor from a previous list's ``.cursor``), oldest first,
+        with cluster alert and moment ids and the router's monitor ids."""
+        entry = self.catalogue.monitor(monitor_id) if monitor_id is not None else None
+        if monitor_id is not None and entry is None:
+            return AlertList()
+        shards, cams = self._targets(camera)
+        if entry is not None:
+            shards = [s for s in shards if s in entry.parts]
+        since = since or AlertCursor()
+        calls = {s: ("alerts", (since.of(s), entry.parts[s] if entry else None, camera), {}) for s in shards}
+        out, down = self._call_many(calls)
+        items, last = [], dict(since.last)
+        for s in shards:
+            if s not in out:
+                continue
+            no = self._no(s)
+            for a in out[s]:
+                last[s] = max(last.get(s, 0), a.alert_id)
+                items.append(replace(a, alert_id=cluster_id(no, a.alert_id),
+                                     monitor_id=self.catalogue.local_monitor(s, a.monitor_id),
+                                     moment_ids=tuple(cluster_id(no, m) for m in a.moment_ids)))
+        items.sort(key=lambda a: (a.created_at, a.alert_id))
+        return AlertList(items, AlertCursor(tuple(sorted(last.items()))), missing_cameras=self._missing(down, cams),
+                         missing_shards=down)
+
+    def subscribe_alerts(self, callback=None, poll_s: float = 0.2) -> "ClusterAlertSubscription":
+        """Alerts from every shard as they are stored, in one stream (polled every ``poll_s``)."""
+        return ClusterAlertSubscription(self, callback, poll_s)
+
+    def wait_for_monitors(self, timeout: float | None = None) -> bool:
+        out, down = self._call_many({s: ("wait_for_monitors", (timeout,), {}) for s in self.shard_names()})
+        return not down and all(out.values())
+
+    # -- deletion ----------------------------------------------------------------------------
+    def delete(self, cameras=None, time_range=None) -> Deletion:
+        """As Engine.delete, on every shard holding the cameras (all: every shard). All or
+        nothing reached: ShardDown, before deleting anything, when a needed shard does not answer."""
+        if cameras is None and time_range is None:
+            raise ValueError("delete needs cameras=... and/or time_range=... (refusing to delete everything implicitly)")
+        shards, cams = self._targets(cameras)
+        _, down = self._call_many({s: ("pid", (), {}) for s in shards})
+        if down:
+            raise ShardDown(f"delete needs shards {down}, which do not answer (cameras {self._cameras_of(down)}); "
+                            f"nothing was deleted")
+        out, down = self._call_many({s: ("delete", (cams, time_range), {}) for s in shards})
+        if down:
+            raise ShardDown(f"delete reached {sorted(out)} but not {down}: run it again when they are back")
+        parts = list(out.values())
+        total = Deletion(*(sum(getattr(p, f) for p in parts) for f in ("moments", "events", "summaries", "vectors")),
+                         tuple(sorted({c for p in parts for c in p.cameras})),
+                         sum(p.alerts for p in parts), sum(p.monitors for p in parts))
+        if time_range is None and cams is not None:
+            self.catalogue.forget_cameras(cams)
+        return total
+
+    # -- cluster -----------------------------------------------------------------------------
+    def info(self) -> ClusterInfo:
+        """The shards, their nodes, cameras and health (``GET /api/cluster``)."""
+        out, down = self._call_many({s: ("status", (), {}) for s in self.shard_names()},
+                                    timeout=min(self.timeout_s, 10.0))
+        info = ClusterInfo(self.root)
+        for s in self.catalogue.shards():
+            info.shards.append(ShardInfo(s.name, s.no, s.name in out, self._cameras_of([s.name]), out.get(s.name),
+                                         None if s.name in out else "did not answer (down or restarting)"))
+        return info
+
+    def shutdown_shards(self) -> None:
+        """Close every shard's engine and end its actor (their stores stay under the root)."""
+        self._call_many({s: ("close", (), {}) for s in self.shard_names()})
+        for h in self._handles.values():
+            self._ray.kill(h, no_restart=True)
+
+    def close(self) -> None:
+        """Close the router's own parts (model, QA history); the shards keep running (detached)."""
+        self._ask.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _global_moment(m: Moment, no: int) -> Moment:
+    return replace(m, moment_id=cluster_id(no, m.moment_id),
+                   event_id=None if m.event_id is None else cluster_id(no, m.event_id))
+
+
+def _alive_nodes(ray) -> int:
+    return max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
+
+
+class ClusterAlertSubscription:
+    """Iterate (or ``get(timeout)``, without a callback) for alerts from every shard; ``close()`` when done. Alerts
+    stored while a shard was down arrive once it answers again (its cursor waited)."""
+
+    def __init__(self, router: ClusterEngine, callback, poll_s: float):
+        self._router, self._callback, self._poll_s = router, callback, poll_s
+        self._queue: queue.Queue[Alert] = queue.Queue()
+        self._stop = threading.Event()
+        self.cursor = router.alerts().cursor  # only alerts from now on
+        self._thread = threading.Thread(target=self._run, name="cluster-alerts", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._poll_s):
+            try:
+                got = self._router.alerts(self.cursor)
+            except VamError:
+                continue
+            self.cursor = got.cursor
+            for a in got:
+                if self._callback is None:
+                    self._queue.put(a)
+                    continue
+                try:  # as Engine's subscription: a callback subscriber's alerts are not queued
+                    self._callback(a)
+                except Exception:  # noqa: BLE001 - a failing callback must not end the stream
+                    log.exception("alert callback failed")
+
+    def get(self, timeout: float | None = None) -> Alert | None:
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def __iter__(self):
+        while not self._stop.is_set():
+            a = self.get(0.5)
+            if a is not None:
+                yield a
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)

@@ -1,0 +1,226 @@
+"""A shard: one Ray actor owning one Engine over its own store directory ``<root>/<name>``.
+
+It ingests the cameras placed on it (live sources, pushed frames the router forwards), runs
+their monitors and their document writer, and answers the router's fan-out reads with its
+local ids (the router turns them into cluster ids: catalogue.py). Ray restarts a shard whose
+process dies (``max_restarts=-1``): the constructor runs again, reopens the store (the
+writer's flock died with the old process) and re-adds the live cameras it was running (their
+specs are kept in ``<store>/shard_cameras.json``); pushed frames not yet committed when it
+died are lost, as they would be for one engine, and the pushing side resumes after the last
+committed time (the engine's push sampler resumes from the source's progress). Calls made
+while it restarts fail (``max_task_retries=0``: a push is never applied twice) and the router
+reports the shard's cameras as missing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .fanout import ShardHits, shard_hits
+
+ACTOR_PREFIX = "vam-shard-"
+NAMESPACE = "vam_engine"
+LIVE_SPECS = "shard_cameras.json"
+_VIEW_READS = frozenset({"camera_ids", "latest_time", "frames", "moments_by_id", "summaries", "forest_roots",
+                         "forest_retrieve", "provisional_nodes", "event_memory", "rank_provisional", "summarize"})
+
+
+@dataclass(frozen=True)
+class ShardStatus:
+    name: str
+    store_dir: str
+    node_id: str | None
+    pid: int
+    started_at: float       # wall clock of this incarnation's start
+    restarted: bool         # this incarnation is a restart by Ray (the previous one died)
+    cameras: tuple[str, ...]  # cameras with moments in its store
+    moments: int
+    live: tuple[str, ...]    # live cameras it runs
+
+
+class Shard:
+    """The actor's body (``shard_actor_class()`` wraps it for Ray). ``llm_factory``: a picklable
+    callable returning the shard's model (None: the config's ``llm`` section, e.g. an
+    OpenAI-compatible server on this node)."""
+
+    def __init__(self, name: str, root: str, config: dict | None = None, llm_factory=None, device: str | None = None):
+        from ..engine import Engine
+
+        self.name = name
+        self.store_dir = Path(root) / name
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        llm = llm_factory() if llm_factory is not None else None
+        self.engine = Engine(self.store_dir, config, device=device, llm=llm)
+        self.started_at = time.time()
+        self.restarted = _was_reconstructed()
+        self._resume_live()
+
+    # -- health --------------------------------------------------------------------------
+    def status(self) -> ShardStatus:
+        st = self.engine.store
+        live = tuple(s.camera_id for s in self.engine.status()) if self.engine._live is not None else ()
+        return ShardStatus(self.name, str(self.store_dir), _node_id(), os.getpid(), self.started_at, self.restarted,
+                           tuple(st.moments.cameras()), st.info().get("moments", 0), live)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    # -- reads ---------------------------------------------------------------------------
+    def search_hits(self, **query) -> ShardHits:
+        return shard_hits(self.engine, **query)
+
+    def moments(self, camera_id=None, t0=None, t1=None):
+        return self.engine.moments(camera_id, t0, t1)
+
+    def moments_by_id(self, ids):
+        return self.engine.store.moments.by_id(ids)
+
+    def events(self, camera_id=None):
+        return self.engine.store.events.list(camera_id)
+
+    def frame_bytes(self, moment_id: int) -> bytes | None:
+        m = self.engine.store.moments.by_id([moment_id]).get(moment_id)
+        if m is None:
+            return None
+        path = Path(m.frame_path)
+        if not path.is_absolute():
+            path = self.engine.store.root / path
+        return path.read_bytes()
+
+    def view(self, method: str, as_of, cameras, args=(), kwargs=None):
+        """One read of a causal view (memory/view.py) with this ``as_of`` and camera scope: the
+        router's FanoutView sends every read of an ``ask`` here."""
+        from ..memory.view import MemoryView
+
+        e, kwargs = self.engine, kwargs or {}
+        if method == "summarize" and cameras:  # write only this shard's cameras' documents
+            mine = set(e.store.moments.cameras())
+            cameras = [c for c in cameras if c in mine]
+            if not cameras:
+                return []
+        summarizer = e._summarizer()
+        v = MemoryView(e.store, e.vectors, e.embedder, e.text_embedder(), e.forest,
+                       summarizer.summarize if summarizer is not None else None, as_of=as_of, cameras=cameras)
+        if method == "latest_times":
+            return {c: v.latest_time(c) for c in v.camera_ids()}
+        if method == "extent":
+            return e.store.moments.extent(v.camera_ids(), as_of)
+        if method not in _VIEW_READS:
+            raise ValueError(f"shard {self.name}: {method!r} is not a view read")
+        return getattr(v, method)(*args, **kwargs)  # the actor's threads keep their connections
+
+    def camera_status(self, camera_id=None):
+        return self.engine.status(camera_id) if self.engine._live is not None else []
+
+    # -- ingest --------------------------------------------------------------------------
+    def push(self, camera_id, frame, t, t_abs=None) -> bool:
+        return self.engine.push(camera_id, frame, t, t_abs=t_abs)
+
+    def push_many(self, camera_id, frames, ts, t_abs=None) -> int:
+        """Push a batch of one camera's frames (one actor call per batch); returns how many were sampled."""
+        n = 0
+        for k, (f, t) in enumerate(zip(frames, ts)):
+            n += bool(self.engine.push(camera_id, f, t, t_abs=None if t_abs is None else t_abs[k]))
+        return n
+
+    def push_progress(self, camera_id) -> float | None:
+        """The time up to which the camera's pushed frames are committed (None: nothing yet): a
+        pusher resuming after a restart continues with frames after it."""
+        e = self.engine
+        st = e.store.sources.find(camera_id, "push", f"fps={e.config.ingest.fps:g}")
+        return None if st is None else st.progress_t
+
+    def end_push(self, camera_id) -> None:
+        self.engine.end_push(camera_id)
+
+    def flush(self, timeout=None) -> bool:
+        return self.engine.flush(timeout)
+
+    def add_camera(self, camera_id, url, **kw):
+        status = self.engine.add_camera(camera_id, url, **kw)
+        specs = self._live_specs()
+        specs[camera_id] = {"url": url, **kw}
+        self._save_live_specs(specs)
+        return status
+
+    def remove_camera(self, camera_id) -> None:
+        self.engine.remove_camera(camera_id)
+        specs = self._live_specs()
+        specs.pop(camera_id, None)
+        self._save_live_specs(specs)
+
+    # -- monitors ------------------------------------------------------------------------
+    def watch(self, condition, cameras=None, **kw):
+        return self.engine.watch(condition, cameras, **kw)
+
+    def unwatch(self, monitor_id) -> bool:
+        return self.engine.unwatch(monitor_id)
+
+    def monitors(self, include_ended=False):
+        return self.engine.monitors(include_ended)
+
+    def alerts(self, since=None, monitor_id=None, camera=None):
+        return self.engine.alerts(since, monitor_id, camera)
+
+    def wait_for_monitors(self, timeout=None) -> bool:
+        return self.engine.wait_for_monitors(timeout)
+
+    # -- deletion ------------------------------------------------------------------------
+    def delete(self, cameras=None, time_range=None):
+        return self.engine.delete(cameras, time_range)
+
+    def close(self) -> None:
+        self.engine.close()
+
+    # -- live cameras across restarts ------------------------------------------------------
+    def _live_specs(self) -> dict:
+        p = self.store_dir / LIVE_SPECS
+        return json.loads(p.read_text()) if p.exists() else {}
+
+    def _save_live_specs(self, specs: dict) -> None:
+        p = self.store_dir / LIVE_SPECS
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(specs, indent=1, sort_keys=True))
+        os.replace(tmp, p)
+
+    def _resume_live(self) -> None:
+        """Re-add the live cameras a previous incarnation ran (the engine records their gap)."""
+        for cam, spec in self._live_specs().items():
+            spec = dict(spec)
+            self.engine.add_camera(cam, spec.pop("url"), **spec)
+
+
+def _was_reconstructed() -> bool:
+    try:
+        import ray
+
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+    except Exception:  # noqa: BLE001 - outside an actor (a Shard used directly)
+        return False
+
+
+def _node_id() -> str | None:
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def shard_actor_class():
+    """The Ray actor class of a shard (Ray imported here: the engine itself never needs it).
+
+    Restarted without limit when its process dies; calls are never retried by Ray (a retried
+    push could be applied twice, and the router reports a down shard instead of waiting);
+    threaded (``max_concurrency``) so reads go on while a push waits for the pipeline."""
+    import ray
+
+    return ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=8)(Shard)
+
+
+def shard_as_dict(s: ShardStatus) -> dict:
+    return asdict(s)
