@@ -26,8 +26,8 @@ import numpy as np
 
 from ..errors import VamError, VectorError
 from ..memory.records import Evidence
-from ..memory.search import (BACKGROUND_SAMPLE, MIN_BACKGROUND, RRF_K, SOURCES, SPREAD_FLOOR, _load_image,
-                             _space, _whole_space_sample, relevance)
+from ..memory.search import (BACKGROUND_SAMPLE, MIN_BACKGROUND, RRF_K, SOURCES, SPREAD_FLOOR, _space,
+                             _whole_space_sample, relevance, space_queries)
 
 
 @dataclass(frozen=True)
@@ -69,26 +69,7 @@ def shard_hits(engine, *, text=None, image=None, top_k=10, time_range=None, came
     store, vectors, embedder = engine.store, engine.vectors, engine.embedder
     text_embedder = engine.text_embedder() if text is not None and {"event", "summary"} & set(sources) else None
     t0, t1 = time_range if time_range is not None else (None, None)
-    notes: list[str] = []
-    queries: list[tuple[str, np.ndarray]] = []  # the same spaces in the same order as search.py
-    image_spaces = [s for s in ("frame", "event") if s in sources]
-    if image is not None:
-        q = embedder.embed_images(_load_image(image)[None])[0]
-        queries += [(s, q) for s in image_spaces]
-    if text is not None:
-        if image_spaces:
-            if embedder.has_text:
-                q = embedder.embed_texts([text])[0]
-                queries += [(s, q) for s in image_spaces]
-            else:
-                notes.append(f"the image embedder ({embedder.name}) has no text side: text searched documents only")
-        doc_spaces = [s for s, src in (("event_doc", "event"), ("summary", "summary")) if src in sources]
-        if doc_spaces:
-            if text_embedder is None:
-                notes.append("no text embedder is configured: documents were not searched")
-            else:
-                q = text_embedder.embed_texts([text])[0]
-                queries += [(s, q) for s in doc_spaces]
+    queries, notes = space_queries(embedder, text_embedder, text, image, sources)  # as one engine's
     fetch = fetch_size(top_k)
     spaces, keys = [], set()
     for space, q in queries:

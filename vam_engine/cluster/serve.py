@@ -21,7 +21,7 @@ from ..errors import VamError
 
 
 def create_cluster_app(router, options=None):
-    from fastapi import FastAPI, HTTPException, Request
+    from fastapi import FastAPI, HTTPException
     from fastapi.responses import JSONResponse, Response
     from pydantic import BaseModel, Field
     from starlette.concurrency import run_in_threadpool

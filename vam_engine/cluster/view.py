@@ -17,7 +17,7 @@ from typing import Mapping
 
 from ..memory.records import Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind
 from ..memory.search import SOURCES
-from .catalogue import cluster_id, split_id
+from .catalogue import cluster_id
 
 
 def globalize(obj, no: int):

@@ -83,18 +83,11 @@ def _load_image(image) -> np.ndarray:
     return arr
 
 
-def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=None, top_k=10, time_range=None,
-           cameras=None, sources=SOURCES, as_of=None) -> SearchResult:
-    if text is None and image is None:
-        raise VamError("search needs text=... or image=...")
-    if not 1 <= int(top_k) <= 1000:
-        raise VamError(f"top_k must be in 1..1000, got {top_k}")
-    unknown = set(sources) - set(SOURCES)
-    if unknown:
-        raise VamError(f"unknown search sources {sorted(unknown)}; use {list(SOURCES)}")
-    t0, t1 = time_range if time_range is not None else (None, None)
+def space_queries(embedder, text_embedder, text, image, sources) -> tuple[list[tuple[str, np.ndarray]], list[str]]:
+    """The (space, query vector) pairs a query runs, in the order fusion ranks them, and notes on
+    what could not be searched (the cluster's router builds the same list: cluster/fanout.py)."""
     notes: list[str] = []
-    queries: list[tuple[str, np.ndarray]] = []  # (space, query vector)
+    queries: list[tuple[str, np.ndarray]] = []
     image_spaces = [s for s in ("frame", "event") if s in sources]
     if image is not None:
         q = embedder.embed_images(_load_image(image)[None])[0]
@@ -113,6 +106,20 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
             else:
                 q = text_embedder.embed_texts([text])[0]
                 queries += [(s, q) for s in doc_spaces]
+    return queries, notes
+
+
+def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=None, top_k=10, time_range=None,
+           cameras=None, sources=SOURCES, as_of=None) -> SearchResult:
+    if text is None and image is None:
+        raise VamError("search needs text=... or image=...")
+    if not 1 <= int(top_k) <= 1000:
+        raise VamError(f"top_k must be in 1..1000, got {top_k}")
+    unknown = set(sources) - set(SOURCES)
+    if unknown:
+        raise VamError(f"unknown search sources {sorted(unknown)}; use {list(SOURCES)}")
+    t0, t1 = time_range if time_range is not None else (None, None)
+    queries, notes = space_queries(embedder, text_embedder, text, image, sources)
     fused: dict[tuple[str, int], float] = {}
     cosine: dict[tuple[str, int], float] = {}
     zscore: dict[tuple[str, int], float] = {}  # the best over the spaces that calibrated it
