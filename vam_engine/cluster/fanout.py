@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import VamError, VectorError
+from ..errors import VectorError
 from ..memory.records import Evidence
 from ..memory.search import (BACKGROUND_SAMPLE, MIN_BACKGROUND, RRF_K, SOURCES, SPREAD_FLOOR, _space,
-                             _whole_space_sample, relevance, space_queries)
+                             _whole_space_sample, check_search, relevance, space_queries)
 
 
 @dataclass(frozen=True)
@@ -45,17 +45,6 @@ class ShardHits:
     spaces: list[SpaceHits]
     evidence: dict[tuple[str, int], Evidence]  # (kind, local id) -> evidence with the shard's local ids
     notes: list[str]
-
-
-def check_search(text, image, top_k, sources) -> None:
-    """The router checks what the shards would, before fanning out (a bad query fails once, fast)."""
-    if text is None and image is None:
-        raise VamError("search needs text=... or image=...")
-    if not 1 <= int(top_k) <= 1000:
-        raise VamError(f"top_k must be in 1..1000, got {top_k}")
-    unknown = set(sources) - set(SOURCES)
-    if unknown:
-        raise VamError(f"unknown search sources {sorted(unknown)}; use {list(SOURCES)}")
 
 
 def fetch_size(top_k: int) -> int:

@@ -27,7 +27,8 @@ from ..errors import VamError
 from ..memory.records import Alert, Deletion, Moment
 from ..memory.search import SOURCES, SearchResult
 from .catalogue import Catalogue, cluster_id, split_id
-from .fanout import check_search, fuse
+from ..memory.search import check_search
+from .fanout import fuse
 from .shard import ACTOR_PREFIX, NAMESPACE, ShardStatus, shard_actor_class
 
 

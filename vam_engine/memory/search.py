@@ -109,8 +109,8 @@ def space_queries(embedder, text_embedder, text, image, sources) -> tuple[list[t
     return queries, notes
 
 
-def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=None, top_k=10, time_range=None,
-           cameras=None, sources=SOURCES, as_of=None) -> SearchResult:
+def check_search(text, image, top_k, sources) -> None:
+    """A query's arguments (the cluster's router checks them too, before fanning out)."""
     if text is None and image is None:
         raise VamError("search needs text=... or image=...")
     if not 1 <= int(top_k) <= 1000:
@@ -118,6 +118,11 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
     unknown = set(sources) - set(SOURCES)
     if unknown:
         raise VamError(f"unknown search sources {sorted(unknown)}; use {list(SOURCES)}")
+
+
+def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=None, top_k=10, time_range=None,
+           cameras=None, sources=SOURCES, as_of=None) -> SearchResult:
+    check_search(text, image, top_k, sources)
     t0, t1 = time_range if time_range is not None else (None, None)
     queries, notes = space_queries(embedder, text_embedder, text, image, sources)
     fused: dict[tuple[str, int], float] = {}
