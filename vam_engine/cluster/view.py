@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
-from ..memory.records import Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind
+from ..memory.records import Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind
 from ..memory.search import SOURCES
 from .catalogue import cluster_id
 
@@ -27,6 +27,10 @@ def globalize(obj, no: int):
         return replace(obj, moment_id=g(obj.moment_id), event_id=g(obj.event_id))
     if isinstance(obj, Evidence):
         return replace(obj, moment_ids=tuple(map(g, obj.moment_ids)))
+    if isinstance(obj, Event):
+        return replace(obj, event_id=g(obj.event_id), keyframes=tuple(map(g, obj.keyframes)))
+    if isinstance(obj, Alert):  # (its monitor id is the shard's: the router maps it)
+        return replace(obj, alert_id=g(obj.alert_id), moment_ids=tuple(map(g, obj.moment_ids)))
     if isinstance(obj, Summary):
         return replace(obj, summary_id=g(obj.summary_id), moment_ids=tuple(map(g, obj.moment_ids)))
     if isinstance(obj, ForestNode):
