@@ -176,9 +176,19 @@ def test_ask_through_the_router_equals_one_engine(cluster, tmp_path):
             assert got.missing_cameras == ()
             if "as_of" in kw:
                 assert max(float(x.split(":")[0][2:-1]) for x in got.text[5:].split()) <= 5.0
+        # as if each shard's store sat on its node's own disk: every frame the model sees is fetched
+        router.frame_cache.always_fetch = True
+        try:
+            want = asker.ask("what is there?", mode="agentic", camera=["cam-a", "cam-b"])
+            got = router.ask("what is there?", mode="agentic", camera=["cam-a", "cam-b"])
+        finally:
+            router.frame_cache.always_fetch = False
+        assert got.text == want.text and len(got.text.split()) > 6
+        fetched = list(router.frame_cache.dir.glob("*.jpg"))
+        assert {router.locate(int(p.stem))[0] for p in fetched} == {"shard-0", "shard-1"}
         assert router.wait_for_answers(30) and asker.wait_for_answers(30)
     # the router keeps its own QA history: a follow-up sees the earlier questions
-    assert len(router._ask._store.qa.recent(10)) == 3
+    assert len(router._ask._store.qa.recent(10)) == 4
 
 
 def test_alerts_from_both_shards_arrive_on_one_stream(cluster):

@@ -110,6 +110,7 @@ class ClusterEngine:
         import ray
 
         from .ask import RouterAsk
+        from .frames import FrameCache
 
         self._ray = ray
         if not ray.is_initialized():
@@ -133,6 +134,7 @@ class ClusterEngine:
         for s in self.catalogue.shards():
             self._handles[s.name] = self._actor(s.name)
         self._ask = RouterAsk(self, config, llm, device)
+        self.frame_cache = FrameCache(self, self.catalogue.root / "_router" / "frames")
 
     # -- shards ------------------------------------------------------------------------------
     def _actor(self, name: str):

@@ -94,6 +94,15 @@ class Shard:
         """The moment's FrameData with its bytes (the router may be on another node); None: no such moment."""
         return _with_bytes(self._backend.moment_frame(moment_id))
 
+    def moment_frames(self, moment_ids) -> dict:
+        """{moment id: its JPEG bytes (None: no such moment, or its file is gone)} for the
+        router's FrameCache (cluster/frames.py)."""
+        out = {}
+        for mid in moment_ids:
+            f = _with_bytes(self._backend.moment_frame(mid))
+            out[mid] = None if f is None else f.data
+        return out
+
     def alert(self, alert_id: int):
         return self._backend.alert(alert_id)
 
