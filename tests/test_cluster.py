@@ -188,7 +188,26 @@ def test_ask_through_the_router_equals_one_engine(cluster, tmp_path):
         assert {router.locate(int(p.stem))[0] for p in fetched} == {"shard-0", "shard-1"}
         assert router.wait_for_answers(30) and asker.wait_for_answers(30)
     # the router keeps its own QA history: a follow-up sees the earlier questions
-    assert len(router._ask._store.qa.recent(10)) == 4
+    assert len(router._ask._store.qa.recent(10)) == 4  # (asked before the present's test)
+
+
+def test_ask_at_the_router_sees_each_cameras_present_on_its_shard(cluster):
+    from vam_engine.cluster.present import FanoutPresent
+
+    router, plain, _ = cluster
+    present = FanoutPresent(router)
+    for cam in ("cam-a", "cam-b"):  # one on each shard
+        assert present.latest(cam) == plain.working.latest(cam) == T_END - 0.5
+        now = T_END - 0.5
+        assert present.covers(cam, now) == plain.working.covers(cam, now) is True
+        for got, want in zip(present.window(cam, now), plain.working.window(cam, now)):
+            assert [t for _, t in got] == [t for _, t in want] and len(got) > 2
+            assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(got, want))
+    ans = router.ask("what is there?", mode="two_phase", camera=["cam-a", "cam-b"])
+    shown = [e.to_dict() for e in ans.trace]
+    frames = next(e["detail"]["frames"] for e in shown if "frames" in e.get("detail", {}))
+    assert {c: f["from"] for c, f in frames.items()} == {"cam-a": "buffer", "cam-b": "buffer"}
+    assert router.wait_for_answers(30)
 
 
 def test_alerts_from_both_shards_arrive_on_one_stream(cluster):

@@ -3,9 +3,9 @@
 The router holds what one engine's ``ask`` holds besides the store: the model (an object passed
 as ``llm=``, or the config's ``llm`` section: an OpenAI-compatible server the router can reach),
 the text embedder (queries of the forest and the QA history, built from the shards' config so
-the spaces match), and the QA history, in its own small store ``<root>/_router``. What it lacks:
-the cameras' present (their latest frames live in the shards' working memories), so the coarse
-stage sees the forest and the provisional nodes only, not the live frames.
+the spaces match), and the QA history, in its own small store ``<root>/_router``. The cameras'
+present (their latest frames, in the shards' working memories) is read from the shards for
+each question (present.py).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class RouterAsk:
         self.config = load_config(config, device)
         self._llm = llm
         self._lock = threading.Lock()
-        self._texts = self._store = self._qa = self._working = None
+        self._texts = self._store = self._qa = None
         self._texts_made = False
 
     def built_llm(self):
@@ -52,7 +52,6 @@ class RouterAsk:
                 from ..llm import describe_llm, make_llm
                 from ..memory.store import Store
                 from ..reason.qa_record import QARecorder
-                from ..reason.working import WorkingMemory, present_side
 
                 cfg = self.config
                 if self._llm is None:
@@ -64,24 +63,24 @@ class RouterAsk:
                                                  image_embedder=make_image_embedder(cfg.embed, device=dev))
                 self._store = Store(self._router.catalogue.root / "_router")
                 self._qa = QARecorder(self._llm, self._texts)
-                self._working = WorkingMemory(max_side=present_side(cfg.llm))  # empty: see the module doc
-            return self._llm, self._texts, self._store, self._qa, self._working
+            return self._llm, self._texts, self._store, self._qa
 
     def ask(self, question, as_of=None, camera=None, mode="auto", *, max_turns=6):
         from ..engine_ask import answer_in_mode, check_ask
         from ..engine_roles import WatchedModel
         from ..reason.two_phase import TwoPhaseAnswerer
+        from .present import FanoutPresent
         from .view import FanoutView
 
         check_ask(question, as_of, mode, max_turns, False)
-        _, texts, store, qa, working = self._parts()
+        _, texts, store, qa = self._parts()
         llm = self._llm  # (read after _parts: wrap_model may have replaced it)
         question = question.strip()
         t0 = time.perf_counter()
         model = WatchedModel(llm)
         view = FanoutView(self._router, texts, store, as_of=as_of, cameras=camera)
-        answer = answer_in_mode(model, TwoPhaseAnswerer(model, working, texts, update_qa=False), question, view,
-                                mode, max_turns)
+        two_phase = TwoPhaseAnswerer(model, FanoutPresent(self._router), texts, update_qa=False)
+        answer = answer_in_mode(model, two_phase, question, view, mode, max_turns)
         answer.timings["total"] = time.perf_counter() - t0
         t = answer.asked_at if answer.asked_at is not None else view.now()
         answer.background = qa.record(question, answer, view, 0.0 if t is None else t)

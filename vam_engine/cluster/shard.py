@@ -146,6 +146,14 @@ class Shard:
             raise ValueError(f"shard {self.name}: {method!r} is not a view read")
         return getattr(v, method)(*args, **kwargs)  # the actor's threads keep their connections
 
+    def present_latest(self, camera_id):
+        return self.engine.working.latest(camera_id)
+
+    def present_window(self, camera_id, now):
+        """(covers, short, medium) of the camera's working memory at ``now`` (cluster/present.py)."""
+        w = self.engine.working
+        return (w.covers(camera_id, now), *w.window(camera_id, now))
+
     def camera_status(self, camera_id=None):
         return self.engine.status(camera_id) if self.engine._live is not None else []
 
