@@ -10,7 +10,10 @@ Measured, in one run on this machine:
 - search (image query, top 10, all cameras) and moments (one camera, all of it): p50/p99 over
   ``--queries`` requests, for the plain engine and through the router;
 - the router's overhead per request: the round trip of an empty actor call (p50) and the
-  router-side merge (fanout.fuse over the shards' parts, p50), next to a search's total.
+  router-side merge (fanout.fuse over the shards' parts, p50), next to a search's total;
+- over HTTP (with the server extra): a page of moments (``GET /api/moments``, one camera,
+  200 rows) and an image search (``POST /api/search``, multipart) through the single engine's
+  app and through the router's (the same app over ClusterBackend), p50 over ``--queries``.
 
 What this machine cannot show: every shard here shares the same 2 cores (and the driver), so
 adding shards cannot speed anything up; the rows show the per-shard and fan-out costs. The
@@ -53,6 +56,10 @@ def pct(xs, q) -> float:
     return float(np.percentile(np.asarray(xs) * 1e3, q))  # ms
 
 
+def p50(xs):
+    return pct(xs, 50) if xs else "-"
+
+
 def timed(fn, n: int) -> list[float]:
     fn()  # warm
     out = []
@@ -61,6 +68,58 @@ def timed(fn, n: int) -> list[float]:
         fn()
         out.append(time.perf_counter() - t0)
     return out
+
+
+class Served:
+    """An app served by uvicorn on a loopback port in a thread (``with Served(app) as url``)."""
+
+    def __init__(self, app):
+        import socket
+        import threading
+
+        import uvicorn
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.02)
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(15)
+        self.sock.close()
+
+
+def http_latency(app, camera: str, query_png: bytes, n: int) -> tuple[list[float], list[float]]:
+    """(moments page, image search) request latencies through ``app``; empty without the server extra."""
+    import httpx
+
+    with Served(app) as url, httpx.Client(base_url=url, timeout=60) as c:
+        def page():
+            r = c.get("/api/moments", params={"camera": camera, "limit": 200})
+            assert r.status_code == 200, r.text
+
+        def search():
+            r = c.post("/api/search", files={"image": ("q.png", query_png, "image/png")}, data={"top_k": "10"})
+            assert r.status_code == 200, r.text
+
+        return timed(page, n), timed(search, n)
+
+
+def png(arr) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG")
+    return buf.getvalue()
 
 
 def main(argv=None) -> int:
@@ -79,6 +138,12 @@ def main(argv=None) -> int:
     from vam_engine import Engine
     from vam_engine.cluster import connect
     from vam_engine.cluster.fanout import fuse
+
+    try:
+        from vam_engine.cluster.serve import create_cluster_app
+        from vam_engine.server import create_app
+    except ImportError:  # no server extra: the HTTP columns stay empty
+        create_app = create_cluster_app = None
 
     ray.init(num_cpus=2, include_dashboard=False, namespace="vam_engine", object_store_memory=200 << 20,
              log_to_driver=False)
@@ -101,10 +166,13 @@ def main(argv=None) -> int:
         s_lat = timed(lambda: plain.search(image=queries[next(qi) % len(queries)], top_k=10), a.queries)
         m_lat = timed(lambda: plain.moments(cams[0]), a.queries)
         moments = len(plain.moments())
+        query_png = png(queries[0])
+        hp, hs = http_latency(create_app(plain), cams[0], query_png, a.queries) if create_app else ([], [])
         results.append({"setup": "plain engine", "shards": 0, "moments": moments,
-                        "ingest_fps": len(cams) * n / ingest_s, "search_ms": s_lat, "moments_ms": m_lat})
+                        "ingest_fps": len(cams) * n / ingest_s, "search_ms": s_lat, "moments_ms": m_lat,
+                        "http_page_ms": hp, "http_search_ms": hs})
         rows.append(["plain engine", "-", moments, len(cams) * n / ingest_s, pct(s_lat, 50), pct(s_lat, 99),
-                     pct(m_lat, 50), pct(m_lat, 99), "-", "-"])
+                     pct(m_lat, 50), pct(m_lat, 99), "-", "-", p50(hp), p50(hs)])
         plain.close()
         for k in a.shards:
             root = work / f"shards{k}"
@@ -127,20 +195,23 @@ def main(argv=None) -> int:
                      for s in router.shard_names()}
             merge = timed(lambda: fuse(parts, 10), a.queries)
             moments = len(router.moments())
+            hp, hs = http_latency(create_cluster_app(router), cams[0], query_png, a.queries) \
+                if create_cluster_app else ([], [])
             label = f"cluster, {k} shard{'s' if k > 1 else ''}"
             results.append({"setup": label, "shards": k, "moments": moments, "ingest_fps": len(cams) * n / ingest_s,
                             "push_fps": len(cams) * n / push_s, "search_ms": s_lat, "moments_ms": m_lat,
-                            "actor_rtt_ms": rtt, "merge_ms": merge,
+                            "actor_rtt_ms": rtt, "merge_ms": merge, "http_page_ms": hp, "http_search_ms": hs,
                             "cameras_per_shard": {s: sum(1 for v in router.catalogue.cameras().values() if v == s)
                                                   for s in router.shard_names()}})
             rows.append([label, k, moments, len(cams) * n / ingest_s, pct(s_lat, 50), pct(s_lat, 99),
-                         pct(m_lat, 50), pct(m_lat, 99), pct(rtt, 50), pct(merge, 50)])
+                         pct(m_lat, 50), pct(m_lat, 99), pct(rtt, 50), pct(merge, 50), p50(hp), p50(hs)])
             router.shutdown_shards()
             router.close()
         print(f"{len(cams)} cameras x {a.seconds:g} s at 2 fps (1 fps sampled); {a.queries} requests each; "
               f"2-core machine: all shards share the same cores")
         table = print_table(["setup", "shards", "moments", "ingest frames/s", "search p50 ms", "search p99 ms",
-                             "moments p50 ms", "moments p99 ms", "actor rtt p50 ms", "merge p50 ms"], rows)
+                             "moments p50 ms", "moments p99 ms", "actor rtt p50 ms", "merge p50 ms",
+                              "HTTP page p50 ms", "HTTP search p50 ms"], rows)
         one = next((r for r in results if r["shards"] == 1), None)
         extrap = []
         if one is not None:
