@@ -115,6 +115,10 @@ class Shard:
     def camera_status(self, camera_id=None):
         return self.engine.status(camera_id) if self.engine._live is not None else []
 
+    def gaps(self, camera_id=None, t0=None, t1=None):
+        """The live cameras' gaps (memory/gaps.py), a restart's time without video among them."""
+        return self.engine.gaps(camera_id, t0, t1)
+
     # -- ingest --------------------------------------------------------------------------
     def push(self, camera_id, frame, t, t_abs=None) -> bool:
         return self.engine.push(camera_id, frame, t, t_abs=t_abs)
