@@ -70,3 +70,25 @@ def test_a_live_camera_resumes_after_kill_9_of_its_shard_with_the_gap_and_nothin
     resumed = sorted((m for m in after if m.t >= gap.t_end), key=lambda m: m.t)
     assert resumed and resumed[0].t == pytest.approx(gap.t_end, abs=1e-6)  # ingest goes on after the restart
     assert router.frame(before[0].moment_id)[:2] == router.frame(resumed[-1].moment_id)[:2] == b"\xff\xd8"
+
+
+def test_a_camera_that_cannot_be_resumed_does_not_take_its_shard_down(cluster, tmp_path):
+    """Its file is gone when the shard restarts: the shard still comes back with its other
+    cameras, and that camera's status says why it is not running; removing it forgets it."""
+    router, clip = cluster
+    gone = tmp_path / "yard.mp4"
+    gone.write_bytes(clip.read_bytes())
+    router.add_camera("yard", str(gone), realtime=True)
+    old = _shard(router).status
+    assert set(old.live) == {CAM, "yard"}
+    gone.unlink()  # the running camera keeps its open file; the restarted shard cannot open it
+    os.kill(old.pid, signal.SIGKILL)
+    new = wait_for("Ray to restart the shard", lambda: (s := _shard(router)).alive and s.status.pid != old.pid
+                   and s.status, 60, every=0.2)
+    assert new.restarted and new.live == (CAM,)
+    (yard,) = router.status("yard")
+    assert yard.state == "offline" and "not resumed" in yard.error and str(gone) in yard.error
+    assert wait_for("the door camera online again", lambda: router.status(CAM)[0].state == "online", 20)
+    router.remove_camera("yard")
+    assert [s.camera_id for s in router.status()] == [CAM]
+    assert "yard" not in router._call("shard-0", "_live_specs")
