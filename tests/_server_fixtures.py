@@ -3,6 +3,7 @@ documented by a scripted model (so text search finds them), and the model answer
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 
@@ -104,3 +105,35 @@ class ServerThread:
         self.server.should_exit = True
         self.thread.join(timeout=15)
         self.sock.close()
+
+
+class SSEReader(threading.Thread):
+    """Reads an SSE stream on a thread until ``want`` alert events arrived: ``events`` holds
+    (id as sent, the alert's JSON)."""
+
+    def __init__(self, url, headers, want):
+        super().__init__(daemon=True)
+        self.url, self.headers, self.want = url, headers, want
+        self.events, self.ready, self.error = [], threading.Event(), None
+
+    def run(self):
+        import httpx
+
+        try:
+            with httpx.Client(timeout=httpx.Timeout(30.0)) as c, c.stream("GET", self.url, headers=self.headers) as r:
+                assert r.status_code == 200, r.read()
+                self.ready.set()
+                block = {}
+                for line in r.iter_lines():
+                    if line == "":
+                        if block.get("event") == "alert":
+                            self.events.append((block["id"], json.loads(block["data"])))
+                            if len(self.events) >= self.want:
+                                return
+                        block = {}
+                    elif not line.startswith(":") and ":" in line:
+                        k, v = line.split(":", 1)
+                        block[k] = v.strip()
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+            self.ready.set()

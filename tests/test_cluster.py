@@ -176,9 +176,19 @@ def test_ask_through_the_router_equals_one_engine(cluster, tmp_path):
             assert got.missing_cameras == ()
             if "as_of" in kw:
                 assert max(float(x.split(":")[0][2:-1]) for x in got.text[5:].split()) <= 5.0
+        # as if each shard's store sat on its node's own disk: every frame the model sees is fetched
+        router.frame_cache.always_fetch = True
+        try:
+            want = asker.ask("what is there?", mode="agentic", camera=["cam-a", "cam-b"])
+            got = router.ask("what is there?", mode="agentic", camera=["cam-a", "cam-b"])
+        finally:
+            router.frame_cache.always_fetch = False
+        assert got.text == want.text and len(got.text.split()) > 6
+        fetched = list(router.frame_cache.dir.glob("*.jpg"))
+        assert {router.locate(int(p.stem))[0] for p in fetched} == {"shard-0", "shard-1"}
         assert router.wait_for_answers(30) and asker.wait_for_answers(30)
     # the router keeps its own QA history: a follow-up sees the earlier questions
-    assert len(router._ask._store.qa.recent(10)) == 3
+    assert len(router._ask._store.qa.recent(10)) == 4
 
 
 def test_alerts_from_both_shards_arrive_on_one_stream(cluster):
@@ -208,32 +218,190 @@ def test_alerts_from_both_shards_arrive_on_one_stream(cluster):
     assert list(router.alerts(listed.cursor)) == []  # the cursor moves past what was read
 
 
-def test_serve_cluster_http(cluster):
+@pytest.fixture(scope="module")
+def served(cluster):
+    """The single engine's app over the plain engine and the router's app over the cluster."""
     pytest.importorskip("fastapi", reason="the service needs fastapi (pip install vam-engine[server])")
-    import urllib.request
-
     from _server_fixtures import ServerThread
     from vam_engine.cluster.serve import create_cluster_app
+    from vam_engine.server import create_app
 
     router, plain, _ = cluster
+    with ServerThread(create_app(plain)) as one, ServerThread(create_cluster_app(router)) as many:
+        yield one.url, many.url
 
-    def get(url, body=None):
-        req = urllib.request.Request(url, None if body is None else json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.read() if r.headers.get("content-type") == "image/jpeg" else json.loads(r.read())
 
-    with ServerThread(create_cluster_app(router)) as srv:
-        info = get(srv.url + "/api/cluster")
+def _pages(c, path, limit, **params):
+    """Every item of a paged listing, walking next_cursor; and the pages' sizes."""
+    items, sizes, cursor = [], [], None
+    while True:
+        r = c.get(path, params={**params, "limit": limit, **({"cursor": cursor} if cursor else {})})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        items += body["items"]
+        sizes.append(len(body["items"]))
+        cursor = body["next_cursor"]
+        if cursor is None:
+            return items, sizes, body
+
+
+def test_the_router_serves_the_single_engines_http_api(cluster, served):
+    """Paged moments and events, cameras, image search, frames and thumbnails, /metrics: the
+    same replies as the single engine's app over the same frames (ids aside)."""
+    import httpx
+
+    router, plain, _ = cluster
+    one, many = served
+    with httpx.Client(base_url=one, timeout=30) as a, httpx.Client(base_url=many, timeout=30) as b:
+        info = b.get("/api/cluster").json()
         assert [(s["name"], s["alive"]) for s in info["shards"]] == [("shard-0", True), ("shard-1", True)]
-        assert set(info["shards"][1]["cameras"]) >= {"cam-b", "cam-d"}
-        got = get(srv.url + "/api/moments?camera=cam-d")
-        assert [m["t"] for m in got["moments"]] == [m.t for m in plain.moments("cam-d")]
-        assert got["missing_cameras"] == []
-        jpeg = get(srv.url + f"/api/frames/{got['moments'][0]['moment_id']}")
-        assert jpeg[:2] == b"\xff\xd8"
-        ans = get(srv.url + "/api/ask", {"question": "what is there?", "mode": "agentic", "as_of": 5.0})
+        for path, key in (("/api/moments", lambda m: (m["camera_id"], m["t"], m["width"])),
+                          ("/api/events", lambda e: (e["camera_id"], e["t_start"], e["t_end"], len(e["keyframes"])))):
+            want, want_sizes, _ = _pages(a, path, 3, camera=CAMS)
+            got, got_sizes, last = _pages(b, path, 3, camera=CAMS)
+            assert want and [key(x) for x in got] == [key(x) for x in want]
+            assert got_sizes == want_sizes and last["missing_cameras"] == [] and last["missing_shards"] == []
+        moments = _pages(b, "/api/moments", 50, camera=CAMS)[0]
+        assert {router.locate(m["moment_id"])[0] for m in moments} == {"shard-0", "shard-1"}
+        # paged with as_of and a time range as well
+        q = {"camera": ["cam-b", "cam-c"], "t0": 2.0, "t1": 9.0, "as_of": 8.0}
+        assert [(m["camera_id"], m["t"]) for m in _pages(b, "/api/moments", 2, **q)[0]] == \
+            [(m["camera_id"], m["t"]) for m in _pages(a, "/api/moments", 2, **q)[0]]
+
+        cams = {c["camera_id"]: c for c in b.get("/api/cameras").json()["cameras"]}
+        for c in a.get("/api/cameras").json()["cameras"]:
+            assert {k: cams[c["camera_id"]][k] for k in ("moments", "t_first", "t_last", "events")} == \
+                {k: c[k] for k in ("moments", "t_first", "t_last", "events")}
+
+        import io
+
+        from PIL import Image
+        buf = io.BytesIO()
+        Image.fromarray(frame("cam-c", 7.0)).save(buf, format="PNG")
+        files = {"image": ("q.png", buf.getvalue(), "image/png")}
+        ra = a.post("/api/search", files=files, data={"top_k": "5", "cameras": ",".join(CAMS)}).json()
+        rb = b.post("/api/search", files=files, data={"top_k": "5", "cameras": ",".join(CAMS)}).json()
+        ev = lambda e: (e["camera_id"], e["t_start"], e["t_end"], e["source"], len(e["frames"]))  # noqa: E731
+        assert ra["evidence"] and [ev(e) for e in rb["evidence"]] == [ev(e) for e in ra["evidence"]]
+        assert [e["score"] for e in rb["evidence"]] == pytest.approx([e["score"] for e in ra["evidence"]])
+        assert rb["missing_cameras"] == []
+
+        m_a = _pages(a, "/api/moments", 1000, camera="cam-d")[0][0]
+        m_b = _pages(b, "/api/moments", 1000, camera="cam-d")[0][0]
+        assert b.get(m_b["frame"]).content == a.get(m_a["frame"]).content  # the same JPEG, from the shard
+        thumb = b.get(m_b["frame"], params={"w": 32})
+        assert thumb.status_code == 200 and Image.open(io.BytesIO(thumb.content)).width == 32
+        assert b.get("/api/frames/%d" % ((77 << 40) | 1)).status_code == 404  # names no shard
+
+        metrics = b.get("/metrics").text
+        n_a = next(c["moments"] for c in a.get("/api/cameras").json()["cameras"] if c["camera_id"] == "cam-a")
+        assert f'vam_camera_moments{{camera="cam-a"}} {n_a}' in metrics
+        assert 'vam_shard_up{shard="shard-0"} 1' in metrics and 'vam_shard_up{shard="shard-1"} 1' in metrics
+        assert b.get("/").status_code == 200 and "<html" in b.get("/").text.lower()  # the web page
+
+        ans = b.post("/api/ask", json={"question": "what is there?", "mode": "agentic", "as_of": 5.0}).json()
         assert ans["text"].startswith("NOTE t=") and ans["missing_cameras"] == []
+
+
+def test_camera_limited_tokens_hold_across_shards_over_http(cluster, served):
+    import httpx
+
+    from vam_engine.server import TokenStore
+
+    router, _, root = cluster
+    _, many = served
+    tokens = TokenStore(root)
+    info, secret = tokens.create("read", cameras=["cam-a", "cam-b"])  # one camera on each shard
+    try:
+        h = {"Authorization": f"Bearer {secret}"}
+        with httpx.Client(base_url=many, timeout=30, headers=h) as c:
+            got = _pages(c, "/api/moments", 4)[0]
+            assert {m["camera_id"] for m in got} == {"cam-a", "cam-b"}
+            assert {x["camera_id"] for x in c.get("/api/cameras").json()["cameras"]} == {"cam-a", "cam-b"}
+            other = router.moments("cam-c")[0].moment_id
+            assert c.get(f"/api/frames/{other}").status_code == 403
+            assert c.get("/api/moments", params={"camera": "cam-c"}).status_code == 403
+            assert c.get("/metrics").status_code == 403  # it names every camera
+        assert httpx.get(many + "/api/moments", timeout=30).status_code == 401  # tokens exist now
+    finally:
+        tokens.revoke(info.token_id)
+
+
+def test_alert_streams_monitors_and_summaries_through_the_router(cluster, served):
+    """Alerts of cameras on both shards arrive on one SSE stream and one WebSocket; a stream
+    resumed from an event's id gets what came after it; monitors list, end; summaries from both
+    shards."""
+    import asyncio
+
+    import httpx
+    import websockets
+
+    from _server_fixtures import SSEReader
+
+    router, _, _ = cluster
+    _, many = served
+    with httpx.Client(base_url=many, timeout=30) as c:
+        for cam in ("mon-p", "mon-q"):
+            router.place(cam)
+        assert {router.catalogue.cameras()[x] for x in ("mon-p", "mon-q")} == {"shard-0", "shard-1"}
+        sse = SSEReader(f"{many}/api/alerts/stream", {}, want=2)
+        sse.start()
+        assert sse.ready.wait(10) and sse.error is None
+        ws_got = []
+
+        async def ws_read():
+            async with websockets.connect(many.replace("http", "ws") + "/api/ws") as ws:
+                assert json.loads(await ws.recv())["type"] == "hello"
+                ws_ready.set()
+                while len(ws_got) < 2:
+                    m = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                    if m["type"] == "alert":
+                        ws_got.append(m)
+
+        import threading
+        ws_ready = threading.Event()
+        ws_thread = threading.Thread(target=lambda: asyncio.run(ws_read()), daemon=True)
+        ws_thread.start()
+        assert ws_ready.wait(10)
+        r = c.post("/api/monitors", json={"condition": "a bright square in the top-left corner",
+                                         "cameras": ["mon-p", "mon-q"], "every_s": 1.0, "frames": 1})
+        assert r.status_code == 201, r.text
+        mid = r.json()["monitor_id"]
+        listed = c.get("/api/monitors").json()["monitors"]
+        assert [(m["monitor_id"], m["cameras"]) for m in listed if m["monitor_id"] == mid] == \
+            [(mid, ["mon-p", "mon-q"])]
+        for k in range(16):
+            t = k / 2
+            for cam in ("mon-p", "mon-q"):
+                router.push(cam, frame(cam, t, event=t >= 4.0), t)
+            assert router.wait_for_monitors(10)
+        sse.join(20)
+        ws_thread.join(20)
+        assert sse.error is None and sorted(a["camera_id"] for _, a in sse.events) == ["mon-p", "mon-q"]
+        assert sorted(m["alert"]["camera_id"] for m in ws_got) == ["mon-p", "mon-q"]
+        assert all(a["monitor_id"] == mid for _, a in sse.events)
+        (first_id, first), (_, second) = sse.events
+        resumed = SSEReader(f"{many}/api/alerts/stream", {"Last-Event-ID": first_id}, want=1)
+        resumed.start()
+        resumed.join(20)
+        assert [a["alert_id"] for _, a in resumed.events] == [second["alert_id"]]
+        page = c.get("/api/alerts", params={"monitor": mid}).json()
+        assert [a["alert_id"] for a in page["alerts"]] == [first["alert_id"], second["alert_id"]]
+        assert c.get("/api/alerts", params={"since": page["next_since"], "monitor": mid}).json()["alerts"] == []
+        assert c.get("/api/alerts", params={"since": first_id, "monitor": mid}).json()["alerts"] == [second]
+        assert c.get("/api/alerts", params={"since": "9-9"}).status_code == 422
+        img = c.get(first["frames"][0])
+        assert img.status_code == 200 and img.content[:2] == b"\xff\xd8"
+        # a "once" monitor ends at its first alert on each shard
+        assert mid not in [m["monitor_id"] for m in c.get("/api/monitors").json()["monitors"]]
+        ended = [m for m in c.get("/api/monitors", params={"include_ended": True}).json()["monitors"]
+                 if m["monitor_id"] == mid]
+        assert len(ended) == 1 and ended[0]["active"] is False
+
+        # the shards' own refusal, as one engine words it (without Ray's remote traceback)
+        r = c.post("/api/summarize", json={"t0": 0.0, "t1": 6.0, "granularity_s": 6.0, "prompt": "what happened",
+                                           "cameras": ["cam-a", "cam-b"]})
+        assert r.status_code == 400 and r.json()["detail"].startswith("summarize needs an LLM"), r.text
 
 
 def test_delete_reaches_every_shard_holding_the_range(cluster):
@@ -292,9 +460,19 @@ def test_kill_9_during_ingest_ray_restarts_the_shard_and_the_store_equals_an_uni
     assert_same(router.search(image=q, top_k=5, cameras=[cam]), plain.search(image=q, top_k=5, cameras=[cam]))
 
 
-def test_a_query_while_a_shard_is_down_names_the_missing_cameras(cluster):
+def test_a_query_while_a_shard_is_down_names_the_missing_cameras(cluster, served):
+    import httpx
+
     router, plain, _ = cluster
+    on_shard_1 = router.moments("cam-d")[0].moment_id
     ray.kill(router._handles["shard-1"], no_restart=True)  # down for good until revived
+    with httpx.Client(base_url=served[1], timeout=60) as c:
+        page = c.get("/api/moments", params={"camera": ["cam-c", "cam-d"]}).json()
+        assert page["missing_cameras"] == ["cam-d"] and page["missing_shards"] == ["shard-1"]
+        assert {m["camera_id"] for m in page["items"]} == {"cam-c"}
+        assert c.get(f"/api/frames/{on_shard_1}").status_code == 503
+        assert c.get("/api/cameras").json()["missing_shards"] == ["shard-1"]
+        assert 'vam_shard_up{shard="shard-1"} 0' in c.get("/metrics").text
     q = frame("cam-a", 1.0)
     got = router.search(image=q, top_k=5)
     assert got.missing_shards == ("shard-1",)
@@ -304,7 +482,7 @@ def test_a_query_while_a_shard_is_down_names_the_missing_cameras(cluster):
     scoped = router.moments("cam-c")
     assert scoped.missing_cameras == () and len(scoped) == len(plain.moments("cam-c"))
     assert router.moments("cam-d").missing_cameras == ("cam-d",)
-    with pytest.raises(ShardDown, match="nothing was deleted"):
+    with pytest.raises(ShardDown, match="nothing was changed"):
         router.delete(["cam-a", "cam-b"])
     assert len(router.moments("cam-a")) == len(plain.moments("cam-a"))
     router.revive()  # a new actor reopens the shard's store

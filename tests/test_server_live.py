@@ -5,7 +5,6 @@ bytes in the server's logs."""
 import asyncio
 import json
 import logging
-import threading
 import time
 
 import httpx
@@ -13,7 +12,7 @@ import numpy as np
 import pytest
 import websockets
 
-from _server_fixtures import ServerThread, build_engine, texture
+from _server_fixtures import ServerThread, SSEReader, build_engine, texture
 from vam_engine.server import ServeOptions, TokenStore, create_app
 
 pytestmark = pytest.mark.usefixtures("watchdog")
@@ -73,35 +72,6 @@ def auth(token):
     return {"Authorization": f"Bearer {token}"}
 
 
-class SSEReader(threading.Thread):
-    """Reads an SSE stream on a thread until ``want`` alert events arrived."""
-
-    def __init__(self, url, headers, want):
-        super().__init__(daemon=True)
-        self.url, self.headers, self.want = url, headers, want
-        self.events, self.ready, self.error = [], threading.Event(), None
-
-    def run(self):
-        try:
-            with httpx.Client(timeout=httpx.Timeout(30.0)) as c, c.stream("GET", self.url, headers=self.headers) as r:
-                assert r.status_code == 200, r.read()
-                self.ready.set()
-                block = {}
-                for line in r.iter_lines():
-                    if line == "":
-                        if block.get("event") == "alert":
-                            self.events.append((int(block["id"]), json.loads(block["data"])))
-                            if len(self.events) >= self.want:
-                                return
-                        block = {}
-                    elif not line.startswith(":") and ":" in line:
-                        k, v = line.split(":", 1)
-                        block[k] = v.strip()
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-            self.ready.set()
-
-
 def test_monitors_alerts_sse_resume_and_websocket(served):
     eng, srv, tokens, logs = served
     h = auth(tokens["write"])
@@ -146,8 +116,8 @@ def test_monitors_alerts_sse_resume_and_websocket(served):
         sse.join(20)
         fresh.join(20)
         assert sse.error is None and fresh.error is None
-        assert [i for i, _ in sse.events] == [second, live["alert_id"]]
-        assert [i for i, _ in fresh.events] == [live["alert_id"]]
+        assert [int(i) for i, _ in sse.events] == [second, live["alert_id"]]
+        assert [int(i) for i, _ in fresh.events] == [live["alert_id"]]
         assert live["monitor_id"] == mid and live["camera_id"] == "door" and live["observed"] == "a white flash"
         assert sse.events[1][1] == live
 

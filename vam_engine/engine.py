@@ -140,6 +140,20 @@ class Engine(LiveCameraMethods, MonitorMethods):
                 self._llm = make_llm(self.config.llm, device=self.device)
             return self._llm
 
+    def built_llm(self):
+        """The model if it has been built (never builds it: for observers such as /metrics)."""
+        return self._llm
+
+    def wrap_model(self, wrap) -> bool:
+        """Use ``wrap(model)`` from now on (building the model first); False without a model.
+        For observers that only watch the calls (the service's latency tap), installed before
+        the model's first use."""
+        with self._start_lock:
+            if self.llm is None:
+                return False
+            self._llm = wrap(self._llm)
+            return True
+
     @property
     def forest(self):
         """The event forest (with an LLM and the writer enabled, else None), loaded at first use."""

@@ -24,3 +24,8 @@ class StoreError(VamError):
 
 class VectorError(VamError):
     """A vector or vector index is unusable (wrong dimension, not finite, a corrupt snapshot)."""
+
+
+class Unavailable(VamError):
+    """A part the request needs does not answer now (a cluster's shard that is down or
+    restarting); the service answers 503: retry later."""

@@ -26,6 +26,24 @@ class RouterAsk:
         self._texts = self._store = self._qa = self._working = None
         self._texts_made = False
 
+    def built_llm(self):
+        return self._llm
+
+    def wrap_model(self, wrap) -> bool:
+        """Use ``wrap(model)`` for the router's answers (the service's latency tap); False without a model."""
+        from ..device import resolve_device
+        from ..llm import describe_llm, make_llm
+
+        with self._lock:
+            if self._llm is None:
+                if describe_llm(self.config.llm) is None:
+                    return False
+                self._llm = make_llm(self.config.llm, device=resolve_device(self.config.device))
+            self._llm = wrap(self._llm)
+            if self._qa is not None:  # built by an earlier question: it rewrites the QA summary with the model
+                self._qa.llm = self._llm
+            return True
+
     def _parts(self):
         with self._lock:
             if self._store is None:
@@ -56,7 +74,8 @@ class RouterAsk:
         from .view import FanoutView
 
         check_ask(question, as_of, mode, max_turns, False)
-        llm, texts, store, qa, working = self._parts()
+        _, texts, store, qa, working = self._parts()
+        llm = self._llm  # (read after _parts: wrap_model may have replaced it)
         question = question.strip()
         t0 = time.perf_counter()
         model = WatchedModel(llm)

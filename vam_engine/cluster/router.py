@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from ..errors import VamError
+from ..errors import Unavailable, VamError
 from ..memory.records import Alert, Deletion, Moment
 from ..memory.search import SOURCES, SearchResult
 from .catalogue import Catalogue, cluster_id, split_id
@@ -35,8 +35,8 @@ from .shard import ACTOR_PREFIX, NAMESPACE, ShardStatus, shard_actor_class
 log = logging.getLogger(__name__)
 
 
-class ShardDown(VamError):
-    """A call that must reach a shard could not (it is down or restarting)."""
+class ShardDown(Unavailable):
+    """A call that must reach a shard could not (it is down or restarting): 503 over HTTP."""
 
 
 @dataclass
@@ -110,6 +110,7 @@ class ClusterEngine:
         import ray
 
         from .ask import RouterAsk
+        from .frames import FrameCache
 
         self._ray = ray
         if not ray.is_initialized():
@@ -133,6 +134,7 @@ class ClusterEngine:
         for s in self.catalogue.shards():
             self._handles[s.name] = self._actor(s.name)
         self._ask = RouterAsk(self, config, llm, device)
+        self.frame_cache = FrameCache(self, self.catalogue.root / "_router" / "frames")
 
     # -- shards ------------------------------------------------------------------------------
     def _actor(self, name: str):
@@ -175,8 +177,14 @@ class ClusterEngine:
         for shard, ref in refs.items():
             try:
                 out[shard] = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
-            except ray.exceptions.RayTaskError:
-                raise  # the shard's own error (also an instance of its type, e.g. VamError)
+            except ray.exceptions.RayTaskError as e:
+                # the shard's own error, as its own type and message: Ray's wrapper carries the
+                # remote traceback (paths, addresses), which belongs in logs, not in a reply
+                cause = getattr(e, "cause", None)
+                if isinstance(cause, Exception):
+                    log.debug("shard %s: %s failed", shard, calls[shard][0], exc_info=e)
+                    raise cause from None
+                raise
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError,
                     getattr(ray.exceptions, "ActorUnavailableError", ray.exceptions.RayActorError)):
                 down.append(shard)
@@ -302,10 +310,32 @@ class ClusterEngine:
     def frame(self, moment_id: int) -> bytes:
         """A moment's JPEG bytes, from its shard."""
         shard, local = self.locate(moment_id)
-        data = self._call(shard, "frame_bytes", local)
-        if data is None:
-            raise VamError(f"no moment {moment_id} (shard {shard!r}, local id {local})")
-        return data
+        f = self._call(shard, "moment_frame", local)
+        if f is None or f.data is None:
+            raise VamError(f"no moment {moment_id} (shard {shard!r}, local id {local})" if f is None else
+                           f"moment {moment_id}: its frame's file is gone (retention or a deletion removed it)")
+        return f.data
+
+    def summarize(self, time_range, granularity_s: float, prompt: str, *, cameras=None,
+                  structure: str | None = None) -> list:
+        """As Engine.summarize, on every shard holding ``cameras`` (each writes its own cameras'
+        documents; a summary over every camera is per shard). Summary ids are cluster ids.
+        ShardDown, before writing anything, when a needed shard does not answer."""
+        from .view import globalize
+
+        shards, cams = self._targets(cameras)
+        self._need_all(shards, "summarize")
+        out, down = self._call_many({s: ("summarize", (time_range, granularity_s, prompt, cams, structure), {})
+                                     for s in shards})
+        if down:
+            raise ShardDown(f"summarize reached {sorted(out)} but not {down}: run it again when they are back")
+        return [globalize(d, self._no(s)) for s in shards for d in out[s]]
+
+    def _need_all(self, shards, what: str) -> None:
+        _, down = self._call_many({s: ("pid", (), {}) for s in shards})
+        if down:
+            raise ShardDown(f"{what} needs shards {down}, which do not answer (cameras {self._cameras_of(down)}); "
+                            f"nothing was changed")
 
     # -- questions ---------------------------------------------------------------------------
     def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *, max_turns: int = 6):
@@ -340,6 +370,26 @@ class ClusterEngine:
         entry = self.catalogue.add_monitor(parts)
         first = next(iter(monitors.values()))
         return replace(first, monitor_id=entry.monitor_id, cameras=None if cams is None else tuple(cams))
+
+    def monitors(self, include_ended: bool = False) -> Partial:
+        """The router's monitors (one per ``watch``, over the shards it spans): active while any
+        part is; ``cameras`` the union of the parts' (None when a part watches every camera)."""
+        entries = self.catalogue.monitors()
+        shards = sorted({s for e in entries for s in e.parts})
+        out, down = self._call_many({s: ("monitors", (True,), {}) for s in shards})
+        by_id = {(s, m.monitor_id): m for s in out for m in out[s]}
+        items = []
+        for e in entries:
+            parts = [by_id[(s, mid)] for s, mid in e.parts.items() if (s, mid) in by_id]
+            if not parts:
+                continue
+            cams = None if any(m.cameras is None for m in parts) else \
+                tuple(sorted({c for m in parts for c in m.cameras}))
+            active = any(m.active for m in parts)
+            ended = None if active else max((m.ended_at or 0.0) for m in parts)
+            if active or include_ended:
+                items.append(replace(parts[0], monitor_id=e.monitor_id, cameras=cams, active=active, ended_at=ended))
+        return Partial(items, self._cameras_of(down), down)
 
     def unwatch(self, monitor_id: str) -> bool:
         entry = self.catalogue.monitor(monitor_id)
@@ -391,10 +441,7 @@ class ClusterEngine:
         if cameras is None and time_range is None:
             raise ValueError("delete needs cameras=... and/or time_range=... (refusing to delete everything implicitly)")
         shards, cams = self._targets(cameras)
-        _, down = self._call_many({s: ("pid", (), {}) for s in shards})
-        if down:
-            raise ShardDown(f"delete needs shards {down}, which do not answer (cameras {self._cameras_of(down)}); "
-                            f"nothing was deleted")
+        self._need_all(shards, "delete")
         out, down = self._call_many({s: ("delete", (cams, time_range), {}) for s in shards})
         if down:
             raise ShardDown(f"delete reached {sorted(out)} but not {down}: run it again when they are back")

@@ -1,19 +1,14 @@
 """``vam-engine serve --cluster ADDRESS --store ROOT``: the router over HTTP.
 
-The single engine's app (server/app.py) reads its store directly for pages, frames and metrics,
-so the router gets its own app with the same auth (tokens in ``<root>/tokens.json``, the same
-scopes and camera limits), the same request bodies and JSON shapes for what it serves, and
-``GET /api/cluster``. Each read says what it lacks (``missing_cameras``, ``missing_shards``).
-
-Served: GET /api/health, GET /api/cluster, POST /api/search (text; an uploaded image is not
-taken here), POST /api/ask, GET /api/moments, GET /api/frames/{id}, GET /api/alerts (``cursor``:
-the previous reply's, as JSON), POST /api/monitors, DELETE /api/monitors/{id}. Not served (the
-single engine's app has them): SSE/WebSocket alert streams, event and moment paging by cursor,
-live-camera routes, summarize, delete, /metrics and the web page.
+The router serves the single engine's app (server/app.py) unchanged: every route, the SSE and
+WebSocket alert streams, ``/metrics`` and the web page, with the same tokens (in
+``<root>/tokens.json``), scopes and camera limits. Its reads go to the shards through
+ClusterBackend (backend.py); every reply that merges shards names what did not answer
+(``missing_cameras``, ``missing_shards``), and a request that needs one shard that is down
+gets 503. Added: ``GET /api/cluster`` (shards, nodes, cameras per shard, health).
 """
-# no "from __future__ import annotations": FastAPI reads the routes' annotations, whose types are imported locally
+# no "from __future__ import annotations": FastAPI reads the route's annotations, whose types are imported locally
 
-import json
 import sys
 from dataclasses import asdict
 
@@ -21,52 +16,15 @@ from ..errors import VamError
 
 
 def create_cluster_app(router, options=None):
-    from fastapi import FastAPI, HTTPException
-    from fastapi.responses import JSONResponse, Response
-    from pydantic import BaseModel, Field
     from starlette.concurrency import run_in_threadpool
 
-    from ..server.app import ServeOptions, need
-    from ..server.auth import Principal, TokenStore
-    from ..server.jsonify import alert_json, answer_json, evidence_json, moment_json
-    from ..server.routes_memory import AskBody, SearchBody
-    from .router import AlertCursor, ShardDown
+    from ..server.app import ServeOptions, create_app, need
+    from ..server.auth import Principal
+    from .backend import ClusterBackend
 
-    options = options or ServeOptions(tokens_dir=router.root)
-    app = FastAPI(title="vam_engine cluster", version="0.1.0")
-    app.state.engine = router
-    app.state.options = options
-    app.state.tokens = TokenStore(options.tokens_dir or router.root)
+    app = create_app(router, options or ServeOptions(tokens_dir=router.root), backend=ClusterBackend(router))
 
-    class WatchBody(BaseModel):
-        condition: str = Field(..., min_length=1, max_length=2000)
-        cameras: list[str] | None = None
-        mode: str = "once"
-        min_confidence: float = 0.6
-        every_s: float = 2.0
-        frames: int = 4
-        repeat_gap_s: float = 3.0
-
-    def missing(res) -> dict:
-        return {"missing_cameras": list(res.missing_cameras), "missing_shards": list(res.missing_shards)}
-
-    @app.exception_handler(ShardDown)
-    async def _down(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=503)
-
-    @app.exception_handler(VamError)
-    async def _vam(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=400)
-
-    @app.exception_handler(PermissionError)
-    async def _forbidden(request, exc):
-        return JSONResponse({"detail": str(exc)}, status_code=403)
-
-    @app.get("/api/health")
-    def health():
-        return {"ok": True, "cluster": True, "auth": app.state.tokens.any() or options.require_tokens}
-
-    @app.get("/api/cluster")
+    @app.get("/api/cluster", tags=["service"])
     async def cluster(p: Principal = need("read")):
         """The shards: their nodes, cameras (placed), health and store directories."""
         info = await run_in_threadpool(router.info)
@@ -76,69 +34,6 @@ def create_cluster_app(router, options=None):
              "status": None if s.status is None else {k: list(v) if isinstance(v, tuple) else v
                                                        for k, v in asdict(s.status).items()}}
             for s in info.shards]}
-
-    @app.post("/api/search")
-    async def search(body: SearchBody, p: Principal = need("read")):
-        cams = p.camera_scope(body.cameras)
-        tr = (body.t0, body.t1) if body.t0 is not None or body.t1 is not None else None
-        if body.text is None:
-            raise HTTPException(422, "the cluster's search takes text (an image query: use the Python API)")
-        res = await run_in_threadpool(lambda: router.search(text=body.text, top_k=body.top_k, time_range=tr,
-                                                            cameras=cams, sources=tuple(body.sources),
-                                                            as_of=body.as_of))
-        return {"evidence": [evidence_json(e) for e in res.evidence if p.sees(e.camera_id)],
-                "notes": list(res.notes), **missing(res)}
-
-    @app.post("/api/ask")
-    async def ask(body: AskBody, p: Principal = need("read")):
-        cams = p.camera_scope(body.cameras)
-        a = await run_in_threadpool(lambda: router.ask(body.question, as_of=body.as_of, camera=cams,
-                                                       mode=body.mode, max_turns=body.max_turns))
-        return {**answer_json(a), **missing(a)}
-
-    @app.get("/api/moments")
-    async def moments(camera: str | None = None, t0: float | None = None, t1: float | None = None,
-                      p: Principal = need("read")):
-        if camera is not None:
-            p.camera_scope([camera])
-        res = await run_in_threadpool(lambda: router.moments(camera, t0, t1))
-        return {"moments": [moment_json(m) for m in res if p.sees(m.camera_id)], **missing(res)}
-
-    @app.get("/api/frames/{moment_id}")
-    async def frame(moment_id: int, p: Principal = need("read")):
-        shard, local = router.locate(moment_id)
-        got = await run_in_threadpool(lambda: router._call(shard, "moments_by_id", [local]))
-        m = got.get(local)
-        if m is None:
-            raise HTTPException(404, f"no moment {moment_id}")
-        if not p.sees(m.camera_id):
-            raise HTTPException(403, f"moment {moment_id} belongs to a camera outside this token's limit")
-        data = await run_in_threadpool(lambda: router.frame(moment_id))
-        return Response(data, media_type="image/jpeg")
-
-    @app.get("/api/alerts")
-    async def alerts(cursor: str | None = None, monitor_id: str | None = None, p: Principal = need("read")):
-        try:
-            since = AlertCursor(tuple((str(s), int(i)) for s, i in json.loads(cursor).items())) if cursor else None
-        except (ValueError, AttributeError, TypeError):
-            raise HTTPException(422, "cursor: the 'cursor' of a previous /api/alerts reply (a JSON object)") from None
-        res = await run_in_threadpool(lambda: router.alerts(since, monitor_id))
-        return {"alerts": [alert_json(a) for a in res if p.sees(a.camera_id)], "cursor": dict(res.cursor.last),
-                **missing(res)}
-
-    @app.post("/api/monitors")
-    async def watch(body: WatchBody, p: Principal = need("write")):
-        cams = p.camera_scope(body.cameras)
-        m = await run_in_threadpool(lambda: router.watch(body.condition, cams, mode=body.mode,
-                                                         min_confidence=body.min_confidence, every_s=body.every_s,
-                                                         frames=body.frames, repeat_gap_s=body.repeat_gap_s))
-        return m.to_json()
-
-    @app.delete("/api/monitors/{monitor_id}")
-    async def unwatch(monitor_id: str, p: Principal = need("write")):
-        if not await run_in_threadpool(lambda: router.unwatch(monitor_id)):
-            raise HTTPException(404, f"no active monitor {monitor_id}")
-        return {"ok": True}
 
     return app
 

@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .fanout import ShardHits, shard_hits
@@ -50,12 +50,14 @@ class Shard:
 
     def __init__(self, name: str, root: str, config: dict | None = None, llm_factory=None, device: str | None = None):
         from ..engine import Engine
+        from ..server.backend import LocalBackend
 
         self.name = name
         self.store_dir = Path(root) / name
         self.store_dir.mkdir(parents=True, exist_ok=True)
         llm = llm_factory() if llm_factory is not None else None
         self.engine = Engine(self.store_dir, config, device=device, llm=llm)
+        self._backend = LocalBackend(self.engine)
         self.started_at = time.time()
         self.restarted = _was_reconstructed()
         self._resume_live()
@@ -83,14 +85,46 @@ class Shard:
     def events(self, camera_id=None):
         return self.engine.store.events.list(camera_id)
 
-    def frame_bytes(self, moment_id: int) -> bytes | None:
-        m = self.engine.store.moments.by_id([moment_id]).get(moment_id)
-        if m is None:
+    # the service's reads (server/backend.py), answered by this store's LocalBackend
+    def page_after(self, kind, cameras, t0, t1, as_of, after, limit):
+        from ..server.queries import page_after
+
+        return page_after(self.engine.store, kind, cameras=cameras, t0=t0, t1=t1, as_of=as_of, after=after,
+                          limit=limit)
+
+    def moment_frame(self, moment_id: int):
+        """The moment's FrameData with its bytes (the router may be on another node); None: no such moment."""
+        return _with_bytes(self._backend.moment_frame(moment_id))
+
+    def moment_frames(self, moment_ids) -> dict:
+        """{moment id: its JPEG bytes (None: no such moment, or its file is gone)} for the
+        router's FrameCache (cluster/frames.py)."""
+        out = {}
+        for mid in moment_ids:
+            f = _with_bytes(self._backend.moment_frame(mid))
+            out[mid] = None if f is None else f.data
+        return out
+
+    def alert(self, alert_id: int):
+        return self._backend.alert(alert_id)
+
+    def alert_frame(self, alert_id: int, k: int):
+        a = self._backend.alert(alert_id)
+        if a is None or not 0 <= k < len(a.frame_paths):
             return None
-        path = Path(m.frame_path)
-        if not path.is_absolute():
-            path = self.engine.store.root / path
-        return path.read_bytes()
+        return _with_bytes(self._backend.alert_frame(a, k))
+
+    def last_alert_id(self) -> int:
+        return self._backend.alert_position_now()
+
+    def store_stats(self):
+        return self._backend.store_stats()
+
+    def writer_backlog(self):
+        return self._backend.writer_backlog()
+
+    def summarize(self, time_range, granularity_s, prompt, cameras=None, structure=None):
+        return self.engine.summarize(time_range, granularity_s, prompt, cameras=cameras, structure=structure)
 
     def view(self, method: str, as_of, cameras, args=(), kwargs=None):
         """One read of a causal view (memory/view.py) with this ``as_of`` and camera scope: the
@@ -220,6 +254,13 @@ class Shard:
             except (ValueError, TypeError, VamError) as e:
                 log.warning("shard %s: live camera %r not resumed: %s", self.name, cam, e)
                 self.resume_errors[cam] = (url, f"not resumed after the shard's restart: {e}")
+
+
+def _with_bytes(frame):
+    """FrameData carrying the file's bytes instead of its path (None and a gone file pass)."""
+    if frame is None or frame.path is None:
+        return frame
+    return replace(frame, path=None, data=frame.path.read_bytes())
 
 
 def _was_reconstructed() -> bool:

@@ -7,6 +7,9 @@ and the scope are applied where the data is, by the same code as in one engine; 
 merges (camera order, time order, search by fanout.fuse) and turns ids into cluster ids. The
 QA history (questions asked of the cluster) lives in the router's own store under the root.
 
+The frames it hands the answerers have paths the router can read (cluster/frames.py: fetched
+from the shard when its store is on another node's disk).
+
 A shard that does not answer leaves its cameras out and is recorded in ``missing_cameras``
 (``ClusterEngine.ask`` puts them in the answer's notes): never silently partial.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
-from ..memory.records import Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind
+from ..memory.records import Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind
 from ..memory.search import SOURCES
 from .catalogue import cluster_id
 
@@ -27,6 +30,10 @@ def globalize(obj, no: int):
         return replace(obj, moment_id=g(obj.moment_id), event_id=g(obj.event_id))
     if isinstance(obj, Evidence):
         return replace(obj, moment_ids=tuple(map(g, obj.moment_ids)))
+    if isinstance(obj, Event):
+        return replace(obj, event_id=g(obj.event_id), keyframes=tuple(map(g, obj.keyframes)))
+    if isinstance(obj, Alert):  # (its monitor id is the shard's: the router maps it)
+        return replace(obj, alert_id=g(obj.alert_id), moment_ids=tuple(map(g, obj.moment_ids)))
     if isinstance(obj, Summary):
         return replace(obj, summary_id=g(obj.summary_id), moment_ids=tuple(map(g, obj.moment_ids)))
     if isinstance(obj, ForestNode):
@@ -98,7 +105,7 @@ class FanoutView:
                                   sources=sources, as_of=self.as_of)
         self.missing_cameras.update(res.missing_cameras)
         self.missing_shards.update(res.missing_shards)
-        return res.evidence
+        return self._router.frame_cache.localize(res.evidence)
 
     def frames(self, t0: float, t1: float, max_frames: int, camera: str | None = None) -> list[Moment]:
         got = self._each("frames", t0, t1, max_frames, camera, camera=camera)
@@ -107,7 +114,7 @@ class FanoutView:
             for m in ms:
                 per_cam.setdefault(m.camera_id, []).append(self._g(s, m))
         order = [camera] if camera else self.camera_ids()
-        return [m for cam in order for m in per_cam.get(cam, [])]
+        return self._router.frame_cache.localize([m for cam in order for m in per_cam.get(cam, [])])
 
     def moments_by_id(self, ids) -> dict[int, Moment]:
         r = self._router
@@ -121,7 +128,8 @@ class FanoutView:
         out, down = r._call_many({s: ("view", ("moments_by_id", self.as_of, self.cameras, (loc,), {}), {})
                                   for s, loc in by_shard.items()})
         self.missing_shards.update(down)
-        return {cluster_id(r._no(s), k): self._g(s, m) for s, got in out.items() for k, m in got.items()}
+        found = {cluster_id(r._no(s), k): self._g(s, m) for s, got in out.items() for k, m in got.items()}
+        return dict(zip(found, r.frame_cache.localize(list(found.values()))))
 
     def summaries(self) -> list[Summary]:
         items = [self._g(s, x) for s, xs in self._each("summaries").items() for x in xs]

@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
-from ..errors import StoreError, VamError
+from ..errors import StoreError, Unavailable, VamError
 from .auth import ANONYMOUS, CameraForbidden, Principal, TokenStore
 from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
@@ -205,16 +205,21 @@ def need(scope: str):
 
 
 # -- the app ---------------------------------------------------------------------------------------
-def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
+def create_app(engine, options: ServeOptions | None = None, backend=None) -> FastAPI:
+    """The service over ``engine`` (an Engine, or a cluster router with Engine's API).
+    ``backend``: what the routes read beside the engine's API (server/backend.py); default:
+    the engine's own store."""
     from contextlib import asynccontextmanager
 
     from . import model_tap
+    from .backend import LocalBackend
     from .routes_live import router as live_router
     from .routes_memory import router as memory_router
 
     options = options or ServeOptions()
+    backend = backend or LocalBackend(engine)
     metrics = Metrics(options.metrics_store_every_s)
-    hub = AlertHub(engine)
+    hub = AlertHub(engine, backend)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -228,13 +233,14 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
                   description="Streaming visual memory: moments, events, search, answers with citations, "
                               "monitors and alerts. Bearer tokens: 'vam-engine token create'.")
     app.state.engine = engine
+    app.state.backend = backend
     app.state.options = options
-    app.state.tokens = TokenStore(options.tokens_dir or engine.store.root)
+    app.state.tokens = TokenStore(options.tokens_dir or backend.root)
     app.state.metrics = metrics
     app.state.hub = hub
     app.state.asks = threading.BoundedSemaphore(options.max_asks)
     app.state.lanes = Lanes(options.lanes)
-    model_tap.install(engine, lambda cls, s: metrics.model.observe(s, cls))
+    model_tap.install(backend, lambda cls, s: metrics.model.observe(s, cls))
 
     if options.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
@@ -256,8 +262,8 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
 
     # the engine's own errors and argument checks, as statuses (an OS error is not among them:
     # its message may name server paths, so it stays a plain 500)
-    for exc_type, status in ((BadQuery, 422), (CameraForbidden, 403), (StoreError, 409), (VamError, 400),
-                             (ValueError, 400)):
+    for exc_type, status in ((BadQuery, 422), (CameraForbidden, 403), (StoreError, 409), (Unavailable, 503),
+                             (VamError, 400), (ValueError, 400)):
         def handler(request, exc, status=status):
             return JSONResponse({"detail": str(exc)}, status_code=status)
         app.add_exception_handler(exc_type, handler)
@@ -274,7 +280,7 @@ def create_app(engine, options: ServeOptions | None = None) -> FastAPI:
         """Prometheus text (0.0.4). It names every camera: a camera-limited token is refused."""
         if p.cameras is not None:
             raise HTTPException(403, "metrics cover every camera; use a token without a camera limit")
-        text = metrics.render(engine) + "\n".join(process_lines() + app.state.lanes.metric_lines()) + "\n"
+        text = metrics.render(backend) + "\n".join(process_lines() + app.state.lanes.metric_lines()) + "\n"
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     app.include_router(memory_router)

@@ -61,7 +61,7 @@ def answer_json(a) -> dict:
     return {"text": a.text, "found": a.found, "mode": a.mode, "asked_at": a.asked_at,
             "evidence": [evidence_json(e) for e in a.evidence], "tokens": dict(a.tokens),
             "timings": {k: _num(v) for k, v in a.timings.items()},
-            "trace": [_scrub(t.to_dict()) for t in a.trace]}
+            "trace": [_scrub(t.to_dict()) for t in a.trace], **partial_json(a)}
 
 
 def _scrub(x):
@@ -82,6 +82,15 @@ def alert_json(alert) -> dict:
     d["frames"] = [f"/api/alerts/{alert.alert_id}/frames/{k}" for k in range(n)]
     d["moment_frames"] = [frame_url(i) for i in (getattr(alert, "moment_ids", ()) or ())]
     return d
+
+
+def partial_json(result) -> dict:
+    """What a cluster's result lacks (``missing_cameras``, ``missing_shards``: never silently
+    partial); {} for one engine's results, which are always whole."""
+    cams = getattr(result, "missing_cameras", None)
+    if cams is None:
+        return {}
+    return {"missing_cameras": list(cams), "missing_shards": list(getattr(result, "missing_shards", ()) or ())}
 
 
 def status_json(st) -> dict:

@@ -14,9 +14,7 @@ import bisect
 import os
 import threading
 import time
-from pathlib import Path
 
-from . import queries
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -110,12 +108,20 @@ class Metrics:
         self._store_cache: tuple[float, list[str]] | None = None
         self._lock = threading.Lock()
 
-    def render(self, engine) -> str:
+    def render(self, backend) -> str:
+        """``backend``: server/backend.py's surface (one engine's store, or a cluster's shards)."""
         out: list[str] = []
-        out += self._store_lines(engine)
-        self._live_lines(engine, out)
-        self._writer_lines(engine, out)
-        self._model_lines(engine, out)
+        out += self._store_lines(backend)
+        self._live_lines(backend.camera_statuses(), out)
+        b = backend.writer_backlog()
+        _family(out, "vam_writer_backlog_events", "gauge", "closed events waiting for their document",
+                [({}, b.pending_events)])
+        _family(out, "vam_writer_lag_seconds", "gauge", "how long the oldest of them has waited", [({}, b.lag_s)])
+        queued = backend.model_queued()
+        if queued is not None:
+            _family(out, "vam_model_queued_requests", "gauge", "model requests waiting, by priority class",
+                    [({"priority": k}, v) for k, v in sorted(queued.items())])
+        out += backend.metric_lines()
         for h in (self.search, self.model, self.http):
             h.render(out)
         self.http_total.render(out)
@@ -124,42 +130,35 @@ class Metrics:
         return "\n".join(out) + "\n"
 
     # -- the store (cached) --------------------------------------------------------------------
-    def _store_lines(self, engine) -> list[str]:
+    def _store_lines(self, backend) -> list[str]:
         with self._lock:
             now = time.monotonic()
             if self._store_cache is not None and now - self._store_cache[0] < self.store_every_s:
                 return self._store_cache[1]
-        store = engine.store
+        st = backend.store_stats()
         out: list[str] = []
-        ext = queries.camera_extents(store)
+        ext = st.extents
         _family(out, "vam_camera_moments", "gauge", "retained frames per camera",
                 [({"camera": c}, e["moments"]) for c, e in sorted(ext.items())])
         _family(out, "vam_camera_last_moment_time", "gauge", "time of the newest moment (camera axis, seconds)",
                 [({"camera": c}, e["t_last"]) for c, e in sorted(ext.items())])
         _family(out, "vam_camera_events", "gauge", "events per camera",
-                [({"camera": c}, n) for c, n in sorted(queries.events_count(store).items())])
+                [({"camera": c}, n) for c, n in sorted(st.events.items())])
         _family(out, "vam_samples_total", "counter",
                 "gated samples per camera by outcome: kept, or the gate that dropped them (blur, low_change, ssim, "
-                "hist, dedup)", [({"camera": c, "outcome": o}, n) for (c, o), n in
-                                 sorted(queries.sample_outcomes(store).items())])
-        root = Path(store.root)
-        db = sum(p.stat().st_size for p in root.glob("store.sqlite*") if p.is_file())
-        vec = sum(p.stat().st_size for p in (root / "vectors").glob("*") if p.is_file()) \
-            if (root / "vectors").is_dir() else 0
+                "hist, dedup)", [({"camera": c, "outcome": o}, n) for (c, o), n in sorted(st.outcomes.items())])
         _family(out, "vam_store_bytes", "gauge", "store size on disk by part",
-                [({"part": "frames"}, store.moments.frame_bytes()), ({"part": "database"}, db),
-                 ({"part": "vectors"}, vec)])
+                [({"part": k}, v) for k, v in st.bytes_by_part.items()])
         with self._lock:
             self._store_cache = (time.monotonic(), out)
         return out
 
-    # -- live cameras, writer, model -----------------------------------------------------------
+    # -- live cameras ----------------------------------------------------------------------------
     @staticmethod
-    def _live_lines(engine, out: list[str]) -> None:
-        status = getattr(engine, "status", None)
-        if status is None:
+    def _live_lines(statuses, out: list[str]) -> None:
+        rows = [s.to_json() if hasattr(s, "to_json") else dict(vars(s)) for s in statuses]
+        if not rows:
             return
-        rows = [s.to_json() if hasattr(s, "to_json") else dict(vars(s)) for s in status()]
         _family(out, "vam_camera_state", "gauge", "1 for the camera's current state",
                 [({"camera": r["camera_id"], "state": st}, r.get("state") == st) for r in rows
                  for st in ("online", "connecting", "stalled", "offline")])
@@ -174,32 +173,6 @@ class Metrics:
                 ("vam_camera_gaps_total", "gaps", "counter", "gaps recorded (time without frames)"),
                 ("vam_camera_lag_seconds", "lag_s", "gauge", "how far ingest is behind live")):
             _family(out, name, kind, help, [({"camera": r["camera_id"]}, r.get(key)) for r in rows if key in r])
-
-    @staticmethod
-    def _writer_lines(engine, out: list[str]) -> None:
-        if engine.writer is not None:
-            s = engine.writer.stats()
-            pending, lag = s.pending_events, s.lag_s
-        else:
-            b = engine.store.doc_queue.backlog()
-            pending = b.pending
-            lag = 0.0 if b.oldest_closed_at is None else max(0.0, time.time() - b.oldest_closed_at)
-        _family(out, "vam_writer_backlog_events", "gauge", "closed events waiting for their document", [({}, pending)])
-        _family(out, "vam_writer_lag_seconds", "gauge", "how long the oldest of them has waited", [({}, lag)])
-
-    @staticmethod
-    def _model_lines(engine, out: list[str]) -> None:
-        llm = engine._llm  # never built here: a scrape must not load a model
-        stats = getattr(llm, "stats", None) if llm is not None else None
-        if stats is None:
-            return
-        try:
-            s = stats()
-            queued = s.queued
-        except (AttributeError, TypeError):  # a body whose stats() is not the scheduler's
-            return
-        _family(out, "vam_model_queued_requests", "gauge", "model requests waiting, by priority class",
-                [({"priority": k}, v) for k, v in sorted(queued.items())])
 
 
 def process_lines() -> list[str]:

@@ -46,19 +46,16 @@ class ModelTap:
         return getattr(self._llm, name)
 
 
-def install(engine, on_latency) -> bool:
-    """Put a ModelTap over the engine's model (building it: a service loads its model at start,
-    not at its first question). False when the engine has no model."""
-    # Engine has no public hook for this; the tap only observes, it changes no call.
-    with engine._start_lock:
-        llm = engine.llm
-        if llm is None:
-            return False
+def install(backend, on_latency) -> bool:
+    """Put a ModelTap over the served model (building it: a service loads its model at start,
+    not at its first question). False when there is no model."""
+    def wrap(llm):
         if isinstance(llm, ModelTap):
             llm.sinks.append(on_latency)  # another app over the same engine (tests)
-        else:
-            engine._llm = ModelTap(llm, on_latency)
-        return True
+            return llm
+        return ModelTap(llm, on_latency)
+
+    return backend.wrap_model(wrap)
 
 
 class listening:

@@ -12,6 +12,7 @@ import binascii
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..memory.db import placeholders
 
@@ -24,6 +25,9 @@ class BadQuery(ValueError):
 class Page:
     items: list  # of Moment or Event
     next_cursor: str | None
+    # a cluster's page names the cameras and shards that did not answer (None: one engine)
+    missing_cameras: tuple[str, ...] | None = None
+    missing_shards: tuple[str, ...] | None = None
 
 
 def encode_cursor(key) -> str:
@@ -53,11 +57,29 @@ def check_range(t0, t1, as_of) -> None:
         raise BadQuery(f"t0 ({t0:g}) is after t1 ({t1:g}): give t0 <= t1")
 
 
-def _page(conn, table, id_col, t_col, end_col, cameras, t0, t1, as_of, cursor, limit, kinds):
+@dataclass(frozen=True)
+class RowKey:
+    """A page's sort key: camera, time on its axis, id (the keyset a cursor carries)."""
+
+    camera_id: str
+    t: float
+    row_id: int
+
+
+_PAGED = {"moments": ("moment_id", "t", "t"), "events": ("event_id", "t_start", "t_end")}
+
+
+def page_after(store, kind: str, *, cameras, t0=None, t1=None, as_of=None, after: RowKey | None = None,
+               limit: int = 200) -> tuple[list, bool]:
+    """Up to ``limit`` moments or events (``kind``) strictly after the key ``after``, by
+    (camera, time, id), and whether more follow. Moments: t0 <= t <= t1; events: overlapping
+    [t0, t1]; both ending by ``as_of``."""
+    check_range(t0, t1, as_of)
+    id_col, t_col, end_col = _PAGED[kind]
     where, args = [], []
     if cameras is not None:
         if not cameras:
-            return [], None
+            return [], False
         where.append(f"camera_id IN ({placeholders(cameras)})")
         args += list(cameras)
     if t0 is not None:
@@ -69,35 +91,46 @@ def _page(conn, table, id_col, t_col, end_col, cameras, t0, t1, as_of, cursor, l
     if as_of is not None:  # the causal bound: nothing that ends after it
         where.append(f"{end_col} <= ?")
         args.append(float(as_of))
-    key = decode_cursor(cursor, kinds)
-    if key is not None:
+    if after is not None:
         where.append(f"(camera_id, {t_col}, {id_col}) > (?, ?, ?)")
-        args += list(key)
-    sql = (f"SELECT {id_col}, camera_id, {t_col} FROM {table}" + (" WHERE " + " AND ".join(where) if where else "")
+        args += [after.camera_id, after.t, after.row_id]
+    sql = (f"SELECT {id_col} FROM {kind}" + (" WHERE " + " AND ".join(where) if where else "")
            + f" ORDER BY camera_id, {t_col}, {id_col} LIMIT ?")
-    rows = conn.execute(sql, args + [int(limit) + 1]).fetchall()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    nxt = encode_cursor((rows[-1][1], rows[-1][2], rows[-1][0])) if more and rows else None
-    return [r[0] for r in rows], nxt
+    ids = [r[0] for r in store.db.conn().execute(sql, args + [int(limit) + 1])]
+    more = len(ids) > limit
+    ids = ids[:limit]
+    found = (store.moments if kind == "moments" else store.events).by_id(ids)
+    return [found[i] for i in ids if i in found], more
 
 
-def moments_page(store, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200) -> Page:
+def row_key(kind: str, row) -> RowKey:
+    return RowKey(row.camera_id, row.t, row.moment_id) if kind == "moments" else \
+        RowKey(row.camera_id, row.t_start, row.event_id)
+
+
+def decode_row_key(cursor: str | None) -> RowKey | None:
+    key = decode_cursor(cursor, (str, (int, float), int))
+    return None if key is None else RowKey(*key)
+
+
+def encode_row_key(key: RowKey) -> str:
+    return encode_cursor((key.camera_id, key.t, key.row_id))
+
+
+def page(store, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200) -> Page:
+    items, more = page_after(store, kind, cameras=cameras, t0=t0, t1=t1, as_of=as_of,
+                             after=decode_row_key(cursor), limit=limit)
+    return Page(items, encode_row_key(row_key(kind, items[-1])) if more and items else None)
+
+
+def moments_page(store, **query) -> Page:
     """Moments with t0 <= t <= t1 (camera axis), t <= as_of, by camera and time."""
-    check_range(t0, t1, as_of)
-    ids, nxt = _page(store.db.conn(), "moments", "moment_id", "t", "t", cameras, t0, t1, as_of, cursor, limit,
-                     (str, (int, float), int))
-    found = store.moments.by_id(ids)
-    return Page([found[i] for i in ids if i in found], nxt)
+    return page(store, "moments", **query)
 
 
-def events_page(store, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200) -> Page:
+def events_page(store, **query) -> Page:
     """Events overlapping [t0, t1] that end by ``as_of``, by camera and start time."""
-    check_range(t0, t1, as_of)
-    ids, nxt = _page(store.db.conn(), "events", "event_id", "t_start", "t_end", cameras, t0, t1, as_of, cursor,
-                     limit, (str, (int, float), int))
-    found = store.events.by_id(ids)
-    return Page([found[i] for i in ids if i in found], nxt)
+    return page(store, "events", **query)
 
 
 def camera_extents(store) -> dict[str, dict]:
@@ -115,3 +148,22 @@ def sample_outcomes(store) -> dict[tuple[str, str], int]:
     """(camera, outcome) -> gated samples: 'kept' or the gate that dropped them."""
     sql = "SELECT camera_id, COALESCE(dropped_by, 'kept'), COUNT(*) FROM samples GROUP BY 1, 2"
     return {(r[0], r[1]): r[2] for r in store.db.conn().execute(sql)}
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Per-camera figures of a store (``/api/cameras``, ``/metrics``)."""
+
+    extents: dict[str, dict]  # camera -> camera_extents' entry
+    events: dict[str, int]  # camera -> events
+    outcomes: dict[tuple[str, str], int]  # (camera, outcome) -> gated samples
+    bytes_by_part: dict[str, int]  # frames / database / vectors -> bytes on disk
+
+
+def store_stats(store) -> StoreStats:
+    root = Path(store.root)
+    db = sum(p.stat().st_size for p in root.glob("store.sqlite*") if p.is_file())
+    vec = sum(p.stat().st_size for p in (root / "vectors").glob("*") if p.is_file()) \
+        if (root / "vectors").is_dir() else 0
+    return StoreStats(camera_extents(store), events_count(store), sample_outcomes(store),
+                      {"frames": store.moments.frame_bytes(), "database": db, "vectors": vec})

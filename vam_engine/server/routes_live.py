@@ -22,11 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from .app import authenticate, bearer, need
+from .queries import BadQuery
 from .auth import Principal
-from .jsonify import alert_json, status_json
-from .queries import BadQuery, camera_extents, events_count
-from .routes_memory import jpeg_response, served_file
-from .sse import SSE_KEEPALIVE, parse_last_event_id, sse_event
+from .jsonify import alert_json, partial_json, status_json
+from .routes_memory import jpeg_response
+from .sse import SSE_KEEPALIVE, sse_event
 
 router = APIRouter()
 _CAMERA_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://")
@@ -34,6 +34,10 @@ _CAMERA_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "htt
 
 def _engine(request):
     return request.app.state.engine
+
+
+def _backend(request):
+    return request.app.state.backend
 
 
 def _api(engine, name: str, what: str):
@@ -80,8 +84,8 @@ def _statuses(engine) -> dict:
 def cameras(request: Request, p: Principal = need("read")):
     """Every camera the store or the running ingest knows: extent, events, live status."""
     eng = _engine(request)
-    ext = camera_extents(eng.store)
-    evs = events_count(eng.store)
+    stats = _backend(request).store_stats()
+    ext, evs = stats.extents, stats.events
     live = _statuses(eng)
     out = []
     for cam in sorted(set(ext) | set(live)):
@@ -89,7 +93,7 @@ def cameras(request: Request, p: Principal = need("read")):
             continue
         e = ext.get(cam, {"moments": 0, "t_first": None, "t_last": None, "absolute": False})
         out.append({"camera_id": cam, **e, "events": evs.get(cam, 0), "status": live.get(cam)})
-    return {"cameras": out}
+    return {"cameras": out, **partial_json(stats)}
 
 
 @router.post("/api/cameras", tags=["cameras"], status_code=201)
@@ -174,32 +178,35 @@ def _token_alive(state, p: Principal):
 
 
 @router.get("/api/alerts", tags=["alerts"])
-def alerts(request: Request, since: int | None = None, monitor: str | None = None, camera: str | None = None,
+def alerts(request: Request, since: str | None = None, monitor: str | None = None, camera: str | None = None,
            limit: int = Query(500, ge=1, le=5000), p: Principal = need("read")):
-    """Alerts after ``since`` (an alert id), oldest first; ``next_since`` continues."""
+    """Alerts after ``since`` (a position: the ``next_since`` of a previous reply, or an SSE
+    event's id), oldest first; ``next_since`` continues."""
     if camera is not None:
         p.camera_scope([camera])
-    repo = _engine(request).store.monitors
+    backend = _backend(request)
+    pos = backend.parse_alert_position(since)
     cams = [camera] if camera is not None else p.cameras  # the token's limit, applied in the query
-    rows = repo.alerts(since, monitor, cams, limit=limit)
-    return {"alerts": [alert_json(a) for a in rows], "next_since": rows[-1].alert_id if rows else since}
+    rows = backend.alerts_after(pos, monitor_id=monitor, cameras=cams, limit=limit)
+    if rows:
+        pos = rows[-1][1]
+    return {"alerts": [alert_json(a) for a, _ in rows], "next_since": backend.alert_position_json(pos),
+            **partial_json(rows)}
 
 
 @router.get("/api/alerts/stream", tags=["alerts"], response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}}}})
-async def alert_stream(request: Request, since: int | None = None, monitor: str | None = None,
+async def alert_stream(request: Request, since: str | None = None, monitor: str | None = None,
                        camera: str | None = None, p: Principal = need("read")):
-    """SSE: ``event: alert`` with ``id`` = the alert id. Reconnect with ``Last-Event-ID`` (or
-    ``?since=``) to get every alert after it first, then the live ones."""
-    hub = request.app.state.hub
+    """SSE: ``event: alert`` with ``id`` = the stream's position after it (one engine: the
+    alert id). Reconnect with ``Last-Event-ID`` (or ``?since=``) to get every alert after it
+    first, then the live ones."""
+    hub, backend = request.app.state.hub, _backend(request)
     if not hub.available:
         raise HTTPException(501, "this engine has no monitors (Engine.subscribe_alerts is not available)")
-    try:
-        last = parse_last_event_id(request.headers.get("last-event-id"))
-    except ValueError:
-        raise BadQuery("Last-Event-ID must be an alert id (a non-negative integer)") from None
+    last = backend.parse_alert_position(request.headers.get("last-event-id"))
     if last is None:
-        last = since
+        last = backend.parse_alert_position(since)
     if camera is not None:
         p.camera_scope([camera])
 
@@ -214,8 +221,11 @@ async def alert_stream(request: Request, since: int | None = None, monitor: str 
         metrics.sse_clients += 1
         try:
             yield "retry: 2000\n\n"
-            async for a in hub.stream(last, sees, keepalive, alive=_token_alive(request.app.state, p)):
-                yield SSE_KEEPALIVE if a is None else sse_event(alert_json(a), event="alert", id=a.alert_id)
+            async for item in hub.stream(last, sees, keepalive, alive=_token_alive(request.app.state, p)):
+                if item is None:
+                    yield SSE_KEEPALIVE
+                else:
+                    yield sse_event(alert_json(item[0]), event="alert", id=backend.alert_position_text(item[1]))
         finally:
             metrics.sse_clients -= 1
 
@@ -226,20 +236,20 @@ async def alert_stream(request: Request, since: int | None = None, monitor: str 
 @router.get("/api/alerts/{alert_id}/frames/{k}", tags=["alerts"])
 def alert_frame(request: Request, alert_id: int, k: int, w: int | None = None, p: Principal = need("read")):
     """The k-th frame an alert's check saw (by alert id and index; never by path)."""
-    eng = _engine(request)
-    a = eng.store.monitors.alert(alert_id)
+    backend = _backend(request)
+    a = backend.alert(alert_id)
     if a is None:
         raise HTTPException(404, f"no alert {alert_id}")
     if not p.sees(a.camera_id):
         raise HTTPException(403, f"alert {alert_id} is of a camera outside this token's limit")
     if not 0 <= k < len(a.frame_paths):
         raise HTTPException(404, f"alert {alert_id} has {len(a.frame_paths)} frames; no frame {k}")
-    return jpeg_response(served_file(eng.store.root, a.frame_paths[k], sub="alerts"), w, ("a", alert_id, k))
+    return jpeg_response(backend.alert_frame(a, k), w)
 
 
 # -- the WebSocket -------------------------------------------------------------------------------
-async def _ws_principal(ws: WebSocket) -> tuple[Principal, int | None]:
-    """The socket's principal (header or first message) and the alert id it resumes after."""
+async def _ws_principal(ws: WebSocket):
+    """The socket's principal (header or first message) and the alert position it resumes after."""
     from fastapi import HTTPException as _H
 
     token = bearer(ws.headers)
@@ -254,7 +264,11 @@ async def _ws_principal(ws: WebSocket) -> tuple[Principal, int | None]:
             raise _H(401, "the first message must be {\"type\": \"auth\", \"token\": \"...\"}")
         token = msg.get("token")
         since = msg.get("since")
-    return authenticate(state, token, ws.headers), since if isinstance(since, int) else None
+    try:
+        since = state.backend.parse_alert_position(since) if isinstance(since, (int, str)) else None
+    except BadQuery:
+        since = None
+    return authenticate(state, token, ws.headers), since
 
 
 @router.websocket("/api/ws")
@@ -282,9 +296,10 @@ async def ws_endpoint(ws: WebSocket):
     async def alerts_loop():
         if not hub.available:
             return await asyncio.Event().wait()
-        async for a in hub.stream(since, lambda a: p.sees(a.camera_id), opts.keepalive_s,
-                                  alive=_token_alive(state, p)):
-            await send({"type": "ping"} if a is None else {"type": "alert", "alert": alert_json(a)})
+        async for item in hub.stream(since, lambda a: p.sees(a.camera_id), opts.keepalive_s,
+                                     alive=_token_alive(state, p)):
+            await send({"type": "ping"} if item is None else {
+                "type": "alert", "alert": alert_json(item[0]), "position": state.backend.alert_position_json(item[1])})
         await ws.close(code=1008)  # the token was revoked
 
     async def status_loop():

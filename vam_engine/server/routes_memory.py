@@ -11,7 +11,6 @@ import io
 import json
 import threading
 from collections import OrderedDict
-from pathlib import Path
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -24,7 +23,8 @@ from ..errors import VamError
 from . import model_tap, queries
 from .app import need
 from .auth import Principal
-from .jsonify import answer_json, event_json, evidence_json, json_response, moment_json, summary_json
+from .backend import FrameData
+from .jsonify import answer_json, event_json, evidence_json, json_response, moment_json, partial_json, summary_json
 from .sse import sse_event
 
 router = APIRouter()
@@ -95,13 +95,7 @@ async def moments(request: Request, camera: list[str] | None = Query(None), t0: 
                   t1: float | None = None, as_of: float | None = None, cursor: str | None = None, limit: int = 200,
                   p: Principal = need("read")):
     """Retained frames by camera and time (camera axis), ``as_of`` bound, keyset pages."""
-    cams, store, n = p.camera_scope(camera), _engine(request).store, _limit(request, limit)
-
-    def work():
-        page = queries.moments_page(store, cameras=cams, t0=t0, t1=t1, as_of=as_of, cursor=cursor, limit=n)
-        return json_response({"items": [moment_json(m) for m in page.items], "next_cursor": page.next_cursor})
-
-    return await _lanes(request).run("read", work)
+    return await _page(request, "moments", moment_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit)
 
 
 @router.get("/api/events", tags=["memory"])
@@ -109,41 +103,38 @@ async def events(request: Request, camera: list[str] | None = Query(None), t0: f
                  t1: float | None = None, as_of: float | None = None, cursor: str | None = None, limit: int = 200,
                  p: Principal = need("read")):
     """Events overlapping [t0, t1] that end by ``as_of``, with their documents and keyframes."""
-    cams, store, n = p.camera_scope(camera), _engine(request).store, _limit(request, limit)
+    return await _page(request, "events", event_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit)
+
+
+async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, cursor, limit):
+    backend, n = request.app.state.backend, _limit(request, limit)
 
     def work():
-        page = queries.events_page(store, cameras=cams, t0=t0, t1=t1, as_of=as_of, cursor=cursor, limit=n)
-        return json_response({"items": [event_json(e) for e in page.items], "next_cursor": page.next_cursor})
+        page = backend.page(kind, cameras=cams, t0=t0, t1=t1, as_of=as_of, cursor=cursor, limit=n)
+        return json_response({"items": [to_json(x) for x in page.items], "next_cursor": page.next_cursor,
+                              **partial_json(page)})
 
     return await _lanes(request).run("read", work)
 
 
-_thumbs: OrderedDict = OrderedDict()  # (moment id, width, file mtime) -> JPEG bytes
+_thumbs: OrderedDict = OrderedDict()  # (FrameData.cache_key, width) -> JPEG bytes
 _thumbs_lock = threading.Lock()
 _THUMBS_MAX_BYTES = 64 << 20  # the thumbnail cache's size at most (least recently used go first)
 _thumbs_bytes = [0]
 
 
-def served_file(root: Path, path: str | Path, sub: str = "frames") -> Path:
-    """``path`` if it is a file under ``root/sub`` (symlinks resolved); 404 otherwise."""
-    base = (Path(root) / sub).resolve()
-    path = Path(path)
-    try:
-        p = (path if path.is_absolute() else Path(root) / path).resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise HTTPException(404, "the frame's file is gone (retention or a deletion removed it)") from None
-    if base not in p.parents or not p.is_file():
-        raise HTTPException(404, "no such frame")
-    return p
-
-
-def jpeg_response(path: Path, w: int | None, key) -> Response:
+def jpeg_response(frame: FrameData, w: int | None) -> Response:
+    """The frame's JPEG, or a thumbnail ``w`` pixels wide (cached); 404 when its file is gone."""
+    if frame.path is None and frame.data is None:
+        raise HTTPException(404, "the frame's file is gone (retention or a deletion removed it)")
     headers = {"Cache-Control": "private, max-age=3600"}
     if w is None:
-        return FileResponse(path, media_type="image/jpeg", headers=headers)
+        if frame.path is not None:
+            return FileResponse(frame.path, media_type="image/jpeg", headers=headers)
+        return Response(frame.data, media_type="image/jpeg", headers=headers)
     if not 16 <= w <= 2048:
         raise queries.BadQuery(f"w (thumbnail width) must be in 16..2048, got {w}")
-    k = (key, w, path.stat().st_mtime_ns)
+    k = (frame.cache_key, w)
     with _thumbs_lock:
         data = _thumbs.get(k)
         if data is not None:
@@ -151,7 +142,7 @@ def jpeg_response(path: Path, w: int | None, key) -> Response:
     if data is None:
         from PIL import Image
 
-        with Image.open(path) as im:
+        with Image.open(frame.path if frame.path is not None else io.BytesIO(frame.data)) as im:
             im.draft("RGB", (w, w))  # JPEG: decode at a fraction of the size, much faster
             im = im.convert("RGB")
             im.thumbnail((w, w * 4))
@@ -171,15 +162,15 @@ def jpeg_response(path: Path, w: int | None, key) -> Response:
             responses={200: {"content": {"image/jpeg": {}}}})
 async def frame(request: Request, moment_id: int, w: int | None = None, p: Principal = need("read")):
     """A moment's JPEG (``w``: a thumbnail that wide). The client names a moment, never a file."""
-    eng = _engine(request)
+    backend = request.app.state.backend
 
     def work():
-        m = eng.store.moments.by_id([moment_id]).get(moment_id)
-        if m is None:
+        f = backend.moment_frame(moment_id)
+        if f is None:
             raise HTTPException(404, f"no moment {moment_id}")
-        if not p.sees(m.camera_id):
+        if not p.sees(f.camera_id):
             raise HTTPException(403, f"moment {moment_id} belongs to a camera outside this token's limit")
-        return jpeg_response(served_file(eng.store.root, m.frame_path), w, ("m", moment_id))
+        return jpeg_response(f, w)
 
     return await _lanes(request).run("read", work)
 
@@ -270,7 +261,7 @@ async def search(request: Request, p: Principal = need("read")):
             metrics.search.observe(time.perf_counter() - t0)
         # a summary over every camera ("*") may describe cameras outside a limited token's view
         return json_response({"evidence": [evidence_json(e) for e in res.evidence if p.sees(e.camera_id)],
-                              "notes": list(res.notes)})
+                              "notes": list(res.notes), **partial_json(res)})
 
     return await _lanes(request).run("search", run)
 

@@ -8,6 +8,8 @@ after N (from ``engine.alerts(since=N)``) and then the live ones, none twice.
 The hub reads the engine's alert subscription on one thread and hands each alert to the
 subscribers' asyncio queues on the server's loop. A subscriber that falls more than
 ``QUEUE_MAX`` alerts behind is not dropped: it rereads what it missed from the store.
+Positions (where a stream is, what a reconnect resumes from) are the backend's
+(server/backend.py): an alert id for one engine, one per shard for a cluster.
 """
 from __future__ import annotations
 
@@ -34,16 +36,6 @@ def sse_event(data, *, event: str | None = None, id=None) -> str:
 SSE_KEEPALIVE = ": keepalive\n\n"
 
 
-def parse_last_event_id(value: str | None) -> int | None:
-    """A resumed stream's Last-Event-ID (an alert id), or None; ValueError when malformed."""
-    if value is None or value.strip() == "":
-        return None
-    v = int(value.strip())
-    if v < 0:
-        raise ValueError("negative")
-    return v
-
-
 class _Subscriber:
     def __init__(self, loop):
         self.loop = loop
@@ -60,8 +52,8 @@ class _Subscriber:
 class AlertHub:
     """``engine.subscribe_alerts`` read on one thread; ``stream(since, sees)`` per client."""
 
-    def __init__(self, engine):
-        self.engine = engine
+    def __init__(self, engine, backend):
+        self.engine, self.backend = engine, backend
         self._subs: set[_Subscriber] = set()
         self._lock = threading.Lock()
         self._sub = None
@@ -104,33 +96,29 @@ class AlertHub:
                 except RuntimeError:  # its loop closed
                     pass
 
-    async def stream(self, since: int | None, sees, keepalive_s: float = 15.0, alive=None):
-        """Alerts after ``since`` (None: from now on) that ``sees(alert)`` allows, oldest first;
-        None every ``keepalive_s`` without one (the caller sends a keepalive). ``alive()`` is
-        asked at each keepalive: False (the token was revoked) ends the stream."""
+    async def stream(self, since, sees, keepalive_s: float = 15.0, alive=None):
+        """(alert, position after it) for the alerts after the position ``since`` (None: from
+        now on) that ``sees(alert)`` allows, oldest first; None every ``keepalive_s`` without
+        one (the caller sends a keepalive). ``alive()`` is asked at each keepalive: False (the
+        token was revoked) ends the stream."""
         from starlette.concurrency import run_in_threadpool
 
+        backend = self.backend
         sub = _Subscriber(asyncio.get_running_loop())
         with self._lock:
             self._subs.add(sub)
         try:
-            last = since
-            if since is None:  # from now on: an overflow later re-reads from here, not from the start
-                last = await run_in_threadpool(self.engine.store.monitors.last_alert_id)
-            else:  # subscribed first, read second: nothing falls between
-                for a in await run_in_threadpool(self.engine.alerts, since=since):
-                    if sees(a):
-                        yield a
-                    last = max(last, a.alert_id)
+            # subscribed first, read second: nothing falls between
+            pos = await run_in_threadpool(backend.alert_position_now) if since is None else since
+            reread = since is not None
             while True:
-                if sub.overflowed:
-                    sub.overflowed = False
+                if reread or sub.overflowed:
+                    reread = sub.overflowed = False
                     while not sub.queue.empty():
                         sub.queue.get_nowait()
-                    for a in await run_in_threadpool(self.engine.alerts, since=last if last is not None else -1):
+                    for a, pos in await run_in_threadpool(backend.alerts_after, pos):
                         if sees(a):
-                            yield a
-                        last = a.alert_id if last is None else max(last, a.alert_id)
+                            yield a, pos
                     continue
                 try:
                     a = await asyncio.wait_for(sub.queue.get(), keepalive_s)
@@ -139,11 +127,12 @@ class AlertHub:
                         return
                     yield None
                     continue
-                if last is not None and a.alert_id <= last:
-                    continue
-                last = a.alert_id
+                nxt = backend.advance(pos, a)
+                if nxt is None:
+                    continue  # read already (from the store, before it came live)
+                pos = nxt
                 if sees(a):
-                    yield a
+                    yield a, pos
         finally:
             with self._lock:
                 self._subs.discard(sub)
