@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
-from vam_engine.config import LLMConfig
+from vam_engine.config import EngineConfig, LLMConfig
 from vam_engine.errors import VamError
 from vam_engine.llm import (Clip, Image, LLMError, LLMRequest, Message, OpenAIChat, Sampling, ScriptedLLM,
                             make_llm, parse_llm_spec)
@@ -506,6 +506,49 @@ def test_make_llm(server, monkeypatch):
             llm.generate([ask()])
     finally:
         llm.close()
+
+
+@pytest.mark.parametrize("server_kind, urgent, other", [("vllm", 0, 1), ("sglang", 100, 0)])
+def test_server_priority_sends_each_requests_class_in_the_servers_field(server, server_kind, urgent, other):
+    """Shards sharing one server: the server orders their requests by the body's ``priority``
+    field (vLLM: lower first; SGLang: higher first), through make_llm's scheduler and a role's body."""
+    llm = make_llm(LLMConfig(backend="openai", url=server.url, model="m", server_priority=server_kind,
+                             roles={"router": f"openai:{server.url}#light"}, max_retries=0))
+    reqs = {"monitor": LLMRequest([Message("user", ["monitor"])], tag="monitor"),
+            "planner": LLMRequest([Message("user", ["planner"])], tag="planner"),
+            "router": LLMRequest([Message("user", ["router"])], tag="router"),
+            "event_writer": LLMRequest([Message("user", ["event_writer"])], tag="event_writer"),
+            "summary_writer_repair": LLMRequest([Message("user", ["summary_writer_repair"])],
+                                                tag="summary_writer_repair"),
+            "explicit": LLMRequest([Message("user", ["explicit"])], tag="planner", priority="backend")}
+    try:
+        for r in reqs.values():
+            llm.generate([r])
+    finally:
+        llm.close()
+    sent = {b["messages"][0]["content"]: (b["model"], b["priority"]) for _, _, b in server.calls}
+    assert sent == {"monitor": ("m", urgent), "planner": ("m", urgent), "router": ("light", urgent),
+                    "event_writer": ("m", other), "summary_writer_repair": ("m", other), "explicit": ("m", other)}
+    # which is more urgent, in the server's own order
+    first = min if server_kind == "vllm" else max
+    assert first(urgent, other) == urgent
+
+
+def test_server_priority_off_by_default_and_a_refusal_says_what_to_change(server, client_for):
+    client_for().generate([ask()])
+    assert "priority" not in server.calls[0][2]  # servers that reject unknown fields keep working
+    with pytest.raises(ValueError, match="server_priority must be one of"):
+        client_for(server_priority="triton")
+    with pytest.raises(VamError, match="server_priority"):
+        EngineConfig.load(llm={"backend": "openai", "url": server.url, "model": "m", "server_priority": "vLLM"})
+    # vLLM without --scheduling-policy priority refuses a non-zero priority with a 400
+    server.script = lambda n, body: raw(400, '{"object": "error", "message": "Got priority 1 but Priority '
+                                             'scheduling is not enabled."}')
+    llm = client_for(server_priority="vllm", max_retries=3)
+    with pytest.raises(LLMError, match="--scheduling-policy priority") as e:
+        llm.generate([LLMRequest([Message("user", ["doc"])], tag="event_writer")])
+    assert e.value.retryable is False and "not enabled" in str(e.value)
+    assert len(server.calls) == 2  # not retried
 
 
 def test_cli_index_with_a_server_documents_every_event_then_summarizes(server, tmp_path, capsys):

@@ -138,6 +138,13 @@ class RetentionConfig(_Section):
 
 
 class LLMConfig(_Section):
+    """The model (llm/__init__.py: ``make_llm``). ``server_priority``: several engines (the shards of
+    a cluster node) sharing one OpenAI-compatible server cannot order their requests with their own
+    two-tier schedulers; "vllm" (server started with ``--scheduling-policy priority``) or "sglang"
+    (``--enable-priority-scheduling``) sends each request's class in the server's ``priority``
+    field, so the server serves answers and monitor checks before document writing across them
+    (llm/openai_http.py: ``SERVER_PRIORITY``). None (default): no field, for servers that reject it."""
+
     backend: Literal["none", "local", "openai"] = Field(
         "none", description="none: no event documents or forest summaries are written")
     model: str | None = Field(None, description="local: a Qwen-VL checkpoint directory; openai: the model name")
@@ -156,6 +163,9 @@ class LLMConfig(_Section):
                                                               "(at least 1), keeping one for answers")
     backend_every: int = Field(4, ge=1, description="while backend work waits, frontend batches in a row before "
                                                     "one backend batch (backend is never starved)")
+    server_priority: Literal["vllm", "sglang"] | None = Field(
+        None, description="openai: send each request's priority class in the server's priority field (vllm: "
+                          "--scheduling-policy priority; sglang: --enable-priority-scheduling); None = no field")
     roles: dict[str, str] = Field(default_factory=dict, description="role -> LLM spec like --llm's (e.g. a light "
                                                                    "model for 'router'); other roles use this model")
 

@@ -44,7 +44,9 @@ class _Feed:
         self.gap_id: int | None = None
         self.stale: list[int] = []  # gaps an earlier process left open: this run's first sample ends them
         self.prev_end: float | None = None  # camera axis: the last sample the camera's previous run committed
+        self.prev_killed = False  # that run's process died before ending it (killed engine, restarted shard)
         self.first = True
+        self.opening_gap = False  # this run's first sample recorded the time without video before it
         self.timeout = min(0.5, 1.0 / spec.fps)  # the longest a sample waits for room in the queue
 
     def frame(self, frame) -> bool:
@@ -62,10 +64,16 @@ class _Feed:
         self.live.engine.store.sources.update_info(self.source_id, epoch=frame.t_abs - frame.t_rel)
         for i in self.stale:  # an outage a killed process left open: it ends here
             self.live.gaps_repo.close(i, frame.t_abs, "frame")
-        if not self.stale and self.prev_end is not None and frame.t_abs - self.prev_end > 2.0 / self.spec.fps:
+            self.opening_gap = True
+        # Between two clean runs (a reload) up to two sample intervals are no gap; after a killed
+        # run any time is: its process lost what it had not committed, and a restarted shard comes
+        # back within a second or two, under 2/fps at the default 0.5 fps.
+        late = self.prev_end is not None and (self.prev_killed or frame.t_abs - self.prev_end > 2.0 / self.spec.fps)
+        if not self.stale and late:
             self.live.gaps_repo.add_closed(self.camera_id, self.source_id, self.prev_end, frame.t_abs,
                                            "not watched: no run of this live camera (the engine was stopped or "
                                            "killed, or the camera removed)")
+            self.opening_gap = True
         self.stale = []
 
     def gap(self, t_start: float, reason: str) -> None:
@@ -123,6 +131,7 @@ class LiveCameras:
         self._cams: dict[str, _Running] = {}
         self._lock = threading.RLock()
         self._from_file: set[str] = set()  # cameras the last applied specs (a cameras file) named
+        self._ran: set[int] = set()  # source ids of the runs this process started
 
     @property
     def pipe(self):
@@ -149,7 +158,7 @@ class LiveCameras:
             self._set_gate(cam, gate)
             url = redact(spec.url)
             sampling = f"fps={live_spec.fps:g},live"
-            prev_end = self._previous_end(cam)
+            prev_end, prev_killed = self._previous_end(cam)
             state = eng.store.sources.open(cam, url, f"live:{url}@{time.time():.6f}", sampling,
                                            info={"kind": live_spec.kind, "realtime": live_spec.realtime})
             report = SourceReport(cam, url, decoder="pyav-live")
@@ -165,18 +174,22 @@ class LiveCameras:
             self._cams[cam] = running
             # An outage of an earlier process (a gap it left open) ends with this run's first sample.
             feed.stale = [g.gap_id for g in self.gaps_repo.list(cam) if g.open]
-            feed.prev_end = prev_end
+            feed.prev_end, feed.prev_killed = prev_end, prev_killed
+            self._ran.add(state.source_id)
             camera.start()
             return self._status(running)
 
-    def _previous_end(self, cam: str) -> float | None:
-        """Camera axis of the last sample the camera's previous live run committed, if any."""
+    def _previous_end(self, cam: str) -> tuple[float | None, bool]:
+        """Camera axis of the last sample the camera's previous live run committed (None: none),
+        and whether that run was killed: not ended, nor run by this process (whose removal of it
+        may still be queued)."""
         sources = self.engine.store.sources
         prev = sources.latest(cam, ",live")
         if prev is None or prev.progress_t is None:
-            return None
+            return None, False
         epoch = sources.info(prev.source_id).get("epoch")
-        return None if epoch is None else epoch + prev.progress_t
+        killed = not prev.done and prev.source_id not in self._ran
+        return (None, False) if epoch is None else (epoch + prev.progress_t, killed)
 
     def _set_gate(self, cam: str, gate: dict) -> None:
         from .config import GateConfig
@@ -279,6 +292,9 @@ class LiveCameras:
     def _status(self, r: _Running) -> CameraStatus:
         st = r.camera.status()
         st.frames_kept = r.report.kept
+        # The time without video before this run (the engine, or a cluster's shard, was killed or
+        # stopped) is a gap of this run too: a resumed camera's status shows it (its gap row is in gaps()).
+        st.gaps += int(r.feed.opening_gap)
         if st.state in ("online", "stalled") and st.last_frame_t is not None:
             # Behind live: the last frame's age when the gates have every sample it sent, else
             # the age of the last sample they have gated (its backlog waits in the queue).

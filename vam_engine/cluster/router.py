@@ -264,6 +264,15 @@ class ClusterEngine:
         items = [st for s in shards if s in out for st in out[s]]
         return Partial(items, self._missing(down, cams), down)
 
+    def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> Partial:
+        """As Engine.gaps, from the shards holding the camera (gap ids are cluster ids): a shard's
+        restart shows as a gap of each live camera it resumed."""
+        shards, cams = self._targets(camera_id)
+        out, down = self._call_many({s: ("gaps", (camera_id, t0, t1), {}) for s in shards})
+        items = [replace(g, gap_id=cluster_id(self._no(s), g.gap_id)) for s in shards for g in out.get(s, [])]
+        items.sort(key=lambda g: (g.t_start, g.camera_id))
+        return Partial(items, self._missing(down, cams), down)
+
     # -- reads -------------------------------------------------------------------------------
     def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
                sources=SOURCES, as_of: float | None = None) -> ClusterSearchResult:

@@ -14,6 +14,7 @@ reports the shard's cameras as missing.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from dataclasses import asdict, dataclass, replace
@@ -24,6 +25,7 @@ from .fanout import ShardHits, shard_hits
 ACTOR_PREFIX = "vam-shard-"
 NAMESPACE = "vam_engine"
 LIVE_SPECS = "shard_cameras.json"
+log = logging.getLogger(__name__)
 _VIEW_READS = frozenset({"camera_ids", "latest_time", "frames", "moments_by_id", "summaries", "forest_roots",
                          "forest_retrieve", "provisional_nodes", "event_memory", "rank_provisional", "summarize"})
 
@@ -155,7 +157,19 @@ class Shard:
         return (w.covers(camera_id, now), *w.window(camera_id, now))
 
     def camera_status(self, camera_id=None):
-        return self.engine.status(camera_id) if self.engine._live is not None else []
+        """The live cameras' status, and an offline one for each camera this incarnation could not
+        resume (``_resume_live``): it is still the shard's, and says why it is not running."""
+        from ..ingest.live import CameraStatus, redact
+
+        failed = [CameraStatus(cam, redact(url), "offline", error=err, since=self.started_at)
+                  for cam, (url, err) in sorted(self.resume_errors.items()) if camera_id in (None, cam)]
+        if failed and camera_id is not None:
+            return failed
+        return (self.engine.status(camera_id) if self.engine._live is not None else []) + failed
+
+    def gaps(self, camera_id=None, t0=None, t1=None):
+        """The live cameras' gaps (memory/gaps.py), a restart's time without video among them."""
+        return self.engine.gaps(camera_id, t0, t1)
 
     # -- ingest --------------------------------------------------------------------------
     def push(self, camera_id, frame, t, t_abs=None) -> bool:
@@ -183,13 +197,15 @@ class Shard:
 
     def add_camera(self, camera_id, url, **kw):
         status = self.engine.add_camera(camera_id, url, **kw)
+        self.resume_errors.pop(camera_id, None)  # added again: it runs now
         specs = self._live_specs()
         specs[camera_id] = {"url": url, **kw}
         self._save_live_specs(specs)
         return status
 
     def remove_camera(self, camera_id) -> None:
-        self.engine.remove_camera(camera_id)
+        if self.resume_errors.pop(camera_id, None) is None:  # one not resumed is only forgotten
+            self.engine.remove_camera(camera_id)
         specs = self._live_specs()
         specs.pop(camera_id, None)
         self._save_live_specs(specs)
@@ -229,10 +245,23 @@ class Shard:
         os.replace(tmp, p)
 
     def _resume_live(self) -> None:
-        """Re-add the live cameras a previous incarnation ran (the engine records their gap)."""
+        """Re-add the live cameras a previous incarnation ran (the engine records their gap).
+
+        One that cannot be re-added (its file is gone, its gate overrides no longer valid) is
+        logged and kept in ``resume_errors``, never raised: Ray does not restart an actor whose
+        constructor raised, so one bad camera would take the whole shard down for good. Its spec
+        stays (the next restart tries again) until ``remove_camera``."""
+        from ..errors import VamError
+
+        self.resume_errors: dict[str, tuple[str, str]] = {}  # camera -> (url, why it did not resume)
         for cam, spec in self._live_specs().items():
             spec = dict(spec)
-            self.engine.add_camera(cam, spec.pop("url"), **spec)
+            url = spec.pop("url")
+            try:
+                self.engine.add_camera(cam, url, **spec)
+            except (ValueError, TypeError, VamError) as e:
+                log.warning("shard %s: live camera %r not resumed: %s", self.name, cam, e)
+                self.resume_errors[cam] = (url, f"not resumed after the shard's restart: {e}")
 
 
 def _with_bytes(frame):

@@ -153,7 +153,7 @@ class CameraStatus:
     lag_s: float | None = None
     frames_decoded: int = 0
     frames_dropped: int = 0  # samples not queued because the pipeline was behind
-    gaps: int = 0  # losses of video in this run
+    gaps: int = 0  # losses of video in this run (and the time without video before it, engine_live.py)
     error: str | None = None  # the last connection's failure (kept while connecting again)
     frames_sampled: int = 0
     frames_kept: int = 0

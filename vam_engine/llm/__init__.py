@@ -114,7 +114,8 @@ def _make_body(cfg: LLMConfig, device: str) -> LLM:
             return OpenAIChat(cfg.url, cfg.model, api_key=os.environ.get(cfg.api_key_env) or None,
                               api_key_env=cfg.api_key_env, timeout_s=cfg.timeout_s,
                               max_retries=cfg.max_retries, concurrency=cfg.concurrency,
-                              max_image_side=cfg.max_image_side, max_image_bytes=cfg.max_image_bytes)
+                              max_image_side=cfg.max_image_side, max_image_bytes=cfg.max_image_bytes,
+                              server_priority=cfg.server_priority)
         except ValueError as e:
             raise VamError(f"llm: {e}") from None
     # Imported here: it pulls in torch and transformers, which the other bodies do not need.

@@ -16,6 +16,8 @@ Failures:
 - A 200 whose body is not JSON or has no ``choices[0].message.content`` is retried once (a
   proxy can truncate a body); a second malformed body fails, not retryable: the server speaks
   something other than this API.
+- With ``server_priority`` set, a 400 that mentions priority fails at once with what to change
+  (vLLM refuses a non-zero priority unless started with ``--scheduling-policy priority``).
 - A 400 that mentions video when a request carried a clip as video: the request is sent again
   with the clip's frames as images, each after a ``t=12.5s`` text part, and later requests
   send clips that way from the start.
@@ -31,11 +33,24 @@ from typing import Sequence
 
 import httpx
 
-from .base import Clip, Image, LLMError, LLMRequest, LLMResponse
+from .base import BACKEND, FRONTEND, Clip, Image, LLMError, LLMRequest, LLMResponse
 from .images import clip_to_mp4_data_uri, to_jpeg_data_uri
 
 _EXCERPT = 300  # characters of an error body quoted in an LLMError
 _CONNECT_RETRY_S = 0.25  # the one retry of a refused connection: a server restarting right now
+
+
+# The ``priority`` body field per server, by request class (``LLMRequest.priority_class``).
+# vLLM (``--scheduling-policy priority``): the lower value is served first (its protocol:
+# "lower means earlier handling"; default 0, so other clients' requests rank with our frontend).
+# SGLang (``--enable-priority-scheduling``): the higher value is served first by default; it
+# preempts a running request only for a difference above --priority-scheduling-preemption-threshold
+# (10 by default), hence the wide gap. An SGLang started with --schedule-low-priority-values-first
+# follows vLLM's direction: use "vllm" for it.
+SERVER_PRIORITY = {
+    "vllm": {FRONTEND: 0, BACKEND: 1},
+    "sglang": {FRONTEND: 100, BACKEND: 0},
+}
 
 
 class _VideoRejected(Exception):
@@ -63,7 +78,7 @@ class OpenAIChat:
     def __init__(self, url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120,
                  max_retries: int = 4, concurrency: int = 8, max_image_side: int = 1280,
                  max_image_bytes: int = 5 << 20, backoff_base_s: float = 0.5, backoff_max_s: float = 30,
-                 video: bool = True, api_key_env: str | None = None):
+                 video: bool = True, api_key_env: str | None = None, server_priority: str | None = None):
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"OpenAI-compatible server URL must start with http:// or https://, got {url!r}")
         if not model:
@@ -74,6 +89,9 @@ class OpenAIChat:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if server_priority is not None and server_priority not in SERVER_PRIORITY:
+            raise ValueError(f"server_priority must be one of {sorted(SERVER_PRIORITY)} or None, "
+                             f"got {server_priority!r}")
         self.name = f"openai:{url}#{model}"
         self.url = url
         self.model = model
@@ -88,6 +106,7 @@ class OpenAIChat:
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.api_key_env = api_key_env
+        self.server_priority = server_priority
         self._video = video  # cleared for good when the server rejects a video part
         self._lock = threading.Lock()
         headers = {"Content-Type": "application/json"}
@@ -141,6 +160,8 @@ class OpenAIChat:
             body["seed"] = s.seed
         if s.json_object:
             body["response_format"] = {"type": "json_object"}
+        if self.server_priority is not None:
+            body["priority"] = SERVER_PRIORITY[self.server_priority][request.priority_class]
         return json.dumps(body).encode()
 
     # -- one request ----------------------------------------------------------------------
@@ -212,6 +233,11 @@ class OpenAIChat:
                     key = f"${self.api_key_env}" if self.api_key_env else "the api_key given"
                     raise self._error(f"authentication failed (HTTP {status}): check the API key in {key}",
                                       False, request)
+                elif status == 400 and self.server_priority is not None and "priority" in resp.text.lower():
+                    raise self._error(f"the server refused the request's priority (llm.server_priority "
+                                      f"{self.server_priority!r}): start vLLM with --scheduling-policy priority "
+                                      f"(SGLang: --enable-priority-scheduling), or set llm.server_priority to "
+                                      f"null; HTTP 400: {_excerpt(resp.text)}", False, request)
                 elif status == 400 and sent_video and "video" in resp.text.lower():
                     raise _VideoRejected()
                 elif status == 429 or status >= 500:
