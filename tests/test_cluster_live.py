@@ -32,6 +32,14 @@ def cluster(tmp_path_factory):
     ray.shutdown()
 
 
+def _has_server() -> bool:
+    try:
+        import fastapi  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _shard(router):
     (info,) = router.info().shards
     return info
@@ -59,6 +67,17 @@ def test_a_live_camera_resumes_after_kill_9_of_its_shard_with_the_gap_and_nothin
     assert gap.ended_by == "frame" and "not watched" in gap.reason
     assert gap.t_start >= before[-1].t and gap.t_start < killed_at  # from the last frame committed before the kill
     assert gap.t_end > new.started_at  # to the resumed run's first frame: it covers the time the shard was down
+    if _has_server():  # the same over the router's HTTP API
+        import httpx
+
+        from _server_fixtures import ServerThread
+        from vam_engine.cluster.serve import create_cluster_app
+
+        with ServerThread(create_cluster_app(router)) as srv:
+            got = httpx.get(f"{srv.url}/api/cameras/{CAM}/gaps", timeout=30).json()
+            cam = httpx.get(f"{srv.url}/api/cameras/{CAM}/status", timeout=30).json()
+        assert [(g["gap_id"], g["t_start"], g["t_end"]) for g in got["gaps"]] == [(gap.gap_id, gap.t_start, gap.t_end)]
+        assert got["missing_cameras"] == [] and cam["gaps"] == 1 and cam["state"] == "online"
 
     after = router.moments(CAM)
     assert not after.missing_cameras

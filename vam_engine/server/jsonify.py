@@ -84,6 +84,11 @@ def alert_json(alert) -> dict:
     return d
 
 
+def gap_json(g) -> dict:
+    return {"gap_id": g.gap_id, "camera_id": g.camera_id, "t_start": _num(g.t_start), "t_end": _num(g.t_end),
+            "reason": g.reason, "ended_by": g.ended_by, "created_at": g.created_at, "closed_at": g.closed_at}
+
+
 def partial_json(result) -> dict:
     """What a cluster's result lacks (``missing_cameras``, ``missing_shards``: never silently
     partial); {} for one engine's results, which are always whole."""

@@ -22,9 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from .app import authenticate, bearer, need
-from .queries import BadQuery
+from .queries import BadQuery, check_range
 from .auth import Principal
-from .jsonify import alert_json, partial_json, status_json
+from .jsonify import alert_json, gap_json, partial_json, status_json
 from .routes_memory import jpeg_response
 from .sse import SSE_KEEPALIVE, sse_event
 
@@ -132,6 +132,17 @@ def camera_status(request: Request, camera_id: str, p: Principal = need("read"))
     if st is None:
         raise HTTPException(404, f"no live camera {camera_id!r}")
     return st
+
+
+@router.get("/api/cameras/{camera_id}/gaps", tags=["cameras"])
+def camera_gaps(request: Request, camera_id: str, t0: float | None = None, t1: float | None = None,
+                p: Principal = need("read")):
+    """The camera's intervals without video overlapping [t0, t1] (camera axis), oldest first:
+    outages, reconnects, restarts (an outage in progress has ``t_end`` null)."""
+    p.camera_scope([camera_id])
+    check_range(t0, t1, None)
+    rows = _api(_engine(request), "gaps", "live cameras")(camera_id, t0, t1)
+    return {"gaps": [gap_json(g) for g in rows], **partial_json(rows)}
 
 
 # -- monitors --------------------------------------------------------------------------------------
