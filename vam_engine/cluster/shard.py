@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .fanout import ShardHits, shard_hits
@@ -298,7 +298,3 @@ def shard_actor_class():
     import ray
 
     return ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=8)(Shard)
-
-
-def shard_as_dict(s: ShardStatus) -> dict:
-    return asdict(s)
