@@ -517,3 +517,26 @@ def test_cluster_ids_name_their_shard(cluster):
     assert router.locate(m.moment_id) == ("shard-0", local) and no == 0
     with pytest.raises(Exception, match="no shard number"):
         router.locate((77 << 40) | 1)
+
+
+def test_a_monitor_of_every_camera_reaches_a_shard_added_later(cluster):
+    """(Last in this module: it adds a third shard.)"""
+    router, _, root = cluster
+    mon = router.watch("a bright square in the top-left corner", None, mode="repeat", every_s=1.0, frames=1)
+    grown = connect(None, root=root, shards=["shard-0", "shard-1", "shard-2"], config=CFG, llm_factory=make_llm,
+                    device="cpu")
+    try:
+        assert set(grown.catalogue.monitor(mon.monitor_id).parts) == {"shard-0", "shard-1", "shard-2"}
+        assert grown.place("late-cam") == "shard-2"  # the new, empty shard
+        for k in range(12):
+            t = k / 2
+            grown.push("late-cam", frame("late-cam", t, event=t >= 3.0), t)
+            assert grown.wait_for_monitors(10)
+        got = grown.alerts(monitor_id=mon.monitor_id, camera="late-cam")
+        assert got and {grown.locate(a.alert_id)[0] for a in got} == {"shard-2"}
+        assert got[0].monitor_id == mon.monitor_id
+        assert grown.unwatch(mon.monitor_id)
+    finally:
+        grown.close()
+        grown._call_many({"shard-2": ("close", (), {})})
+        ray.kill(grown._handles["shard-2"], no_restart=True)

@@ -48,6 +48,8 @@ class ShardEntry:
 class MonitorEntry:
     monitor_id: str                 # the router's id
     parts: dict[str, str]           # shard name -> the shard's own monitor id
+    # a monitor of every camera: its condition and watch options, so a shard added later gets it too
+    every_camera: dict | None = None
 
 
 @dataclass
@@ -143,12 +145,17 @@ class Catalogue:
             self._save()
 
     # -- monitors ----------------------------------------------------------------------------
-    def add_monitor(self, parts: dict[str, str]) -> MonitorEntry:
+    def add_monitor(self, parts: dict[str, str], every_camera: dict | None = None) -> MonitorEntry:
         with self._lock:
-            entry = MonitorEntry(f"cmon_{uuid.uuid4().hex[:12]}", dict(parts))
+            entry = MonitorEntry(f"cmon_{uuid.uuid4().hex[:12]}", dict(parts), every_camera)
             self.state.monitors[entry.monitor_id] = entry
             self._save()
             return entry
+
+    def add_monitor_part(self, monitor_id: str, shard: str, local_id: str) -> None:
+        with self._lock:
+            self.state.monitors[monitor_id].parts[shard] = local_id
+            self._save()
 
     def monitor(self, monitor_id: str) -> MonitorEntry | None:
         with self._lock:

@@ -133,6 +133,7 @@ class ClusterEngine:
         self._handles: dict[str, object] = {}
         for s in self.catalogue.shards():
             self._handles[s.name] = self._actor(s.name)
+        self._extend_monitors()
         self._ask = RouterAsk(self, config, llm, device)
         self.frame_cache = FrameCache(self, self.catalogue.root / "_router" / "frames")
 
@@ -147,6 +148,25 @@ class ClusterEngine:
         """The shard's Ray actor name: the root is part of it, so two roots on one Ray cluster
         never share (and write through) one shard actor."""
         return f"{ACTOR_PREFIX}{hashlib.sha1(self.root.encode()).hexdigest()[:10]}-{shard}"
+
+    def _extend_monitors(self) -> None:
+        """Give each active monitor of every camera to the shards added since it was made
+        (their cameras are "every camera" too). A shard that does not answer gets it at the
+        next connect."""
+        for e in self.catalogue.monitors():
+            new = [s for s in self.shard_names() if s not in e.parts]
+            if e.every_camera is None or not new:
+                continue
+            out, _ = self._call_many({s: ("monitors", (False,), {}) for s in e.parts})
+            if not any(m.monitor_id == e.parts[s] for s, ms in out.items() for m in ms):
+                continue  # ended on every shard (unwatched, or a "once" that fired)
+            kw = {k: v for k, v in e.every_camera.items() if k != "condition"}
+            for s in new:
+                try:
+                    m = self._call(s, "watch", e.every_camera["condition"], None, **kw)
+                except ShardDown:
+                    continue
+                self.catalogue.add_monitor_part(e.monitor_id, s, m.monitor_id)
 
     def revive(self, name: str | None = None) -> None:
         """Re-create shards that Ray gave up on (killed for good, node lost without a restart):
@@ -367,7 +387,7 @@ class ClusterEngine:
                     self._call_many({done: ("unwatch", (mid,), {})})
                 raise
             parts[s], monitors[s] = m.monitor_id, m
-        entry = self.catalogue.add_monitor(parts)
+        entry = self.catalogue.add_monitor(parts, {"condition": condition, **kw} if cams is None else None)
         first = next(iter(monitors.values()))
         return replace(first, monitor_id=entry.monitor_id, cameras=None if cams is None else tuple(cams))
 
