@@ -103,3 +103,34 @@ def test_a_registering_source_loads_its_cameras_saved_reference_before_any_frame
         assert ref is not None, "the warm-up loaded the saved reference"
         assert np.array_equal(np.asarray(ref), saved.gray)
         assert report.sampled == 0, "the warm-up is not a frame"
+
+
+@pytest.mark.parametrize("gop_frames", [20, 45])
+def test_keyframes_only_with_the_present_drops_gop_tails_and_yields_the_same_frames(tmp_path, gop_frames):
+    """30 fps, B-frames, 0.67 s and 1.5 s GOPs, the present at 2 fps: dropping each GOP's tail
+    after the present's last tick in it leaves every index sample and present frame as they
+    were (same times, same pictures), decodes fewer frames, and no more than the default mode."""
+    from _clips import read_code, write_clip
+
+    from vam_engine.ingest import PyAVDecoder
+    from vam_engine.ingest.frame import PresentFrame
+
+    path = tmp_path / "kf.mp4"
+    write_clip(path, [round(i * 1000 / 30) for i in range(12 * 30)], gop=gop_frames, bframes=2)
+
+    def run(**kw):
+        with PyAVDecoder(str(path), "cam", fps=0.5, **kw) as dec:
+            dec.want_present(2.0)
+            out = [(isinstance(f, PresentFrame), f.t_rel,
+                    read_code(f.rgb(64) if isinstance(f, PresentFrame) else f.rgb())) for f in dec]
+            return out, dec.stats.decoded
+
+    planned, n_planned = run(keyframes_only=True)
+    plain, n_plain = run(keyframes_only=True, skip_gops=False)
+    _, n_default = run()
+    with PyAVDecoder(str(path), "cam", fps=0.5, keyframes_only=True) as dec:
+        index_alone = [(f.t_rel, read_code(f.rgb())) for f in dec]
+    assert planned == plain
+    assert [(t, c) for p, t, c in planned if not p] == index_alone
+    assert sum(p for p, _, _ in planned) == 12 * 2, "one present frame per 0.5 s cell of the 12 s clip"
+    assert n_planned < n_plain and n_planned <= n_default
