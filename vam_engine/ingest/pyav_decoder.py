@@ -251,6 +251,7 @@ class PyAVDecoder(DecoderBody):
         s, c = self._stream, self._container
         tb = s.time_base or Fraction(1, 90000)
         self._time_base = tb
+        self._tb_num, self._tb_den = tb.numerator, tb.denominator  # int / int: float(ticks * tb), exactly
         self._t0_pts = s.start_time  # None when the container does not say: the first frame's PTS
         if start_time_abs is None:
             start_time_abs = _creation_time(c)
@@ -333,7 +334,7 @@ class PyAVDecoder(DecoderBody):
     def _pkt_time(self, packet: av.Packet) -> float | None:
         if packet.pts is None or self._t0_pts is None:
             return None
-        return float((packet.pts - self._t0_pts) * self._time_base)
+        return (packet.pts - self._t0_pts) * self._tb_num / self._tb_den
 
     def _next_keyframe(self, ahead: deque, packets: Iterator[av.Packet]) -> int | None:
         """Index in ``ahead`` of the first keyframe after ``ahead[0]``, reading ahead as needed;
@@ -558,7 +559,7 @@ class PyAVDecoder(DecoderBody):
             return None
         if self._t0_pts is None:
             self._t0_pts = pts
-        return float((pts - self._t0_pts) * self._time_base)
+        return (pts - self._t0_pts) * self._tb_num / self._tb_den
 
     def _timed(self) -> Iterator[tuple[float | None, av.VideoFrame | PresentOnly | None]]:
         present = self._present is not None
