@@ -35,7 +35,7 @@ from .gate.bodies import make_body
 from .gate.cascade import GateCascade
 from .ingest import Frame, TickSampler, is_url, open_decoder
 from .ingest.buffers import BufferPool
-from .ingest.pushed import gray_of, own_copy, pushed_view
+from .ingest.pushed import gray_and_spare, own_copy, pushed_view
 from .embed import make_image_embedder, make_text_embedder
 from .memory.records import Deletion, Moment, Summary, camera_time
 from .memory.search import SOURCES, SearchResult, search
@@ -358,22 +358,28 @@ class Engine(LiveCameraMethods, MonitorMethods):
         Frames are sampled at the configured rate like a file; returns whether this one was
         sampled (queued for the gates). Blocks briefly when the pipeline is behind.
         """
-        cam = _check_camera_id(camera_id)
+        # a camera pushed before was checked then (only a str can equal a key of _push)
+        st = self._push.get(camera_id) if self._pipeline is not None and type(camera_id) is str else None
+        cam = camera_id if st is not None else _check_camera_id(camera_id)
         if not isinstance(t, (int, float)) or not math.isfinite(t):
             raise FrameError(f"camera {cam!r}: t must be a finite number of seconds, got {t!r}")
-        st = self._push.get(cam) if self._pipeline is not None else None
         src_id, sampler, last = st if st is not None else self._push_state(cam)
         if last[0] is not None and t <= last[0]:
             raise FrameError(f"camera {cam!r}: t={t} is not after the previous frame's t={last[0]}")
         view = pushed_view(cam, frame)
         last[0] = t
-        self.working.observe(cam, camera_time(float(t), t_abs), view)  # every pushed frame (it copies what it keeps)
-        if not sampler.accept(float(t)):
+        t = float(t)
+        if not sampler.accept(t):  # the present sees every pushed frame (it copies what it keeps)
+            ct = t if t_abs is None else float(t_abs)  # camera_time, inline: this path is timed in us
+            if self.working.wants(cam, ct):
+                self.working.observe(cam, ct, view)
             return False  # nothing copied or converted: most frames of a fast loop end here
-        # The caller may overwrite its buffer as soon as push returns: copy it; the gray plane is
-        # made from the copy on the gate thread (Frame runs the callable at its first read).
+        # The caller may overwrite its buffer as soon as push returns: copy it; the present's
+        # downscaled copy is read from that copy, still in cache; the gray plane is made from it
+        # on the gate thread (Frame runs the callable at its first read).
         rgb = own_copy(view, self._buffers)
-        f = Frame(cam, float(t), t_abs, None, lambda: gray_of(rgb), lambda: rgb)
+        self.working.observe(cam, camera_time(t, t_abs), rgb)
+        f = Frame(cam, t, t_abs, None, lambda: gray_and_spare(rgb, self._buffers), lambda: rgb)
         self._push_state(cam)  # (re-)registers the source: the pipeline may have ended it
         self._pipe().put_frame(f, src_id)
         return True

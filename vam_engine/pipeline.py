@@ -106,6 +106,14 @@ class _End:
 
 
 @dataclass
+class _Warm:
+    """Queued when a source registers: the gate thread loads its camera's saved reference
+    while the decoder opens and decodes its first frame, instead of when that frame arrives."""
+
+    camera_id: str
+
+
+@dataclass
 class _Gap:
     """A live source lost its video (engine_live.py): its held frame and open event close, and
     the gates compare the first frame after it with nothing (its reference is reset)."""
@@ -149,6 +157,8 @@ class IndexPipeline:
         self._sources: dict[int, _Source] = {}
         self._lock = threading.Lock()
         self._encoder = ThreadPoolExecutor(cfg.store.encode_threads, thread_name_prefix="vam-jpeg")
+        for _ in range(cfg.store.encode_threads):  # started now, not at the first kept frame's submit
+            self._encoder.submit(int)
         self.observe = observe
         self.present_fps = present_fps
         self.present_side = present_side
@@ -176,8 +186,11 @@ class IndexPipeline:
         """Start book-keeping for a source; a source already registered is returned as it is."""
         with self._lock:
             src = self._sources.get(source_id)
-            if src is None or src.ended:
+            fresh = src is None or src.ended
+            if fresh:
                 src = self._sources[source_id] = _Source(source_id, report, duration, on_progress)
+        if fresh:
+            self.put(_Warm(report.camera_id))
         return src
 
     def wait(self, src: _Source) -> None:
@@ -320,6 +333,7 @@ class IndexPipeline:
         taken = gated = 0  # items taken since the last hand-over; frames gated since then
         last = time.monotonic()
         try:
+            self.store.db.conn()  # this thread's connection (a few ms), opened before any frame waits for it
             while not self._stop.is_set() and self._error is None:
                 items = self._take_batch()
                 taken += len(items)
@@ -348,6 +362,11 @@ class IndexPipeline:
                 self.raise_if_failed()
 
     def _commit_loop(self) -> None:
+        try:
+            self.store.db.conn()  # opened now: the last commit of a run waits for nothing but its rows
+        except BaseException as e:  # noqa: BLE001
+            self._fail(e)
+            return
         while True:
             unit = self._commits.get()
             if unit is None:
@@ -379,18 +398,19 @@ class IndexPipeline:
         by_camera: dict[str, list[_Item]] = defaultdict(list)
         ends = []  # a source's end marker follows all its frames, so it closes after them
         gaps = [it for it in items if isinstance(it, _Gap)]  # at most the batch's last item
+        warm = 0
         for it in items:
             if isinstance(it, _End):
                 ends.append(it)
+            elif isinstance(it, _Warm):
+                self._load_reference(it.camera_id)
+                warm += 1
             elif not isinstance(it, _Gap):
                 by_camera[it.frame.camera_id].append(it)
         touched = set()
         passed = []  # (frame, source_id, gate record) of frames the gates kept
         for cam, cam_items in by_camera.items():
-            if self.cascade.reference(cam) is None and cam not in self._fresh:
-                saved = self.store.sources.camera_ref(cam)
-                if saved is not None:
-                    self.cascade.set_reference(cam, saved.gray, saved.sharpness)
+            self._load_reference(cam)
             self._fresh.discard(cam)
             records = self.cascade.run(cam, [it.frame.gray for it in cam_items])
             for it, rec in zip(cam_items, records):
@@ -437,7 +457,15 @@ class IndexPipeline:
             touched.add(src)
         for src in touched:
             self._report_progress(src)
-        return len(items) - len(ends) - len(gaps), [self._sources[end.source_id] for end in ends]
+        return len(items) - len(ends) - len(gaps) - warm, [self._sources[end.source_id] for end in ends]
+
+    def _load_reference(self, cam: str) -> None:
+        """The camera's saved gate reference, when the cascade has none in memory and no gap
+        reset it (a camera's first frames in this pipeline compare with its last kept frame)."""
+        if self.cascade.reference(cam) is None and cam not in self._fresh:
+            saved = self.store.sources.camera_ref(cam)
+            if saved is not None:
+                self.cascade.set_reference(cam, saved.gray, saved.sharpness)
 
     def _report_progress(self, src: _Source) -> None:
         rep = src.report

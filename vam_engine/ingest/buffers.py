@@ -45,3 +45,18 @@ class BufferPool:
             if len(bufs) < self.per_shape:
                 bufs.append(out)
             return out
+
+    def reserve(self, shape: tuple, dtype) -> None:
+        """Make sure one buffer of that shape is free, its pages faulted in here (off the thread
+        that calls ``copy`` next: ``Engine.push`` reserves from the gate thread, so a camera
+        loop never pays a new buffer's page faults). No-op when one is free or the pool is full."""
+        key = (tuple(shape), np.dtype(dtype).str)
+        with self._lock:
+            bufs = self._buffers.setdefault(key, [])
+            if len(bufs) >= self.per_shape or any(sys.getrefcount(bufs[i]) <= _FREE_REFS for i in range(len(bufs))):
+                return
+        out = np.empty(shape, dtype)
+        out.fill(0)  # touches every page
+        with self._lock:
+            if len(bufs) < self.per_shape:
+                bufs.append(out)

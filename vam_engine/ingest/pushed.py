@@ -8,10 +8,20 @@ import numpy as np
 from ..errors import FrameError
 from .buffers import BufferPool
 
+_U8 = np.dtype(np.uint8)
+MAX_SIDE = 16384
+
 
 def pushed_view(cam: str, frame):
     """Validate a pushed frame without copying it: the caller's numpy array (or a CPU tensor's
     numpy view), or a CUDA tensor. It may change after ``push`` returns: see ``own_copy``."""
+    # The common case in a few C-level attribute reads: a push that nothing takes costs little
+    # more than this check, and a camera loop that sleeps between frames runs it with cold
+    # caches, where each Python-level numpy helper (str(dtype), issubdtype) costs tens of us.
+    if type(frame) is np.ndarray and frame.ndim == 3 and frame.dtype is _U8:
+        h, w, c = frame.shape
+        if c == 3 and 2 <= h <= MAX_SIDE and 2 <= w <= MAX_SIDE:
+            return frame
     if hasattr(frame, "detach") and hasattr(frame, "device"):  # torch tensor
         t = frame.detach()
         if t.dtype.is_floating_point or t.ndim != 3 or t.shape[-1] != 3 or str(t.dtype) != "torch.uint8":
@@ -24,7 +34,7 @@ def pushed_view(cam: str, frame):
     if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
         raise FrameError(f"camera {cam!r}: pushed frame must be H x W x 3 uint8, got {frame.dtype} {frame.shape}")
     h, w = frame.shape[:2]
-    if h < 2 or w < 2 or h > 16384 or w > 16384:
+    if h < 2 or w < 2 or h > MAX_SIDE or w > MAX_SIDE:
         raise FrameError(f"camera {cam!r}: pushed frame has absurd dimensions {w}x{h}")
     return frame
 
@@ -38,6 +48,15 @@ def own_copy(view, pool: BufferPool | None = None):
 
         return view.clone(memory_format=torch.contiguous_format)
     return pool.copy(view) if pool is not None else np.array(view, order="C", copy=True)
+
+
+def gray_and_spare(rgb, pool: BufferPool | None):
+    """``gray_of(rgb)``, run on the gate thread, which also makes sure ``pool`` has a free
+    buffer of this shape for the next sampled push (its page faults are paid here, not on
+    the caller's thread)."""
+    if pool is not None and isinstance(rgb, np.ndarray):
+        pool.reserve(rgb.shape, rgb.dtype)
+    return gray_of(rgb)
 
 
 def gray_of(rgb):

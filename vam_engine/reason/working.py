@@ -77,15 +77,20 @@ class _Ring:
         return self.evicted_cell <= self.cell(now) - self.cells
 
 
+_U8 = np.dtype(np.uint8)
+
+
 def _strided_copy(rgb: np.ndarray, k: int) -> np.ndarray:
-    """A C-contiguous copy of ``rgb[::k, ::k]`` (never a view of the caller's buffer). Pixels
-    of a channel-contiguous array are copied as one 3-byte item each, about 4x faster than
-    numpy's per-byte strided copy."""
-    if rgb.strides[2] != 1:
-        return np.array(rgb[::k, ::k], copy=True, order="C")
-    px = rgb.view(np.dtype((np.void, 3)))[..., 0]  # H x W of 3-byte pixels, same memory
-    out = np.array(px[::k, ::k], copy=True, order="C")
-    return out.view(np.uint8).reshape(out.shape[0], out.shape[1], 3)
+    """A C-contiguous copy of ``rgb[::k, ::k]`` (never a view of the caller's buffer). With
+    k > 1, one strided copy per channel: about 2x faster than copying 3-byte void items and
+    4x faster than numpy's strided copy of the whole H x W x 3 view."""
+    if k == 1:
+        return np.array(rgb, copy=True, order="C")
+    src = rgb[::k, ::k]
+    out = np.empty(src.shape, np.uint8)
+    for c in range(3):
+        out[:, :, c] = src[:, :, c]
+    return out
 
 
 class WorkingMemory:
@@ -116,6 +121,19 @@ class WorkingMemory:
         with self._lock:
             self._listeners = [f for f in self._listeners if f != fn]
 
+    def wants(self, camera_id: str, t: float) -> bool:
+        """Whether ``observe`` could keep a frame of this camera at time ``t`` (a float): False
+        for most frames of a fast feed, decided without the lock and without looking at the
+        frame (``Engine.push`` asks first: it runs on a camera loop's thread for every frame).
+        A buffer's last cell only grows, so a False read now stays true."""
+        rings = self._cams.get(camera_id)
+        if rings is None:
+            return True
+        short, medium = rings
+        return (short.last_cell is None or medium.last_cell is None
+                or math.floor(t * short.fps + _RATE_SLACK) > short.last_cell
+                or math.floor(t * medium.fps + _RATE_SLACK) > medium.last_cell)
+
     def observe(self, camera_id: str, t: float, rgb: np.ndarray) -> None:
         """Offer one frame (H x W x 3 uint8) seen at time ``t`` (the camera's axis). Kept by a
         buffer only if it is the first in its 1/fps cell (module docstring); stored downscaled
@@ -125,15 +143,19 @@ class WorkingMemory:
         pushed frame, the index pipeline the gated ones, possibly far behind under
         backpressure), and restarting on a backward jump would make them thrash. A source on a
         new clock calls ``reset`` first."""
-        tensor = hasattr(rgb, "cpu") and hasattr(rgb, "device")  # a CUDA tensor pushed: strided on its device
+        # numpy first, by C-level reads only: Engine.push offers every pushed frame, and
+        # str(dtype) alone (numpy's Python-level __str__) costs ~100 us with cold caches
+        tensor = type(rgb) is not np.ndarray and hasattr(rgb, "cpu") and hasattr(rgb, "device")  # strided on its device
         if not (isinstance(rgb, np.ndarray) or tensor) or rgb.ndim != 3 or rgb.shape[2] != 3 or (
-                str(rgb.dtype) not in ("uint8", "torch.uint8")):
+                (rgb.dtype != _U8) if not tensor else str(rgb.dtype) != "torch.uint8"):
             got = (f"{rgb.dtype} array of shape {tuple(rgb.shape)}" if isinstance(rgb, np.ndarray) or tensor
                    else type(rgb).__name__)
             raise ValueError(f"WorkingMemory.observe({camera_id!r}): expected an H x W x 3 uint8 array, got {got}")
         t = float(t)
         if not math.isfinite(t):
             raise ValueError(f"WorkingMemory.observe({camera_id!r}): time must be finite, got {t}")
+        if not self.wants(camera_id, t):
+            return
         with self._lock:
             rings = self._cams.get(camera_id)
             if rings is None:
