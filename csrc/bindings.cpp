@@ -159,6 +159,23 @@ py::tuple gate_compare(const py::handle& frames_obj, const py::handle& thumbs_ob
   return py::make_tuple(mad, ssim, hist_corr, tiles);
 }
 
+py::tuple gate_rows(const py::handle& frames_obj, const py::handle& ref_obj, bool lap, bool hist, int tile) {
+  const Frames f = check_frames(frames_obj);
+  check_tile(tile);
+  py::array ref;
+  if (!ref_obj.is_none()) ref = check_ref(ref_obj, f);
+  py::array_t<float> thumb({py::ssize_t(f.n), py::ssize_t(64), py::ssize_t(64)});
+  py::array_t<int64_t> mad_sums(py::ssize_t(f.n));
+  const uint8_t* rp = ref_obj.is_none() ? nullptr : u8(ref);
+  float* tp = thumb.mutable_data();
+  int64_t* mp = mad_sums.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    vam::gate_rows_only(u8(f.arr), f.n, f.h, f.w, rp, lap, hist, tile, tp, mp);
+  }
+  return py::make_tuple(thumb, mad_sums);
+}
+
 py::array rgb_to_gray(const py::handle& rgb_obj) {
   py::array rgb = as_array(rgb_obj, "rgb", is_u8, "uint8");
   if (rgb.ndim() < 3 || rgb.shape(rgb.ndim() - 1) != 3)
@@ -198,6 +215,14 @@ and tile_sums zero when ref is None. The definitions are vam_engine.gate.referen
 frames uint8 (N, H, W), thumbs float32 (N, 64, 64), hists float32 (N, 64), ref uint8 (H, W),
 ref_thumb float32 (64, 64), ref_hist float32 (64,), tile as for gate_stats. Returns (mad, ssim,
 hist_corr, tile_sums): f64[N] each and u32[N, ceil(H/tile), ceil(W/tile)].)doc");
+
+  m.def("_gate_rows", &gate_rows, py::arg("frames"), py::arg("ref") = py::none(), py::arg("lap") = true,
+        py::arg("hist") = true, py::arg("tile") = 16,
+        R"doc(The row pass of gate_stats alone, one thread, for the benchmark's time breakdown.
+
+Always the thumbnail; the Laplacian sums when lap, the histogram when hist, sum |F - R| and its
+tiles when ref is given; no per-frame finish. Returns (thumb f32[N, 64, 64], sum |F - R| i64[N]:
+zero without ref).)doc");
 
   m.def("rgb_to_gray", &rgb_to_gray, py::arg("rgb"),
         "uint8 [..., H, W, 3] RGB -> uint8 [..., H, W] gray, OpenCV's fixed-point BT.601 rule "

@@ -33,6 +33,14 @@ void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists
                   const uint8_t* ref, const float* ref_thumb, const float* ref_hist, int tile, double* mad,
                   double* ssim, double* hist_corr, uint32_t* tile_sums);
 
+// The row pass of gate_stats alone, on the calling thread: the thumbnail always, the Laplacian
+// sums when `lap`, the histogram when `hist`, sum |F - R| and its tiles when ref is given; no
+// per-frame finish (variance, SSIM, histogram correlation). Returns the thumbnails into `thumb`
+// (N x 64 x 64) and sum |F - R| per frame into `mad_sums` (N). For the benchmark's breakdown
+// of where the time goes; the statistics themselves come from gate_stats.
+void gate_rows_only(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, bool lap, bool hist,
+                    int tile, float* thumb, int64_t* mad_sums);
+
 // OpenCV's fixed-point BT.601: gray = (R*4899 + G*9617 + B*1868 + 8192) >> 14, n pixels.
 void rgb_to_gray(const uint8_t* rgb, uint8_t* gray, size_t n);
 
