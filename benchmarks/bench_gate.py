@@ -12,10 +12,13 @@ difference). GB/s = those bytes / time. Targets (information, not assertions): t
 body computes the local-change tiles too (GateConfig defaults: 32 px tiles, cells of 16), and is
 given the reference's cached thumbnail and histogram, as the cascade does.
 
-Where the time goes (rows ``cpp_part_*``, the same frames): ``no_ref`` is the pass without a
-reference (Laplacian, thumbnail, histogram), ``compare`` the reference-dependent statistics
-alone (|F - R| and its tiles, SSIM, histogram correlation), ``hist_only`` the histogram alone
-through numpy's bincount on the same rows (every reference.HIST_ROW_STEP-th), for scale.
+Where the time goes, per statistic (rows ``cpp_rows_*``, one thread, the same frames): the C++
+row pass alone (``_C._gate_rows``, no per-frame finish) with its parts switched on one after
+another: ``thumb`` (the memory pass and the thumbnail's column sums), ``+lap`` (the Laplacian),
+``+hist`` (the histogram), ``+mad`` (|F - R| and its tiles, reading the reference). The section
+"time per statistic" prints the differences, and ``cpp_fused_1t`` minus ``+mad`` as the
+finish (SSIM, histogram correlation, the tile reduction in Python, call overhead).
+``cpp_part_compare`` is the cascade's second call (reference-dependent statistics alone).
 
     python benchmarks/bench_gate.py                  # default: 3 sizes, batch 32, 5 rounds (~1-2 min)
     python benchmarks/bench_gate.py --quick          # smoke run (~15 s)
@@ -244,6 +247,45 @@ class MemCopy:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown()
+
+
+# -- where the time goes ----------------------------------------------------------------------------
+BREAKDOWN = (("thumbnail + memory pass", None, "cpp_rows_thumb"), ("Laplacian", "cpp_rows_thumb", "cpp_rows_+lap"),
+             ("histogram", "cpp_rows_+lap", "cpp_rows_+hist"), ("|F-R| + tiles", "cpp_rows_+hist", "cpp_rows_+mad"),
+             ("finish (SSIM, hist corr, tile reduce, call)", "cpp_rows_+mad", "cpp_fused_1t"))
+
+
+def time_per_statistic(res: dict, batch: int) -> dict:
+    """ms per frame of each statistic on one thread: differences of the cpp_rows_* medians (and
+    of cpp_fused_1t for the finish). A difference under the timing noise may come out negative."""
+    def ms(name):
+        return 1e3 * res[name]["seconds"]["median"] / batch if name in res else None
+
+    out = {}
+    for label, before, after in BREAKDOWN:
+        a, b = ms(after), (0.0 if before is None else ms(before))
+        if a is not None and b is not None:
+            out[label] = a - b
+    if "cpp_fused_1t" in res:
+        out["total (cpp_fused_1t)"] = ms("cpp_fused_1t")
+    return out
+
+
+def print_breakdown(breakdown: dict) -> None:
+    if not breakdown:
+        return
+    sizes = list(breakdown)
+    labels = [label for label, _, _ in BREAKDOWN] + ["total (cpp_fused_1t)"]
+    print("\ntime per statistic, one thread (ms per frame; differences of the cpp_rows_* medians):")
+    rows = []
+    for label in labels:
+        vals = [breakdown[s].get(label) for s in sizes]
+        if all(v is None for v in vals):
+            continue
+        total = [breakdown[s].get("total (cpp_fused_1t)") for s in sizes]
+        rows.append([label] + [f"{v:.4f} ({100 * v / t:.0f}%)" if v is not None and t else "-"
+                               for v, t in zip(vals, total)])
+    print_table(["statistic"] + sizes, rows)
 
 
 # -- process settings --------------------------------------------------------------------------------
@@ -503,7 +545,7 @@ def main(argv=None) -> int:
     from vam_engine.gate.reference import HIST_ROW_STEP as hist_step
 
     cpu_body, ref_body = CpuBody(), ReferenceBody()
-    rows, records, checks = [], [], {}
+    rows, records, checks, breakdown = [], [], {}, {}
     t_start = time.perf_counter()
     for si, (w, h) in enumerate(sizes):
         frames, ref = make_frames(args.batch, h, w, seed=si)
@@ -538,13 +580,20 @@ def main(argv=None) -> int:
             ("torch_cpu", lambda: torch_impl(frames, ref), args.batch,
              f"{torch.get_num_threads()} threads, shifted-add Laplacian"),
             ("cpp_fused", lambda: cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles), args.batch,
-             f"OpenMP {omp_threads} threads, with tiles"),
-            ("cpp_part_no_ref", lambda: cpu_body.stats(frames, None, tiles=tiles), args.batch,
-             "breakdown: Laplacian + thumbnail + histogram pass"),
+             f"{omp_threads} threads (csrc/gate_pool), with tiles"),
             ("cpp_part_compare", lambda: cpu_body.compare(frames, pre.thumb, pre.hist, ref, rthumb, rhist, tiles=tiles),
-             args.batch, "breakdown: |F-R| + tiles + SSIM + hist corr"),
-            ("cpp_part_hist_only", lambda: [np.bincount((f[::hist_step] >> 2).ravel(), minlength=64) for f in frames],
-             args.batch, f"breakdown, for scale: numpy bincount histogram (every {hist_step}th row)"),
+             args.batch, "the cascade's second call: |F-R| + tiles + SSIM + hist corr"),
+        ]
+        cell = tiles.cell
+        methods += [
+            ("cpp_rows_thumb", lambda: _C._gate_rows(frames, None, lap=False, hist=False, tile=cell), args.batch,
+             "breakdown, 1 thread: row pass, thumbnail only"),
+            ("cpp_rows_+lap", lambda: _C._gate_rows(frames, None, lap=True, hist=False, tile=cell), args.batch,
+             "breakdown: + Laplacian"),
+            ("cpp_rows_+hist", lambda: _C._gate_rows(frames, None, lap=True, hist=True, tile=cell), args.batch,
+             f"breakdown: + histogram (every {hist_step}th row)"),
+            ("cpp_rows_+mad", lambda: _C._gate_rows(frames, ref, lap=True, hist=True, tile=cell), args.batch,
+             "breakdown: + |F-R| and tiles (the whole row pass)"),
         ]
         if torch_conv is not None:
             methods.insert(2, ("torch_conv2d", lambda: torch_conv(frames, ref), args.batch,
@@ -557,7 +606,7 @@ def main(argv=None) -> int:
                 finally:
                     omp.set(omp_threads)
 
-            methods.append(("cpp_fused_1t", cpp_one_thread, args.batch, "OpenMP 1 thread"))
+            methods.append(("cpp_fused_1t", cpp_one_thread, args.batch, "1 thread"))
             omp.set(omp_threads)
         if not args.no_batch1:
             # What the pipeline does at sparse sampling: one frame per call (one sample per camera
@@ -573,9 +622,9 @@ def main(argv=None) -> int:
                 return go
 
             methods.append(("cpp_fused_b1", cpp_batch1(omp_threads), args.batch,
-                            f"1 frame per call, OpenMP {omp_threads} threads"))
+                            f"1 frame per call, {omp_threads} threads"))
             if omp_threads > 1 and omp.set(omp_threads):
-                methods.append(("cpp_fused_b1_1t", cpp_batch1(1), args.batch, "1 frame per call, OpenMP 1 thread"))
+                methods.append(("cpp_fused_b1_1t", cpp_batch1(1), args.batch, "1 frame per call, 1 thread"))
         if si == 0 or args.reference_all_sizes:
             nref = max(1, min(args.reference_frames, args.batch))
             methods.insert(1, ("numpy_reference", lambda: ref_body.stats(frames[:nref], ref), nref,
@@ -606,12 +655,15 @@ def main(argv=None) -> int:
                          100.0 * r["frac_of_copy_bw"], r["note"]])
             records.append({"size": [w, h], "method": name, **r})
         res["_copy_ceiling"] = copy_name
+        breakdown[f"{w}x{h}"] = time_per_statistic(res, args.batch)
         del frames, ref
 
     print()
     table = print_table(["resolution", "method", "frames/s", "GB/s", "x vs opencv_per_frame", "% of memcpy BW",
                          "notes"], rows)
     print("(% of memcpy BW is against the faster of the 1-thread and multi-thread copies)")
+
+    print_breakdown(breakdown)
 
     verdicts = {}
     r720 = [r for r in records if r["size"] == [1280, 720] and r["method"] == "cpp_fused"]
@@ -635,6 +687,7 @@ def main(argv=None) -> int:
         "threads": {"omp": omp_threads, "omp_env": threads_env, "torch": torch.get_num_threads(),
                     "opencv": cv2.getNumThreads(), "isa": _C.gate_isa()},
         "bytes_per_frame": "2*H*W (frame + reference)", "agreement_max_error": checks, "results": records,
+        "time_per_statistic_ms": breakdown,
         "targets": verdicts, "table": table, "total_s": time.perf_counter() - t_start})
     print(f"wrote {path} ({time.perf_counter() - t_start:.0f} s)")
     return 0

@@ -176,6 +176,27 @@ py::tuple gate_rows(const py::handle& frames_obj, const py::handle& ref_obj, boo
   return py::make_tuple(thumb, mad_sums);
 }
 
+py::tuple reduce_tiles(const py::handle& sums_obj, int h, int w, int tile, double threshold) {
+  check_tile(tile);
+  if (h < 2 || w < 2)
+    throw py::value_error("h and w must be >= 2 (a frame's size), got " + std::to_string(h) + " x " + std::to_string(w));
+  py::array sums = as_array(sums_obj, "sums", [](const py::array& a) {
+    return a.dtype().kind() == 'u' && a.dtype().itemsize() == 4; }, "uint32");
+  if (sums.ndim() != 3) throw py::value_error("sums must be N x TR x TC uint32, got " + shape_str(sums));
+  const py::ssize_t n = sums.shape(0);
+  check_shape(sums, "sums", {n, vam::tile_grid_rows(h, tile), vam::tile_grid_cols(w, tile)});
+  py::array_t<double> tile_mad(n);
+  py::array_t<int64_t> changed(n);
+  const uint32_t* sp = static_cast<const uint32_t*>(sums.data());
+  double* mp = tile_mad.mutable_data();
+  int64_t* cp = changed.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    vam::reduce_tiles(sp, n, h, w, tile, threshold, mp, cp);
+  }
+  return py::make_tuple(tile_mad, changed);
+}
+
 py::array rgb_to_gray(const py::handle& rgb_obj) {
   py::array rgb = as_array(rgb_obj, "rgb", is_u8, "uint8");
   if (rgb.ndim() < 3 || rgb.shape(rgb.ndim() - 1) != 3)
@@ -223,6 +244,14 @@ hist_corr, tile_sums): f64[N] each and u32[N, ceil(H/tile), ceil(W/tile)].)doc")
 Always the thumbnail; the Laplacian sums when lap, the histogram when hist, sum |F - R| and its
 tiles when ref is given; no per-frame finish. Returns (thumb f32[N, 64, 64], sum |F - R| i64[N]:
 zero without ref).)doc");
+
+  m.def("reduce_tiles", &reduce_tiles, py::arg("sums"), py::arg("h"), py::arg("w"), py::arg("tile"),
+        py::arg("threshold"),
+        R"doc(What the cascade reads of N frames' tile grids: vam_engine.gate.reference.reduce_tiles per frame.
+
+sums: uint32 (N, ceil(h/tile), ceil(w/tile)) from gate_stats / gate_compare; h, w: the frames'
+size; tile: the cell side; threshold: a tile mean at or over it counts as changed. Returns
+(tile_mad f64[N], tiles_changed i64[N]).)doc");
 
   m.def("rgb_to_gray", &rgb_to_gray, py::arg("rgb"),
         "uint8 [..., H, W, 3] RGB -> uint8 [..., H, W] gray, OpenCV's fixed-point BT.601 rule "

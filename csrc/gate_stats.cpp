@@ -362,6 +362,47 @@ void gate_rows_only(const uint8_t* frames, int64_t N, int H, int W, const uint8_
   }
 }
 
+void reduce_tiles(const uint32_t* sums, int64_t N, int H, int W, int tile, double threshold, double* tile_mad,
+                  int64_t* changed) {
+  const int TR = tile_grid_rows(H, tile), TC = tile_grid_cols(W, tile);
+  const int wr = TR > 1 ? TR - 1 : 1, wc = TC > 1 ? TC - 1 : 1;  // tiles a column, a row
+  const int dr = TR > 1 ? 1 : 0, dc = TC > 1 ? 1 : 0;            // the second cell of a pair
+  // Tile areas: sums of the cells' clipped areas (exact integers, as float64 in the reference).
+  std::vector<double> area(static_cast<size_t>(wr) * wc);
+  auto side = [tile](int n, int i) { return static_cast<double>(n - i * tile < tile ? n - i * tile : tile); };
+  for (int i = 0; i < wr; ++i)
+    for (int j = 0; j < wc; ++j) {
+      const double r0 = side(H, i), c0 = side(W, j);
+      double a = r0 * c0;
+      if (dc) a += r0 * side(W, j + 1);
+      if (dr) {
+        const double r1 = side(H, i + 1);
+        a += r1 * c0;
+        if (dc) a += r1 * side(W, j + 1);
+      }
+      area[static_cast<size_t>(i) * wc + j] = a;
+    }
+  for (int64_t f = 0; f < N; ++f) {
+    const uint32_t* g = sums + static_cast<size_t>(f) * TR * TC;
+    double best = -std::numeric_limits<double>::infinity();
+    int64_t n = 0;
+    for (int i = 0; i < wr; ++i) {
+      const uint32_t* a = g + static_cast<size_t>(i) * TC;
+      const uint32_t* b = g + static_cast<size_t>(i + dr) * TC;
+      for (int j = 0; j < wc; ++j) {
+        // the reference adds the row pairs first, then the column pairs: integers, any order
+        int64_t t = int64_t(a[j]) + (dc ? int64_t(a[j + 1]) : 0);
+        if (dr) t += int64_t(b[j]) + (dc ? int64_t(b[j + 1]) : 0);
+        const double m = static_cast<double>(t) / area[static_cast<size_t>(i) * wc + j];
+        if (m > best) best = m;
+        n += m >= threshold;
+      }
+    }
+    tile_mad[f] = best;
+    changed[f] = n;
+  }
+}
+
 void rgb_to_gray(const uint8_t* rgb, uint8_t* gray, size_t n) {
   const Kernels& K = active();
   constexpr size_t kChunk = size_t(1) << 18;

@@ -41,6 +41,14 @@ void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists
 void gate_rows_only(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, bool lap, bool hist,
                     int tile, float* thumb, int64_t* mad_sums);
 
+// What the cascade reads of N frames' tile grids (sums: N x ceil(H/tile) x ceil(W/tile), cells of
+// `tile` pixels): vam_engine.gate.reference.reduce_tiles, the same float64 rule. Tiles are the
+// 2 x 2 blocks of cells at a stride of one cell (a side with one cell: that cell); tile_mad[f]
+// is the largest tile mean (sum / clipped area) and changed[f] the tiles whose mean is >=
+// threshold.
+void reduce_tiles(const uint32_t* sums, int64_t N, int H, int W, int tile, double threshold, double* tile_mad,
+                  int64_t* changed);
+
 // OpenCV's fixed-point BT.601: gray = (R*4899 + G*9617 + B*1868 + 8192) >> 14, n pixels.
 void rgb_to_gray(const uint8_t* rgb, uint8_t* gray, size_t n);
 
