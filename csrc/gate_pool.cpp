@@ -40,13 +40,21 @@ inline uint64_t pack(uint64_t epoch, uint64_t next, uint64_t n) {
   return (epoch & kEpochMask) << (2 * kItemBits) | (next << kItemBits) | n;
 }
 
+// After its last item a helper watches for the next job this long before it blocks: waking a
+// blocked thread takes tens to hundreds of microseconds (far more in a virtual machine, where the
+// idle core is halted), a fair share of a 0.2 ms one-frame call, and calls come back to back in
+// a batch of cameras. OpenMP's default spins longer.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
 struct Pool {
   int pid = 0;
   std::mutex busy;  // one caller's job at a time; another caller runs its items inline
-  std::mutex m;     // epoch, want, stop (the helpers' wake-up)
+  std::mutex m;     // epoch, want, sleepers (the helpers' wake-up)
   std::condition_variable wake;
   uint64_t epoch = 0;
-  int want = 0;  // helpers asked to join the current job: ids 1..want
+  std::atomic<uint64_t> epoch_seen_by_spinners{0};  // epoch, readable without the lock
+  int want = 0;      // helpers asked to join the current job: ids 1..want
+  int sleepers = 0;  // helpers blocked on `wake`
   std::vector<std::thread> helpers;
 
   std::atomic<uint64_t> claim{0};
@@ -77,13 +85,26 @@ struct Pool {
     }
   }
 
+  // Spins (for kSpin) until a job newer than `seen` is published; false when none came.
+  bool spin_for_job(uint64_t seen) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0;; ++i) {
+      if (epoch_seen_by_spinners.load(std::memory_order_acquire) != seen) return true;
+      VAM_CPU_RELAX();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+    }
+  }
+
   void helper_loop(int id) {
     uint64_t seen = 0;
     for (;;) {
+      spin_for_job(seen);
       uint64_t ep;
       {
         std::unique_lock<std::mutex> lk(m);
+        ++sleepers;
         wake.wait(lk, [&] { return epoch != seen && id <= want; });
+        --sleepers;
         ep = seen = epoch;
       }
       work(ep, id);
@@ -102,13 +123,16 @@ struct Pool {
     ctx = c;
     done.store(0, std::memory_order_relaxed);
     uint64_t ep;
+    bool sleeping;
     {
       std::lock_guard<std::mutex> lk(m);
       ep = ++epoch;
       want = nh;
       claim.store(pack(ep, 0, static_cast<uint64_t>(n)), std::memory_order_release);
+      epoch_seen_by_spinners.store(ep, std::memory_order_release);
+      sleeping = sleepers > 0;
     }
-    wake.notify_all();
+    if (sleeping) wake.notify_all();  // spinning helpers see the epoch (and take the lock next)
     work(ep, 0);
     // Only items a helper has claimed can be outstanding here: wait for those (briefly
     // spinning, then on the condition variable).
