@@ -12,13 +12,14 @@ difference). GB/s = those bytes / time. Targets (information, not assertions): t
 body computes the local-change tiles too (GateConfig defaults: 32 px tiles, cells of 16), and is
 given the reference's cached thumbnail and histogram, as the cascade does.
 
-Where the time goes, per statistic (rows ``cpp_rows_*``, one thread, the same frames): the C++
-row pass alone (``_C._gate_rows``, no per-frame finish) with its parts switched on one after
-another: ``thumb`` (the memory pass and the thumbnail's column sums), ``+lap`` (the Laplacian),
-``+hist`` (the histogram), ``+mad`` (|F - R| and its tiles, reading the reference). The section
-"time per statistic" prints the differences, and ``cpp_fused_1t`` minus ``+mad`` as the
-finish (SSIM, histogram correlation, the tile reduction in Python, call overhead).
-``cpp_part_compare`` is the cascade's second call (reference-dependent statistics alone).
+Where the time goes, per statistic (the section "time per statistic", one thread, the same
+frames): the C++ row pass alone (``_C._gate_rows``, no per-frame finish) with its parts switched
+on one after another: the thumbnail (the memory pass and the column sums), + the Laplacian, +
+the histogram, + |F - R| and its tiles (reading the reference); then the whole CpuBody.stats
+call, whose difference to the row pass is the finish (SSIM, histogram correlation, the tile
+reduction, call overhead). Best of --breakdown-rounds interleaved rounds (minima: a shared
+machine's load bursts move medians far more than these differences). ``cpp_part_compare`` is the
+cascade's second call (the reference-dependent statistics alone).
 
     python benchmarks/bench_gate.py                  # default: 3 sizes, batch 32, 5 rounds (~1-2 min)
     python benchmarks/bench_gate.py --quick          # smoke run (~15 s)
@@ -250,24 +251,46 @@ class MemCopy:
 
 
 # -- where the time goes ----------------------------------------------------------------------------
-BREAKDOWN = (("thumbnail + memory pass", None, "cpp_rows_thumb"), ("Laplacian", "cpp_rows_thumb", "cpp_rows_+lap"),
-             ("histogram", "cpp_rows_+lap", "cpp_rows_+hist"), ("|F-R| + tiles", "cpp_rows_+hist", "cpp_rows_+mad"),
-             ("finish (SSIM, hist corr, tile reduce, call)", "cpp_rows_+mad", "cpp_fused_1t"))
+BREAKDOWN = (("thumbnail + memory pass", None, "rows_thumb"), ("Laplacian", "rows_thumb", "rows_+lap"),
+             ("histogram", "rows_+lap", "rows_+hist"), ("|F-R| + tiles", "rows_+hist", "rows_+mad"),
+             ("finish (SSIM, hist corr, tile reduce, call)", "rows_+mad", "fused_1t"))
 
 
-def time_per_statistic(res: dict, batch: int) -> dict:
-    """ms per frame of each statistic on one thread: differences of the cpp_rows_* medians (and
-    of cpp_fused_1t for the finish). A difference under the timing noise may come out negative."""
-    def ms(name):
-        return 1e3 * res[name]["seconds"]["median"] / batch if name in res else None
-
+def time_per_statistic(_C, cpu_body, frames, ref, rthumb, rhist, tiles, omp, omp_threads, rounds: int = 15) -> dict:
+    """ms per frame of each statistic on one thread: the C++ row pass alone (_C._gate_rows) with
+    its parts switched on one after another (thumbnail; + Laplacian; + histogram; + |F - R| and
+    tiles), then the whole CpuBody.stats call; each statistic is the difference of two
+    neighbours. Every variant is timed once per round, in turn, for ``rounds`` rounds, and the
+    fastest round of each is taken: a difference of minima stays put under load bursts that the
+    medians of a shared machine do not."""
+    cell = tiles.cell
+    fns = {
+        "rows_thumb": lambda: _C._gate_rows(frames, None, lap=False, hist=False, tile=cell),
+        "rows_+lap": lambda: _C._gate_rows(frames, None, lap=True, hist=False, tile=cell),
+        "rows_+hist": lambda: _C._gate_rows(frames, None, lap=True, hist=True, tile=cell),
+        "rows_+mad": lambda: _C._gate_rows(frames, ref, lap=True, hist=True, tile=cell),
+        "fused_1t": lambda: cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles),
+    }
+    if not omp.set(1):
+        fns.pop("fused_1t")
+    try:
+        best = {k: float("inf") for k in fns}
+        for f in fns.values():
+            f()  # warm
+        for _ in range(max(1, rounds)):
+            for k, f in fns.items():
+                t0 = time.perf_counter()
+                f()
+                best[k] = min(best[k], time.perf_counter() - t0)
+    finally:
+        omp.set(omp_threads)
+    ms = {k: 1e3 * v / len(frames) for k, v in best.items()}
     out = {}
     for label, before, after in BREAKDOWN:
-        a, b = ms(after), (0.0 if before is None else ms(before))
-        if a is not None and b is not None:
-            out[label] = a - b
-    if "cpp_fused_1t" in res:
-        out["total (cpp_fused_1t)"] = ms("cpp_fused_1t")
+        if after in ms and (before is None or before in ms):
+            out[label] = ms[after] - (0.0 if before is None else ms[before])
+    if "fused_1t" in ms:
+        out["total (CpuBody.stats, 1 thread)"] = ms["fused_1t"]
     return out
 
 
@@ -275,14 +298,16 @@ def print_breakdown(breakdown: dict) -> None:
     if not breakdown:
         return
     sizes = list(breakdown)
-    labels = [label for label, _, _ in BREAKDOWN] + ["total (cpp_fused_1t)"]
-    print("\ntime per statistic, one thread (ms per frame; differences of the cpp_rows_* medians):")
+    tot = "total (CpuBody.stats, 1 thread)"
+    labels = [label for label, _, _ in BREAKDOWN] + [tot]
+    print("\ntime per statistic, one thread (ms per frame, best of the interleaved rounds; "
+          "see time_per_statistic):")
     rows = []
     for label in labels:
         vals = [breakdown[s].get(label) for s in sizes]
         if all(v is None for v in vals):
             continue
-        total = [breakdown[s].get("total (cpp_fused_1t)") for s in sizes]
+        total = [breakdown[s].get(tot) for s in sizes]
         rows.append([label] + [f"{v:.4f} ({100 * v / t:.0f}%)" if v is not None and t else "-"
                                for v, t in zip(vals, total)])
     print_table(["statistic"] + sizes, rows)
@@ -482,6 +507,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 640x360 and 1280x720, batch 8, 1 round")
     ap.add_argument("--no-batch1", action="store_true",
                     help="skip the cpp_fused rows with one frame per call (the pipeline's case at sparse sampling)")
+    ap.add_argument("--breakdown-rounds", type=int, default=15,
+                    help="interleaved rounds of the time-per-statistic section (best taken; default 15)")
     ap.add_argument("--torch-conv2d", choices=["off", "small", "all"], default="small",
                     help="also time torch with F.conv2d for the Laplacian (slow on CPU): off, at the smallest "
                          "size only (default), or at every size")
@@ -542,7 +569,6 @@ def main(argv=None) -> int:
           f">= {TARGET_COPY_FRAC:.0%} of copy bandwidth")
     print()
 
-    from vam_engine.gate.reference import HIST_ROW_STEP as hist_step
 
     cpu_body, ref_body = CpuBody(), ReferenceBody()
     rows, records, checks, breakdown = [], [], {}, {}
@@ -583,17 +609,6 @@ def main(argv=None) -> int:
              f"{omp_threads} threads (csrc/gate_pool), with tiles"),
             ("cpp_part_compare", lambda: cpu_body.compare(frames, pre.thumb, pre.hist, ref, rthumb, rhist, tiles=tiles),
              args.batch, "the cascade's second call: |F-R| + tiles + SSIM + hist corr"),
-        ]
-        cell = tiles.cell
-        methods += [
-            ("cpp_rows_thumb", lambda: _C._gate_rows(frames, None, lap=False, hist=False, tile=cell), args.batch,
-             "breakdown, 1 thread: row pass, thumbnail only"),
-            ("cpp_rows_+lap", lambda: _C._gate_rows(frames, None, lap=True, hist=False, tile=cell), args.batch,
-             "breakdown: + Laplacian"),
-            ("cpp_rows_+hist", lambda: _C._gate_rows(frames, None, lap=True, hist=True, tile=cell), args.batch,
-             f"breakdown: + histogram (every {hist_step}th row)"),
-            ("cpp_rows_+mad", lambda: _C._gate_rows(frames, ref, lap=True, hist=True, tile=cell), args.batch,
-             "breakdown: + |F-R| and tiles (the whole row pass)"),
         ]
         if torch_conv is not None:
             methods.insert(2, ("torch_conv2d", lambda: torch_conv(frames, ref), args.batch,
@@ -655,7 +670,8 @@ def main(argv=None) -> int:
                          100.0 * r["frac_of_copy_bw"], r["note"]])
             records.append({"size": [w, h], "method": name, **r})
         res["_copy_ceiling"] = copy_name
-        breakdown[f"{w}x{h}"] = time_per_statistic(res, args.batch)
+        breakdown[f"{w}x{h}"] = time_per_statistic(_C, cpu_body, frames, ref, rthumb, rhist, tiles, omp,
+                                                   omp_threads, rounds=args.breakdown_rounds)
         del frames, ref
 
     print()

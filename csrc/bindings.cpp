@@ -216,7 +216,7 @@ py::array rgb_to_gray(const py::handle& rgb_obj) {
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "vam_engine native kernels: fused gate statistics (CPU, OpenMP) and color conversion";
+  m.doc() = "vam_engine native kernels: fused gate statistics (CPU, multi-threaded) and color conversion";
 
   m.def("gate_stats", &gate_stats, py::arg("frames"), py::arg("ref") = py::none(),
         py::arg("ref_thumb") = py::none(), py::arg("ref_hist") = py::none(), py::arg("tile") = 16,
@@ -266,7 +266,7 @@ size; tile: the cell side; threshold: a tile mean at or over it counts as change
                                 "(choose from auto, base, avx2)");
       },
       py::arg("name"), "Force the row kernels ('auto', 'base', 'avx2'); for tests and benchmarks.");
-  m.def("max_threads", &vam::max_threads, "OpenMP threads a call may use (1 without OpenMP).");
+  m.def("max_threads", &vam::max_threads, "Threads a gate call may use: the OpenMP thread count of the calling thread (1 without OpenMP).");
   m.def(
       "_set_threads",
       [](int n) {

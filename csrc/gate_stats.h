@@ -63,7 +63,9 @@ double hist_correl(const double* a, const double* b);
 const char* active_isa();
 bool set_isa(const char* name);
 
-// OpenMP threads a call may use (1 without OpenMP); set_threads is omp_set_num_threads.
+// Threads a call may use: OpenMP's count for the calling thread (OMP_NUM_THREADS,
+// omp_set_num_threads; 1 without OpenMP), which the gate's own pool (gate_pool.h) runs;
+// set_threads is omp_set_num_threads.
 int max_threads();
 void set_threads(int n);
 

@@ -165,3 +165,29 @@ def test_rows_only_pass_agrees_with_gate_stats(rng, rng_seed):
                 assert not sums.any()
         thumb, sums = _C._gate_rows(frames, ref)
         np.testing.assert_array_equal(sums / (90 * 200), st[1], err_msg=f"{isa} seed={rng_seed}")
+
+
+def _forked_call(frames, ref, q):
+    _C._set_threads(TEAM)
+    q.put(_C.gate_stats(frames, ref))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork()")
+def test_forked_child_runs_without_the_parents_helpers(rng, rng_seed):
+    """The pool's helpers are threads of the parent: a forked child must not wait for them (it
+    makes its own pool) and gets the parent's results."""
+    import multiprocessing as mp
+
+    frames, ref = _frames(rng, 2, 720, 1280)
+    _C._set_threads(TEAM)
+    want = _C.gate_stats(frames, ref)  # the parent's pool exists now
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_forked_call, args=(frames, ref, q))
+    p.start()
+    try:
+        got = q.get(timeout=60)
+    finally:
+        p.join(timeout=10)
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b, err_msg=f"seed={rng_seed}")

@@ -128,7 +128,8 @@ class ReferenceBody:
 
 
 class CpuBody:
-    """The fused C++ kernel (csrc/gate_stats.cpp), OpenMP across frames."""
+    """The fused C++ kernel (csrc/gate_stats.cpp), frames and row parts of them across threads
+    (csrc/gate_pool.cpp)."""
 
     name = "cpu"
 
