@@ -10,7 +10,9 @@ Bytes per frame = H*W (the frame) + H*W (the reference, read again for the mean 
 difference). GB/s = those bytes / time. Targets (information, not assertions): the C++ body
 >= 30x faster than ``opencv_per_frame`` at 1280x720 and >= 60% of the copy bandwidth. The C++
 body computes the local-change tiles too (GateConfig defaults: 32 px tiles, cells of 16), and is
-given the reference's cached thumbnail and histogram, as the cascade does.
+given the reference's cached thumbnail and histogram, as the cascade does. ``cpp_fused`` is the
+default behaviour (the helpers only while calls with them are faster: csrc/gate_stats.cpp,
+ThreadChoice); ``cpp_fused_team`` always uses them, ``cpp_fused_1t`` never.
 
 Where the time goes, per statistic (the section "time per statistic", one thread, the same
 frames): the C++ row pass alone (``_C._gate_rows``, no per-frame finish) with its parts switched
@@ -606,13 +608,24 @@ def main(argv=None) -> int:
             ("torch_cpu", lambda: torch_impl(frames, ref), args.batch,
              f"{torch.get_num_threads()} threads, shifted-add Laplacian"),
             ("cpp_fused", lambda: cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles), args.batch,
-             f"{omp_threads} threads (csrc/gate_pool), with tiles"),
+             f"{omp_threads} threads (csrc/gate_pool, adaptive), with tiles"),
             ("cpp_part_compare", lambda: cpu_body.compare(frames, pre.thumb, pre.hist, ref, rthumb, rhist, tiles=tiles),
              args.batch, "the cascade's second call: |F-R| + tiles + SSIM + hist corr"),
         ]
         if torch_conv is not None:
             methods.insert(2, ("torch_conv2d", lambda: torch_conv(frames, ref), args.batch,
                                f"{torch.get_num_threads()} threads, F.conv2d Laplacian"))
+        if omp_threads > 1:
+            def cpp_team():
+                _C._set_adaptive_threads(False)  # every call with the helpers, whatever they cost
+                try:
+                    return cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles)
+                finally:
+                    _C._set_adaptive_threads(True)
+
+            methods.insert(methods.index(next(m for m in methods if m[0] == "cpp_fused")) + 1,
+                           ("cpp_fused_team", cpp_team, args.batch,
+                            f"{omp_threads} threads always (cpp_fused: one thread while the team is slower)"))
         if omp_threads > 1 and omp.set(1):
             def cpp_one_thread():
                 omp.set(1)

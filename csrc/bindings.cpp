@@ -266,6 +266,9 @@ size; tile: the cell side; threshold: a tile mean at or over it counts as change
                                 "(choose from auto, base, avx2)");
       },
       py::arg("name"), "Force the row kernels ('auto', 'base', 'avx2'); for tests and benchmarks.");
+  m.def("_set_adaptive_threads", &vam::set_adaptive_threads, py::arg("on"),
+        "Whether gate calls may fall back to one thread when their calls with helpers have been slower "
+        "(default True); False forces the helpers. For tests and benchmarks.");
   m.def("max_threads", &vam::max_threads, "Threads a gate call may use: the OpenMP thread count of the calling thread (1 without OpenMP).");
   m.def(
       "_set_threads",

@@ -3,9 +3,11 @@
 #include "gate_stats.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <vector>
 
 #include "gate_kernel.h"
@@ -176,6 +178,59 @@ int call_threads(int64_t pixels) {
   return static_cast<int>(most < T ? most : T);
 }
 
+// Whether the helpers pay off, learnt from the calls themselves. On a machine whose cores are
+// busy (decoders, other processes) a helper may run at half speed or be preempted while it holds
+// an item, and then a call with helpers takes longer than one without (measured at 720p on a
+// shared 2-core machine: 2,500 frames/s with the team, 3,900 on one thread). So each entry point
+// keeps a running mean of the wall time per pixel of its calls in either mode, takes the team
+// only while the team's mean is below kTeamGain times one thread's, and tries the other mode
+// every kProbeEvery-th call so that the means follow the load.
+constexpr double kTeamGain = 0.9;
+constexpr uint64_t kProbeEvery = 32;
+std::atomic<bool> g_adaptive{true};
+
+class ThreadChoice {
+ public:
+  // The threads for a call that could use `threads`: `threads` or 1.
+  int pick(int threads) {
+    if (threads <= 1) return 1;
+    if (!g_adaptive.load(std::memory_order_relaxed)) return threads;
+    std::lock_guard<std::mutex> lk(m_);
+    ++calls_;
+    if (ns_px_[1] == 0.0) return threads;  // nothing known: try the team first, then one thread
+    if (ns_px_[0] == 0.0) return 1;
+    const bool team = ns_px_[1] < kTeamGain * ns_px_[0];
+    const bool probe = calls_ % kProbeEvery == 0;
+    return (team != probe) ? threads : 1;
+  }
+  void record(int threads, double seconds, int64_t pixels) {
+    if (pixels <= 0 || !g_adaptive.load(std::memory_order_relaxed)) return;
+    const double v = 1e9 * seconds / static_cast<double>(pixels);
+    std::lock_guard<std::mutex> lk(m_);
+    double& mean = ns_px_[threads > 1 ? 1 : 0];
+    mean = mean == 0.0 ? v : 0.75 * mean + 0.25 * v;
+  }
+
+ private:
+  std::mutex m_;
+  double ns_px_[2] = {0.0, 0.0};  // one thread, the team
+  uint64_t calls_ = 0;
+};
+
+ThreadChoice g_stats_choice, g_compare_choice;
+
+// Times a call's work for a ThreadChoice (only calls that could use helpers are recorded).
+struct CallTimer {
+  ThreadChoice& choice;
+  int could, threads;
+  int64_t pixels;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  ~CallTimer() {
+    if (could > 1)
+      choice.record(threads, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), pixels);
+  }
+};
+
 // How many row parts to cut each frame into: about kItemsPerThread items a thread in all.
 int parts_per_frame(int64_t nframes, int ngroups, size_t frame_px, int threads) {
   if (threads <= 1 || nframes <= 0) return 1;
@@ -187,6 +242,8 @@ int parts_per_frame(int64_t nframes, int ngroups, size_t frame_px, int threads) 
 }
 
 }  // namespace
+
+void set_adaptive_threads(bool on) { g_adaptive.store(on, std::memory_order_relaxed); }
 
 double ssim_thumbs(const float* a, const float* b) { return active().ssim(a, b); }
 
@@ -228,7 +285,9 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
   // its own pass (as frame -1).
   const bool ref_pass = ref && !(ref_thumb_in && ref_hist_in);
   const int64_t nf = N + (ref_pass ? 1 : 0);
-  const int threads = call_threads(nf * static_cast<int64_t>(frame_px));
+  const int could = call_threads(nf * static_cast<int64_t>(frame_px));
+  const int threads = g_stats_choice.pick(could);
+  const CallTimer timer{g_stats_choice, could, threads, nf * static_cast<int64_t>(frame_px)};
   const int P = parts_per_frame(nf, g.ngroups, frame_px, threads);
   const int64_t items = nf * P;
   std::vector<Partial> parts(static_cast<size_t>(items));
@@ -310,7 +369,9 @@ void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists
   const Kernels& K = active();
   const size_t frame_px = static_cast<size_t>(H) * W;
   // |F - R| reads two frames a pixel: a part of half the pixels costs about what a gate_stats part does
-  const int threads = call_threads(2 * N * static_cast<int64_t>(frame_px));
+  const int could = call_threads(2 * N * static_cast<int64_t>(frame_px));
+  const int threads = g_compare_choice.pick(could);
+  const CallTimer timer{g_compare_choice, could, threads, N * static_cast<int64_t>(frame_px)};
   const int P = parts_per_frame(N, H, 2 * frame_px, threads);
   const int64_t items = N * P;
   std::vector<int64_t> sums(static_cast<size_t>(items));

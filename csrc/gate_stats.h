@@ -69,4 +69,9 @@ bool set_isa(const char* name);
 int max_threads();
 void set_threads(int n);
 
+// Whether a call may run on one thread when its calls with helpers have been slower (the
+// default; see ThreadChoice in gate_stats.cpp). Off: every call that can use helpers does (for
+// tests of the parallel paths and the benchmark's team rows).
+void set_adaptive_threads(bool on);
+
 }  // namespace vam

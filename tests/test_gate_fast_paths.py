@@ -34,7 +34,9 @@ TEAM = max(2, _C.max_threads())
 @pytest.fixture(autouse=True)
 def _restore_isa_and_threads():
     threads = _C.max_threads()
+    _C._set_adaptive_threads(False)  # calls that can use the team do (else they may learn to run alone)
     yield
+    _C._set_adaptive_threads(True)
     _C._set_isa("auto")
     _C._set_threads(threads)
 
@@ -87,6 +89,19 @@ def test_parts_and_team_equal_one_thread(n, rng, rng_seed):
             team_cmp = _C.gate_compare(frames, one[4], one[5], ref, own[4][0], own[5][0])
             for a, b in zip(one + one_cmp, team + team_cmp):
                 np.testing.assert_array_equal(a, b, err_msg=f"{isa} n={n} call {k} seed={rng_seed}")
+
+
+def test_adaptive_thread_choice_keeps_results(rng, rng_seed):
+    """With the adaptive choice on, calls switch between the team and one thread as their timings
+    say (and probe the other mode every 32nd call): 70 calls, every result the one-thread result."""
+    frames, ref = _frames(rng, 1, 720, 1280)
+    _C._set_threads(1)
+    want = _C.gate_stats(frames, ref)
+    _C._set_threads(TEAM)
+    _C._set_adaptive_threads(True)
+    for k in range(70):
+        for a, b in zip(want, _C.gate_stats(frames, ref)):
+            np.testing.assert_array_equal(a, b, err_msg=f"call {k} seed={rng_seed}")
 
 
 def test_concurrent_callers_share_the_pool(rng, rng_seed):
