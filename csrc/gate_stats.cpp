@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "gate_kernel.h"
@@ -182,39 +183,62 @@ int call_threads(int64_t pixels) {
 // busy (decoders, other processes) a helper may run at half speed or be preempted while it holds
 // an item, and then a call with helpers takes longer than one without (measured at 720p on a
 // shared 2-core machine: 2,500 frames/s with the team, 3,900 on one thread). So each entry point
-// keeps a running mean of the wall time per pixel of its calls in either mode, takes the team
-// only while the team's mean is below kTeamGain times one thread's, and tries the other mode
-// every kProbeEvery-th call so that the means follow the load.
+// keeps, per call size (pixels, in powers of two: small calls have more overhead per pixel),
+// the wall time per pixel of its last kWindow calls in either mode, takes the team while the
+// median of its times is below kTeamGain times one thread's, and runs the other mode every
+// kProbeEvery-th call so that both follow the load. Medians: one preempted call must not flip it.
 constexpr double kTeamGain = 0.9;
-constexpr uint64_t kProbeEvery = 32;
+constexpr uint64_t kProbeEvery = 16;
+constexpr int kWindow = 5;
+constexpr int kSizeClasses = 12;
 std::atomic<bool> g_adaptive{true};
 
 class ThreadChoice {
  public:
-  // The threads for a call that could use `threads`: `threads` or 1.
-  int pick(int threads) {
+  // The threads for a call of `pixels` that could use `threads`: `threads` or 1.
+  int pick(int threads, int64_t pixels) {
     if (threads <= 1) return 1;
     if (!g_adaptive.load(std::memory_order_relaxed)) return threads;
     std::lock_guard<std::mutex> lk(m_);
-    ++calls_;
-    if (ns_px_[1] == 0.0) return threads;  // nothing known: try the team first, then one thread
-    if (ns_px_[0] == 0.0) return 1;
-    const bool team = ns_px_[1] < kTeamGain * ns_px_[0];
-    const bool probe = calls_ % kProbeEvery == 0;
+    Class& c = cls_[size_class(pixels)];
+    ++c.calls;
+    if (c.n[1] == 0) return threads;  // nothing known: the team first, then one thread
+    if (c.n[0] == 0) return 1;
+    const bool team = median(c, 1) < kTeamGain * median(c, 0);
+    const bool probe = c.calls % kProbeEvery == 0;
     return (team != probe) ? threads : 1;
   }
   void record(int threads, double seconds, int64_t pixels) {
     if (pixels <= 0 || !g_adaptive.load(std::memory_order_relaxed)) return;
-    const double v = 1e9 * seconds / static_cast<double>(pixels);
+    const int mode = threads > 1 ? 1 : 0;
     std::lock_guard<std::mutex> lk(m_);
-    double& mean = ns_px_[threads > 1 ? 1 : 0];
-    mean = mean == 0.0 ? v : 0.75 * mean + 0.25 * v;
+    Class& c = cls_[size_class(pixels)];
+    c.v[mode][c.next[mode]] = 1e9 * seconds / static_cast<double>(pixels);
+    c.next[mode] = (c.next[mode] + 1) % kWindow;
+    if (c.n[mode] < kWindow) ++c.n[mode];
   }
 
  private:
+  struct Class {
+    double v[2][kWindow] = {};  // ns per pixel: one thread, the team
+    int n[2] = {0, 0}, next[2] = {0, 0};
+    uint64_t calls = 0;
+  };
+  static int size_class(int64_t pixels) {
+    int k = 0;
+    for (int64_t p = pixels >> 18; p > 1 && k < kSizeClasses - 1; p >>= 1) ++k;
+    return k;
+  }
+  static double median(const Class& c, int mode) {
+    double t[kWindow];
+    const int n = c.n[mode];
+    for (int i = 0; i < n; ++i) t[i] = c.v[mode][i];
+    for (int i = 1; i < n; ++i)  // insertion sort of at most kWindow values
+      for (int j = i; j > 0 && t[j - 1] > t[j]; --j) std::swap(t[j - 1], t[j]);
+    return t[n / 2];
+  }
   std::mutex m_;
-  double ns_px_[2] = {0.0, 0.0};  // one thread, the team
-  uint64_t calls_ = 0;
+  Class cls_[kSizeClasses];
 };
 
 ThreadChoice g_stats_choice, g_compare_choice;
@@ -286,7 +310,7 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
   const bool ref_pass = ref && !(ref_thumb_in && ref_hist_in);
   const int64_t nf = N + (ref_pass ? 1 : 0);
   const int could = call_threads(nf * static_cast<int64_t>(frame_px));
-  const int threads = g_stats_choice.pick(could);
+  const int threads = g_stats_choice.pick(could, nf * static_cast<int64_t>(frame_px));
   const CallTimer timer{g_stats_choice, could, threads, nf * static_cast<int64_t>(frame_px)};
   const int P = parts_per_frame(nf, g.ngroups, frame_px, threads);
   const int64_t items = nf * P;
@@ -370,7 +394,7 @@ void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists
   const size_t frame_px = static_cast<size_t>(H) * W;
   // |F - R| reads two frames a pixel: a part of half the pixels costs about what a gate_stats part does
   const int could = call_threads(2 * N * static_cast<int64_t>(frame_px));
-  const int threads = g_compare_choice.pick(could);
+  const int threads = g_compare_choice.pick(could, N * static_cast<int64_t>(frame_px));
   const CallTimer timer{g_compare_choice, could, threads, N * static_cast<int64_t>(frame_px)};
   const int P = parts_per_frame(N, H, 2 * frame_px, threads);
   const int64_t items = N * P;
