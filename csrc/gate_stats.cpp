@@ -180,16 +180,19 @@ int call_threads(int64_t pixels) {
 }
 
 // Whether the helpers pay off, learnt from the calls themselves. On a machine whose cores are
-// busy (decoders, other processes) a helper may run at half speed or be preempted while it holds
-// an item, and then a call with helpers takes longer than one without (measured at 720p on a
-// shared 2-core machine: 2,500 frames/s with the team, 3,900 on one thread). So each entry point
-// keeps, per call size (pixels, in powers of two: small calls have more overhead per pixel),
-// the wall time per pixel of its last kWindow calls in either mode, takes the team while the
-// median of its times is below kTeamGain times one thread's, and runs the other mode every
-// kProbeEvery-th call so that both follow the load. Medians: one preempted call must not flip it.
-constexpr double kTeamGain = 0.9;
-constexpr uint64_t kProbeEvery = 16;
-constexpr int kWindow = 5;
+// busy (decoders, other processes, another library's spinning threads) a helper may run at half
+// speed or be preempted while it holds an item, and then a call with helpers takes longer than
+// one without (measured at 720p on a shared 2-core machine: 2,500 frames/s with the team, 3,900
+// on one thread). So each entry point keeps, per call size (pixels, in powers of two: small
+// calls have more overhead per pixel), the wall time per pixel of its last kWindow calls in
+// either mode. The team is the default (it is the faster one on free cores, by up to the thread
+// count, where one thread at most saves the join); a call runs alone only while the team's
+// median is over kFallback times one thread's, and the mode not taken is probed every
+// kProbeTeam-th (kProbeAlone-th) call so that both follow the load. Medians: one preempted call
+// must not flip the choice.
+constexpr double kFallback = 1.15;
+constexpr uint64_t kProbeTeam = 8, kProbeAlone = 32;
+constexpr int kWindow = 3;
 constexpr int kSizeClasses = 12;
 std::atomic<bool> g_adaptive{true};
 
@@ -204,8 +207,8 @@ class ThreadChoice {
     ++c.calls;
     if (c.n[1] == 0) return threads;  // nothing known: the team first, then one thread
     if (c.n[0] == 0) return 1;
-    const bool team = median(c, 1) < kTeamGain * median(c, 0);
-    const bool probe = c.calls % kProbeEvery == 0;
+    const bool team = !(median(c, 1) > kFallback * median(c, 0));
+    const bool probe = c.calls % (team ? kProbeAlone : kProbeTeam) == 0;
     return (team != probe) ? threads : 1;
   }
   void record(int threads, double seconds, int64_t pixels) {

@@ -93,7 +93,7 @@ def test_parts_and_team_equal_one_thread(n, rng, rng_seed):
 
 def test_adaptive_thread_choice_keeps_results(rng, rng_seed):
     """With the adaptive choice on, calls switch between the team and one thread as their timings
-    say (and probe the other mode every 16th call): 70 calls, every result the one-thread result."""
+    say (and probe the other mode every 8th or 32nd call): 70 calls, every result the one-thread result."""
     frames, ref = _frames(rng, 1, 720, 1280)
     _C._set_threads(1)
     want = _C.gate_stats(frames, ref)
