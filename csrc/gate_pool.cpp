@@ -171,13 +171,20 @@ void inline_items(int64_t n, ItemFn fn, void* ctx) {
 
 }  // namespace
 
-void parallel_items(int64_t n, int threads, ItemFn fn, void* ctx) {
-  if (n <= 0) return;
-  if (threads <= 1 || n == 1 || n > kMaxItems) return inline_items(n, fn, ctx);
+bool parallel_items(int64_t n, int threads, ItemFn fn, void* ctx) {
+  if (n <= 0) return false;
+  if (threads <= 1 || n == 1 || n > kMaxItems) {
+    inline_items(n, fn, ctx);
+    return false;
+  }
   Pool* p = pool();
   std::unique_lock<std::mutex> lk(p->busy, std::try_to_lock);
-  if (!lk.owns_lock()) return inline_items(n, fn, ctx);
+  if (!lk.owns_lock()) {
+    inline_items(n, fn, ctx);
+    return false;
+  }
   p->run(n, threads, fn, ctx);
+  return true;
 }
 
 }  // namespace vam

@@ -13,14 +13,15 @@ namespace vam {
 // fn(ctx, item, worker) for every item in [0, n): worker 0 is the calling thread, 1..threads-1
 // the helpers (each worker's scratch can be indexed by it). Returns when every item is done.
 // threads <= 1, n <= 1, a pool busy with another caller's items, or a forked child whose
-// helpers are gone: everything runs on the calling thread. fn must not throw.
+// helpers are gone: everything runs on the calling thread. fn must not throw. Returns whether
+// helpers were offered the items (false: they all ran on the calling thread).
 using ItemFn = void (*)(void* ctx, int64_t item, int worker);
-void parallel_items(int64_t n, int threads, ItemFn fn, void* ctx);
+bool parallel_items(int64_t n, int threads, ItemFn fn, void* ctx);
 
 // Typed convenience: f(item, worker) for a lambda or functor.
 template <typename F>
-void parallel_for_items(int64_t n, int threads, F& f) {
-  parallel_items(
+bool parallel_for_items(int64_t n, int threads, F& f) {
+  return parallel_items(
       n, threads, [](void* c, int64_t i, int w) { (*static_cast<F*>(c))(i, w); }, &f);
 }
 

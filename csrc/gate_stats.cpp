@@ -246,15 +246,18 @@ class ThreadChoice {
 
 ThreadChoice g_stats_choice, g_compare_choice;
 
-// Times a call's work for a ThreadChoice (only calls that could use helpers are recorded).
+// Times a call's work for a ThreadChoice: only calls that could use helpers are recorded, as
+// team calls when the pool took their items (`team`, set by the caller), else as one thread's.
 struct CallTimer {
   ThreadChoice& choice;
-  int could, threads;
+  int could;
   int64_t pixels;
+  bool team = false;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   ~CallTimer() {
     if (could > 1)
-      choice.record(threads, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), pixels);
+      choice.record(team ? 2 : 1, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                    pixels);
   }
 };
 
@@ -314,7 +317,7 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
   const int64_t nf = N + (ref_pass ? 1 : 0);
   const int could = call_threads(nf * static_cast<int64_t>(frame_px));
   const int threads = g_stats_choice.pick(could, nf * static_cast<int64_t>(frame_px));
-  const CallTimer timer{g_stats_choice, could, threads, nf * static_cast<int64_t>(frame_px)};
+  CallTimer timer{g_stats_choice, could, nf * static_cast<int64_t>(frame_px)};
   const int P = parts_per_frame(nf, g.ngroups, frame_px, threads);
   const int64_t items = nf * P;
   std::vector<Partial> parts(static_cast<size_t>(items));
@@ -377,7 +380,7 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
       if (!ref_pass && parts_left[f].fetch_sub(1, std::memory_order_acq_rel) == 1) finish(f);
     }
   };
-  parallel_for_items(items, threads, pass);
+  timer.team = parallel_for_items(items, threads, pass);
   if (ref_pass) {
     for (int b = 0; b < kBins; ++b) {
       int64_t s = 0;
@@ -398,7 +401,7 @@ void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists
   // |F - R| reads two frames a pixel: a part of half the pixels costs about what a gate_stats part does
   const int could = call_threads(2 * N * static_cast<int64_t>(frame_px));
   const int threads = g_compare_choice.pick(could, N * static_cast<int64_t>(frame_px));
-  const CallTimer timer{g_compare_choice, could, threads, N * static_cast<int64_t>(frame_px)};
+  CallTimer timer{g_compare_choice, could, N * static_cast<int64_t>(frame_px)};
   const int P = parts_per_frame(N, H, 2 * frame_px, threads);
   const int64_t items = N * P;
   std::vector<int64_t> sums(static_cast<size_t>(items));
@@ -429,7 +432,7 @@ void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists
     for (int b = 0; b < kBins; ++b) hd[b] = hists[f * kBins + b];
     hist_corr[f] = hist_correl(hd, rh);
   };
-  parallel_for_items(items, threads, work);
+  timer.team = parallel_for_items(items, threads, work);
 }
 
 void gate_rows_only(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, bool lap, bool hist,
