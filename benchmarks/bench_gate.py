@@ -10,12 +10,18 @@ Bytes per frame = H*W (the frame) + H*W (the reference, read again for the mean 
 difference). GB/s = those bytes / time. Targets (information, not assertions): the C++ body
 >= 30x faster than ``opencv_per_frame`` at 1280x720 and >= 60% of the copy bandwidth. The C++
 body computes the local-change tiles too (GateConfig defaults: 32 px tiles, cells of 16), and is
-given the reference's cached thumbnail and histogram, as the cascade does.
+given the reference's cached thumbnail and histogram, as the cascade does. ``cpp_fused`` is the
+default behaviour (the helpers only while calls with them are faster: csrc/gate_stats.cpp,
+ThreadChoice); ``cpp_fused_team`` always uses them, ``cpp_fused_1t`` never.
 
-Where the time goes (rows ``cpp_part_*``, the same frames): ``no_ref`` is the pass without a
-reference (Laplacian, thumbnail, histogram), ``compare`` the reference-dependent statistics
-alone (|F - R| and its tiles, SSIM, histogram correlation), ``hist_only`` the histogram alone
-through numpy's bincount on the same rows (every reference.HIST_ROW_STEP-th), for scale.
+Where the time goes, per statistic (the section "time per statistic", one thread, the same
+frames): the C++ row pass alone (``_C._gate_rows``, no per-frame finish) with its parts switched
+on one after another: the thumbnail (the memory pass and the column sums), + the Laplacian, +
+the histogram, + |F - R| and its tiles (reading the reference); then the whole CpuBody.stats
+call, whose difference to the row pass is the finish (SSIM, histogram correlation, the tile
+reduction, call overhead). Best of --breakdown-rounds interleaved rounds (minima: a shared
+machine's load bursts move medians far more than these differences). ``cpp_part_compare`` is the
+cascade's second call (the reference-dependent statistics alone).
 
     python benchmarks/bench_gate.py                  # default: 3 sizes, batch 32, 5 rounds (~1-2 min)
     python benchmarks/bench_gate.py --quick          # smoke run (~15 s)
@@ -246,6 +252,69 @@ class MemCopy:
             self.pool.shutdown()
 
 
+# -- where the time goes ----------------------------------------------------------------------------
+BREAKDOWN = (("thumbnail + memory pass", None, "rows_thumb"), ("Laplacian", "rows_thumb", "rows_+lap"),
+             ("histogram", "rows_+lap", "rows_+hist"), ("|F-R| + tiles", "rows_+hist", "rows_+mad"),
+             ("finish (SSIM, hist corr, tile reduce, call)", "rows_+mad", "fused_1t"))
+
+
+def time_per_statistic(_C, cpu_body, frames, ref, rthumb, rhist, tiles, omp, omp_threads, rounds: int = 15) -> dict:
+    """ms per frame of each statistic on one thread: the C++ row pass alone (_C._gate_rows) with
+    its parts switched on one after another (thumbnail; + Laplacian; + histogram; + |F - R| and
+    tiles), then the whole CpuBody.stats call; each statistic is the difference of two
+    neighbours. Every variant is timed once per round, in turn, for ``rounds`` rounds, and the
+    fastest round of each is taken: a difference of minima stays put under load bursts that the
+    medians of a shared machine do not."""
+    cell = tiles.cell
+    fns = {
+        "rows_thumb": lambda: _C._gate_rows(frames, None, lap=False, hist=False, tile=cell),
+        "rows_+lap": lambda: _C._gate_rows(frames, None, lap=True, hist=False, tile=cell),
+        "rows_+hist": lambda: _C._gate_rows(frames, None, lap=True, hist=True, tile=cell),
+        "rows_+mad": lambda: _C._gate_rows(frames, ref, lap=True, hist=True, tile=cell),
+        "fused_1t": lambda: cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles),
+    }
+    if not omp.set(1):
+        fns.pop("fused_1t")
+    try:
+        best = {k: float("inf") for k in fns}
+        for f in fns.values():
+            f()  # warm
+        for _ in range(max(1, rounds)):
+            for k, f in fns.items():
+                t0 = time.perf_counter()
+                f()
+                best[k] = min(best[k], time.perf_counter() - t0)
+    finally:
+        omp.set(omp_threads)
+    ms = {k: 1e3 * v / len(frames) for k, v in best.items()}
+    out = {}
+    for label, before, after in BREAKDOWN:
+        if after in ms and (before is None or before in ms):
+            out[label] = ms[after] - (0.0 if before is None else ms[before])
+    if "fused_1t" in ms:
+        out["total (CpuBody.stats, 1 thread)"] = ms["fused_1t"]
+    return out
+
+
+def print_breakdown(breakdown: dict) -> None:
+    if not breakdown:
+        return
+    sizes = list(breakdown)
+    tot = "total (CpuBody.stats, 1 thread)"
+    labels = [label for label, _, _ in BREAKDOWN] + [tot]
+    print("\ntime per statistic, one thread (ms per frame, best of the interleaved rounds; "
+          "see time_per_statistic):")
+    rows = []
+    for label in labels:
+        vals = [breakdown[s].get(label) for s in sizes]
+        if all(v is None for v in vals):
+            continue
+        total = [breakdown[s].get(tot) for s in sizes]
+        rows.append([label] + [f"{v:.4f} ({100 * v / t:.0f}%)" if v is not None and t else "-"
+                               for v, t in zip(vals, total)])
+    print_table(["statistic"] + sizes, rows)
+
+
 # -- process settings --------------------------------------------------------------------------------
 class OmpThreads:
     """Sets the OpenMP thread count of calls made from this thread (the one _C's parallel
@@ -440,6 +509,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 640x360 and 1280x720, batch 8, 1 round")
     ap.add_argument("--no-batch1", action="store_true",
                     help="skip the cpp_fused rows with one frame per call (the pipeline's case at sparse sampling)")
+    ap.add_argument("--breakdown-rounds", type=int, default=15,
+                    help="interleaved rounds of the time-per-statistic section (best taken; default 15)")
     ap.add_argument("--torch-conv2d", choices=["off", "small", "all"], default="small",
                     help="also time torch with F.conv2d for the Laplacian (slow on CPU): off, at the smallest "
                          "size only (default), or at every size")
@@ -500,10 +571,9 @@ def main(argv=None) -> int:
           f">= {TARGET_COPY_FRAC:.0%} of copy bandwidth")
     print()
 
-    from vam_engine.gate.reference import HIST_ROW_STEP as hist_step
 
     cpu_body, ref_body = CpuBody(), ReferenceBody()
-    rows, records, checks = [], [], {}
+    rows, records, checks, breakdown = [], [], {}, {}
     t_start = time.perf_counter()
     for si, (w, h) in enumerate(sizes):
         frames, ref = make_frames(args.batch, h, w, seed=si)
@@ -538,17 +608,24 @@ def main(argv=None) -> int:
             ("torch_cpu", lambda: torch_impl(frames, ref), args.batch,
              f"{torch.get_num_threads()} threads, shifted-add Laplacian"),
             ("cpp_fused", lambda: cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles), args.batch,
-             f"OpenMP {omp_threads} threads, with tiles"),
-            ("cpp_part_no_ref", lambda: cpu_body.stats(frames, None, tiles=tiles), args.batch,
-             "breakdown: Laplacian + thumbnail + histogram pass"),
+             f"{omp_threads} threads (csrc/gate_pool, adaptive), with tiles"),
             ("cpp_part_compare", lambda: cpu_body.compare(frames, pre.thumb, pre.hist, ref, rthumb, rhist, tiles=tiles),
-             args.batch, "breakdown: |F-R| + tiles + SSIM + hist corr"),
-            ("cpp_part_hist_only", lambda: [np.bincount((f[::hist_step] >> 2).ravel(), minlength=64) for f in frames],
-             args.batch, f"breakdown, for scale: numpy bincount histogram (every {hist_step}th row)"),
+             args.batch, "the cascade's second call: |F-R| + tiles + SSIM + hist corr"),
         ]
         if torch_conv is not None:
             methods.insert(2, ("torch_conv2d", lambda: torch_conv(frames, ref), args.batch,
                                f"{torch.get_num_threads()} threads, F.conv2d Laplacian"))
+        if omp_threads > 1:
+            def cpp_team():
+                _C._set_adaptive_threads(False)  # every call with the helpers, whatever they cost
+                try:
+                    return cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles)
+                finally:
+                    _C._set_adaptive_threads(True)
+
+            methods.insert(methods.index(next(m for m in methods if m[0] == "cpp_fused")) + 1,
+                           ("cpp_fused_team", cpp_team, args.batch,
+                            f"{omp_threads} threads always (cpp_fused: one thread while the team is slower)"))
         if omp_threads > 1 and omp.set(1):
             def cpp_one_thread():
                 omp.set(1)
@@ -557,7 +634,7 @@ def main(argv=None) -> int:
                 finally:
                     omp.set(omp_threads)
 
-            methods.append(("cpp_fused_1t", cpp_one_thread, args.batch, "OpenMP 1 thread"))
+            methods.append(("cpp_fused_1t", cpp_one_thread, args.batch, "1 thread"))
             omp.set(omp_threads)
         if not args.no_batch1:
             # What the pipeline does at sparse sampling: one frame per call (one sample per camera
@@ -573,9 +650,9 @@ def main(argv=None) -> int:
                 return go
 
             methods.append(("cpp_fused_b1", cpp_batch1(omp_threads), args.batch,
-                            f"1 frame per call, OpenMP {omp_threads} threads"))
+                            f"1 frame per call, {omp_threads} threads"))
             if omp_threads > 1 and omp.set(omp_threads):
-                methods.append(("cpp_fused_b1_1t", cpp_batch1(1), args.batch, "1 frame per call, OpenMP 1 thread"))
+                methods.append(("cpp_fused_b1_1t", cpp_batch1(1), args.batch, "1 frame per call, 1 thread"))
         if si == 0 or args.reference_all_sizes:
             nref = max(1, min(args.reference_frames, args.batch))
             methods.insert(1, ("numpy_reference", lambda: ref_body.stats(frames[:nref], ref), nref,
@@ -606,12 +683,16 @@ def main(argv=None) -> int:
                          100.0 * r["frac_of_copy_bw"], r["note"]])
             records.append({"size": [w, h], "method": name, **r})
         res["_copy_ceiling"] = copy_name
+        breakdown[f"{w}x{h}"] = time_per_statistic(_C, cpu_body, frames, ref, rthumb, rhist, tiles, omp,
+                                                   omp_threads, rounds=args.breakdown_rounds)
         del frames, ref
 
     print()
     table = print_table(["resolution", "method", "frames/s", "GB/s", "x vs opencv_per_frame", "% of memcpy BW",
                          "notes"], rows)
     print("(% of memcpy BW is against the faster of the 1-thread and multi-thread copies)")
+
+    print_breakdown(breakdown)
 
     verdicts = {}
     r720 = [r for r in records if r["size"] == [1280, 720] and r["method"] == "cpp_fused"]
@@ -635,6 +716,7 @@ def main(argv=None) -> int:
         "threads": {"omp": omp_threads, "omp_env": threads_env, "torch": torch.get_num_threads(),
                     "opencv": cv2.getNumThreads(), "isa": _C.gate_isa()},
         "bytes_per_frame": "2*H*W (frame + reference)", "agreement_max_error": checks, "results": records,
+        "time_per_statistic_ms": breakdown,
         "targets": verdicts, "table": table, "total_s": time.perf_counter() - t_start})
     print(f"wrote {path} ({time.perf_counter() - t_start:.0f} s)")
     return 0

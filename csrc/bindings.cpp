@@ -159,6 +159,44 @@ py::tuple gate_compare(const py::handle& frames_obj, const py::handle& thumbs_ob
   return py::make_tuple(mad, ssim, hist_corr, tiles);
 }
 
+py::tuple gate_rows(const py::handle& frames_obj, const py::handle& ref_obj, bool lap, bool hist, int tile) {
+  const Frames f = check_frames(frames_obj);
+  check_tile(tile);
+  py::array ref;
+  if (!ref_obj.is_none()) ref = check_ref(ref_obj, f);
+  py::array_t<float> thumb({py::ssize_t(f.n), py::ssize_t(64), py::ssize_t(64)});
+  py::array_t<int64_t> mad_sums(py::ssize_t(f.n));
+  const uint8_t* rp = ref_obj.is_none() ? nullptr : u8(ref);
+  float* tp = thumb.mutable_data();
+  int64_t* mp = mad_sums.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    vam::gate_rows_only(u8(f.arr), f.n, f.h, f.w, rp, lap, hist, tile, tp, mp);
+  }
+  return py::make_tuple(thumb, mad_sums);
+}
+
+py::tuple reduce_tiles(const py::handle& sums_obj, int h, int w, int tile, double threshold) {
+  check_tile(tile);
+  if (h < 2 || w < 2)
+    throw py::value_error("h and w must be >= 2 (a frame's size), got " + std::to_string(h) + " x " + std::to_string(w));
+  py::array sums = as_array(sums_obj, "sums", [](const py::array& a) {
+    return a.dtype().kind() == 'u' && a.dtype().itemsize() == 4; }, "uint32");
+  if (sums.ndim() != 3) throw py::value_error("sums must be N x TR x TC uint32, got " + shape_str(sums));
+  const py::ssize_t n = sums.shape(0);
+  check_shape(sums, "sums", {n, vam::tile_grid_rows(h, tile), vam::tile_grid_cols(w, tile)});
+  py::array_t<double> tile_mad(n);
+  py::array_t<int64_t> changed(n);
+  const uint32_t* sp = static_cast<const uint32_t*>(sums.data());
+  double* mp = tile_mad.mutable_data();
+  int64_t* cp = changed.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    vam::reduce_tiles(sp, n, h, w, tile, threshold, mp, cp);
+  }
+  return py::make_tuple(tile_mad, changed);
+}
+
 py::array rgb_to_gray(const py::handle& rgb_obj) {
   py::array rgb = as_array(rgb_obj, "rgb", is_u8, "uint8");
   if (rgb.ndim() < 3 || rgb.shape(rgb.ndim() - 1) != 3)
@@ -178,7 +216,7 @@ py::array rgb_to_gray(const py::handle& rgb_obj) {
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "vam_engine native kernels: fused gate statistics (CPU, OpenMP) and color conversion";
+  m.doc() = "vam_engine native kernels: fused gate statistics (CPU, multi-threaded) and color conversion";
 
   m.def("gate_stats", &gate_stats, py::arg("frames"), py::arg("ref") = py::none(),
         py::arg("ref_thumb") = py::none(), py::arg("ref_hist") = py::none(), py::arg("tile") = 16,
@@ -199,6 +237,22 @@ frames uint8 (N, H, W), thumbs float32 (N, 64, 64), hists float32 (N, 64), ref u
 ref_thumb float32 (64, 64), ref_hist float32 (64,), tile as for gate_stats. Returns (mad, ssim,
 hist_corr, tile_sums): f64[N] each and u32[N, ceil(H/tile), ceil(W/tile)].)doc");
 
+  m.def("_gate_rows", &gate_rows, py::arg("frames"), py::arg("ref") = py::none(), py::arg("lap") = true,
+        py::arg("hist") = true, py::arg("tile") = 16,
+        R"doc(The row pass of gate_stats alone, one thread, for the benchmark's time breakdown.
+
+Always the thumbnail; the Laplacian sums when lap, the histogram when hist, sum |F - R| and its
+tiles when ref is given; no per-frame finish. Returns (thumb f32[N, 64, 64], sum |F - R| i64[N]:
+zero without ref).)doc");
+
+  m.def("reduce_tiles", &reduce_tiles, py::arg("sums"), py::arg("h"), py::arg("w"), py::arg("tile"),
+        py::arg("threshold"),
+        R"doc(What the cascade reads of N frames' tile grids: vam_engine.gate.reference.reduce_tiles per frame.
+
+sums: uint32 (N, ceil(h/tile), ceil(w/tile)) from gate_stats / gate_compare; h, w: the frames'
+size; tile: the cell side; threshold: a tile mean at or over it counts as changed. Returns
+(tile_mad f64[N], tiles_changed i64[N]).)doc");
+
   m.def("rgb_to_gray", &rgb_to_gray, py::arg("rgb"),
         "uint8 [..., H, W, 3] RGB -> uint8 [..., H, W] gray, OpenCV's fixed-point BT.601 rule "
         "(R*4899 + G*9617 + B*1868 + 8192) >> 14.");
@@ -212,7 +266,10 @@ hist_corr, tile_sums): f64[N] each and u32[N, ceil(H/tile), ceil(W/tile)].)doc")
                                 "(choose from auto, base, avx2)");
       },
       py::arg("name"), "Force the row kernels ('auto', 'base', 'avx2'); for tests and benchmarks.");
-  m.def("max_threads", &vam::max_threads, "OpenMP threads a call may use (1 without OpenMP).");
+  m.def("_set_adaptive_threads", &vam::set_adaptive_threads, py::arg("on"),
+        "Whether gate calls may fall back to one thread when their calls with helpers have been slower "
+        "(default True); False forces the helpers. For tests and benchmarks.");
+  m.def("max_threads", &vam::max_threads, "Threads a gate call may use: the OpenMP thread count of the calling thread (1 without OpenMP).");
   m.def(
       "_set_threads",
       [](int n) {

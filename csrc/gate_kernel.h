@@ -32,23 +32,28 @@ struct Geometry {
   int g_i0[kThumb], g_i1[kThumb];  // cell-rows [i0, i1) completed at the end of the group
   int col0[kThumb], col1[kThumb];  // column bounds of each cell-column
   int max_group_rows;              // the tallest group (picks the column-sum width)
+  int cell_step;                   // 4, 2 or 1: the largest that divides every column bound
 };
 
 // Bytes of per-thread scratch a RowsFn needs for width W (a 4-byte multiple). Layout: four
 // 64 x 64 uint16 pair-count tables, 64 x 64 uint32 flushed counts, idx_len(W) uint16 pair
 // indices, W column sums (uint16 or uint32), tile-row sums: W + 16 uint32 (at most W tiles a
-// row, or (W + 7) / 8 uint64 sums of 8-column groups).
+// row, or (W + 7) / 8 uint64 sums of 8-column groups), W / 2 + 16 uint32 block sums of the column
+// sums (cell_sums()).
 static inline size_t idx_len(int W) { return ((static_cast<size_t>(W) / 2 + 7) & ~size_t(7)) + 32; }
 static inline size_t scratch_bytes(int W) {
   return sizeof(uint16_t) * 4 * kBins * kBins + sizeof(uint32_t) * kBins * kBins + sizeof(uint16_t) * idx_len(W) +
-         sizeof(uint32_t) * ((static_cast<size_t>(W) + 3) & ~size_t(3)) + sizeof(uint32_t) * (static_cast<size_t>(W) + 16);
+         sizeof(uint32_t) * ((static_cast<size_t>(W) + 3) & ~size_t(3)) + sizeof(uint32_t) * (static_cast<size_t>(W) + 16) +
+         sizeof(uint32_t) * (static_cast<size_t>(W) / 2 + 16);
 }
 
 // The local-change grid of one frame: tiles of T x T pixels (clipped at the borders), TC a row;
-// grid[i * TC + j] accumulates sum |F - R| over tile (i, j). Several row parts of one frame may
-// add to the same tile row, so additions into grid are atomic (one per tile and part).
+// grid[i * TC + j] accumulates sum |F - R| over tile (i, j). When `shared`, several row parts of
+// the frame run concurrently and the two tile rows at a part's ends may be another part's too:
+// additions into those are atomic (one per tile and part); the tile rows inside a part are its own.
 struct Tiles {
   int T, TC;
+  bool shared;
   uint32_t* grid;
 };
 
@@ -59,13 +64,19 @@ struct Partial {
   int64_t hist[kBins];
 };
 
+// What a RowsFn computes besides the thumbnail (always) and |F - R| (when R is given). The
+// statistics need kRowsAll (or kRowsHist for a reference's own pass); the other subsets exist
+// for the benchmark's breakdown of where the time goes (gate_rows_timing).
+enum : unsigned { kRowsLap = 1, kRowsHist = 2, kRowsAll = 3 };
+
 // Processes the row groups [g0, g1) of frame F (H x W, C-contiguous): Laplacian sums when
-// `lap`, sum |F - R| and its tile grid (`tiles`) when R is not null, the histogram, and the
-// thumbnail cells of those groups, written as means into `thumb` (64 x 64 float32). `scratch`
-// holds scratch_bytes(W) (4-byte aligned is enough: vector accesses are unaligned). `out` is
+// `what` has kRowsLap, sum |F - R| and its tile grid (`tiles`) when R is not null, the
+// histogram when `what` has kRowsHist (else out->hist is zero), and the thumbnail cells of
+// those groups, written as means into `thumb` (64 x 64 float32). `scratch` holds
+// scratch_bytes(W) (4-byte aligned is enough: vector accesses are unaligned). `out` is
 // overwritten.
 using RowsFn = void (*)(const uint8_t* F, const uint8_t* R, const Geometry* g, int g0, int g1,
-                        bool lap, Partial* out, float* thumb, const Tiles* tiles, void* scratch);
+                        unsigned what, Partial* out, float* thumb, const Tiles* tiles, void* scratch);
 
 // Sum |F - R| over rows [y0, y1) of W-wide frames, added into the tile grid too; `acc` holds
 // W + 16 uint32 of scratch. Returns the sum.

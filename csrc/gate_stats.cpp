@@ -3,12 +3,16 @@
 #include "gate_stats.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "gate_kernel.h"
+#include "gate_pool.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -121,6 +125,9 @@ Geometry make_geometry(int H, int W) {
       if (i + 1 > g.g_i1[y]) g.g_i1[y] = i + 1;
     }
   }
+  g.cell_step = 4;
+  for (int j = 0; j < kThumb; ++j)
+    while (g.col0[j] % g.cell_step != 0 || g.col1[j] % g.cell_step != 0) g.cell_step /= 2;
   g.max_group_rows = 0;
   for (int k = 0; k < g.ngroups; ++k) {
     const int n = g.g_r1[k] - g.g_r0[k];
@@ -157,22 +164,116 @@ int64_t laplacian_sum(const uint8_t* F, int H, int W) {
   return s;
 }
 
-// Below this many pixels a call stays on one thread: waking a team costs more than it saves, and
-// far more when the cores are busy decoding (a thread may wait a whole scheduler slice).
-constexpr int64_t kParallelMinPixels = int64_t(4) << 20;
+// The work split. Items are claimed one at a time (gate_pool.h): a helper that starts late (its
+// core busy with a decoder) takes fewer items, and the caller never waits for one that has not
+// started, so more, smaller items balance better; each part of a frame pays a fixed cost,
+// though (its histogram tables are cleared and folded: ~5 us), so a part keeps at least
+// kMinPartPixels. Calls under two such parts stay on the calling thread.
+constexpr int64_t kMinPartPixels = int64_t(192) << 10;
+constexpr int kItemsPerThread = 8;
 
-bool use_threads(int64_t pixels) { return max_threads() > 1 && pixels >= kParallelMinPixels; }
-
-// How many row parts to cut each frame into, so that small batches still use every thread.
-int parts_per_frame(int64_t nframes, int ngroups, size_t frame_px) {
+int call_threads(int64_t pixels) {
   const int T = max_threads();
-  if (!use_threads(nframes * static_cast<int64_t>(frame_px))) return 1;
-  if (T <= 1 || nframes <= 0 || nframes >= 4 * static_cast<int64_t>(T)) return 1;
-  const int64_t want = (4 * static_cast<int64_t>(T) + nframes - 1) / nframes;
-  return static_cast<int>(want < ngroups ? want : ngroups);
+  if (T <= 1 || pixels < 2 * kMinPartPixels) return 1;
+  const int64_t most = pixels / kMinPartPixels;
+  return static_cast<int>(most < T ? most : T);
+}
+
+// Whether the helpers pay off, learnt from the calls themselves. On a machine whose cores are
+// busy (decoders, other processes, another library's spinning threads) a helper may run at half
+// speed or be preempted while it holds an item, and then a call with helpers takes longer than
+// one without (measured at 720p on a shared 2-core machine: 2,500 frames/s with the team, 3,900
+// on one thread). So each entry point keeps, per call size (pixels, in powers of two: small
+// calls have more overhead per pixel), the wall time per pixel of its last kWindow calls in
+// either mode. The team is the default (it is the faster one on free cores, by up to the thread
+// count, where one thread at most saves the join); a call runs alone only while the team's
+// median is over kFallback times one thread's, and the mode not taken is probed every
+// kProbeTeam-th (kProbeAlone-th) call so that both follow the load. Medians: one preempted call
+// must not flip the choice.
+constexpr double kFallback = 1.15;
+constexpr uint64_t kProbeTeam = 8, kProbeAlone = 32;
+constexpr int kWindow = 3;
+constexpr int kSizeClasses = 12;
+std::atomic<bool> g_adaptive{true};
+
+class ThreadChoice {
+ public:
+  // The threads for a call of `pixels` that could use `threads`: `threads` or 1.
+  int pick(int threads, int64_t pixels) {
+    if (threads <= 1) return 1;
+    if (!g_adaptive.load(std::memory_order_relaxed)) return threads;
+    std::lock_guard<std::mutex> lk(m_);
+    Class& c = cls_[size_class(pixels)];
+    ++c.calls;
+    if (c.n[1] == 0) return threads;  // nothing known: the team first, then one thread
+    if (c.n[0] == 0) return 1;
+    const bool team = !(median(c, 1) > kFallback * median(c, 0));
+    const bool probe = c.calls % (team ? kProbeAlone : kProbeTeam) == 0;
+    return (team != probe) ? threads : 1;
+  }
+  void record(int threads, double seconds, int64_t pixels) {
+    if (pixels <= 0 || !g_adaptive.load(std::memory_order_relaxed)) return;
+    const int mode = threads > 1 ? 1 : 0;
+    std::lock_guard<std::mutex> lk(m_);
+    Class& c = cls_[size_class(pixels)];
+    c.v[mode][c.next[mode]] = 1e9 * seconds / static_cast<double>(pixels);
+    c.next[mode] = (c.next[mode] + 1) % kWindow;
+    if (c.n[mode] < kWindow) ++c.n[mode];
+  }
+
+ private:
+  struct Class {
+    double v[2][kWindow] = {};  // ns per pixel: one thread, the team
+    int n[2] = {0, 0}, next[2] = {0, 0};
+    uint64_t calls = 0;
+  };
+  static int size_class(int64_t pixels) {
+    int k = 0;
+    for (int64_t p = pixels >> 18; p > 1 && k < kSizeClasses - 1; p >>= 1) ++k;
+    return k;
+  }
+  static double median(const Class& c, int mode) {
+    double t[kWindow];
+    const int n = c.n[mode];
+    for (int i = 0; i < n; ++i) t[i] = c.v[mode][i];
+    for (int i = 1; i < n; ++i)  // insertion sort of at most kWindow values
+      for (int j = i; j > 0 && t[j - 1] > t[j]; --j) std::swap(t[j - 1], t[j]);
+    return t[n / 2];
+  }
+  std::mutex m_;
+  Class cls_[kSizeClasses];
+};
+
+ThreadChoice g_stats_choice, g_compare_choice;
+
+// Times a call's work for a ThreadChoice: only calls that could use helpers are recorded, as
+// team calls when the pool took their items (`team`, set by the caller), else as one thread's.
+struct CallTimer {
+  ThreadChoice& choice;
+  int could;
+  int64_t pixels;
+  bool team = false;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  ~CallTimer() {
+    if (could > 1)
+      choice.record(team ? 2 : 1, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                    pixels);
+  }
+};
+
+// How many row parts to cut each frame into: about kItemsPerThread items a thread in all.
+int parts_per_frame(int64_t nframes, int ngroups, size_t frame_px, int threads) {
+  if (threads <= 1 || nframes <= 0) return 1;
+  const int64_t want = (static_cast<int64_t>(kItemsPerThread) * threads + nframes - 1) / nframes;
+  int64_t most = static_cast<int64_t>(frame_px) / kMinPartPixels;
+  if (most > ngroups) most = ngroups;
+  if (most < 1) most = 1;
+  return static_cast<int>(want < most ? want : most);
 }
 
 }  // namespace
+
+void set_adaptive_threads(bool on) { g_adaptive.store(on, std::memory_order_relaxed); }
 
 double ssim_thumbs(const float* a, const float* b) { return active().ssim(a, b); }
 
@@ -214,7 +315,10 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
   // its own pass (as frame -1).
   const bool ref_pass = ref && !(ref_thumb_in && ref_hist_in);
   const int64_t nf = N + (ref_pass ? 1 : 0);
-  const int P = parts_per_frame(nf, g.ngroups, frame_px);
+  const int could = call_threads(nf * static_cast<int64_t>(frame_px));
+  const int threads = g_stats_choice.pick(could, nf * static_cast<int64_t>(frame_px));
+  CallTimer timer{g_stats_choice, could, nf * static_cast<int64_t>(frame_px)};
+  const int P = parts_per_frame(nf, g.ngroups, frame_px, threads);
   const int64_t items = nf * P;
   std::vector<Partial> parts(static_cast<size_t>(items));
   std::vector<float> ref_thumb_own(ref_pass ? kThumb * kThumb : 0);
@@ -223,17 +327,15 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
   if (ref && !ref_pass)
     for (int b = 0; b < kBins; ++b) ref_hist[b] = ref_hist_in[b];
   const int64_t first = ref_pass ? -1 : 0;
-  const bool parallel = use_threads(nf * static_cast<int64_t>(frame_px));
 
-  // Per-thread scratch, allocated here so that no allocation can fail inside the parallel region.
+  // Per-worker scratch, allocated here so that no allocation can fail inside the workers.
   const size_t scratch_words = scratch_bytes(W) / sizeof(uint32_t);
-  std::vector<uint32_t> scratch_all(scratch_words * static_cast<size_t>(max_threads()));
+  std::vector<uint32_t> scratch_all(scratch_words * static_cast<size_t>(threads));
 
-  // A frame is finished (variance, SSIM, histogram correlation) by the thread that completes
-  // its last part, inside the one work loop: no barrier between the pass and the finish, so a
-  // thread that the OS deschedules (the cores are shared with decoders) stalls the call at most
-  // once, at the join. With a reference pass the frames need the reference's thumbnail and
-  // histogram first: that case keeps a barrier after the pass.
+  // A frame is finished (variance, SSIM, histogram correlation) by the worker that completes
+  // its last part, inside the one work loop: no barrier between the pass and the finish. With
+  // a reference pass the frames need the reference's thumbnail and histogram first: that case
+  // finishes in a second loop.
   std::vector<std::atomic<int>> parts_left(static_cast<size_t>(ref_pass ? 0 : N));
   for (auto& c : parts_left) c.store(P, std::memory_order_relaxed);
   auto finish = [&](int64_t f) {
@@ -262,40 +364,31 @@ void gate_stats(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* r
     }
   };
 
-#pragma omp parallel if (parallel)
-  {
-#ifdef _OPENMP
-    uint32_t* scratch = scratch_all.data() + scratch_words * static_cast<size_t>(omp_get_thread_num());
-#else
-    uint32_t* scratch = scratch_all.data();
-#endif
-#pragma omp for schedule(dynamic) nowait
-    for (int64_t it = 0; it < items; ++it) {
-      const int64_t f = first + it / P;  // the reference first, so it never trails
-      const int p = static_cast<int>(it % P);
-      const int g0 = static_cast<int>(static_cast<int64_t>(p) * g.ngroups / P);
-      const int g1 = static_cast<int>(static_cast<int64_t>(p + 1) * g.ngroups / P);
-      if (f < 0) {
-        K.rows(ref, nullptr, &g, g0, g1, false, &parts[it], ref_thumb_own.data(), nullptr, scratch);
-      } else {
-        const Tiles tiles{tile, TC, out.tile_sums + static_cast<size_t>(f) * grid_len};
-        K.rows(frames + static_cast<size_t>(f) * frame_px, ref, &g, g0, g1, true, &parts[it],
-               out.thumb + static_cast<size_t>(f) * kThumb * kThumb, &tiles, scratch);
-        // acq_rel: the finishing thread sees every part's partial sums and tile additions
-        if (!ref_pass && parts_left[f].fetch_sub(1, std::memory_order_acq_rel) == 1) finish(f);
-      }
+  auto pass = [&](int64_t it, int worker) {
+    uint32_t* scratch = scratch_all.data() + scratch_words * static_cast<size_t>(worker);
+    const int64_t f = first + it / P;  // the reference first, so it never trails
+    const int p = static_cast<int>(it % P);
+    const int g0 = static_cast<int>(static_cast<int64_t>(p) * g.ngroups / P);
+    const int g1 = static_cast<int>(static_cast<int64_t>(p + 1) * g.ngroups / P);
+    if (f < 0) {
+      K.rows(ref, nullptr, &g, g0, g1, kRowsHist, &parts[it], ref_thumb_own.data(), nullptr, scratch);
+    } else {
+      const Tiles tiles{tile, TC, P > 1, out.tile_sums + static_cast<size_t>(f) * grid_len};
+      K.rows(frames + static_cast<size_t>(f) * frame_px, ref, &g, g0, g1, kRowsAll, &parts[it],
+             out.thumb + static_cast<size_t>(f) * kThumb * kThumb, &tiles, scratch);
+      // acq_rel: the finishing worker sees every part's partial sums and tile additions
+      if (!ref_pass && parts_left[f].fetch_sub(1, std::memory_order_acq_rel) == 1) finish(f);
     }
-    if (ref_pass) {
-#pragma omp barrier
-#pragma omp single
-      for (int b = 0; b < kBins; ++b) {
-        int64_t s = 0;
-        for (int p = 0; p < P; ++p) s += parts[p].hist[b];
-        ref_hist[b] = static_cast<double>(s);
-      }
-#pragma omp for schedule(dynamic)
-      for (int64_t f = 0; f < N; ++f) finish(f);
+  };
+  timer.team = parallel_for_items(items, threads, pass);
+  if (ref_pass) {
+    for (int b = 0; b < kBins; ++b) {
+      int64_t s = 0;
+      for (int p = 0; p < P; ++p) s += parts[p].hist[b];
+      ref_hist[b] = static_cast<double>(s);
     }
+    auto fin = [&](int64_t f, int) { finish(f); };
+    parallel_for_items(N, threads, fin);
   }
 }
 
@@ -305,44 +398,99 @@ void gate_compare(const uint8_t* frames, const float* thumbs, const float* hists
   if (N <= 0) return;
   const Kernels& K = active();
   const size_t frame_px = static_cast<size_t>(H) * W;
-  const int P = parts_per_frame(N, H, frame_px);
+  // |F - R| reads two frames a pixel: a part of half the pixels costs about what a gate_stats part does
+  const int could = call_threads(2 * N * static_cast<int64_t>(frame_px));
+  const int threads = g_compare_choice.pick(could, N * static_cast<int64_t>(frame_px));
+  CallTimer timer{g_compare_choice, could, N * static_cast<int64_t>(frame_px)};
+  const int P = parts_per_frame(N, H, 2 * frame_px, threads);
   const int64_t items = N * P;
   std::vector<int64_t> sums(static_cast<size_t>(items));
   double rh[kBins];
   for (int b = 0; b < kBins; ++b) rh[b] = ref_hist[b];
-  const bool parallel = use_threads(N * static_cast<int64_t>(frame_px));
   const int TC = tile_grid_cols(W, tile);
   const size_t grid_len = static_cast<size_t>(tile_grid_rows(H, tile)) * TC;
   std::memset(tile_sums, 0, sizeof(uint32_t) * grid_len * static_cast<size_t>(N));
   const size_t acc_len = static_cast<size_t>(W) + 16;  // see TileRowsFn
-  std::vector<uint32_t> acc_all(acc_len * static_cast<size_t>(max_threads()));
+  std::vector<uint32_t> acc_all(acc_len * static_cast<size_t>(threads));
+  std::vector<std::atomic<int>> parts_left(static_cast<size_t>(N));
+  for (auto& c : parts_left) c.store(P, std::memory_order_relaxed);
 
-#pragma omp parallel if (parallel)
-  {
-#ifdef _OPENMP
-    uint32_t* acc = acc_all.data() + acc_len * static_cast<size_t>(omp_get_thread_num());
-#else
-    uint32_t* acc = acc_all.data();
-#endif
-#pragma omp for schedule(dynamic)
-    for (int64_t it = 0; it < items; ++it) {
-      const int64_t f = it / P;
-      const int p = static_cast<int>(it % P);
-      const int r0 = static_cast<int>(static_cast<int64_t>(p) * H / P);
-      const int r1 = static_cast<int>(static_cast<int64_t>(p + 1) * H / P);
-      const Tiles tiles{tile, TC, tile_sums + static_cast<size_t>(f) * grid_len};
-      sums[it] = K.tile_rows(frames + f * frame_px, ref, W, r0, r1, &tiles, acc);
+  auto work = [&](int64_t it, int worker) {
+    uint32_t* acc = acc_all.data() + acc_len * static_cast<size_t>(worker);
+    const int64_t f = it / P;
+    const int p = static_cast<int>(it % P);
+    const int r0 = static_cast<int>(static_cast<int64_t>(p) * H / P);
+    const int r1 = static_cast<int>(static_cast<int64_t>(p + 1) * H / P);
+    const Tiles tiles{tile, TC, P > 1, tile_sums + static_cast<size_t>(f) * grid_len};
+    sums[it] = K.tile_rows(frames + f * frame_px, ref, W, r0, r1, &tiles, acc);
+    if (parts_left[f].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    int64_t m = 0;  // the frame's last part: finish it
+    for (int q = 0; q < P; ++q) m += sums[f * P + q];
+    mad[f] = static_cast<double>(m) / static_cast<double>(frame_px);
+    ssim[f] = K.ssim(thumbs + static_cast<size_t>(f) * kThumb * kThumb, ref_thumb);
+    double hd[kBins];
+    for (int b = 0; b < kBins; ++b) hd[b] = hists[f * kBins + b];
+    hist_corr[f] = hist_correl(hd, rh);
+  };
+  timer.team = parallel_for_items(items, threads, work);
+}
+
+void gate_rows_only(const uint8_t* frames, int64_t N, int H, int W, const uint8_t* ref, bool lap, bool hist,
+                    int tile, float* thumb, int64_t* mad_sums) {
+  const Kernels& K = active();
+  const Geometry g = make_geometry(H, W);
+  const size_t frame_px = static_cast<size_t>(H) * W;
+  const int TC = tile_grid_cols(W, tile);
+  std::vector<uint32_t> grid(static_cast<size_t>(tile_grid_rows(H, tile)) * TC);
+  std::vector<uint32_t> scratch(scratch_bytes(W) / sizeof(uint32_t));
+  const unsigned what = (lap ? kRowsLap : 0u) | (hist ? kRowsHist : 0u);
+  for (int64_t f = 0; f < N; ++f) {
+    const Tiles tiles{tile, TC, false, grid.data()};
+    Partial part;
+    K.rows(frames + static_cast<size_t>(f) * frame_px, ref, &g, 0, g.ngroups, what, &part,
+           thumb + static_cast<size_t>(f) * kThumb * kThumb, &tiles, scratch.data());
+    mad_sums[f] = part.mad;
+  }
+}
+
+void reduce_tiles(const uint32_t* sums, int64_t N, int H, int W, int tile, double threshold, double* tile_mad,
+                  int64_t* changed) {
+  const int TR = tile_grid_rows(H, tile), TC = tile_grid_cols(W, tile);
+  const int wr = TR > 1 ? TR - 1 : 1, wc = TC > 1 ? TC - 1 : 1;  // tiles a column, a row
+  const int dr = TR > 1 ? 1 : 0, dc = TC > 1 ? 1 : 0;            // the second cell of a pair
+  // Tile areas: sums of the cells' clipped areas (exact integers, as float64 in the reference).
+  std::vector<double> area(static_cast<size_t>(wr) * wc);
+  auto side = [tile](int n, int i) { return static_cast<double>(n - i * tile < tile ? n - i * tile : tile); };
+  for (int i = 0; i < wr; ++i)
+    for (int j = 0; j < wc; ++j) {
+      const double r0 = side(H, i), c0 = side(W, j);
+      double a = r0 * c0;
+      if (dc) a += r0 * side(W, j + 1);
+      if (dr) {
+        const double r1 = side(H, i + 1);
+        a += r1 * c0;
+        if (dc) a += r1 * side(W, j + 1);
+      }
+      area[static_cast<size_t>(i) * wc + j] = a;
     }
-#pragma omp for schedule(dynamic)
-    for (int64_t f = 0; f < N; ++f) {
-      int64_t m = 0;
-      for (int p = 0; p < P; ++p) m += sums[f * P + p];
-      mad[f] = static_cast<double>(m) / static_cast<double>(frame_px);
-      ssim[f] = K.ssim(thumbs + static_cast<size_t>(f) * kThumb * kThumb, ref_thumb);
-      double hd[kBins];
-      for (int b = 0; b < kBins; ++b) hd[b] = hists[f * kBins + b];
-      hist_corr[f] = hist_correl(hd, rh);
+  for (int64_t f = 0; f < N; ++f) {
+    const uint32_t* g = sums + static_cast<size_t>(f) * TR * TC;
+    double best = -std::numeric_limits<double>::infinity();
+    int64_t n = 0;
+    for (int i = 0; i < wr; ++i) {
+      const uint32_t* a = g + static_cast<size_t>(i) * TC;
+      const uint32_t* b = g + static_cast<size_t>(i + dr) * TC;
+      for (int j = 0; j < wc; ++j) {
+        // the reference adds the row pairs first, then the column pairs: integers, any order
+        int64_t t = int64_t(a[j]) + (dc ? int64_t(a[j + 1]) : 0);
+        if (dr) t += int64_t(b[j]) + (dc ? int64_t(b[j + 1]) : 0);
+        const double m = static_cast<double>(t) / area[static_cast<size_t>(i) * wc + j];
+        if (m > best) best = m;
+        n += m >= threshold;
+      }
     }
+    tile_mad[f] = best;
+    changed[f] = n;
   }
 }
 

@@ -34,7 +34,9 @@ ISAS = _isas()
 @pytest.fixture(autouse=True)
 def _restore_isa_and_threads():
     threads = _C.max_threads()
+    _C._set_adaptive_threads(False)  # calls that can use the team do (else they may learn to run alone)
     yield
+    _C._set_adaptive_threads(True)
     _C._set_isa("auto")
     _C._set_threads(threads)
 
@@ -209,7 +211,7 @@ def test_batch_split_and_threads_do_not_change_results(rng, rng_seed):
 
 
 def test_parallel_parts_equal_one_thread(rng, rng_seed):
-    """Batches big enough for the OpenMP team (>= 4 Mpx), few enough frames that each is cut into
+    """Batches big enough for the thread team, few enough frames that each is cut into
     row parts: every frame is finished by the thread that completes its last part, with and
     without the reference's cached thumbnail and histogram (the reference pass keeps a barrier).
     Bitwise equal to one thread."""
