@@ -1,4 +1,4 @@
-// Orchestration of the fused gate statistics: geometry, OpenMP work split, and the per-frame
+// Orchestration of the fused gate statistics: geometry, the work split over the gate pool (gate_pool.h), and the per-frame
 // finish (variance, SSIM, histogram correlation). The per-pixel loops are in gate_rows.inc.
 #include "gate_stats.h"
 
