@@ -20,6 +20,7 @@ summation order). Under ANN each shard's list is approximate as one engine's wou
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -45,6 +46,7 @@ class ShardHits:
     spaces: list[SpaceHits]
     evidence: dict[tuple[str, int], Evidence]  # (kind, local id) -> evidence with the shard's local ids
     notes: list[str]
+    seconds: float = 0.0  # the shard's own time for it (the rest of a search is transport and merge)
 
 
 def fetch_size(top_k: int) -> int:
@@ -54,6 +56,7 @@ def fetch_size(top_k: int) -> int:
 def shard_hits(engine, *, text=None, image=None, top_k=10, time_range=None, cameras=None, sources=SOURCES,
                as_of=None) -> ShardHits:
     """A shard's part of a search (runs in the shard): per space, its best hits and background."""
+    started = time.perf_counter()
     check_search(text, image, top_k, sources)
     store, vectors, embedder = engine.store, engine.vectors, engine.embedder
     text_embedder = engine.text_embedder() if text is not None and {"event", "summary"} & set(sources) else None
@@ -73,7 +76,7 @@ def shard_hits(engine, *, text=None, image=None, top_k=10, time_range=None, came
         spaces.append(SpaceHits(space, tuple(map(float, sims.tolist())), tuple(map(int, ids.tolist())), bg))
         kind = "event" if space == "event_doc" else space
         keys.update((kind, int(v)) for v in ids.tolist())
-    return ShardHits(spaces, _materialize(store, keys), notes)
+    return ShardHits(spaces, _materialize(store, keys), notes, time.perf_counter() - started)
 
 
 def _background(space, query: np.ndarray, scope) -> np.ndarray:
