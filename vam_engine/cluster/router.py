@@ -17,6 +17,7 @@ here) opens the catalogue under ``root`` (catalogue.py), creates or reattaches t
 from __future__ import annotations
 
 import hashlib
+import heapq
 import logging
 import queue
 import threading
@@ -432,17 +433,21 @@ class ClusterEngine:
         since = since or AlertCursor()
         calls = {s: ("alerts", (since.of(s), entry.parts[s] if entry else None, camera), {}) for s in shards}
         out, down = self._call_many(calls)
-        items, last = [], dict(since.last)
+        per_shard, last = [], dict(since.last)
         for s in shards:
             if s not in out:
                 continue
             no = self._no(s)
+            mine = []
             for a in out[s]:
                 last[s] = max(last.get(s, 0), a.alert_id)
-                items.append(replace(a, alert_id=cluster_id(no, a.alert_id),
-                                     monitor_id=self.catalogue.local_monitor(s, a.monitor_id),
-                                     moment_ids=tuple(cluster_id(no, m) for m in a.moment_ids)))
-        items.sort(key=lambda a: (a.created_at, a.alert_id))
+                mine.append(replace(a, alert_id=cluster_id(no, a.alert_id),
+                                    monitor_id=self.catalogue.local_monitor(s, a.monitor_id),
+                                    moment_ids=tuple(cluster_id(no, m) for m in a.moment_ids)))
+            per_shard.append(mine)
+        # by creation time, each shard's own (id) order kept whatever its clock did: a reader's
+        # position per shard (its last id) then never passes an alert it has not been given
+        items = list(heapq.merge(*per_shard, key=lambda a: a.created_at))
         return AlertList(items, AlertCursor(tuple(sorted(last.items()))), missing_cameras=self._missing(down, cams),
                          missing_shards=down)
 
