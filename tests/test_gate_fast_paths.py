@@ -8,26 +8,13 @@ import threading
 
 import numpy as np
 import pytest
+from _gate_isas import ISAS
 
 from vam_engine import _C
 from vam_engine.gate import reference as R
 from vam_engine.gate.bodies import CpuBody, Tiles, reduce_tiles
 from vam_engine.synthetic import gray_frame, near_copy
 
-
-def _isas() -> list[str]:
-    out = []
-    for name in ("base", "avx2"):
-        try:
-            _C._set_isa(name)
-            out.append(name)
-        except ValueError:
-            pass
-    _C._set_isa("auto")
-    return out
-
-
-ISAS = _isas()
 TEAM = max(2, _C.max_threads())
 
 
