@@ -206,6 +206,12 @@ class Engine(LiveCameraMethods, MonitorMethods):
                                            self.config.writer, max_batch=self.config.llm.max_batch).start()
             return self.writer
 
+    def start(self) -> None:
+        """Become the store's writer now and start what indexing runs beside it: the document
+        writer, background retention and the monitors (otherwise done at the first ingest). A
+        service calls it at start, so a second writer is refused at once."""
+        self._start_ingest()
+
     def _start_ingest(self) -> None:
         """What indexing needs: the claim, the document writer and background retention."""
         with self._start_lock:

@@ -84,7 +84,7 @@ def cmd_serve(args) -> int:
         app = create_app(eng, opts)  # first: it taps the model the writer and the monitors then use
         # serve is the store's one writer (DESIGN.md 7): claimed now, so a second writer is told
         # at once, and the document writer and retention run while it serves
-        eng._start_ingest()
+        eng.start()
         cams = None
         if args.cameras:
             cams = CameraSet(eng, args.cameras)
