@@ -535,8 +535,15 @@ def test_a_query_while_a_shard_is_down_names_the_missing_cameras(cluster, served
     with pytest.raises(ShardDown, match="nothing was changed"):
         router.delete(["cam-a", "cam-b"])
     assert len(router.moments("cam-a")) == len(plain.moments("cam-a"))
+    stale = router.alert_cursor_now()  # a reader starting "from now" while shard-1 is down
+    assert stale.of("shard-1") is None and stale.time_of("shard-1") is not None
+    from vam_engine.cluster.backend import ClusterBackend
+    b = ClusterBackend(router)
+    assert b.parse_alert_position(b.alert_position_text(stale)) == stale
     router.revive()  # a new actor reopens the shard's store
     _wait_alive(router, "shard-1")
+    assert {router.locate(a.alert_id)[0] for a in router.alerts()} == {"shard-0", "shard-1"}
+    assert list(router.alerts(stale)) == []  # shard-1's earlier alerts are not new to that reader
     cams = [*CAMS, "cam-e"]  # the plain engine did not get the alert test's cameras
     assert_same(router.search(image=q, top_k=5, cameras=cams), plain.search(image=q, top_k=5, cameras=cams))
 

@@ -13,7 +13,9 @@ shard (rows at the key's camera and time come after it on later shards, before i
 ones), each shard returns one page after it, and the merge keeps the first ``limit``.
 
 Alert positions: an AlertCursor (the last alert id seen per shard), as text
-``<shard no>-<local id>`` joined by ``.`` (e.g. ``0-12.1-5``; empty: nothing seen).
+``<shard no>-<local id>`` joined by ``.`` (e.g. ``0-12.1-5``; empty: nothing seen); a shard
+that was down when a stream started from "now" is ``<shard no>-t<wall-clock ms>`` until its
+first alert after that time.
 """
 from __future__ import annotations
 
@@ -97,11 +99,9 @@ class ClusterBackend:
 
     # -- alerts by position ------------------------------------------------------------------------
     def alert_position_now(self) -> AlertCursor:
-        """Every answering shard's newest alert (a shard that is down is left out: its alerts
-        stored meanwhile arrive once it answers again)."""
-        r = self.router
-        out, _ = r._call_many({s: ("last_alert_id", (), {}) for s in r.shard_names()})
-        return AlertCursor(tuple(sorted(out.items())))
+        """Every shard's newest alert; for a shard that is down, the present's time (its alerts
+        stored from now on arrive once it answers again)."""
+        return self.router.alert_cursor_now()
 
     def parse_alert_position(self, text) -> AlertCursor | None:
         if text is None:
@@ -109,19 +109,24 @@ class ClusterBackend:
         text = str(text).strip()
         if text == "":
             return AlertCursor()
-        last = {}
+        last, after = {}, {}
         try:
             for part in text.split("."):
                 no, _, local = part.partition("-")
-                last[self.router.catalogue.shard_by_no(int(no)).name] = int(local)
+                name = self.router.catalogue.shard_by_no(int(no)).name
+                if local.startswith("t"):
+                    after[name] = int(local[1:]) / 1000.0
+                else:
+                    last[name] = int(local)
         except (ValueError, VamError) as e:
             raise BadQuery(f"{text[:60]!r} is not an alert position of this cluster (pass next_since or the "
                            f"SSE id back unchanged)") from e
-        return AlertCursor(tuple(sorted(last.items())))
+        return AlertCursor(tuple(sorted(last.items())), tuple(sorted(after.items())))
 
     def alert_position_text(self, pos: AlertCursor) -> str:
         r = self.router
-        return ".".join(f"{r._no(s)}-{i}" for s, i in pos.last)
+        return ".".join([f"{r._no(s)}-{i}" for s, i in pos.last] +
+                        [f"{r._no(s)}-t{int(t * 1000)}" for s, t in pos.after_time if pos.of(s) is None])
 
     def alert_position_json(self, pos: AlertCursor | None):
         return None if pos is None else self.alert_position_text(pos)
@@ -139,10 +144,11 @@ class ClusterBackend:
         no, local = split_id(alert.alert_id)
         shard = self.router.catalogue.shard_by_no(no).name
         pos = pos or AlertCursor()
-        seen = pos.of(shard)
-        if seen is not None and local <= seen:
+        seen, since_t = pos.of(shard), pos.time_of(shard)
+        if (seen is not None and local <= seen) or (since_t is not None and alert.created_at <= since_t):
             return None
-        return AlertCursor(tuple(sorted({**dict(pos.last), shard: local}.items())))
+        return AlertCursor(tuple(sorted({**dict(pos.last), shard: local}.items())),
+                           tuple((s, t) for s, t in pos.after_time if s != shard))
 
     # -- figures ---------------------------------------------------------------------------------
     def store_stats(self) -> ClusterStoreStats:

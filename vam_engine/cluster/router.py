@@ -57,12 +57,18 @@ class Partial(list):
 
 @dataclass(frozen=True)
 class AlertCursor:
-    """Where an alert reader is: the last alert id seen per shard (``since`` of the next call)."""
+    """Where an alert reader is: the last alert id seen per shard (``since`` of the next call).
+    ``after_time``: shards whose last id was not known when the reader started (they were
+    down): their alerts created after that wall-clock time, until their first one gives an id."""
 
     last: tuple[tuple[str, int], ...] = ()
+    after_time: tuple[tuple[str, float], ...] = ()
 
     def of(self, shard: str) -> int | None:
         return dict(self.last).get(shard)
+
+    def time_of(self, shard: str) -> float | None:
+        return dict(self.after_time).get(shard) if shard not in dict(self.last) else None
 
 
 class AlertList(Partial):
@@ -431,7 +437,8 @@ class ClusterEngine:
         if entry is not None:
             shards = [s for s in shards if s in entry.parts]
         since = since or AlertCursor()
-        calls = {s: ("alerts", (since.of(s), entry.parts[s] if entry else None, camera), {}) for s in shards}
+        calls = {s: ("alerts", (since.of(s), entry.parts[s] if entry else None, camera), {"created_after": since.time_of(s)})
+                 for s in shards}
         out, down = self._call_many(calls)
         per_shard, last = [], dict(since.last)
         for s in shards:
@@ -448,8 +455,16 @@ class ClusterEngine:
         # by creation time, each shard's own (id) order kept whatever its clock did: a reader's
         # position per shard (its last id) then never passes an alert it has not been given
         items = list(heapq.merge(*per_shard, key=lambda a: a.created_at))
-        return AlertList(items, AlertCursor(tuple(sorted(last.items()))), missing_cameras=self._missing(down, cams),
+        waiting = tuple((s, t) for s, t in since.after_time if s not in last)
+        return AlertList(items, AlertCursor(tuple(sorted(last.items())), waiting), missing_cameras=self._missing(down, cams),
                          missing_shards=down)
+
+    def alert_cursor_now(self) -> AlertCursor:
+        """A cursor at the present: every shard's newest alert id; a shard that does not answer
+        gets the present's wall-clock time instead (its alerts from then on, once it answers)."""
+        now = int(time.time() * 1000) / 1000.0  # to the millisecond, as a position's text carries it
+        out, down = self._call_many({s: ("last_alert_id", (), {}) for s in self.shard_names()})
+        return AlertCursor(tuple(sorted(out.items())), tuple((s, now) for s in down))
 
     def subscribe_alerts(self, callback=None, poll_s: float = 0.2) -> "ClusterAlertSubscription":
         """Alerts from every shard as they are stored, in one stream (polled every ``poll_s``)."""
@@ -523,7 +538,7 @@ class ClusterAlertSubscription:
         self._router, self._callback, self._poll_s = router, callback, poll_s
         self._queue: queue.Queue[Alert] = queue.Queue()
         self._stop = threading.Event()
-        self.cursor = router.alerts().cursor  # only alerts from now on
+        self.cursor = router.alert_cursor_now()  # only alerts from now on
         self._thread = threading.Thread(target=self._run, name="cluster-alerts", daemon=True)
         self._thread.start()
 

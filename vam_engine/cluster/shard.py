@@ -220,8 +220,11 @@ class Shard:
     def monitors(self, include_ended=False):
         return self.engine.monitors(include_ended)
 
-    def alerts(self, since=None, monitor_id=None, camera=None):
-        return self.engine.alerts(since, monitor_id, camera)
+    def alerts(self, since=None, monitor_id=None, camera=None, created_after=None):
+        """As Engine.alerts; ``created_after`` (wall clock) for a reader that started while this
+        shard was down and so knows no id of it (router.AlertCursor)."""
+        got = self.engine.alerts(since, monitor_id, camera)
+        return got if created_after is None else [a for a in got if a.created_at > created_after]
 
     def wait_for_monitors(self, timeout=None) -> bool:
         return self.engine.wait_for_monitors(timeout)
