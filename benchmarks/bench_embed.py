@@ -1,9 +1,10 @@
 """Image embedding throughput on this CPU: images/s per body and batch size.
 
 Rows:
-- ``descriptor`` (descriptor-v1, numpy) on 640x360 and 1280x720 RGB frames; ratio: its bytes/s
-  over a memcpy of the same frames (the bandwidth ceiling: how far the one full-frame pass is
-  from reading the frame once);
+- ``descriptor`` (descriptor-v1: numpy with the native area resize ``_C.box_sums``) on 640x360
+  and 1280x720 RGB frames, and the same with the resize on its numpy reference (the baseline
+  row); ratio: bytes/s over a memcpy of the same frames (the bandwidth ceiling: how far the one
+  full-frame pass is from reading the frame once);
 - ``torch`` (transformers CLIP, eager, fp32) and ``onnxruntime`` (the cached ONNX export, CPU
   provider) for two random-weight CLIP models built from configs (no downloads): ``tiny``
   (32x32 input, hidden 32, 2 layers) and ``vit-b/16`` (the ViT-B/16 vision tower: 224x224,
@@ -381,6 +382,16 @@ def main(argv=None) -> int:
 
     # -- descriptor --------------------------------------------------------------------------
     print("descriptor", flush=True)
+    import vam_engine.embed.descriptor as descriptor_module
+
+    def numpy_resize(fn):
+        """``fn()`` with the descriptor's area resize on its numpy reference (the baseline row)."""
+        native = descriptor_module._box_sums
+        descriptor_module._box_sums = descriptor_module.box_sums_reference
+        try:
+            return fn()
+        finally:
+            descriptor_module._box_sums = native
     for (w, h) in sizes:
         frames = make_frames(max(batches), h, w)
         copy_dst = np.empty_like(frames)
@@ -388,11 +399,16 @@ def main(argv=None) -> int:
             e = DescriptorEmbedder(batch_size=b)
             x = frames[:b]
             t = time_rounds({"descriptor": lambda: e.embed_images(x),
+                             "descriptor_numpy_resize": lambda: numpy_resize(lambda: e.embed_images(x)),
                              "memcpy": lambda: np.copyto(copy_dst[:b], x)},
                             repeats=repeats, min_time=args.min_time)
             sec, cp = t["descriptor"]["median"], t["memcpy"]["median"]
             add("-", "descriptor", f"{w}x{h}", b, sec, b, ratio=cp / sec, ratio_is="of memcpy BW",
                 extra={"memcpy_s": cp, "timing": t["descriptor"]})
+            sec_np = t["descriptor_numpy_resize"]["median"]
+            add("-", "descriptor (numpy area resize)", f"{w}x{h}", b, sec_np, b, ratio=cp / sec_np,
+                ratio_is="of memcpy BW", extra={"memcpy_s": cp, "timing": t["descriptor_numpy_resize"],
+                                                "native_speedup": sec_np / sec})
 
     # -- model bodies -------------------------------------------------------------------------
     from vam_engine.config import EmbedConfig

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "box_sums.h"
 #include "gate_stats.h"
 
 namespace py = pybind11;
@@ -213,6 +214,25 @@ py::array rgb_to_gray(const py::handle& rgb_obj) {
   return gray;
 }
 
+py::array box_sums(const py::handle& frames_obj, int64_t f, int64_t y0, int64_t x0, int64_t h, int64_t w) {
+  py::array frames = as_array(frames_obj, "frames", is_u8, "uint8");
+  if (frames.ndim() != 4 || frames.shape(3) != 3)
+    throw py::value_error("frames must be uint8 (N, H, W, 3), got " + shape_str(frames));
+  const int64_t n = frames.shape(0), H = frames.shape(1), W = frames.shape(2);
+  if (f < 1 || h < 1 || w < 1 || y0 < 0 || x0 < 0 || y0 + h * f > H || x0 + w * f > W)
+    throw py::value_error("box_sums: blocks of " + std::to_string(f) + " px, " + std::to_string(h) + " x " +
+                          std::to_string(w) + " of them from (" + std::to_string(y0) + ", " + std::to_string(x0) +
+                          "), do not fit frames of " + shape_str(frames));
+  py::array_t<uint32_t> out({n, h, w, int64_t{3}});
+  const uint8_t* src = u8(frames);
+  uint32_t* dst = out.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    vam::box_sums(src, n, H, W, f, y0, x0, h, w, dst);
+  }
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -256,6 +276,11 @@ size; tile: the cell side; threshold: a tile mean at or over it counts as change
   m.def("rgb_to_gray", &rgb_to_gray, py::arg("rgb"),
         "uint8 [..., H, W, 3] RGB -> uint8 [..., H, W] gray, OpenCV's fixed-point BT.601 rule "
         "(R*4899 + G*9617 + B*1868 + 8192) >> 14.");
+
+  m.def("box_sums", &box_sums, py::arg("frames"), py::arg("f"), py::arg("y0"), py::arg("x0"), py::arg("h"),
+        py::arg("w"),
+        "Exact sums of f x f blocks: uint8 (N, H, W, 3) -> uint32 (N, h, w, 3), block (i, j) starting at "
+        "(y0 + i*f, x0 + j*f); the area resize of vam_engine.embed.descriptor.working_image.");
 
   m.def("gate_isa", &vam::active_isa, "The instruction set of the row kernels in use ('base' or 'avx2').");
   m.def(

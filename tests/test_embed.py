@@ -126,6 +126,27 @@ def test_descriptor_bad_frames(bad, what):
         DescriptorEmbedder().embed_images(bad)
 
 
+@pytest.mark.parametrize("n,H,W", [(1, 720, 1280), (3, 241, 333), (2, 1081, 1919), (1, 9, 17), (2, 300, 40)])
+def test_native_box_sums_equal_the_reference(n, H, W):
+    """_C.box_sums (the descriptor's area resize) against its numpy definition on fresh random
+    frames of odd sizes, with the descriptor's own factor and centre crop and a few others."""
+    _C = pytest.importorskip("vam_engine._C")
+    from vam_engine.embed.descriptor import WORK_LONG, box_sums_reference
+
+    a = np.random.default_rng(n * H + W).integers(0, 256, (n, H, W, 3), dtype=np.uint8)
+    for f in {max(2, max(H, W) // WORK_LONG), 2, 3}:
+        h, w = H // f, W // f
+        if not (h and w):
+            continue
+        y0, x0 = (H - h * f) // 2, (W - w * f) // 2
+        got = _C.box_sums(a, f, y0, x0, h, w)
+        assert got.dtype == np.uint32 and np.array_equal(got, box_sums_reference(a, f, y0, x0, h, w)), f
+    with pytest.raises(ValueError, match="do not fit"):
+        _C.box_sums(a, 4, 0, 0, H, W)
+    with pytest.raises(ValueError, match="uint8"):
+        _C.box_sums(a.astype(np.float32), 2, 0, 0, 2, 2)
+
+
 def test_descriptor_has_no_text_side():
     e = DescriptorEmbedder()
     with pytest.raises(EmbedError, match="no text side"):
