@@ -1,5 +1,8 @@
-"""The row-kernel instruction sets this machine runs (``_C._set_isa``), for the gate tests that
-check each one against the reference."""
+"""For the gate tests of the C++ body: the row-kernel instruction sets this machine runs
+(``_C._set_isa``), each checked against the reference, and a fixture that puts the body's
+settings back after each test (import it into a test module to use it there)."""
+import pytest
+
 from vam_engine import _C
 
 
@@ -16,3 +19,13 @@ def available_isas() -> list[str]:
 
 
 ISAS = available_isas()
+
+
+@pytest.fixture(autouse=True)
+def restore_isa_and_threads():
+    threads = _C.max_threads()
+    _C._set_adaptive_threads(False)  # calls that can use the team do (else they may learn to run alone)
+    yield
+    _C._set_adaptive_threads(True)
+    _C._set_isa("auto")
+    _C._set_threads(threads)

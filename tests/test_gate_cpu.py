@@ -9,22 +9,12 @@ import threading
 
 import numpy as np
 import pytest
-from _gate_isas import ISAS
+from _gate_isas import ISAS, restore_isa_and_threads  # noqa: F401 (an autouse fixture)
 
 from vam_engine import _C
 from vam_engine.gate import reference as R
 from vam_engine.gate.bodies import CpuBody, ReferenceBody, Tiles
 from vam_engine.synthetic import gray_frame, near_copy
-
-
-@pytest.fixture(autouse=True)
-def _restore_isa_and_threads():
-    threads = _C.max_threads()
-    _C._set_adaptive_threads(False)  # calls that can use the team do (else they may learn to run alone)
-    yield
-    _C._set_adaptive_threads(True)
-    _C._set_isa("auto")
-    _C._set_threads(threads)
 
 
 def _scene(rng, h, w) -> np.ndarray:

@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from _gate_isas import ISAS
+from _gate_isas import ISAS, restore_isa_and_threads  # noqa: F401 (an autouse fixture)
 
 from vam_engine import _C
 from vam_engine.gate import reference as R
@@ -16,16 +16,6 @@ from vam_engine.gate.bodies import CpuBody, Tiles, reduce_tiles
 from vam_engine.synthetic import gray_frame, near_copy
 
 TEAM = max(2, _C.max_threads())
-
-
-@pytest.fixture(autouse=True)
-def _restore_isa_and_threads():
-    threads = _C.max_threads()
-    _C._set_adaptive_threads(False)  # calls that can use the team do (else they may learn to run alone)
-    yield
-    _C._set_adaptive_threads(True)
-    _C._set_isa("auto")
-    _C._set_threads(threads)
 
 
 def _frames(rng, n, h, w):

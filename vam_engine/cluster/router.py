@@ -19,14 +19,14 @@ from __future__ import annotations
 import hashlib
 import heapq
 import logging
-import queue
 import threading
 import time
 from dataclasses import dataclass, field, replace
 
 from ..errors import Unavailable, VamError
-from ..memory.records import Alert, Deletion, Moment
+from ..memory.records import Deletion, Moment
 from ..memory.search import SOURCES, SearchResult
+from ..reason.monitor import AlertSubscription
 from .catalogue import Catalogue, cluster_id, split_id
 from ..memory.search import check_search
 from .fanout import fuse
@@ -530,13 +530,13 @@ def _alive_nodes(ray) -> int:
     return max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
 
 
-class ClusterAlertSubscription:
+class ClusterAlertSubscription(AlertSubscription):
     """Iterate (or ``get(timeout)``, without a callback) for alerts from every shard; ``close()`` when done. Alerts
     stored while a shard was down arrive once it answers again (its cursor waited)."""
 
     def __init__(self, router: ClusterEngine, callback, poll_s: float):
-        self._router, self._callback, self._poll_s = router, callback, poll_s
-        self._queue: queue.Queue[Alert] = queue.Queue()
+        super().__init__(None, callback)  # no hub: a thread polls the shards instead
+        self._router, self._poll_s = router, poll_s
         self._stop = threading.Event()
         self.cursor = router.alert_cursor_now()  # only alerts from now on
         self._thread = threading.Thread(target=self._run, name="cluster-alerts", daemon=True)
@@ -550,26 +550,9 @@ class ClusterAlertSubscription:
                 continue
             self.cursor = got.cursor
             for a in got:
-                if self._callback is None:
-                    self._queue.put(a)
-                    continue
-                try:  # as Engine's subscription: a callback subscriber's alerts are not queued
-                    self._callback(a)
-                except Exception:  # noqa: BLE001 - a failing callback must not end the stream
-                    log.exception("alert callback failed")
-
-    def get(self, timeout: float | None = None) -> Alert | None:
-        try:
-            return self._queue.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
-    def __iter__(self):
-        while not self._stop.is_set():
-            a = self.get(0.5)
-            if a is not None:
-                yield a
+                self._deliver(a)
 
     def close(self) -> None:
+        self.closed = True
         self._stop.set()
         self._thread.join(5)
