@@ -20,6 +20,7 @@ from typing import Mapping
 
 from ..memory.records import Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind
 from ..memory.search import SOURCES
+from ..memory.view import summary_kinds
 from .catalogue import cluster_id
 
 
@@ -136,11 +137,7 @@ class FanoutView:
         return sorted(items, key=lambda x: x.t0)
 
     def summary_kinds(self) -> list[SummaryKind]:
-        counts: dict = {}
-        for s in self.summaries():
-            key = (s.structure, float(s.granularity_s))
-            counts[key] = counts.get(key, 0) + 1
-        return [SummaryKind(st, g, c) for (st, g), c in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]
+        return summary_kinds(self.summaries())
 
     # -- the forest and the provisional nodes --------------------------------------------------
     def forest_roots(self) -> list[ForestNode]:

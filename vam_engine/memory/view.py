@@ -104,11 +104,7 @@ class MemoryView:
     def summary_kinds(self) -> list[SummaryKind]:
         """The (structure, granularity) kinds of the summary documents in view, most
         documents first."""
-        counts: dict = {}
-        for s in self.summaries():
-            key = (s.structure, float(s.granularity_s))
-            counts[key] = counts.get(key, 0) + 1
-        return [SummaryKind(st, g, c) for (st, g), c in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]
+        return summary_kinds(self.summaries())
 
     # -- the forest ----------------------------------------------------------------------------
     def forest_roots(self) -> list[ForestNode]:
@@ -231,3 +227,12 @@ class MemoryView:
         ids = [i for cam in self.camera_ids() for i in self._summarizer(cam, t0, t1, granularity_s, prompt, structure)]
         found = self._store.summaries.by_id(ids)
         return [found[i] for i in ids]
+
+
+def summary_kinds(summaries) -> list[SummaryKind]:
+    """The (structure, granularity) kinds of ``summaries``, most documents first."""
+    counts: dict = {}
+    for s in summaries:
+        key = (s.structure, float(s.granularity_s))
+        counts[key] = counts.get(key, 0) + 1
+    return [SummaryKind(st, g, c) for (st, g), c in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]
