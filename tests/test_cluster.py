@@ -578,3 +578,22 @@ def test_a_monitor_of_every_camera_reaches_a_shard_added_later(cluster):
         grown.close()
         grown._call_many({"shard-2": ("close", (), {})})
         ray.kill(grown._handles["shard-2"], no_restart=True)
+
+
+def test_an_unreachable_cluster_address_is_an_error_in_seconds():
+    import socket
+
+    from vam_engine.cluster.router import _check_reachable
+    from vam_engine.errors import VamError
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    t0 = time.monotonic()
+    with pytest.raises(VamError, match=f"127.0.0.1:{port}.*no Ray head answers"):
+        _check_reachable(f"127.0.0.1:{port}")
+    assert time.monotonic() - t0 < 10
+    with pytest.raises(VamError, match="expected HOST:PORT"):
+        _check_reachable("nonsense")
+    _check_reachable("auto")  # left to Ray: it looks for a local cluster itself

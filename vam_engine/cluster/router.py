@@ -121,6 +121,7 @@ class ClusterEngine:
 
         self._ray = ray
         if not ray.is_initialized():
+            _check_reachable(address)
             ray.init(address=address, namespace=NAMESPACE, include_dashboard=False)
         self.catalogue = Catalogue(root)
         self.root = str(self.catalogue.root.resolve())
@@ -524,6 +525,24 @@ class ClusterEngine:
 def _global_moment(m: Moment, no: int) -> Moment:
     return replace(m, moment_id=cluster_id(no, m.moment_id),
                    event_id=None if m.event_id is None else cluster_id(no, m.event_id))
+
+
+def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """A ``host:port`` (or ``ray://host:port``) that nothing answers is an error in seconds:
+    Ray itself retries an unreachable head for minutes."""
+    import socket
+
+    if not address or address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise VamError(f"cluster address {address!r}: expected HOST:PORT of a Ray head, 'auto' or 'local'")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise VamError(f"cluster address {address!r}: no Ray head answers there ({e.strerror or e}); start one "
+                       f"with 'ray start --head' or use --cluster local") from None
 
 
 def _alive_nodes(ray) -> int:
