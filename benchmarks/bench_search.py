@@ -164,15 +164,15 @@ def _unit_rows(torch, n: int, dim: int, device, seed: int, store_dtype, *, truth
 
 
 def _mirror_topk(torch, t, n: int):
-    """VectorSpace's device body over ``t``: vam_engine.memory.vector_bodies._TorchRows.topk when it
+    """VectorSpace's device body over ``t``: vam_engine.memory.vector_bodies.TorchRows.topk when it
     exists (query chunks of 2^26 / n rows, fp16 matmul + torch.topk, results to the host), else
     the same computation written out here. Returns fn(q numpy M x dim, k) -> (scores, rows)."""
     try:
-        from vam_engine.memory.vector_bodies import _TorchRows
+        from vam_engine.memory.vector_bodies import TorchRows
 
-        body = _TorchRows(t.shape[1], str(t.device), t.dtype)
+        body = TorchRows(t.shape[1], str(t.device), t.dtype)
         body.t = t
-        return (lambda q, k: body.topk(q, None, n, k)), "vectors._TorchRows.topk"
+        return (lambda q, k: body.topk(q, None, n, k)), "vectors.TorchRows.topk"
     except (ImportError, AttributeError, TypeError):
         pass
 
@@ -187,7 +187,7 @@ def _mirror_topk(torch, t, n: int):
                 ii.append(i)
             return torch.cat(ss).cpu().numpy(), torch.cat(ii).cpu().numpy().astype(np.int64)
 
-    return fn, "local mirror of _TorchRows.topk"
+    return fn, "local mirror of TorchRows.topk"
 
 
 def _blocked_topk(torch, t, n: int, budget: int = 1 << 26):
@@ -403,7 +403,7 @@ def main(argv=None) -> int:
     if a.sizes:
         sizes = [int(float(v)) for v in a.sizes.split(",")]
     k, d = a.k, a.dim
-    faiss = vector_bodies._faiss()
+    faiss = vector_bodies.faiss_module()
     bw = copy_bandwidth_gbs()
     print(f"vector search: d={d}, k={k}, sizes={sizes}, {a.queries} queries, faiss threads "
           f"{faiss.omp_get_max_threads()}, memory copy bandwidth {bw:.1f} GB/s (read + write)", flush=True)

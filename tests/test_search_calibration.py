@@ -156,21 +156,21 @@ def test_scope_is_the_background():
 def test_the_sample_is_cached_and_redrawn_as_the_space_grows():
     rng = np.random.default_rng(4)
     sp = _space("grow", _unit(rng.standard_normal((1000, 32))))
-    s1 = search_mod._whole_space_sample(sp)
+    s1 = search_mod.whole_space_sample(sp)
     assert s1.shape == (BACKGROUND_SAMPLE, 32)
-    assert search_mod._whole_space_sample(sp) is s1  # cached
+    assert search_mod.whole_space_sample(sp) is s1  # cached
     sp.add(np.arange(1000, 1050), _unit(rng.standard_normal((50, 32))))
-    assert search_mod._whole_space_sample(sp) is s1  # 5% larger: still representative
+    assert search_mod.whole_space_sample(sp) is s1  # 5% larger: still representative
     sp.add(np.arange(1050, 1200), _unit(rng.standard_normal((150, 32))))
-    s2 = search_mod._whole_space_sample(sp)
+    s2 = search_mod.whole_space_sample(sp)
     assert s2 is not s1 and s2.shape == (BACKGROUND_SAMPLE, 32)  # 20% larger: redrawn
     # a space smaller than the sample is its own background: any change is seen at once
     small = _space("small", _unit(rng.standard_normal((10, 32))))
-    assert search_mod._whole_space_sample(small).shape == (10, 32)
+    assert search_mod.whole_space_sample(small).shape == (10, 32)
     small.add(np.array([10]), _unit(rng.standard_normal((1, 32))))
-    assert search_mod._whole_space_sample(small).shape == (11, 32)
+    assert search_mod.whole_space_sample(small).shape == (11, 32)
     small.remove(np.arange(10))
-    assert search_mod._whole_space_sample(small) is None  # one vector left
+    assert search_mod.whole_space_sample(small) is None  # one vector left
 
 
 # -- through the engine and the agentic loop ---------------------------------------------------

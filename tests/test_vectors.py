@@ -247,7 +247,7 @@ def test_build_reconciles_changes_made_during_it(monkeypatch, rng):
     monkeypatch.setattr(V, "BUILD_CHUNK", 500)
     sp = space("hnsw", 32, ann_min_size=2000)
     sp.add(ids[:1900], x[:1900])
-    real_add = V._Ann.add
+    real_add = V.Ann.add
     calls = []
 
     def add(self, vecs, vids):
@@ -257,7 +257,7 @@ def test_build_reconciles_changes_made_during_it(monkeypatch, rng):
             sp.add(ids[2000:2600], x[2000:2600])
         return real_add(self, vecs, vids)
 
-    monkeypatch.setattr(V._Ann, "add", add)
+    monkeypatch.setattr(V.Ann, "add", add)
     sp.add(ids[1900:2000], x[1900:2000])  # crosses ann_min_size: builds (synchronously here)
     assert sp.index_kind == "hnsw"
     assert len(calls) == 5 and calls[-1] > 0  # 4 chunks, then the rows added or moved meanwhile

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import VamError
-from ..server.backend import FrameData, WriterBacklog, _queued
+from ..server.backend import FrameData, WriterBacklog, queued_by_class
 from ..server.queries import BadQuery, Page, RowKey, StoreStats, decode_row_key, encode_row_key, row_key
 from .catalogue import SHARD_SHIFT, split_id
 from .router import AlertCursor, Partial
@@ -173,19 +173,19 @@ class ClusterBackend:
                              max((b.lag_s for b in out.values()), default=0.0))
 
     def model_queued(self) -> dict[str, int] | None:
-        return _queued(self.router._ask.built_llm())
+        return queued_by_class(self.router._ask.built_llm())
 
     def wrap_model(self, wrap) -> bool:
         return self.router._ask.wrap_model(wrap)
 
     def metric_lines(self) -> list[str]:
-        from ..server.metrics import _family
+        from ..server.metrics import metric_family
 
         info = self.router.info()
         out: list[str] = []
-        _family(out, "vam_shard_up", "gauge", "1 while the shard answers",
+        metric_family(out, "vam_shard_up", "gauge", "1 while the shard answers",
                 [({"shard": s.name}, s.alive) for s in info.shards])
-        _family(out, "vam_shard_cameras", "gauge", "cameras placed on the shard",
+        metric_family(out, "vam_shard_cameras", "gauge", "cameras placed on the shard",
                 [({"shard": s.name}, len(s.cameras)) for s in info.shards])
         return out
 

@@ -27,8 +27,8 @@ import numpy as np
 
 from ..errors import VectorError
 from ..memory.records import Evidence
-from ..memory.search import (BACKGROUND_SAMPLE, MIN_BACKGROUND, RRF_K, SOURCES, SPREAD_FLOOR, _space,
-                             _whole_space_sample, check_search, relevance, space_queries)
+from ..memory.search import (BACKGROUND_SAMPLE, MIN_BACKGROUND, RRF_K, SOURCES, SPREAD_FLOOR, space_of,
+                             whole_space_sample, check_search, relevance, space_queries)
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def shard_hits(engine, *, text=None, image=None, top_k=10, time_range=None, came
             continue
         scope = allowed if t0 is None and t1 is None else store.vector_table.allowed_ids(space, cameras, None, None,
                                                                                          as_of)
-        bg = _background(_space(vectors, space), q, scope)
+        bg = _background(space_of(vectors, space), q, scope)
         spaces.append(SpaceHits(space, tuple(map(float, sims.tolist())), tuple(map(int, ids.tolist())), bg))
         kind = "event" if space == "event_doc" else space
         keys.update((kind, int(v)) for v in ids.tolist())
@@ -90,7 +90,7 @@ def _background(space, query: np.ndarray, scope) -> np.ndarray:
         return np.zeros(0)
     q = q / norm
     if scope is None:
-        rows = _whole_space_sample(space)
+        rows = whole_space_sample(space)
         if rows is None:  # one vector (or none): the pooled background may still have enough
             ids = space.ids()
             rows = space.get(ids) if len(ids) else None

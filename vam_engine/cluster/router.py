@@ -308,9 +308,9 @@ class ClusterEngine:
         check_search(text, image, top_k, sources)
         shards, cams = self._targets(cameras)
         if image is not None:  # read here: a path on the router's machine means nothing on a shard's node
-            from ..memory.search import _load_image
+            from ..memory.search import load_query_image
 
-            image = _load_image(image)
+            image = load_query_image(image)
         kw = dict(text=text, image=image, top_k=int(top_k), time_range=time_range, cameras=cams,
                   sources=tuple(sources), as_of=as_of)
         out, down = self._call_many({s: ("search_hits", (), kw) for s in shards})

@@ -39,9 +39,9 @@ def make_image_embedder(cfg: EmbedConfig | None = None, device: str = "cpu", *,
                              f"model: set embed.body to torch, onnx or tensorrt")
         return DescriptorEmbedder(batch_size=cfg.batch_size)
     if cfg.body == "tensorrt":  # before anything heavy: a clear error when TensorRT is missing
-        from .tensorrt_body import TensorRTImageEmbedder, _import_trt
+        from .tensorrt_body import TensorRTImageEmbedder, import_tensorrt
 
-        _import_trt()
+        import_tensorrt()
         return TensorRTImageEmbedder(cfg.model, device="cuda" if device in ("auto", None) else device,
                                      batch_size=cfg.batch_size, cache_dir=cfg.cache_dir)
     if cfg.body == "torch":

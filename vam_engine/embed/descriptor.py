@@ -27,6 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..native import load
 from .base import EmbedError, batches, check_frames, empty, finish
 
 WORK_LONG = 128   # long side of the working image, at most
@@ -76,11 +77,7 @@ def box_sums_reference(frames: np.ndarray, f: int, y0: int, x0: int, h: int, w: 
 
 
 def _box_sums(frames, f, y0, x0, h, w) -> np.ndarray:
-    try:
-        from .. import _C
-    except ImportError:  # a build without the native module
-        return box_sums_reference(frames, f, y0, x0, h, w)
-    return _C.box_sums(frames, f, y0, x0, h, w)
+    return load().box_sums(frames, f, y0, x0, h, w)
 
 
 def _pool(a: np.ndarray, g: int) -> np.ndarray:

@@ -30,7 +30,7 @@ from .torch_body import resolve_device
 INPUT, OUTPUT = "pixel_values", "embedding"
 
 
-def _import_trt():
+def import_tensorrt():
     try:
         import tensorrt as trt
     except ImportError:
@@ -71,7 +71,7 @@ class TensorRTImageEmbedder:
 
     def __init__(self, model: str, *, device="cuda", batch_size: int = 32, cache_dir: str | None = None,
                  source: ModelSource | None = None):
-        trt = _import_trt()
+        trt = import_tensorrt()
         import torch
 
         if int(batch_size) < 1:

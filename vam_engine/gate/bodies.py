@@ -134,9 +134,9 @@ class CpuBody:
     name = "cpu"
 
     def __init__(self):
-        from .. import _C  # built by setup.py; a clear ImportError when the build is missing
+        from ..native import load
 
-        self._C = _C
+        self._C = load()
 
     def _reduce(self, sums, h: int, w: int, tiles: Tiles, has_ref: bool):
         """reduce_tiles in C++ (_C.reduce_tiles, the same float64 rule): numpy's took a tenth of

@@ -107,7 +107,7 @@ def probe_container(path: str, *, full_scan: bool, max_packets: int = PREFIX_PAC
     (all of them when ``full_scan``, else the first ``max_packets``)."""
     import av
 
-    from .pyav_decoder import _creation_time, video_stream
+    from .pyav_decoder import creation_time, video_stream
 
     try:
         container = av.open(path)
@@ -128,7 +128,7 @@ def probe_container(path: str, *, full_scan: bool, max_packets: int = PREFIX_PAC
         pix = cc.format.name if cc.format is not None else ""
         probe = ContainerProbe(
             codec=cc.name, width=w, height=h, fps=float(rate) if rate else None, duration_s=duration,
-            time_base=tb, start_pts=s.start_time, creation_time=_creation_time(container), pix_fmt=pix,
+            time_base=tb, start_pts=s.start_time, creation_time=creation_time(container), pix_fmt=pix,
             full_range=pix.startswith("yuvj") or int(cc.color_range or 0) == 2,
             bt709=int(cc.colorspace or 0) == 1)
         pts, keys, n = [], [], 0

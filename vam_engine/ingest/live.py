@@ -40,7 +40,7 @@ from av.video.reformatter import VideoReformatter
 
 from ..errors import SourceError
 from .frame import DecodeStats, Frame
-from .pyav_decoder import _luma, _rgb, _small_rgb, video_stream
+from .pyav_decoder import luma_plane, rgb_array, small_rgb_array, video_stream
 from .sampler import TickSampler
 from .source import URL_SCHEMES
 
@@ -436,7 +436,7 @@ class LiveCamera:
         if self.observe is not None and t_abs >= self._next_present:  # on the stream's time, like the decoders
             self._next_present = t_abs + self.present_interval
             try:
-                self.observe(cam, t_abs, _small_rgb(vf, self.present_side, self._scaler))
+                self.observe(cam, t_abs, small_rgb_array(vf, self.present_side, self._scaler))
             except Exception as e:  # noqa: BLE001 - the present is a reader's aid: never a reason to reconnect
                 if len(self.stats.errors) < 5:
                     self.stats.errors.append(f"the present did not take a frame: {type(e).__name__}: {e}")
@@ -444,7 +444,7 @@ class LiveCamera:
         if not self._sampler.accept(t_rel):
             return
         self.stats.sampled += 1
-        f = Frame(cam, t_rel, t_abs, vf.pts, _luma(vf), lambda v=vf: _rgb(v))
+        f = Frame(cam, t_rel, t_abs, vf.pts, luma_plane(vf), lambda v=vf: rgb_array(v))
         if self.sink.frame(f):
             self.last_sent = t_rel
         else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import FrameError
+from ..native import load
 from .buffers import BufferPool
 
 _U8 = np.dtype(np.uint8)
@@ -70,10 +71,4 @@ def gray_of(rgb):
 
 
 def rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
-    try:
-        from .. import _C
-
-        return _C.rgb_to_gray(rgb)
-    except ImportError:
-        x = rgb.astype(np.int32)
-        return ((x[..., 0] * 4899 + x[..., 1] * 9617 + x[..., 2] * 1868 + 8192) >> 14).astype(np.uint8)
+    return load().rgb_to_gray(rgb)

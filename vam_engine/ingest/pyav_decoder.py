@@ -11,7 +11,7 @@ Decoding as little as possible:
   of the GOP dropped after a sample when the next keyframe comes by the next tick;
 - ``keyframes_only`` sends only keyframes to the decoder (the others too before a non-IDR
   keyframe, which needs them) and takes, for each tick, the nearest keyframe;
-- kept frames' RGB comes from OpenCV's I420 converter when installed (``_rgb``).
+- kept frames' RGB comes from OpenCV's I420 converter when installed (``rgb_array``).
 Times are always the frames' own PTS.
 
 The present (``want_present(fps)``: the working memory, 2 fps) needs a frame every 1/fps s,
@@ -50,7 +50,7 @@ from av.video.reformatter import VideoReformatter
 from ..errors import SourceError
 from .buffers import BufferPool
 from .frame import Frame, PresentFrame, StreamInfo
-from .sampler import _EPS, PresentOnly, UnionTicks
+from .sampler import TICK_EPS, PresentOnly, UnionTicks
 from .source import DecoderBody, check_local_file, is_url
 
 MAX_SIDE = 16384  # larger than any real camera or codec level; anything above is a corrupt header
@@ -61,7 +61,7 @@ _LUMA_FORMATS = {"yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj4
 _DRAIN = object()  # in the packet plan: take every frame out of the decoder, then continue
 
 
-def _creation_time(container) -> float | None:
+def creation_time(container) -> float | None:
     value = (container.metadata or {}).get("creation_time")
     if not value:
         return None
@@ -90,7 +90,7 @@ def video_stream(container, path: str):
     return stream
 
 
-def _luma(frame: av.VideoFrame) -> np.ndarray:
+def luma_plane(frame: av.VideoFrame) -> np.ndarray:
     if frame.format.name in _LUMA_FORMATS:
         plane = frame.planes[0]
         buf = np.frombuffer(plane, np.uint8).reshape(frame.height, plane.line_size)
@@ -140,7 +140,7 @@ except ImportError:
 _BT601 = {2, 5, 6}  # AVColorSpace unspecified, BT470BG, SMPTE170M: what swscale assumes as well
 
 
-def _rgb(frame: av.VideoFrame) -> np.ndarray:
+def rgb_array(frame: av.VideoFrame) -> np.ndarray:
     """H x W x 3 RGB of a decoded frame. For limited-range BT.601 yuv420p (what cameras and
     encoders make by default) through OpenCV when installed: it differs from swscale by its
     chroma upsampling only (at most a few levels, below JPEG's own error); else PyAV (swscale)."""
@@ -158,7 +158,7 @@ def _rgb(frame: av.VideoFrame) -> np.ndarray:
     return _cv2.cvtColor(i420, _cv2.COLOR_YUV2RGB_I420, dst=_RGB_POOL.take((h, w, 3), np.uint8))
 
 
-def _small_rgb(frame: av.VideoFrame, max_side: int, scaler: VideoReformatter) -> np.ndarray:
+def small_rgb_array(frame: av.VideoFrame, max_side: int, scaler: VideoReformatter) -> np.ndarray:
     """RGB of a decoded frame fitted within max_side x max_side (aspect kept, never enlarged),
     scaled and converted in one swscale pass (area averaging): about as fast as converting the
     full frame, and nothing full-sized is made. ``scaler`` keeps its swscale context from frame
@@ -166,7 +166,7 @@ def _small_rgb(frame: av.VideoFrame, max_side: int, scaler: VideoReformatter) ->
     w, h = frame.width, frame.height
     scale = max_side / max(w, h)
     if scale >= 1:
-        return np.array(_rgb(frame), copy=True)  # _rgb may hand out a pooled buffer
+        return np.array(rgb_array(frame), copy=True)  # rgb_array may hand out a pooled buffer
     return scaler.reformat(frame, width=max(1, round(w * scale)), height=max(1, round(h * scale)),
                            format="rgb24", interpolation="AREA").to_ndarray()
 
@@ -254,7 +254,7 @@ class PyAVDecoder(DecoderBody):
         self._tb_num, self._tb_den = tb.numerator, tb.denominator  # int / int: float(ticks * tb), exactly
         self._t0_pts = s.start_time  # None when the container does not say: the first frame's PTS
         if start_time_abs is None:
-            start_time_abs = _creation_time(c)
+            start_time_abs = creation_time(c)
         if start_time_abs is None and (c.start_time_realtime or 0) > 0:  # live streams (RTCP)
             start_time_abs = c.start_time_realtime / 1e6
         duration = float(s.duration * tb) if s.duration else (c.duration / av.time_base if c.duration else None)
@@ -374,14 +374,14 @@ class PyAVDecoder(DecoderBody):
         t_next = self._pkt_time(ahead[i]) if i < len(ahead) and ahead[i].size else None
         if i < len(ahead) and ahead[i].size and t_next is None:
             return "decode", 0
-        if (t_next is not None and t_next <= tick + _EPS) or (t_next is None and max(ts) + _EPS < tick):
+        if (t_next is not None and t_next <= tick + TICK_EPS) or (t_next is None and max(ts) + TICK_EPS < tick):
             return "skip", i
         t_key = ts[0]
         after = self._ticks.tick_after(t_key)
-        if (t_key + _EPS >= tick and not ahead[0].is_corrupt
-                and (t_next is None or t_next <= after + _EPS)
+        if (t_key + TICK_EPS >= tick and not ahead[0].is_corrupt
+                and (t_next is None or t_next <= after + TICK_EPS)
                 and self._is_idr(ahead[0]) and (t_next is None or self._is_idr(ahead[i]))
-                and all(t + _EPS < after and not (t + _EPS >= tick and t < t_key) for t in ts[1:])):
+                and all(t + TICK_EPS < after and not (t + TICK_EPS >= tick and t < t_key) for t in ts[1:])):
             return "alone", i
         return "decode", 0
 
@@ -455,7 +455,7 @@ class PyAVDecoder(DecoderBody):
         if i is None or i >= len(ahead) or not ahead[i].size:
             return False
         t = self._pkt_time(ahead[i])
-        if t is None or t > self._ticks.next_tick + _EPS:
+        if t is None or t > self._ticks.next_tick + TICK_EPS:
             return False
         self._drop(ahead, i)
         if not self._alone:  # frames still inside are all before the tick (lone keyframes stay)
@@ -501,7 +501,7 @@ class PyAVDecoder(DecoderBody):
                 i = self._next_keyframe(ahead, packets)
                 if i is not None and i < len(ahead) and ahead[i].size:
                     t = self._pkt_time(ahead[i])
-                    if t is not None and t <= self._present.next_tick + _EPS:
+                    if t is not None and t <= self._present.next_tick + TICK_EPS:
                         self._drop(ahead, i)
                         if not self._keys_in:
                             self._stream.codec_context.flush_buffers()
@@ -571,13 +571,13 @@ class PyAVDecoder(DecoderBody):
                 yield self._time(frame), (PresentOnly(frame) if present else None)
 
     def _make(self, t: float, frame: av.VideoFrame) -> Frame:
-        return self._frame(t, frame.pts, _luma(frame), lambda f=frame: _rgb(f))
+        return self._frame(t, frame.pts, luma_plane(frame), lambda f=frame: rgb_array(f))
 
     def _show(self, t: float, frame: av.VideoFrame, make) -> PresentFrame:
         if self._scaler is None:
             self._scaler = VideoReformatter()  # used on the decode thread only
         return PresentFrame(self.camera_id, t, self._t_abs(t),
-                            lambda side, f=frame, s=self._scaler: _small_rgb(f, side, s))
+                            lambda side, f=frame, s=self._scaler: small_rgb_array(f, side, s))
 
     def __iter__(self) -> Iterator[Frame]:
         self._seek_for_resume()

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-_EPS = 1e-9  # PTS-derived times are rationals turned into floats; ticks compare with slack
+TICK_EPS = 1e-9  # PTS-derived times are rationals turned into floats; ticks compare with slack
 
 
 class TickSampler:
@@ -26,7 +26,7 @@ class TickSampler:
         self.next_tick = 0.0
 
     def accept(self, t: float) -> bool:
-        if t + _EPS < self.next_tick:
+        if t + TICK_EPS < self.next_tick:
             return False
         self.resume_after(t)
         return True
@@ -36,7 +36,7 @@ class TickSampler:
 
     def tick_after(self, t: float) -> float:
         """The first tick after time t (the next tick once a frame at t is taken)."""
-        return (math.floor(t / self.interval + _EPS) + 1) * self.interval
+        return (math.floor(t / self.interval + TICK_EPS) + 1) * self.interval
 
 
 class UnionTicks:
@@ -87,9 +87,9 @@ class NearestKeyframeSampler:
         out = []
         prev = self._prev
         # Every tick in (prev, t] is decided now: it goes to whichever of prev, t is nearer.
-        while self.next_tick <= t + _EPS:
+        while self.next_tick <= t + TICK_EPS:
             tick = self.next_tick
-            pick = t if prev is None or (t - tick) < (tick - prev) - _EPS else prev
+            pick = t if prev is None or (t - tick) < (tick - prev) - TICK_EPS else prev
             if pick != self._taken:
                 if pick == prev:
                     out.append(prev)
@@ -106,7 +106,7 @@ class NearestKeyframeSampler:
         if self._prev is None or self._prev == self._taken:
             return []
         end = self._prev if end_t is None else max(end_t, self._prev)
-        if self.next_tick <= end + _EPS:
+        if self.next_tick <= end + TICK_EPS:
             self._taken = self._prev
             return [self._prev]
         return []
@@ -149,7 +149,7 @@ def sample_frames(timed: Iterable[tuple[float | None, Any]], sampler: TickSample
         if t is None or t <= last_t:
             continue
         last_t = t
-        if t <= done + _EPS:
+        if t <= done + TICK_EPS:
             continue
         held = _NONE
         if isinstance(payload, PresentOnly):

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from .db import Database
-from .events import _COLUMNS, event_from_row
+from .events import EVENT_COLUMNS, event_from_row
 from .moments import MomentRepository
 from .records import DocumentJob, WriterBacklog
 from .vector_table import put_vector
@@ -22,7 +22,7 @@ class DocumentQueue:
         """Closed events without a document whose retry time has come, oldest first, with their
         keyframes' files and times."""
         rows = self.db.conn().execute(
-            f"SELECT {_COLUMNS}, closed_at FROM events WHERE closed=1 AND doc IS NULL"
+            f"SELECT {EVENT_COLUMNS}, closed_at FROM events WHERE closed=1 AND doc IS NULL"
             " AND (doc_next_try IS NULL OR doc_next_try<=?) ORDER BY t_end LIMIT ?",
             (time.time() if now is None else now, int(limit))).fetchall()
         events = [event_from_row(r) for r in rows]

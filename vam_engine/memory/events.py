@@ -8,7 +8,7 @@ from .db import Database, select_in
 from .records import Event
 from .vector_table import vectors_by_id
 
-_COLUMNS = "event_id, camera_id, t_start, t_end, keyframes, doc, closed"
+EVENT_COLUMNS = "event_id, camera_id, t_start, t_end, keyframes, doc, closed"
 
 
 def event_from_row(r, doc_vector=None) -> Event:
@@ -20,12 +20,12 @@ class EventRepository:
         self.db = db
 
     def by_id(self, ids) -> dict[int, Event]:
-        rows = select_in(self.db.conn(), f"SELECT {_COLUMNS} FROM events WHERE event_id IN ({{ids}})", ids)
+        rows = select_in(self.db.conn(), f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id IN ({{ids}})", ids)
         return {r[0]: event_from_row(r) for r in rows}
 
     def list(self, camera_id: str | None = None) -> list[Event]:
         """Events by camera and start time."""
-        sql = f"SELECT {_COLUMNS} FROM events" + (" WHERE camera_id=?" if camera_id else "")
+        sql = f"SELECT {EVENT_COLUMNS} FROM events" + (" WHERE camera_id=?" if camera_id else "")
         rows = self.db.conn().execute(sql + " ORDER BY camera_id, t_start", (camera_id,) if camera_id else ())
         return [event_from_row(r) for r in rows]
 
@@ -38,7 +38,7 @@ class EventRepository:
             row = conn.execute("SELECT MAX(t_start) FROM events WHERE camera_id=? AND forest_node_id IS NOT NULL",
                                (camera_id,)).fetchone()
             after = -math.inf if row[0] is None else row[0]
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM events WHERE camera_id=? AND closed=1 AND doc IS NOT NULL "
+        rows = conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE camera_id=? AND closed=1 AND doc IS NOT NULL "
                             "AND t_start>=? ORDER BY t_start", (camera_id, after)).fetchall()
         vecs = vectors_by_id(conn, "event_doc", [r[0] for r in rows])
         return [event_from_row(r, vecs.get(r[0])) for r in rows]

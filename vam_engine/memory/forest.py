@@ -64,7 +64,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..config import ForestConfig
-from .forest_index import _CameraIndex, _mean_direction, _unit
+from .forest_index import CameraIndex, mean_direction, frozen_unit
 from .forest_nodes import ForestNodeRepository
 from .records import ForestNode
 
@@ -119,7 +119,7 @@ class EventForest:
     def _reset(self) -> None:
         self._nodes: dict[int, ForestNode] = {}
         self._roots: dict[str, list[int]] = {}
-        self._index: dict[str, _CameraIndex] = {}
+        self._index: dict[str, CameraIndex] = {}
         self._by_event: dict[int, int] = {}
         self._last_end: dict[str, float] = {}      # t_end of the camera's newest leaf
         self._next_ordinal: dict[str, int] = {}    # leaf ordinal the camera's next leaf gets
@@ -167,10 +167,10 @@ class EventForest:
         else:
             l, r = (self._nodes[c] for c in node.children)
             idx = self._index[node.camera_id]
-            eff = _mean_direction(idx.eff(l.node_id), l.n_leaves, idx.eff(r.node_id), r.n_leaves)
+            eff = mean_direction(idx.eff(l.node_id), l.n_leaves, idx.eff(r.node_id), r.n_leaves)
         idx = self._index.get(node.camera_id)
         if idx is None:
-            idx = self._index[node.camera_id] = _CameraIndex(len(eff))
+            idx = self._index[node.camera_id] = CameraIndex(len(eff))
         idx.put(node, eff)
 
     def _eff(self, node_id: int) -> np.ndarray:
@@ -233,7 +233,7 @@ class EventForest:
             raise ValueError(f"{what}: summary must be a string, got {type(summary).__name__}")
         if embedding is None:
             raise ValueError(f"{what}: a leaf needs its event's embedding")
-        emb = _unit(embedding, self._dim, what)
+        emb = frozen_unit(embedding, self._dim, what)
         return t0, t1, pairs, summary, emb
 
     # -- building --------------------------------------------------------------------------------
@@ -435,7 +435,7 @@ class EventForest:
                                  f"{n.event_id}; rebuild the camera to change it")
             if not isinstance(summary, str):
                 raise ValueError(f"forest node {node_id}: summary must be a string")
-            emb = _unit(embedding, self._dim, f"forest node {node_id}")
+            emb = frozen_unit(embedding, self._dim, f"forest node {node_id}")
             if version != n.summary_version:
                 return False
 
@@ -592,7 +592,7 @@ class EventForest:
         with self._lock:
             if self._dim is None:
                 return []
-            q = _unit(query_emb, self._dim, "retrieve query")
+            q = frozen_unit(query_emb, self._dim, "retrieve query")
             if camera_id is not None:
                 idx = self._index.get(camera_id)
                 picks = [] if idx is None else idx.greedy(q, k, as_of)

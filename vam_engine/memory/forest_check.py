@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .forest_index import _mean_direction, _unit
+from .forest_index import mean_direction, frozen_unit
 
 
 def check_forest(forest) -> None:
@@ -118,7 +118,7 @@ def check_forest(forest) -> None:
         if n.stale:
             if n.embedding is not None:
                 fail(f"node {nid}: pending but has an embedding")
-            want = _mean_direction(idx.eff(l.node_id), l.n_leaves, idx.eff(rr.node_id), rr.n_leaves)
+            want = mean_direction(idx.eff(l.node_id), l.n_leaves, idx.eff(rr.node_id), rr.n_leaves)
         else:
             if n.embedding is None:
                 fail(f"node {nid}: current but has no embedding")
@@ -137,7 +137,7 @@ def reference_policy_depth(embeddings, root_cap: int = 4, lam: float = 0.1) -> l
     roots: list[tuple[np.ndarray, int, int]] = []   # (unit embedding, depth, n_leaves)
     out, deepest = [], 0
     for i, e in enumerate(embeddings):
-        roots.append((_unit(e, None, f"embedding {i}"), 0, 1))
+        roots.append((frozen_unit(e, None, f"embedding {i}"), 0, 1))
         while len(roots) > root_cap:
             best_i, best_s = 0, -math.inf
             for j in range(len(roots) - 1):
@@ -148,6 +148,6 @@ def reference_policy_depth(embeddings, root_cap: int = 4, lam: float = 0.1) -> l
             (ea, da, na), (eb, db, nb) = roots[best_i], roots[best_i + 1]
             d = max(da, db) + 1
             deepest = max(deepest, d)
-            roots[best_i:best_i + 2] = [(_mean_direction(ea, na, eb, nb), d, na + nb)]
+            roots[best_i:best_i + 2] = [(mean_direction(ea, na, eb, nb), d, na + nb)]
         out.append(deepest)
     return out

@@ -11,14 +11,14 @@ from .records import ForestNode
 from .vector_bodies import SINGLE_THREAD_MAX
 
 
-def _unit(v, dim: int | None, what: str) -> np.ndarray:
+def frozen_unit(v, dim: int | None, what: str) -> np.ndarray:
     """``v`` as a read-only float32 unit vector (shared by nodes and indexes, never mutated)."""
     a = unit(v, what, dim=dim)
     a.flags.writeable = False
     return a
 
 
-def _mean_direction(ea: np.ndarray, na: int, eb: np.ndarray, nb: int) -> np.ndarray:
+def mean_direction(ea: np.ndarray, na: int, eb: np.ndarray, nb: int) -> np.ndarray:
     """n-weighted normalized mean of two unit vectors. Two exactly opposite halves average to
     nothing: then the larger (earlier on a tie) child's direction stands for the node."""
     m = ea * np.float32(na) + eb * np.float32(nb)
@@ -30,7 +30,7 @@ def _mean_direction(ea: np.ndarray, na: int, eb: np.ndarray, nb: int) -> np.ndar
     return m
 
 
-class _CameraIndex:
+class CameraIndex:
     """One camera's nodes as contiguous arrays for retrieval: row r holds a node's current or
     placeholder embedding, its id, t_end and leaf-ordinal range. Rows are only appended (a
     camera loses nodes only by being removed or rebuilt as a whole)."""

@@ -69,7 +69,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)  # e.g. which sources a query could not reach
 
 
-def _load_image(image) -> np.ndarray:
+def load_query_image(image) -> np.ndarray:
     if isinstance(image, (str, Path)):
         from PIL import Image, UnidentifiedImageError
 
@@ -90,7 +90,7 @@ def space_queries(embedder, text_embedder, text, image, sources) -> tuple[list[t
     queries: list[tuple[str, np.ndarray]] = []
     image_spaces = [s for s in ("frame", "event") if s in sources]
     if image is not None:
-        q = embedder.embed_images(_load_image(image)[None])[0]
+        q = embedder.embed_images(load_query_image(image)[None])[0]
         queries += [(s, q) for s in image_spaces]
     if text is not None:
         if image_spaces:
@@ -137,7 +137,7 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
         # the background is what the query may see (cameras, as_of), whatever its time range
         scope = allowed if t0 is None and t1 is None else store.vector_table.allowed_ids(space, cameras, None, None,
                                                                                          as_of)
-        zs = background_z(_space(vectors, space), q, sims, scope)
+        zs = background_z(space_of(vectors, space), q, sims, scope)
         kind = "event" if space == "event_doc" else space
         for rank, (sim, vid) in enumerate(zip(sims.tolist(), ids.tolist())):
             fused[(kind, vid)] = fused.get((kind, vid), 0.0) + 1.0 / (RRF_K + rank + 1)
@@ -160,7 +160,7 @@ _samples: weakref.WeakKeyDictionary[VectorSpace, _Sample] = weakref.WeakKeyDicti
 _samples_lock = threading.Lock()
 
 
-def _space(vectors, name: str):
+def space_of(vectors, name: str):
     """The VectorSpace behind a name of the store's vector memory, or None (also for a stand-in
     vector memory without spaces)."""
     get = getattr(vectors, "space", None)
@@ -185,7 +185,7 @@ def background_z(space: VectorSpace | None, query: np.ndarray, sims: np.ndarray,
         return None  # the search itself names a bad query; there is nothing to calibrate
     q = q / norm
     if scope is None:
-        rows = _whole_space_sample(space)
+        rows = whole_space_sample(space)
         if rows is None:
             return None
         bg = rows @ q
@@ -200,7 +200,7 @@ def background_z(space: VectorSpace | None, query: np.ndarray, sims: np.ndarray,
     return (np.asarray(sims, np.float64) - mean) / spread
 
 
-def _whole_space_sample(space: VectorSpace) -> np.ndarray | None:
+def whole_space_sample(space: VectorSpace) -> np.ndarray | None:
     n = len(space)
     if n < MIN_BACKGROUND:
         return None

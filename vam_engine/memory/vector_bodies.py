@@ -14,7 +14,7 @@ GATHER_BLOCK = 1 << 22            # exact scans of a row subset: bytes gathered 
 MIN_BLOCK = 2048
 
 
-def _faiss():
+def faiss_module():
     try:
         import faiss  # noqa: PLC0415
     except ImportError as e:  # pragma: no cover - faiss-cpu is a dependency of the vector memory
@@ -25,7 +25,7 @@ def _faiss():
 # ---------------------------------------------------------------------------------------------
 # exact top-k bodies
 
-def _top_sorted(s: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def top_sorted(s: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Best k of each row of (scores, indices), sorted by score descending; -1 where -inf."""
     if s.shape[1] > k:
         part = np.argpartition(-s, k - 1, axis=1)[:, :k]
@@ -38,7 +38,7 @@ def _top_sorted(s: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.nd
     return s, i
 
 
-def _pad(s: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def pad_rows(s: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Widen (scores, indices) to k columns with -inf / -1."""
     if s.shape[1] >= k:
         return s, i
@@ -49,7 +49,7 @@ def _pad(s: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return ps, pi
 
 
-def _np_topk(q: np.ndarray, v: np.ndarray, k: int, mask: np.ndarray | None = None,
+def numpy_topk(q: np.ndarray, v: np.ndarray, k: int, mask: np.ndarray | None = None,
              rows: np.ndarray | None = None):
     """Exact top-k inner products of each query against the rows of ``v``, or only the rows
     ``rows`` (gathered a cache-sized block at a time), or only those where ``mask`` is set.
@@ -84,10 +84,10 @@ def _np_topk(q: np.ndarray, v: np.ndarray, k: int, mask: np.ndarray | None = Non
             best_s, best_i = s, np.array(i)
         else:
             best_s, best_i = np.concatenate([best_s, s], 1), np.concatenate([best_i, i], 1)
-    return _top_sorted(best_s, best_i, kk)
+    return top_sorted(best_s, best_i, kk)
 
 
-class _TorchRows:
+class TorchRows:
     """A resident torch copy of the rows, kept in the same order (same swap-removes), searched
     with a matmul + torch.topk. fp16 on CUDA (the caller re-scores candidates in fp32)."""
 
@@ -154,7 +154,7 @@ class _TorchRows:
         return s, i
 
 
-class _FaissGpuRows:
+class FaissGpuRows:
     """faiss-gpu exact body: a GpuIndexFlatIP holding the rows in the same order. Appends are
     mirrored; a swap-remove marks it stale and the next search re-uploads the rows. Subsets
     and masked searches run on the host (numpy)."""
@@ -163,7 +163,7 @@ class _FaissGpuRows:
     name = "faiss-gpu"
 
     def __init__(self, dim: int):
-        faiss = _faiss()
+        faiss = faiss_module()
         self.dim = dim
         self.res = faiss.StandardGpuResources()
         self.index = faiss.GpuIndexFlatIP(self.res, dim)
@@ -191,9 +191,9 @@ class _FaissGpuRows:
 
     def topk(self, q, host, n, k, rows=None, mask=None):
         if rows is not None:
-            return _np_topk(q, host, k, rows=rows)
+            return numpy_topk(q, host, k, rows=rows)
         if mask is not None:
-            return _np_topk(q, host[:n], k, mask)
+            return numpy_topk(q, host[:n], k, mask)
         with self.lock:
             if self.stale or self.index.ntotal != n:
                 self.reset(host[:n])
@@ -203,18 +203,18 @@ class _FaissGpuRows:
         return s, i
 
 
-def _make_backend(device: str, dim: int, torch_dtype=None):
+def make_rows_backend(device: str, dim: int, torch_dtype=None):
     """None (numpy on the host) or a device body for exact search."""
     dev = str(device or "cpu")
     if dev == "cpu":
         return None
     if dev == "torch-cpu":
-        return _TorchRows(dim, "cpu", torch_dtype)
+        return TorchRows(dim, "cpu", torch_dtype)
     if dev == "auto" or dev.startswith("cuda"):
         from ..device import cuda_available  # noqa: PLC0415
 
         if cuda_available():
-            return _TorchRows(dim, "cuda" if dev == "auto" else dev, torch_dtype)
+            return TorchRows(dim, "cuda" if dev == "auto" else dev, torch_dtype)
         try:
             import faiss  # noqa: PLC0415
 
@@ -222,7 +222,7 @@ def _make_backend(device: str, dim: int, torch_dtype=None):
         except ImportError:
             faiss_gpus = 0
         if faiss_gpus > 0:
-            return _FaissGpuRows(dim)
+            return FaissGpuRows(dim)
         if dev == "auto":
             return None
         raise VectorError(f"vector device {dev!r}: neither a CUDA torch nor faiss-gpu is available")

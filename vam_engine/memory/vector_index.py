@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .vector_bodies import _faiss
+from .vector_bodies import faiss_module
 
 # ANN parameters (benchmarks/bench_search.py measures them on 512-d clustered vectors)
 HNSW_M = 32
@@ -27,13 +27,13 @@ def ivf_nprobe(nlist: int) -> int:
     return int(max(1, min(nlist, max(16, round(nlist / 64)))))
 
 
-def _fmt_ids(ids, limit: int = 10) -> str:
+def format_ids(ids, limit: int = 10) -> str:
     ids = [int(i) for i in np.asarray(ids).ravel()[: limit + 1]]
     more = len(ids) > limit
     return "[" + ", ".join(map(str, ids[:limit])) + (", ...]" if more else "]")
 
 
-class _RWLock:
+class RWLock:
     """Readers-writer lock, writer preferring (a waiting writer holds off new readers)."""
 
     def __init__(self):
@@ -74,7 +74,7 @@ class _RWLock:
                 self._cond.notify_all()
 
 
-class _IdMap:
+class IdMap:
     """id -> row, looked up a whole array at a time.
 
     Dense mode: a table over [base, base + len(table)), -1 where absent; it is rebuilt around
@@ -144,7 +144,7 @@ class _IdMap:
 # ---------------------------------------------------------------------------------------------
 # ANN index
 
-class _Ann:
+class Ann:
     """A faiss ANN index whose labels are insertion positions, with label -> id and a bitmap
     of live labels (removed ones are tombstones until the next rebuild)."""
 
@@ -160,8 +160,8 @@ class _Ann:
         self.n_built = 0
 
     @classmethod
-    def create(cls, kind: str, dim: int, train: np.ndarray | None = None, nlist: int = 0) -> "_Ann":
-        faiss = _faiss()
+    def create(cls, kind: str, dim: int, train: np.ndarray | None = None, nlist: int = 0) -> "Ann":
+        faiss = faiss_module()
         if kind == "hnsw":
             index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
@@ -214,7 +214,7 @@ class _Ann:
         """Top-k (scores, labels) among the labels set in ``label_mask`` (None: all live ones).
         A filtered search looks wider (efSearch / nprobe x min(4, 1/sqrt(selectivity))): its
         answers rank lower among all vectors than an unfiltered search's."""
-        faiss = _faiss()
+        faiss = faiss_module()
         widen = 1.0
         if label_mask is not None:
             live = max(1, self.ntotal - self.tombstones)

@@ -18,8 +18,8 @@ import numpy as np
 
 from ..config import VectorConfig
 from ..errors import VectorError
-from .vector_index import _Ann
-from .vector_bodies import _faiss
+from .vector_index import Ann
+from .vector_bodies import faiss_module
 
 _MAGIC = b"VAMVEC\x01\n"
 _END = b"VAMVEND1"
@@ -61,7 +61,7 @@ def save(space, path, seq: int) -> None:
                         f.write(b)
                         return len(b)
 
-                    faiss = _faiss()
+                    faiss = faiss_module()
                     faiss.write_index(ann.index, faiss.PyCallbackIOWriter(write))
                     sections.append({"name": "faiss", "offset": off, "nbytes": f.tell() - off,
                                      "crc32": crc[0]})
@@ -242,7 +242,7 @@ def _load_ann(f, path, sec, meta, n, d, ids, read, corrupt):
         left[0] -= len(b)
         return b
 
-    faiss = _faiss()
+    faiss = faiss_module()
     try:
         index = faiss.read_index(faiss.PyCallbackIOReader(reader))
     except RuntimeError as e:
@@ -251,7 +251,7 @@ def _load_ann(f, path, sec, meta, n, d, ids, read, corrupt):
         raise corrupt(f"faiss index is {index.d}-d with {index.ntotal} vectors, expected {d}-d with {ntotal}")
     if (labels < 0).any() or (labels >= ntotal).any() or not np.array_equal(label_id[labels], ids):
         raise corrupt("ann labels do not match the ids")
-    ann = _Ann(kind, d, index, int(meta.get("nlist") or 0))
+    ann = Ann(kind, d, index, int(meta.get("nlist") or 0))
     if kind == "ivf":
         ann.nlist = int(faiss.extract_index_ivf(index).nlist)
     ann._grow(ntotal)

@@ -14,7 +14,7 @@ Layout of one space:
   ``faiss.IndexFlatIP`` in benchmarks/bench_search.py, without a second copy of the vectors).
   Scans under ~4M multiply-adds use numpy's single-threaded einsum rather than BLAS, whose
   threads cost a scheduler slice (~8 ms) per call on a busy machine.
-- Optionally an ANN index (``_Ann``): faiss ``IndexHNSWFlat`` (M=32) or ``IndexIVFFlat`` (nlist
+- Optionally an ANN index (``Ann``): faiss ``IndexHNSWFlat`` (M=32) or ``IndexIVFFlat`` (nlist
   ~ 4 sqrt(n), spherical k-means) over the same rows. Its labels are insertion positions; a
   removed row's label becomes a tombstone, filtered out of every search with an
   ``IDSelectorBitmap`` of the live labels, and the index is rebuilt (in a background thread,
@@ -57,8 +57,8 @@ import numpy as np
 from ..config import VectorConfig
 from ..errors import VectorError
 from . import vector_snapshot
-from .vector_bodies import _FaissGpuRows, _TorchRows, _make_backend, _np_topk, _pad, _top_sorted
-from .vector_index import _Ann, _IdMap, _RWLock, _fmt_ids, ivf_nlist
+from .vector_bodies import FaissGpuRows, TorchRows, make_rows_backend, numpy_topk, pad_rows, top_sorted
+from .vector_index import Ann, IdMap, RWLock, format_ids, ivf_nlist
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +90,9 @@ class VectorSpace:
         self.device = str(device)
         self.model_id = str(model_id or "")
         self.background_build = bool(background_build)
-        self._backend = _make_backend(self.device, self.dim, torch_dtype)
+        self._backend = make_rows_backend(self.device, self.dim, torch_dtype)
         be = self._backend
-        on_gpu = isinstance(be, _FaissGpuRows) or (isinstance(be, _TorchRows) and be.device.type == "cuda")
+        on_gpu = isinstance(be, FaissGpuRows) or (isinstance(be, TorchRows) and be.device.type == "cuda")
         idx = self.cfg.index
         self._ann_kind = None if idx == "flat" else ("hnsw" if idx == "auto" else idx)
         if idx == "auto" and on_gpu:
@@ -106,11 +106,11 @@ class VectorSpace:
         self._seqno = np.empty(0, np.int64)  # a number unique to each add of a row (builds match on it)
         self._label = np.empty(0, np.int64)  # the row's label in self._ann (valid while _ann is set)
         self._next_seqno = 0
-        self._map = _IdMap()
-        self._ann: _Ann | None = None
+        self._map = IdMap()
+        self._ann: Ann | None = None
         # concurrency
         self._mut = threading.RLock()
-        self._rw = _RWLock()
+        self._rw = RWLock()
         self._building = False
         self._build_thread: threading.Thread | None = None
         self._closing = False
@@ -145,7 +145,7 @@ class VectorSpace:
         with self._rw.read():
             rows = self._map.get(ids) if self._n else np.full(len(ids), -1, np.int64)
             if (rows < 0).any():
-                raise VectorError(f"vector space {self.name!r}: ids not present: {_fmt_ids(ids[rows < 0])}")
+                raise VectorError(f"vector space {self.name!r}: ids not present: {format_ids(ids[rows < 0])}")
             return self._vecs[rows].copy()
 
     def stats(self) -> dict:
@@ -181,7 +181,7 @@ class VectorSpace:
         if a.dtype.kind not in "iu":
             raise self._err(f"{what} must be integers, got dtype {a.dtype}")
         if a.dtype.kind == "u" and a.dtype.itemsize == 8 and (a > np.iinfo(np.int64).max).any():
-            raise self._err(f"{what} do not fit in int64: {_fmt_ids(a[a > np.iinfo(np.int64).max])}")
+            raise self._err(f"{what} do not fit in int64: {format_ids(a[a > np.iinfo(np.int64).max])}")
         return a.astype(np.int64, copy=False)
 
     def _as_vecs(self, vecs, what: str, labels=None) -> np.ndarray:
@@ -200,11 +200,11 @@ class VectorSpace:
         bad = ~np.isfinite(a).all(axis=1)
         if bad.any():
             raise self._err(f"{what} not finite (NaN or inf, after conversion to float32) at {kind} "
-                            f"{_fmt_ids(names[bad])}")
+                            f"{format_ids(names[bad])}")
         scale = np.abs(a).max(axis=1) if a.shape[1] else np.zeros(len(a), np.float32)
         zero = ~(scale > 0)
         if zero.any():
-            raise self._err(f"{what} of zero norm cannot be normalized, at {kind} {_fmt_ids(names[zero])}")
+            raise self._err(f"{what} of zero norm cannot be normalized, at {kind} {format_ids(names[zero])}")
         a /= scale[:, None]  # scaled first: huge components do not overflow the norm
         a /= np.linalg.norm(a, axis=1)[:, None]
         return a
@@ -219,10 +219,10 @@ class VectorSpace:
         if a.ndim == 2 and a.shape[0] != len(ids):
             raise self._err(f"{len(ids)} ids for {a.shape[0]} vectors")
         if (ids < 0).any():
-            raise self._err(f"ids must be >= 0 (-1 pads search results): {_fmt_ids(ids[ids < 0])}")
+            raise self._err(f"ids must be >= 0 (-1 pads search results): {format_ids(ids[ids < 0])}")
         uniq, counts = np.unique(ids, return_counts=True)
         if len(uniq) != len(ids):
-            raise self._err(f"duplicate ids in one add: {_fmt_ids(uniq[counts > 1])}")
+            raise self._err(f"duplicate ids in one add: {format_ids(uniq[counts > 1])}")
         v = self._as_vecs(a, "vectors", labels=ids)
         if not len(ids):
             return
@@ -230,7 +230,7 @@ class VectorSpace:
             if self._n:
                 present = self._map.get(ids) >= 0
                 if present.any():
-                    raise self._err(f"ids already present: {_fmt_ids(ids[present])}")
+                    raise self._err(f"ids already present: {format_ids(ids[present])}")
             n, m = self._n, len(ids)
             grown = self._grown(n + m)  # new arrays (rows 0..n copied) or None
             arrs = grown or (self._vecs, self._ids, self._seqno, self._label)
@@ -370,7 +370,7 @@ class VectorSpace:
                 train = self._vecs[pick].copy()
         if n0 == 0:
             return
-        ann = _Ann.create(kind, self.dim, train, nlist)
+        ann = Ann.create(kind, self.dim, train, nlist)
         del train
         seqs = []
         pos = 0
@@ -461,7 +461,7 @@ class VectorSpace:
         s, ids = self._ann_search(q, k, None)
         short = (ids >= 0).sum(1) < min(k, n)
         if short.any():
-            es, er = _pad(*self._exact(q[short], k), k)
+            es, er = pad_rows(*self._exact(q[short], k), k)
             s[short], ids[short] = es, self._row_ids(er)
         return s, ids
 
@@ -483,7 +483,7 @@ class VectorSpace:
         if short.any():  # too few found through the index: exact for those queries
             mask = np.zeros(n, bool)
             mask[rows] = True
-            es, er = _pad(*self._exact(q[short], k, mask=mask), k)
+            es, er = pad_rows(*self._exact(q[short], k, mask=mask), k)
             s[short], ids[short] = es, self._row_ids(er)
         return s, ids
 
@@ -496,7 +496,7 @@ class VectorSpace:
         s, lab = ann.search(q, kk, label_mask=label_mask, ef_search=self.ef_search, nprobe=self.nprobe)
         ids = np.where(lab >= 0, ann.label_id[np.maximum(lab, 0)], -1)  # tombstones -> -1 too
         s = np.where(ids >= 0, s, -np.inf).astype(np.float32)
-        return _pad(*_top_sorted(s, ids, kk), k)
+        return pad_rows(*top_sorted(s, ids, kk), k)
 
     def _exact(self, q, k, rows=None, mask=None):
         """Exact (scores, rows) over all rows, ``rows``, or the rows in ``mask``."""
@@ -504,8 +504,8 @@ class VectorSpace:
         be = self._backend
         if be is None:
             if rows is not None:
-                return _np_topk(q, self._vecs, k, rows=rows)
-            return _np_topk(q, self._vecs[:n], k, mask)
+                return numpy_topk(q, self._vecs, k, rows=rows)
+            return numpy_topk(q, self._vecs[:n], k, mask)
         if not be.approx:
             return be.topk(q, self._vecs, n, k, rows, mask)
         # reduced precision on the device: over-fetch, then re-score the candidates in fp32
@@ -515,7 +515,7 @@ class VectorSpace:
         v = self._vecs[np.maximum(cand, 0)]
         s = np.einsum("mkd,md->mk", v, q).astype(np.float32)
         s[cand < 0] = -np.inf
-        return _top_sorted(s, cand, min(k, cols))
+        return top_sorted(s, cand, min(k, cols))
 
     # -- snapshots -----------------------------------------------------------------------------
 

@@ -144,7 +144,7 @@ class LocalBackend:
     def model_queued(self) -> dict[str, int] | None:
         """Model requests waiting per priority class (None: no scheduler, or no model built yet:
         a scrape never loads a model)."""
-        return _queued(self.engine.built_llm())
+        return queued_by_class(self.engine.built_llm())
 
     def wrap_model(self, wrap) -> bool:
         """Put ``wrap(model)`` in place of the engine's model (the service's latency tap);
@@ -155,7 +155,7 @@ class LocalBackend:
         return []
 
 
-def _queued(llm) -> dict[str, int] | None:
+def queued_by_class(llm) -> dict[str, int] | None:
     stats = getattr(llm, "stats", None) if llm is not None else None
     if stats is None:
         return None

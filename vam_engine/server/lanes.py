@@ -54,9 +54,9 @@ class Lanes:
                 for k in ("read", "search")}
 
     def metric_lines(self) -> list[str]:
-        from .metrics import _family
+        from .metrics import metric_family
 
         out: list[str] = []
-        _family(out, "vam_http_lane_waiting", "gauge", "requests waiting for a handler thread, by lane",
+        metric_family(out, "vam_http_lane_waiting", "gauge", "requests waiting for a handler thread, by lane",
                 [({"lane": k}, v) for k, v in self.waiting().items()])
         return out

@@ -84,10 +84,10 @@ class Counter:
     def render(self, out: list[str]) -> None:
         with self._lock:  # inc runs on the event loop meanwhile
             values = sorted(self._values.items())
-        _family(out, self.name, "counter", self.help, [(dict(zip(self.label_names, k)), v) for k, v in values])
+        metric_family(out, self.name, "counter", self.help, [(dict(zip(self.label_names, k)), v) for k, v in values])
 
 
-def _family(out: list[str], name: str, kind: str, help: str, samples) -> None:
+def metric_family(out: list[str], name: str, kind: str, help: str, samples) -> None:
     out.append(f"# HELP {name} {help}")
     out.append(f"# TYPE {name} {kind}")
     for labels, value in samples:
@@ -114,18 +114,18 @@ class Metrics:
         out += self._store_lines(backend)
         self._live_lines(backend.camera_statuses(), out)
         b = backend.writer_backlog()
-        _family(out, "vam_writer_backlog_events", "gauge", "closed events waiting for their document",
+        metric_family(out, "vam_writer_backlog_events", "gauge", "closed events waiting for their document",
                 [({}, b.pending_events)])
-        _family(out, "vam_writer_lag_seconds", "gauge", "how long the oldest of them has waited", [({}, b.lag_s)])
+        metric_family(out, "vam_writer_lag_seconds", "gauge", "how long the oldest of them has waited", [({}, b.lag_s)])
         queued = backend.model_queued()
         if queued is not None:
-            _family(out, "vam_model_queued_requests", "gauge", "model requests waiting, by priority class",
+            metric_family(out, "vam_model_queued_requests", "gauge", "model requests waiting, by priority class",
                     [({"priority": k}, v) for k, v in sorted(queued.items())])
         out += backend.metric_lines()
         for h in (self.search, self.model, self.http):
             h.render(out)
         self.http_total.render(out)
-        _family(out, "vam_stream_clients", "gauge", "connected alert streams by kind",
+        metric_family(out, "vam_stream_clients", "gauge", "connected alert streams by kind",
                 [({"kind": "sse"}, self.sse_clients), ({"kind": "websocket"}, self.ws_clients)])
         return "\n".join(out) + "\n"
 
@@ -138,16 +138,16 @@ class Metrics:
         st = backend.store_stats()
         out: list[str] = []
         ext = st.extents
-        _family(out, "vam_camera_moments", "gauge", "retained frames per camera",
+        metric_family(out, "vam_camera_moments", "gauge", "retained frames per camera",
                 [({"camera": c}, e["moments"]) for c, e in sorted(ext.items())])
-        _family(out, "vam_camera_last_moment_time", "gauge", "time of the newest moment (camera axis, seconds)",
+        metric_family(out, "vam_camera_last_moment_time", "gauge", "time of the newest moment (camera axis, seconds)",
                 [({"camera": c}, e["t_last"]) for c, e in sorted(ext.items())])
-        _family(out, "vam_camera_events", "gauge", "events per camera",
+        metric_family(out, "vam_camera_events", "gauge", "events per camera",
                 [({"camera": c}, n) for c, n in sorted(st.events.items())])
-        _family(out, "vam_samples_total", "counter",
+        metric_family(out, "vam_samples_total", "counter",
                 "gated samples per camera by outcome: kept, or the gate that dropped them (blur, low_change, ssim, "
                 "hist, dedup)", [({"camera": c, "outcome": o}, n) for (c, o), n in sorted(st.outcomes.items())])
-        _family(out, "vam_store_bytes", "gauge", "store size on disk by part",
+        metric_family(out, "vam_store_bytes", "gauge", "store size on disk by part",
                 [({"part": k}, v) for k, v in st.bytes_by_part.items()])
         with self._lock:
             self._store_cache = (time.monotonic(), out)
@@ -159,7 +159,7 @@ class Metrics:
         rows = [s.to_json() if hasattr(s, "to_json") else dict(vars(s)) for s in statuses]
         if not rows:
             return
-        _family(out, "vam_camera_state", "gauge", "1 for the camera's current state",
+        metric_family(out, "vam_camera_state", "gauge", "1 for the camera's current state",
                 [({"camera": r["camera_id"], "state": st}, r.get("state") == st) for r in rows
                  for st in ("online", "connecting", "stalled", "offline")])
         for name, key, kind, help in (
@@ -172,7 +172,7 @@ class Metrics:
                 ("vam_camera_reconnects_total", "reconnects", "counter", "reconnections of the source"),
                 ("vam_camera_gaps_total", "gaps", "counter", "gaps recorded (time without frames)"),
                 ("vam_camera_lag_seconds", "lag_s", "gauge", "how far ingest is behind live")):
-            _family(out, name, kind, help, [({"camera": r["camera_id"]}, r.get(key)) for r in rows if key in r])
+            metric_family(out, name, kind, help, [({"camera": r["camera_id"]}, r.get(key)) for r in rows if key in r])
 
 
 def process_lines() -> list[str]:
@@ -182,5 +182,5 @@ def process_lines() -> list[str]:
     except (OSError, ValueError, IndexError):
         return []
     out: list[str] = []
-    _family(out, "process_resident_memory_bytes", "gauge", "resident memory", [({}, rss)])
+    metric_family(out, "process_resident_memory_bytes", "gauge", "resident memory", [({}, rss)])
     return out

@@ -1,0 +1,29 @@
+"""The one loader of the compiled module ``vam_engine._C`` (csrc/: the gate kernel, the
+descriptor's area resize, the pushed frames' gray conversion).
+
+One policy: the module is part of every install (setup.py builds it), so a missing or broken
+build is an error at the first use, saying how to build it; nothing falls back to numpy
+silently. The numpy definitions beside each op (``gate/reference.py``,
+``embed.descriptor.box_sums_reference``) are the references the tests hold the module to.
+"""
+from __future__ import annotations
+
+import functools
+
+from .errors import VamError
+
+
+class NativeModuleMissing(VamError, ImportError):
+    """``vam_engine._C`` is not built (or cannot load) in this install."""
+
+
+@functools.lru_cache(maxsize=1)
+def load():
+    """The compiled module (imported once); NativeModuleMissing naming how to build it."""
+    try:
+        from . import _C
+    except ImportError as e:
+        raise NativeModuleMissing(
+            f"vam_engine's compiled module (vam_engine._C) cannot be loaded ({e}): reinstall with "
+            f"'pip install .', or in a source checkout run 'python setup.py build_ext --inplace'") from None
+    return _C
