@@ -252,9 +252,9 @@ class ClusterEngine:
     # -- ingest ------------------------------------------------------------------------------
     def place(self, camera_id: str) -> str:
         """The shard of ``camera_id`` (placing it now on the least-loaded shard if new)."""
-        from ..engine import _check_camera_id
+        from ..ingest import check_camera_id
 
-        return self.catalogue.place(_check_camera_id(camera_id))
+        return self.catalogue.place(check_camera_id(camera_id))
 
     def push(self, camera_id: str, frame, t: float, *, t_abs: float | None = None) -> bool:
         return self._call(self.place(camera_id), "push", camera_id, frame, t, t_abs)

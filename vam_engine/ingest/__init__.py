@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from ..errors import SourceError, VamError
+from .camera_ids import check_camera_id, default_camera_ids
 from .frame import DecodeStats, Frame, StreamInfo
 from .pyav_decoder import PyAVDecoder
 from .sampler import NearestKeyframeSampler, TickSampler
 from .source import COMMON_OPTIONS, is_url
 
 __all__ = ["DecodeStats", "Frame", "StreamInfo", "PyAVDecoder", "TickSampler", "NearestKeyframeSampler",
-           "open_decoder", "decoder_options", "is_url"]
+           "open_decoder", "decoder_options", "is_url", "check_camera_id", "default_camera_ids"]
 
 
 # Values that mean "the decoder's choice": a body without the option honours them by default.

@@ -1,47 +1,18 @@
 """Roles pointing at different models: ``llm.roles`` maps a role name (a request tag, see
 ``prompts.SAMPLING``) to an LLM spec like ``--llm``'s, for example a light model for the
-router; roles not named there use the main model. ``RoleRouter`` sends each request to its
-role's body behind the one ``generate`` contract."""
+router; roles not named there use the main model (their configs: ``spec.role_configs``).
+``RoleRouter`` sends each request to its role's body behind the one ``generate`` contract."""
 from __future__ import annotations
 
 from typing import Sequence
 
-from ..config import LLMConfig
-from ..errors import VamError
 from .base import LLMError, LLMRequest, LLMResponse, role_of
+from .prompts import SAMPLING
 
 
 def known_roles() -> frozenset:
     """The roles requests are tagged with (one sampling setting each)."""
-    from . import prompts
-
-    return frozenset(prompts.SAMPLING)
-
-
-def role_configs(cfg: LLMConfig) -> dict[str, LLMConfig]:
-    """role -> the LLMConfig of its model: the main config with the role's spec's fields
-    (backend, model, url); every other field (timeouts, concurrency, ...) is the main one's.
-    Raises VamError naming the role and what is wrong."""
-    from . import parse_llm_spec
-
-    if not isinstance(cfg.roles, dict):
-        raise VamError(f"llm.roles must map role names to LLM specs, got {type(cfg.roles).__name__}")
-    known = known_roles()
-    out = {}
-    for role, spec in cfg.roles.items():
-        where = f"llm.roles.{role}"
-        if role not in known:
-            raise VamError(f"{where}: unknown role {role!r}; roles are {', '.join(sorted(known))}")
-        if cfg.backend == "none":
-            raise VamError(f"{where}: roles need a main model (llm.backend is 'none'; set --llm or llm.backend)")
-        try:
-            fields = parse_llm_spec(spec)
-        except ValueError as e:
-            raise VamError(f"{where}: {e}") from None
-        if fields["backend"] == "none":
-            raise VamError(f"{where}: 'none' is not a model; leave the role out to use the main model")
-        out[role] = cfg.model_copy(update={"url": None, **fields, "roles": {}})
-    return out
+    return frozenset(SAMPLING)
 
 
 class RoleRouter:
