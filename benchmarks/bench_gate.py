@@ -412,8 +412,8 @@ def calibrate(h: int = 360, w: int = 640, seed: int = 0) -> int:
     """Largest tile MAD of frames that must be dropped (still scenes through sensor noise, JPEG
     and H.264) and smallest of frames that must be kept (a crossing sprite, a counting digit
     display), each frame against the one before it, with GateConfig's tiles: where
-    ``tile_min_mad`` sits between them (vam_engine.synthetic_gate, the tests' inputs)."""
-    from vam_engine import synthetic_gate as S
+    ``tile_min_mad`` sits between them (vam_engine.synthetic.gate_sequences, the tests' inputs)."""
+    from vam_engine.synthetic import gate_sequences as S
     from vam_engine.config import GateConfig
     from vam_engine.gate.bodies import CpuBody, Tiles
 
@@ -458,7 +458,7 @@ def hist_check(h: int = 360, w: int = 640, seed: int = 0) -> int:
     cuts between unrelated scenes, a crossing sprite, a digit display, still JPEG-noisy scenes.
     Reports the largest difference and how many pairs land on the other side of
     GateConfig.cut_max_hist_corr."""
-    from vam_engine import synthetic_gate as S
+    from vam_engine.synthetic import gate_sequences as S
     from vam_engine.config import GateConfig
     from vam_engine.gate import reference as R
     from vam_engine.synthetic import gray_scene

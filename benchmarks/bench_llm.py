@@ -6,7 +6,7 @@ prefill with A's prefix cached against cold (the cache cleared), with the same g
 
 The model is a Qwen2-VL of a real size with random weights (no downloads; see save_qwen): 2b
 (Qwen2-VL-2B dims) or 7b (Qwen2-VL-7B dims) on CUDA in bf16. Without ``--device cuda`` (or with
-``--plumbing``) the tiny Qwen2-VL of tests/_tiny_qwen.py runs on the CPU in fp32 through the same
+``--plumbing``) the tiny Qwen2-VL of vam_engine/synthetic/tiny_qwen.py runs on the CPU in fp32 through the same
 code, in about 10-30 s.
 
     python benchmarks/bench_llm.py                         # tiny, CPU
@@ -29,6 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from vam_engine.synthetic import tiny_qwen  # noqa: E402
+
 from _common import DeviceRun, add_device_args, fmt, print_table, quiet_hf, require_cuda  # noqa: E402
 
 
@@ -36,7 +38,7 @@ from _common import DeviceRun, add_device_args, fmt, print_table, quiet_hf, requ
 # Qwen2.5-VL-7B's (the model DEVICE.md names); the vision towers differ (Qwen2.5-VL's uses window
 # attention and a gated MLP), and LocalQwenVL is only verified on Qwen2-VL, so Qwen2-VL it is.
 # The vocabulary keeps the real size (the embedding / lm_head bytes and the lm_head FLOPs of the
-# real model); the tokenizer is the tiny one of tests/_tiny_qwen.py and uses its first ids only.
+# real model); the tokenizer is the tiny one of vam_engine/synthetic/tiny_qwen.py and uses its first ids only.
 # Qwen2-VL-2B ties lm_head to the input embedding; here it is untied: a tied random model only
 # repeats its last input token (a row's product with itself dominates its logits). Same FLOPs and
 # the same bytes read per decode step; the weights take 0.47 GB (151936 x 1536 bf16) more memory.
@@ -53,7 +55,7 @@ QWEN_SIZES = {
                          num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False, rope_theta=1e6,
                          rms_norm_eps=1e-6),
                vision=dict(_QWEN_VISION, hidden_size=3584), sharpen=dict(lm=8.0)),
-    # the dims and the weight sharpening of tests/_tiny_qwen.py; vocab None: the tokenizer's size
+    # the dims and the weight sharpening of vam_engine/synthetic/tiny_qwen.py; vocab None: the tokenizer's size
     "tiny": dict(label="tiny Qwen2-VL",
                  text=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                            num_key_value_heads=2, vocab_size=None, tie_word_embeddings=False, rope_theta=1e4,
@@ -70,19 +72,6 @@ _QWEN_PREPROCESSOR = {
     "min_pixels": 56 * 56, "max_pixels": 28 * 28 * 16384, "patch_size": 14, "temporal_patch_size": 2,
     "merge_size": 2,
 }
-
-
-def _tiny_qwen_module():
-    """tests/_tiny_qwen.py (its tokenizer and corpus), imported from the checkout."""
-    import importlib.util
-
-    if "_tiny_qwen" in sys.modules:
-        return sys.modules["_tiny_qwen"]
-    spec = importlib.util.spec_from_file_location("_tiny_qwen", ROOT / "tests" / "_tiny_qwen.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    sys.modules["_tiny_qwen"] = mod
-    return mod
 
 
 def _qwen_config(spec: dict, ids: dict, n_tok: int):
@@ -140,7 +129,7 @@ def save_qwen(path: Path, size: str, device: str, seed: int) -> dict:
     and Qwen2-VL's image processor bounds: a directory ``LocalQwenVL`` loads like a real one.
 
     Weights: the default init (std 0.02), then lm_head x8 (all sizes; the tiny one also sharpens
-    attention like tests/_tiny_qwen.py) so greedy picks do not hinge on rounding noise, and the
+    attention like vam_engine/synthetic/tiny_qwen.py) so greedy picks do not hinge on rounding noise, and the
     lm_head rows of ids the tokenizer lacks and of the stop tokens zeroed: every other row's
     logit is then above them almost surely, so replies are text the tokenizer knows and each
     request decodes exactly max_tokens. Neither changes the FLOPs or the bytes."""
@@ -148,7 +137,7 @@ def save_qwen(path: Path, size: str, device: str, seed: int) -> dict:
     from transformers import PreTrainedTokenizerFast, Qwen2VLForConditionalGeneration
 
     spec = QWEN_SIZES[size]
-    tiny = _tiny_qwen_module()
+    tiny = tiny_qwen  # its tokenizer and corpus
     t0 = time.perf_counter()
     tok_dir = path.parent / (path.name + "_tokenizer")
     try:
@@ -263,7 +252,7 @@ def mllm_rows(run, st) -> None:
                    request=f"system + {n_img} random RGB {img_px}x{img_px} images + ~{text_tokens} text tokens, "
                            f"greedy, max_tokens {max_tokens}",
                    weights="random (transformers Qwen2VLForConditionalGeneration from a config of the real dims; "
-                           "real vocab size, the tiny tokenizer of tests/_tiny_qwen.py uses its first ids; lm_head "
+                           "real vocab size, the tiny tokenizer of vam_engine/synthetic/tiny_qwen.py uses its first ids; lm_head "
                            "untied and x8, its rows of unused ids and of the stop tokens zeroed: see save_qwen)",
                    decode_tok_s="(sum over rows of completion_tokens - 1) / the longest decode_s: the tokens "
                                 "made by decode steps (the first comes from the prefill's logits)",
@@ -317,7 +306,7 @@ def mllm_rows(run, st) -> None:
         mem["weights"] = torch.cuda.memory_allocated() / 2 ** 30
         mem["load_peak"] = peak()
 
-    tiny = _tiny_qwen_module()
+    tiny = tiny_qwen  # its tokenizer and corpus
     lines = [ln.strip() for ln in tiny._CORPUS.splitlines() if ln.strip()]
     rng = np.random.default_rng([run.seed, 9])
     base_len = len(llm.tokenize([Message("user", [""])]))

@@ -2,7 +2,7 @@
 question.
 
 Part 1, KV reuse (``--questions`` 5 consecutive questions, one memory state). A tiny random-weight
-Qwen2-VL (tests/_tiny_qwen.py) on this CPU, its image bound raised to ``--image-px`` (224: a
+Qwen2-VL (vam_engine/synthetic/tiny_qwen.py) on this CPU, its image bound raised to ``--image-px`` (224: a
 448x252 frame is 66 image tokens) so the prompt is image-heavy like a real one: a store of
 ``--small`` 1-fps moments with JPEG frames, a forest over 20-moment events, a ring buffer
 holding the last 40 s at 2 fps. A random model writes no JSON, so each reply is replaced, after
@@ -266,7 +266,7 @@ def _lcp(a: list, b: list) -> int:
 def part_kv(args, tmp: Path) -> dict:
     import torch
 
-    from _tiny_qwen import build_tiny_qwen2_vl
+    from vam_engine.synthetic.tiny_qwen import build_tiny_qwen2_vl
     from vam_engine.llm.local_qwen import LocalQwenVL
 
     path = build_tiny_qwen2_vl(tmp / "tiny")

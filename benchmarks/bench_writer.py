@@ -8,7 +8,7 @@ its merges. Bodies:
 
 - ``scripted``: a model that replies at once with a fixed 60-word document: what is left is our
   own overhead (queue reads, request building, embedding, transactions, forest).
-- ``tiny-qwen``: a random-weight 2-layer Qwen2-VL (tests/_tiny_qwen.py) on this CPU with the
+- ``tiny-qwen``: a random-weight 2-layer Qwen2-VL (vam_engine/synthetic/tiny_qwen.py) on this CPU with the
   writer's real prompts and 8 frames per event, ``--max-tokens`` per reply (a random model never
   stops by itself, so every reply is that long).
 
@@ -136,7 +136,7 @@ def main() -> None:
             llm = ScriptedLLM(lambda req: DOC)
             rates = a.rates or [2, 20, 100, 500]
         else:
-            from _tiny_qwen import build_tiny_qwen2_vl
+            from vam_engine.synthetic.tiny_qwen import build_tiny_qwen2_vl
             from vam_engine.llm import prompts
             from vam_engine.llm.local_qwen import LocalQwenVL
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from vam_engine.demo import DEMO_SCENES, make_demo_clip
+from vam_engine.synthetic.demo import DEMO_SCENES, make_demo_clip
 from vam_engine.engine import Engine
 from vam_engine.errors import VamError
 from vam_engine.llm import LLMError, ScriptedLLM
@@ -784,7 +784,7 @@ def test_relative_times_on_an_absolute_axis_count_from_the_first_moment(tmp_path
 def test_tiny_local_model_runs_the_whole_loop_within_its_budget(eng, tmp_path, monkeypatch):
     """A random-weight Qwen2-VL never writes valid JSON: every turn goes through the repair and
     the fallbacks, and the run still ends within its budget with an answer or "Not found"."""
-    from _tiny_qwen import build_tiny_qwen2_vl
+    from vam_engine.synthetic.tiny_qwen import build_tiny_qwen2_vl
     from vam_engine.llm.base import Sampling
     from vam_engine.llm.local_qwen import LocalQwenVL
 

@@ -6,8 +6,8 @@ from vam_engine.config import GateConfig
 from vam_engine.gate import reference as R
 from vam_engine.gate.bodies import CpuBody, ReferenceBody
 from vam_engine.gate.cascade import GateCascade
-from vam_engine import synthetic_gate as S
-from vam_engine.synthetic_gate import blurred
+from vam_engine.synthetic import gate_sequences as S
+from vam_engine.synthetic.gate_sequences import blurred
 
 
 def sequential(grays, cfg):
@@ -152,7 +152,7 @@ def test_cameras_keep_separate_references():
     assert c.run("y", [a])[0].dropped_by is None
 
 
-# --- decisions on synthetic sequences with a known answer (vam_engine.synthetic_gate) --------------
+# --- decisions on synthetic sequences with a known answer (vam_engine.synthetic.gate_sequences) --------------
 H, W = 180, 320
 
 

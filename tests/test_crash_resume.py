@@ -329,7 +329,7 @@ CAMPAIGN_KILLS = 3  # fresh store, kill -9 at a random moment, resume; test_cli_
 
 @pytest.fixture(scope="module")
 def demo_clip(tmp_path_factory):
-    from vam_engine.demo import DEMO_SCENES, make_demo_clip
+    from vam_engine.synthetic.demo import DEMO_SCENES, make_demo_clip
 
     path = tmp_path_factory.mktemp("demo") / "scenes.mp4"
     make_demo_clip(path, width=640, height=360, fps=10, scenes=DEMO_SCENES * (DEMO_SECONDS // 40))

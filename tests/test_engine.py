@@ -146,7 +146,7 @@ def test_cli_demo_index_and_info(tmp_path):
 
 
 def test_demo_clip_scenes_get_the_gates_they_were_made_for(tmp_path):
-    from vam_engine.demo import make_demo_clip
+    from vam_engine.synthetic.demo import make_demo_clip
 
     clip = make_demo_clip(tmp_path / "demo.mp4")
     with Engine(tmp_path / "store", device="cpu") as eng:

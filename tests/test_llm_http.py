@@ -555,7 +555,7 @@ def test_cli_index_with_a_server_documents_every_event_then_summarizes(server, t
     """End to end: `vam-engine index --llm openai:URL#model` against the loopback server; every
     event gets the server's document, and `summarize` writes window documents."""
     from vam_engine.cli import main
-    from vam_engine.demo import make_demo_clip
+    from vam_engine.synthetic.demo import make_demo_clip
     from vam_engine.memory import Store
 
     def script(n, body):
@@ -585,7 +585,7 @@ def test_cli_index_with_a_server_documents_every_event_then_summarizes(server, t
 
 def test_cli_ask_against_a_server_prints_the_answer_with_citations_and_timings(server, tmp_path, capsys):
     from vam_engine.cli import main
-    from vam_engine.demo import make_demo_clip
+    from vam_engine.synthetic.demo import make_demo_clip
     from vam_engine.llm import prompts
 
     def text_of(content):

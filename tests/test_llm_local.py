@@ -1,4 +1,4 @@
-"""LocalQwenVL on a tiny random-weight Qwen2-VL built here (tests/_tiny_qwen.py, no downloads):
+"""LocalQwenVL on a tiny random-weight Qwen2-VL built here (vam_engine/synthetic/tiny_qwen.py, no downloads):
 generation, batching equal to single runs, images and clips, the content-addressed prefix KV
 cache (reuse equal to a cold run, shared messages hit at their last common boundary, digests in
 the key, LRU under a byte budget, consistent bookkeeping) and the errors."""
@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from _tiny_qwen import build_tiny_qwen2_vl
+from vam_engine.synthetic.tiny_qwen import build_tiny_qwen2_vl
 from vam_engine.llm.base import Clip, Image, LLMError, LLMRequest, Message, Sampling
 from vam_engine.llm.local_qwen import LocalQwenVL
 from vam_engine.llm.prefix_cache import prefix_key, prefix_keys

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vam_engine.demo import make_demo_clip
+from vam_engine.synthetic.demo import make_demo_clip
 from vam_engine.engine import Engine
 from vam_engine.errors import StoreError, VamError
 

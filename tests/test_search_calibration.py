@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vam_engine.demo import make_demo_clip
+from vam_engine.synthetic.demo import make_demo_clip
 from vam_engine.engine import Engine
 from vam_engine.llm import ScriptedLLM
 from vam_engine.memory import search as search_mod

@@ -8,8 +8,8 @@ import threading
 import numpy as np
 import pytest
 
-from _tiny_qwen import build_tiny_qwen2_vl
-from vam_engine.demo import make_demo_clip
+from vam_engine.synthetic.tiny_qwen import build_tiny_qwen2_vl
+from vam_engine.synthetic.demo import make_demo_clip
 from vam_engine.engine import Engine
 from vam_engine.llm import LLMError, ScriptedLLM
 from vam_engine.llm import prompts

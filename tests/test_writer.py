@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from vam_engine.demo import make_demo_clip
+from vam_engine.synthetic.demo import make_demo_clip
 from vam_engine.engine import Engine
 from vam_engine.errors import VamError
 from vam_engine.llm import LLMError, ScriptedLLM

@@ -316,7 +316,7 @@ def cmd_retain(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo import make_demo_clip
+    from .synthetic.demo import make_demo_clip
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="vam-demo-"))
     clip = make_demo_clip(work / "demo.mp4")

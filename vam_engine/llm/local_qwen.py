@@ -2,7 +2,7 @@
 content-addressed prefix KV cache.
 
 What is exercised by the tests: Qwen2-VL (``Qwen2VLForConditionalGeneration``) on CPU with SDPA,
-through a tiny random-weight checkpoint (tests/_tiny_qwen.py). Qwen2.5-VL and Qwen3-VL load
+through a tiny random-weight checkpoint (vam_engine/synthetic/tiny_qwen.py). Qwen2.5-VL and Qwen3-VL load
 through ``AutoModelForImageTextToText`` and go through the same code (same chat format, same
 ``get_rope_index`` / ``image_grid_thw`` / ``cache`` interfaces in this transformers version,
 Qwen3-VL's deepstack features follow the image tokens of the uncached part), but no test runs

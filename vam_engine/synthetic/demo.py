@@ -8,7 +8,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from .synthetic import box_blur, scene_image
+from .scenes import box_blur, scene_image
 
 # (seconds, kind): each scene is a distinct textured image; "pan" moves it (every sample kept),
 # "static" holds it (low change), "flicker" brightens and darkens it every 2 s (a large mean

@@ -131,7 +131,8 @@ def build_tiny_qwen2_vl(path) -> str:
     return path
 
 
-if __name__ == "__main__":  # a model directory for trying the local body without weights: python tests/_tiny_qwen.py DIR
+if __name__ == "__main__":  # a model directory for trying the local body without weights:
+    # python -m vam_engine.synthetic.tiny_qwen DIR
     import sys
 
     print(build_tiny_qwen2_vl(sys.argv[1] if len(sys.argv) > 1 else "tiny-qwen2-vl"))

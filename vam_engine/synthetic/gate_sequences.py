@@ -12,7 +12,7 @@ import io
 
 import numpy as np
 
-from .synthetic import box_blur, gray_frame, gray_scene
+from .scenes import box_blur, gray_frame, gray_scene
 
 
 def _noisy(rng, img: np.ndarray, sigma: float) -> np.ndarray:
