@@ -301,7 +301,7 @@ class StageCpu:
 
     WRAPPED = [  # (key, module, attribute path)
         ("decode_py", "vam_engine.ingest.pyav_decoder", "PyAVDecoder.__iter__"),
-        ("gate", "vam_engine.pipeline", "IndexPipeline._gate"),
+        ("gate", "vam_engine.index.pipeline", "IndexPipeline._gate"),
         ("stats", "vam_engine.gate.cascade", "GateCascade.run"),
         ("semantic", "vam_engine.index.stage", "SemanticStage.process"),
         ("rgb", "vam_engine.ingest.frame", "Frame.rgb"),

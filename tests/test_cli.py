@@ -14,7 +14,7 @@ from vam_engine import Engine
 from vam_engine.cli import _ProgressBar, build_parser, main
 from vam_engine.device import cuda_available
 from vam_engine.errors import VamError
-from vam_engine.pipeline import Progress
+from vam_engine.index.pipeline import Progress
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=str(REPO))

@@ -12,7 +12,7 @@ from vam_engine.engine import Engine
 from vam_engine.errors import FrameError
 from vam_engine.ingest.buffers import BufferPool
 from vam_engine.ingest.pushed import pushed_view
-from vam_engine.pipeline import SourceReport
+from vam_engine.index.pipeline import SourceReport
 from vam_engine.reason.working import WorkingMemory
 
 

@@ -16,8 +16,8 @@ _EXPORTS = {
     "Engine": "vam_engine.engine",
     "retain_store": "vam_engine.engine",
     "EngineConfig": "vam_engine.config",
-    "SourceReport": "vam_engine.pipeline",
-    "Progress": "vam_engine.pipeline",
+    "SourceReport": "vam_engine.index.pipeline",
+    "Progress": "vam_engine.index.pipeline",
     "SearchResult": "vam_engine.memory.search",
     "Evidence": "vam_engine.memory.records",
     "Moment": "vam_engine.memory.records",
@@ -63,5 +63,5 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from .memory.records import Evidence, Moment
     from .memory.retention import RetentionReport
     from .memory.search import SearchResult
-    from .pipeline import Progress, SourceReport
+    from .index.pipeline import Progress, SourceReport
     from .reason.answer import Answer

@@ -47,7 +47,7 @@ from .engine_monitor import EngineMonitors, MonitorMethods
 from .engine_roles import ClaimingSummarizer, WatchedModel, load_config, retain_store
 from .llm import describe_llm, make_llm
 from .index.stage import sweep_source
-from .pipeline import IndexPipeline, Progress, SourceReport, fingerprint
+from .index.pipeline import IndexPipeline, Progress, SourceReport, fingerprint
 
 if TYPE_CHECKING:
     from .reason.answer import Answer

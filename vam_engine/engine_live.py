@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from .ingest.cameras_file import CameraDiff, CameraSpec, check_gate, diff_cameras, load_cameras
 from .ingest.live import CameraStatus, LiveCamera, LiveSpec, redact
 from .memory.gaps import Gap, GapRepository
-from .pipeline import SourceReport
+from .index.pipeline import SourceReport
 
 if TYPE_CHECKING:
     from .engine import Engine

@@ -1,6 +1,9 @@
-"""Stage 3: the online per-camera commit (semantic dedup and event boundaries over embeddings)."""
+"""Indexing: the pipeline (decode workers -> batched gates -> the semantic stage -> commits;
+``pipeline.py``) and the online per-camera commit it runs (semantic dedup and event boundaries
+over embeddings; ``online.py``, ``stage.py``)."""
 from .online import ADAPTIVE_MAX, ADAPTIVE_MIN, CommitInputError, CommitterState, Decision, HeldFrame, OnlineCommitter
 from .otsu import otsu_threshold
+from .pipeline import IndexPipeline, Progress, SourceReport, fingerprint
 
 __all__ = ["ADAPTIVE_MAX", "ADAPTIVE_MIN", "CommitInputError", "CommitterState", "Decision", "HeldFrame",
-           "OnlineCommitter", "otsu_threshold"]
+           "OnlineCommitter", "otsu_threshold", "IndexPipeline", "Progress", "SourceReport", "fingerprint"]

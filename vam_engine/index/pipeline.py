@@ -27,16 +27,15 @@ from typing import Callable
 
 import numpy as np
 
-from .config import EngineConfig
-from .errors import SourceError
-from .gate.cascade import GateCascade
-from .ingest import Frame
-from .ingest.frame import PresentFrame
-from .index.stage import SemanticStage
-from .memory.records import camera_time
-from .memory.commit import CommitBatch
-from .memory.records import GateReference, GateSample
-from .memory.store import Store
+from ..config import EngineConfig
+from ..errors import SourceError
+from ..gate.cascade import GateCascade
+from ..ingest import Frame
+from ..ingest.frame import PresentFrame
+from ..memory.commit import CommitBatch
+from ..memory.records import GateReference, GateSample, camera_time
+from ..memory.store import Store
+from .stage import SemanticStage
 
 
 @dataclass
