@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     from vam_engine.cluster.fanout import fuse
 
     try:
-        from vam_engine.cluster.serve import create_cluster_app
+        from vam_engine.cluster.app import create_cluster_app
         from vam_engine.server import create_app
     except ImportError:  # no server extra: the HTTP columns stay empty
         create_app = create_cluster_app = None

@@ -155,10 +155,16 @@ class BlockingEmbedder:
         return getattr(self.inner, name)
 
 
-def test_ask_answers_while_ingest_is_held_up_by_a_blocked_embedder(tmp_path):
+def test_ask_answers_while_ingest_is_held_up_by_a_blocked_embedder(tmp_path, monkeypatch):
+    from vam_engine.engine import core
+
+    made = []
+    real = core.make_image_embedder
+    monkeypatch.setattr(core, "make_image_embedder", lambda *a, **kw: made.append(BlockingEmbedder(real(*a, **kw)))
+                        or made[-1])
     eng = _engine(tmp_path / "s", Model(direct=True))
     try:
-        eng.embedder = emb = BlockingEmbedder(eng.embedder)  # before the pipeline exists: it takes this one
+        (emb,) = made
         for i in range(20):
             eng.push("robot", _texture(i), i * 0.5)
         assert eng.flush(timeout=60)

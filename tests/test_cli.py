@@ -11,7 +11,8 @@ import pytest
 
 from _clips import code_frame, write_clip
 from vam_engine import Engine
-from vam_engine.cli import _ProgressBar, build_parser, main
+from vam_engine.cli import build_parser, main
+from vam_engine.cli.index import ProgressBar
 from vam_engine.device import cuda_available
 from vam_engine.errors import VamError
 from vam_engine.index.pipeline import Progress
@@ -106,7 +107,7 @@ def test_progress_in_a_log_file_is_a_line_every_few_seconds(tmp_path):
             return False
 
     log = Log()
-    bar = _ProgressBar(True, stream=log)
+    bar = ProgressBar(True, stream=log)
     for i in range(2000):
         bar(Progress("cam", "a.mp4", t_rel=i * 0.05, duration_s=100.0, decoded=i, sampled=i, kept=i // 2))
     bar(Progress("cam", "a.mp4", t_rel=100.0, duration_s=100.0, decoded=2000, sampled=2000, kept=1000, done=True))

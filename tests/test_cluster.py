@@ -242,7 +242,7 @@ def served(cluster):
     """The single engine's app over the plain engine and the router's app over the cluster."""
     pytest.importorskip("fastapi", reason="the service needs fastapi (pip install vam-engine[server])")
     from _server_fixtures import ServerThread
-    from vam_engine.cluster.serve import create_cluster_app
+    from vam_engine.cluster.app import create_cluster_app
     from vam_engine.server import create_app
 
     router, plain, _ = cluster

@@ -71,7 +71,7 @@ def test_a_live_camera_resumes_after_kill_9_of_its_shard_with_the_gap_and_nothin
         import httpx
 
         from _server_fixtures import ServerThread
-        from vam_engine.cluster.serve import create_cluster_app
+        from vam_engine.cluster.app import create_cluster_app
 
         with ServerThread(create_cluster_app(router)) as srv:
             got = httpx.get(f"{srv.url}/api/cameras/{CAM}/gaps", timeout=30).json()

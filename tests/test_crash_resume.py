@@ -476,4 +476,4 @@ def test_a_store_with_a_version_1_committer_state_resumes(tmp_path):
     finally:
         store.close()
     with Engine(tmp_path / "store", CFG, device="cpu") as eng:  # the pipeline adopts it (dim 4 here)
-        assert eng._pipe().semantic._committer(CAMERA).pending
+        assert eng._life.pipe().semantic._committer(CAMERA).pending

@@ -92,11 +92,11 @@ def test_index_runs_retention(old_store, tmp_path):
     n0 = len(_snapshot(old_store)[1])
     with Engine(old_store, {"ingest": {"fps": 1.0}}, device="cpu") as eng:
         eng.index_file(clip, camera_id="other")
-        assert eng.writing and eng._retention is not None and eng._retention.running
+        assert eng.writing and eng._life.retention is not None and eng._life.retention.running
         deadline = time.monotonic() + 30
-        while eng._retention.passes == 0 and time.monotonic() < deadline:
+        while eng._life.retention.passes == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert eng._retention.last_report.deleted > 0
+        assert eng._life.retention.last_report.deleted > 0
     assert len(Engine(old_store, device="cpu").moments("cam")) < n0
 
 
@@ -207,7 +207,7 @@ def test_the_model_is_loaded_at_first_use(tmp_path):
     with Engine(tmp_path / "s", cfg, device="cpu") as eng:
         assert eng.info()["llm"] == "openai:http://127.0.0.1:9/v1#m"
         eng.search(image=code_frame(1))
-        assert eng._llm is None  # nothing so far needed the model
+        assert eng.built_llm() is None  # nothing so far needed the model
         assert eng.llm is not None and eng.llm.name == "openai:http://127.0.0.1:9/v1#m"
 
 

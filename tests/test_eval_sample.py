@@ -8,7 +8,7 @@ import pytest
 from _eval_sample_model import sample_model
 
 from vam_engine import cli
-from vam_engine.eval import cli as eval_cli
+from vam_engine.cli import eval as eval_cli
 from vam_engine.llm import ScriptedLLM
 
 pytestmark = pytest.mark.usefixtures("watchdog")

@@ -94,7 +94,7 @@ def test_a_registering_source_loads_its_cameras_saved_reference_before_any_frame
         saved = eng.store.sources.camera_ref("cam")
     assert saved is not None
     with Engine(tmp_path / "store", cfg, device="cpu") as eng:
-        pipe = eng._pipe()
+        pipe = eng._life.pipe()
         assert eng._cascade.reference("cam") is None
         report = SourceReport("cam", "push:cam")
         pipe.register(10_000, report, None)

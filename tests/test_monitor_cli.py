@@ -9,13 +9,14 @@ import pytest
 
 from test_monitors import CFG, frame, judge, push_stream
 from vam_engine import Engine
-from vam_engine import cli, cli_watch
+from vam_engine import cli
+from vam_engine.cli import watch as cli_watch
 from vam_engine.llm.scripted import ScriptedLLM
 from vam_engine.synthetic import write_rgb_clip
 
 
 def _maker(tmp_cfg):
-    def make(args, existing=True):
+    def make(args, existing=True, documents=True):
         return Engine(args.store, tmp_cfg, device="cpu", llm=ScriptedLLM(judge()))
     return make
 
@@ -27,7 +28,7 @@ def clip_frame(event: bool) -> np.ndarray:
     return f
 
 
-def test_watch_prints_json_lines_for_the_sources_it_indexes(tmp_path):
+def test_watch_prints_json_lines_for_the_sources_it_indexes(tmp_path, monkeypatch):
     fps = 4
     frames = [clip_frame(k / fps >= 6.0) for k in range(12 * fps)]
     clip = write_rgb_clip(tmp_path / "door.mp4", frames, range(len(frames)), Fraction(1, fps), rate=fps, gop=8)
@@ -35,8 +36,9 @@ def test_watch_prints_json_lines_for_the_sources_it_indexes(tmp_path):
                                           "--json", "--mode", "once", "--camera", "door"])
     out = io.StringIO()
     cfg = {**CFG, "ingest": {"fps": 2.0}}
+    monkeypatch.setattr(cli_watch, "make_engine", _maker(cfg))
     with redirect_stdout(out):
-        assert cli_watch.cmd_watch(args, _maker(cfg)) == 0
+        assert cli_watch.cmd_watch(args) == 0
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
     assert len(lines) == 1
     assert lines[0]["camera_id"] == "door" and 6.0 <= lines[0]["t"] <= 8.0 and lines[0]["observed"]
@@ -52,9 +54,9 @@ def test_watch_follows_a_store_another_engine_writes(tmp_path):
         writer.flush()
         watcher = Engine(store, CFG, device="cpu", llm=ScriptedLLM(judge()))
         try:
-            from vam_engine.engine_monitor import StoreFollower
+            from vam_engine.engine import StoreFollower
 
-            follower = StoreFollower(watcher)  # history before it starts is not replayed
+            follower = StoreFollower(watcher.store, watcher.working)  # history before it starts is not replayed
             m = watcher.watch("a bright square", cameras=["cam"])
             assert follower.poll() == 0
             push_stream(writer, "cam", 4.0, 10.0, event_spans=[(7.0, 10.0)], wait=False)

@@ -5,7 +5,7 @@ import pytest
 from _clips import code_frame, read_code
 from PIL import Image
 
-from vam_engine import engine as engine_module
+from vam_engine.engine import pushed as pushed_cameras_module
 from vam_engine.ingest import pushed as pushed_module
 from vam_engine.engine import Engine
 
@@ -111,8 +111,8 @@ def test_frames_not_taken_are_neither_copied_nor_converted(tmp_path, monkeypatch
     monkeypatch.setattr(pushed_module, "rgb_to_gray",
                         lambda rgb: conversions.append(threading.current_thread()) or real_gray(rgb))
     copies = []
-    real_copy = engine_module.own_copy
-    monkeypatch.setattr(engine_module, "own_copy", lambda *a: copies.append(1) or real_copy(*a))
+    real_copy = pushed_cameras_module.own_copy
+    monkeypatch.setattr(pushed_cameras_module, "own_copy", lambda *a: copies.append(1) or real_copy(*a))
     kept_by_present = []
     with Engine(tmp_path / "store", {"ingest": {"fps": 0.5}}, device="cpu") as eng:
         real_observe = eng.working.observe

@@ -9,8 +9,8 @@ import pytest
 
 from vam_engine.cli import main
 from vam_engine.errors import VamError
-from vam_engine.server.auth import ANONYMOUS, CameraForbidden, Principal, TokenStore
-from vam_engine.server.cli import check_bind, is_loopback
+from vam_engine.server.tokens import ANONYMOUS, CameraForbidden, Principal, TokenStore
+from vam_engine.server.auth import check_bind, is_loopback
 
 
 def test_a_token_is_stored_as_its_hash_only_in_a_private_file(tmp_path):

@@ -1,8 +1,8 @@
 """vam_engine: a streaming visual-memory engine.
 
 The public API, importable from here (``from vam_engine import Engine``): the engine and its
-config, the records a user meets (reports, search results, evidence, moments, answers) and the
-errors. Names load at first use, so ``import vam_engine`` stays light (no torch, no numpy).
+config, ``connect`` (the same API over camera shards on a Ray cluster), the records a user
+meets (reports, search results, evidence, moments, answers) and the errors. Names load at first use, so ``import vam_engine`` stays light (no torch, no numpy).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Engine": "vam_engine.engine",
     "retain_store": "vam_engine.engine",
+    "connect": "vam_engine.cluster",
     "EngineConfig": "vam_engine.config",
     "SourceReport": "vam_engine.index.pipeline",
     "Progress": "vam_engine.index.pipeline",
@@ -36,7 +37,7 @@ _EXPORTS = {
 __all__ = [  # a literal list, for linters; the same names as _EXPORTS
     "Answer", "DeviceError", "EmbedError", "Engine", "EngineConfig", "Evidence", "FrameError", "LLMError",
     "Moment", "Progress", "RetentionReport", "SearchResult", "SourceError", "SourceReport", "StoreError",
-    "VamError", "VectorError", "retain_store", "__version__"
+    "VamError", "VectorError", "connect", "retain_store", "__version__"
 ]
 
 
@@ -57,6 +58,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from .config import EngineConfig
     from .device import DeviceError
     from .embed.base import EmbedError
+    from .cluster import connect
     from .engine import Engine, retain_store
     from .errors import FrameError, SourceError, StoreError, VamError, VectorError
     from .llm.base import LLMError

@@ -246,3 +246,15 @@ class EngineConfig(_Section):
             return cls.model_validate(data)
         except ValidationError as e:
             raise VamError(f"invalid config{f' in {path}' if path else ''}: {e}") from None
+
+
+def load_config(config, device: str | None = None) -> EngineConfig:
+    """An EngineConfig from what ``Engine`` accepts (a config, a dict of overrides, a path to a
+    JSON/TOML file, or None), with ``device`` overriding its device when given."""
+    if isinstance(config, EngineConfig):
+        cfg = config
+    elif isinstance(config, dict):
+        cfg = EngineConfig.load(**config)
+    else:
+        cfg = EngineConfig.load(config)
+    return cfg.model_copy(update={"device": device}) if device is not None else cfg

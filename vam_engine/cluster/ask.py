@@ -17,7 +17,7 @@ from ..errors import VamError
 
 class RouterAsk:
     def __init__(self, router, config, llm, device: str | None):
-        from ..engine_roles import load_config
+        from ..config import load_config
 
         self._router = router
         self.config = load_config(config, device)
@@ -66,25 +66,17 @@ class RouterAsk:
             return self._llm, self._texts, self._store, self._qa
 
     def ask(self, question, as_of=None, camera=None, mode="auto", *, max_turns=6):
-        from ..engine_ask import answer_in_mode, check_ask
-        from ..engine_roles import WatchedModel
-        from ..reason.two_phase import TwoPhaseAnswerer
+        from ..reason.ask import ask_question, check_ask
         from .present import FanoutPresent
         from .view import FanoutView
 
-        check_ask(question, as_of, mode, max_turns, False)
+        check_ask(question, as_of, mode, max_turns)
+        started = time.perf_counter()
         _, texts, store, qa = self._parts()
         llm = self._llm  # (read after _parts: wrap_model may have replaced it)
-        question = question.strip()
-        t0 = time.perf_counter()
-        model = WatchedModel(llm)
         view = FanoutView(self._router, texts, store, as_of=as_of, cameras=camera)
-        two_phase = TwoPhaseAnswerer(model, FanoutPresent(self._router), texts, update_qa=False)
-        answer = answer_in_mode(model, two_phase, question, view, mode, max_turns)
-        answer.timings["total"] = time.perf_counter() - t0
-        t = answer.asked_at if answer.asked_at is not None else view.now()
-        answer.background = qa.record(question, answer, view, 0.0 if t is None else t)
-        answer.timings["response_s"] = time.perf_counter() - t0
+        answer = ask_question(question, view, llm, FanoutPresent(self._router), texts, qa, mode=mode,
+                              max_turns=max_turns, started=started)
         # never silently partial: the cameras whose shard did not answer a read of this question
         answer.missing_cameras = tuple(sorted(view.missing_cameras))
         answer.missing_shards = tuple(sorted(view.missing_shards))

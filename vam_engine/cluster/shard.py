@@ -65,7 +65,7 @@ class Shard:
     # -- health --------------------------------------------------------------------------
     def status(self) -> ShardStatus:
         st = self.engine.store
-        live = tuple(s.camera_id for s in self.engine.status()) if self.engine._live is not None else ()
+        live = tuple(s.camera_id for s in self.engine.status())
         return ShardStatus(self.name, str(self.store_dir), _node_id(), os.getpid(), self.started_at, self.restarted,
                            tuple(st.moments.cameras()), st.info().get("moments", 0), live)
 
@@ -129,17 +129,13 @@ class Shard:
     def view(self, method: str, as_of, cameras, args=(), kwargs=None):
         """One read of a causal view (memory/view.py) with this ``as_of`` and camera scope: the
         router's FanoutView sends every read of an ``ask`` here."""
-        from ..memory.view import MemoryView
-
         e, kwargs = self.engine, kwargs or {}
         if method == "summarize" and cameras:  # write only this shard's cameras' documents
             mine = set(e.store.moments.cameras())
             cameras = [c for c in cameras if c in mine]
             if not cameras:
                 return []
-        summarizer = e._summarizer()
-        v = MemoryView(e.store, e.vectors, e.embedder, e.text_embedder(), e.forest,
-                       summarizer.summarize if summarizer is not None else None, as_of=as_of, cameras=cameras)
+        v = e.view(as_of, cameras)
         if method == "latest_times":
             return {c: v.latest_time(c) for c in v.camera_ids()}
         if method == "extent":
@@ -165,7 +161,9 @@ class Shard:
                   for cam, (url, err) in sorted(self.resume_errors.items()) if camera_id in (None, cam)]
         if failed and camera_id is not None:
             return failed
-        return (self.engine.status(camera_id) if self.engine._live is not None else []) + failed
+        if camera_id is not None and camera_id not in {s.camera_id for s in self.engine.status()}:
+            return []  # not a live camera here (pushed, or not yet added)
+        return self.engine.status(camera_id) + failed
 
     def gaps(self, camera_id=None, t0=None, t1=None):
         """The live cameras' gaps (memory/gaps.py), a restart's time without video among them."""
@@ -185,9 +183,7 @@ class Shard:
     def push_progress(self, camera_id) -> float | None:
         """The time up to which the camera's pushed frames are committed (None: nothing yet): a
         pusher resuming after a restart continues with frames after it."""
-        e = self.engine
-        st = e.store.sources.find(camera_id, "push", f"fps={e.config.ingest.fps:g}")
-        return None if st is None else st.progress_t
+        return self.engine.push_progress(camera_id)
 
     def end_push(self, camera_id) -> None:
         self.engine.end_push(camera_id)

@@ -114,7 +114,7 @@ class _Warm:
 
 @dataclass
 class _Gap:
-    """A live source lost its video (engine_live.py): its held frame and open event close, and
+    """A live source lost its video (engine/live.py): its held frame and open event close, and
     the gates compare the first frame after it with nothing (its reference is reset)."""
 
     source_id: int

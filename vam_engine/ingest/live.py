@@ -2,7 +2,7 @@
 
 A ``LiveCamera`` opens its URL with PyAV (``rtsp://``, ``rtsps://``, ``rtmp://``, ``http(s)://``
 carrying MPEG-TS, HLS or MJPEG, ``/dev/videoN`` through v4l2, or a file), decodes every frame,
-samples on the camera's own axis and hands samples to its ``LiveSink`` (engine_live.py). It
+samples on the camera's own axis and hands samples to its ``LiveSink`` (engine/live.py). It
 never blocks on another camera: each has its own thread, its own connection timeouts, and
 drops samples (counted) rather than wait long when the shared pipeline is behind.
 
@@ -153,7 +153,7 @@ class CameraStatus:
     lag_s: float | None = None
     frames_decoded: int = 0
     frames_dropped: int = 0  # samples not queued because the pipeline was behind
-    gaps: int = 0  # losses of video in this run (and the time without video before it, engine_live.py)
+    gaps: int = 0  # losses of video in this run (and the time without video before it, engine/live.py)
     error: str | None = None  # the last connection's failure (kept while connecting again)
     frames_sampled: int = 0
     frames_kept: int = 0

@@ -4,7 +4,7 @@ FastAPI app; ``TokenStore`` manages the bearer tokens of a store directory.
 
 The web stack is the ``server`` extra: ``create_app`` and ``ServeOptions`` are imported on first
 use, so the CLI (and ``token`` commands) load without FastAPI installed."""
-from .auth import SCOPES, Principal, TokenInfo, TokenStore
+from .tokens import SCOPES, Principal, TokenInfo, TokenStore
 
 __all__ = ["create_app", "ServeOptions", "TokenStore", "TokenInfo", "Principal", "SCOPES"]
 

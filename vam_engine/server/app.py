@@ -17,17 +17,20 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from ..errors import StoreError, Unavailable, VamError
-from .auth import ANONYMOUS, CameraForbidden, Principal, TokenStore
+from .auth import need
 from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
 from .queries import BadQuery
+from .routes_live import router as live_router
+from .routes_memory import router as memory_router
 from .sse import AlertHub
+from .tokens import CameraForbidden, Principal, TokenStore
 
 log = logging.getLogger("vam_engine.server")
 WEB = Path(__file__).parent / "web"
@@ -145,65 +148,6 @@ class Timing:
         await self.app(scope, receive, timed)
 
 
-# -- authentication ---------------------------------------------------------------------------------
-def bearer(request_headers) -> str | None:
-    h = request_headers.get("authorization")
-    if not h:
-        return None
-    kind, _, token = h.partition(" ")
-    return token.strip() if kind.lower() == "bearer" else None
-
-
-_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
-
-
-def _loopback_host(host_header: str | None) -> bool:
-    host = (host_header or "").strip().lower()
-    if host.startswith("["):
-        host = host.split("]")[0] + "]"
-    elif host.count(":") == 1:
-        host = host.rsplit(":", 1)[0]
-    return host in _LOOPBACK_HOSTS or host.endswith(".localhost")
-
-
-def authenticate(app_state, token: str | None, headers=None) -> Principal:
-    """The principal a token acts as; HTTPException 401 when one is needed and missing/wrong.
-    Without tokens the server is open on loopback only, and only to requests addressed to a
-    loopback name: a web page from elsewhere that rebinds its DNS name to 127.0.0.1 sends its
-    own Host (and a cross-site WebSocket its own Origin), and is refused."""
-    tokens: TokenStore = app_state.tokens
-    if not tokens.any() and not app_state.options.require_tokens:
-        if headers is not None:
-            origin = headers.get("origin")
-            if not _loopback_host(headers.get("host")) or (
-                    origin and not _loopback_host(origin.split("://", 1)[-1].split("/", 1)[0])):
-                raise HTTPException(403, "without tokens this server answers only loopback requests (Host and "
-                                         "Origin localhost / 127.0.0.1); create a token: vam-engine token create "
-                                         "--store DIR --scope read")
-        return ANONYMOUS
-    info = tokens.verify(token)
-    if info is None:
-        detail = ("a bearer token is required (Authorization: Bearer ...); create one with "
-                  "'vam-engine token create --store DIR --scope read'") if not token else "unknown or revoked token"
-        raise HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
-    return Principal(info.token_id, info.scope, info.cameras)
-
-
-def need(scope: str):
-    """A route dependency: the request's principal, which must hold ``scope`` (403 else).
-    Async on purpose: it costs a stat of the token file and a hash, far less than the hop to a
-    worker thread (and the wait for the GIL there) that a sync dependency costs every request."""
-
-    async def dep(request: Request) -> Principal:
-        p = authenticate(request.app.state, bearer(request.headers), request.headers)
-        if not p.allows(scope):
-            raise HTTPException(403, f"this token's scope is {p.scope!r}; this request needs {scope!r}")
-        return p
-
-    dep.__name__ = f"need_{scope}"
-    return Depends(dep)
-
-
 # -- the app ---------------------------------------------------------------------------------------
 def create_app(engine, options: ServeOptions | None = None, backend=None) -> FastAPI:
     """The service over ``engine`` (an Engine, or a cluster router with Engine's API).
@@ -213,8 +157,6 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
 
     from . import model_tap
     from .backend import LocalBackend
-    from .routes_live import router as live_router
-    from .routes_memory import router as memory_router
 
     options = options or ServeOptions()
     backend = backend or LocalBackend(engine)

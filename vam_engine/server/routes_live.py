@@ -21,12 +21,12 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
-from .app import authenticate, bearer, need
-from .queries import BadQuery, check_range
-from .auth import Principal
+from .auth import authenticate, bearer, need
+from .frames import jpeg_response
 from .jsonify import alert_json, gap_json, partial_json, status_json
-from .routes_memory import jpeg_response
+from .queries import BadQuery, check_range
 from .sse import SSE_KEEPALIVE, sse_event
+from .tokens import Principal
 
 router = APIRouter()
 _CAMERA_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://")

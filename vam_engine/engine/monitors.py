@@ -1,5 +1,6 @@
 """The engine's monitors: the durable rows (memory/monitors.py), the worker that checks them
-(reason/monitor.py) and the hub alerts are delivered through.
+(reason/monitor.py) and the hub alerts are delivered through; ``StoreFollower`` feeds the
+present from a store another process indexes (``vam-engine watch`` without sources).
 
 When the worker runs: from ``watch``, and from the first ingest call (``index_file(s)``,
 ``push``, a live camera) of an engine whose store holds active monitors, so monitors survive a
@@ -17,11 +18,14 @@ import threading
 
 import numpy as np
 
-from .errors import VamError
-from .llm.base import Image
-from .memory.monitors import MonitorSpec, check_spec
-from .memory.records import Alert, Monitor
-from .reason.monitor import AlertHub, AlertSubscription, MonitorStats, MonitorWorker
+from ..config import EngineConfig
+from ..errors import VamError
+from ..llm.base import Image
+from ..memory.monitors import MonitorSpec, check_spec
+from ..memory.records import Alert, Monitor
+from ..memory.store import Store
+from ..reason.monitor import AlertHub, AlertSubscription, MonitorStats, MonitorWorker
+from .models import EngineModels
 
 log = logging.getLogger(__name__)
 MAX_REFERENCE_IMAGES = 8
@@ -54,23 +58,26 @@ def reference_arrays(images) -> list[np.ndarray]:
 
 
 class EngineMonitors:
-    def __init__(self, engine):
-        self.engine = engine
+    """The monitors of one engine: ``watch`` adds a durable row and gives it to the worker, which
+    judges each due check with the model (built at the first monitor) over the present."""
+
+    def __init__(self, store: Store, config: EngineConfig, working, models: EngineModels, embedder):
+        self.repo = store.monitors
+        self._config = config.monitors
+        self._working = working
+        self._models = models
+        self._embedder = embedder
         self.hub = AlertHub()
         self.worker: MonitorWorker | None = None
         self._lock = threading.RLock()
         self._resumed = False
 
-    @property
-    def repo(self):
-        return self.engine.store.monitors
-
     def watch(self, spec: MonitorSpec, images=None) -> Monitor:
         spec = check_spec(spec)
         refs = reference_arrays(images)
-        if self.engine._llm_name is None:
+        if self._models.name is None:
             raise VamError("watch needs an LLM to judge its checks: set llm.backend, --llm, or pass llm=...")
-        cap = self.engine.config.monitors.max_active
+        cap = self._config.max_active
         worker = self.start()  # first: a model that cannot load leaves no active row behind
         with self._lock:
             active = self.repo.count_active()
@@ -91,12 +98,11 @@ class EngineMonitors:
         """The worker (started with the store's active monitors)."""
         with self._lock:
             if self.worker is None:
-                e = self.engine
-                cfg = e.config.monitors
-                self.worker = MonitorWorker(self.repo, e.working, e.llm, on_alert=self.hub.publish,
+                cfg = self._config
+                self.worker = MonitorWorker(self.repo, self._working, self._models.llm, on_alert=self.hub.publish,
                                             workers=cfg.workers, max_pending=cfg.max_pending,
                                             change_min_tile_mad=cfg.change_min_tile_mad,
-                                            vigilance=cfg.vigilance, embedder=e.embedder)
+                                            vigilance=cfg.vigilance, embedder=self._embedder)
             return self.worker
 
     def resume(self) -> None:
@@ -105,7 +111,7 @@ class EngineMonitors:
         if self._resumed:
             return
         self._resumed = True
-        if self.worker is None and self.engine._llm_name is not None and self.repo.count_active():
+        if self.worker is None and self._models.name is not None and self.repo.count_active():
             self.start()
 
     def forget_deleted(self) -> None:
@@ -140,10 +146,11 @@ class StoreFollower:
     the writer keeps. History committed before it starts is not replayed (monitors watch what
     comes next)."""
 
-    def __init__(self, engine, interval_s: float = 0.5):
-        self.engine = engine
+    def __init__(self, store: Store, working, interval_s: float = 0.5):
+        self._moments = store.moments
+        self._working = working
         self.interval_s = interval_s
-        repo = engine.store.moments
+        repo = store.moments
         self._seen: dict[str, float] = {c: t for c in repo.cameras() if (t := repo.latest_time(c)) is not None}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -151,7 +158,7 @@ class StoreFollower:
     def poll(self) -> int:
         """One pass; returns the frames fed."""
         fed = 0
-        repo = self.engine.store.moments
+        repo = self._moments
         for cam in repo.cameras():
             after = self._seen.get(cam)
             for m in repo.list(cam, t0=after):
@@ -161,7 +168,7 @@ class StoreFollower:
                     rgb = Image(m.frame_path).array()
                 except OSError:  # thinned or deleted since the list: the next one will do
                     continue
-                self.engine.working.observe(cam, m.t, rgb)
+                self._working.observe(cam, m.t, rgb)
                 self._seen[cam] = m.t
                 fed += 1
         return fed
@@ -181,43 +188,3 @@ class StoreFollower:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-
-
-class MonitorMethods:
-    """``Engine``'s monitor methods (the engine holds an ``EngineMonitors`` as ``_monitors``)."""
-
-    def watch(self, condition: str, cameras=None, *, images=None, mode: str = "once", min_confidence: float = 0.6,
-              every_s: float = 2.0, frames: int = 4, repeat_gap_s: float = 3.0) -> Monitor:
-        """Watch for ``condition`` (text; ``images``: reference images, arrays or paths) on
-        ``cameras`` (None: all): the latest ``frames`` frames of each camera's present are checked
-        every ``every_s`` of stream time; an alert fires at ``confidence >= min_confidence``.
-        ``once`` ends at the first alert, ``repeat`` fires again after ``repeat_gap_s`` without a
-        match. Durable: active monitors resume when the store is next indexed. reason/monitor.py
-        has the rules; at most ``monitors.max_active`` (8) are active."""
-        cams = None if cameras is None else (cameras,) if isinstance(cameras, str) else tuple(cameras)
-        return self._monitors.watch(MonitorSpec(condition, cams, mode, min_confidence, every_s, frames,
-                                                repeat_gap_s), images)
-
-    def monitors(self, include_ended: bool = False) -> list[Monitor]:
-        return self.store.monitors.list(include_ended)
-
-    def unwatch(self, monitor_id: str) -> bool:
-        """End a monitor (its alerts stay). False: no such active monitor."""
-        return self._monitors.unwatch(monitor_id)
-
-    def alerts(self, since: int | None = None, monitor_id: str | None = None, camera=None) -> list[Alert]:
-        """Stored alerts with ``alert_id > since``, oldest first."""
-        return self._monitors.alerts(since, monitor_id, camera)
-
-    def subscribe_alerts(self, callback=None):
-        """An ``AlertSubscription``: iterate it (or ``get(timeout)``) for alerts as they fire in
-        this engine; ``callback(alert)`` is also called for each. ``close()`` it when done."""
-        return self._monitors.subscribe(callback)
-
-    def wait_for_monitors(self, timeout: float | None = None) -> bool:
-        """Wait until every check due so far is judged; False on timeout."""
-        return self._monitors.drain(timeout)
-
-    def monitor_stats(self):
-        """``MonitorStats``: checks, model calls, vigilance skips, alerts since this engine began."""
-        return self._monitors.stats()

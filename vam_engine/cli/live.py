@@ -1,10 +1,13 @@
-"""``vam-engine index URL... --live``: index sources as live cameras (engine_live.py) until
+"""``vam-engine index URL... --live``: index sources as live cameras (engine/live.py) until
 Ctrl-C, ``--duration`` seconds, or until every camera is offline (files at their end, cameras
 that gave up), with a status line per camera every few seconds."""
 from __future__ import annotations
 
 import sys
 import time
+
+from ..ingest import default_camera_ids
+from .common import make_engine
 
 STATUS_EVERY_S = 5.0
 
@@ -17,13 +20,10 @@ def _line(s) -> str:
 
 
 def cmd_index_live(args) -> int:
-    from .cli import _engine
-    from .engine import _default_camera_ids
-
-    cams = args.camera or _default_camera_ids(list(args.videos))
+    cams = args.camera or default_camera_ids(list(args.videos))
     if len(cams) != len(args.videos):
         raise ValueError(f"{len(args.videos)} sources but {len(cams)} camera ids")
-    with _engine(args, existing=False) as eng:
+    with make_engine(args, existing=False) as eng:
         for cam, url in zip(cams, args.videos):
             eng.add_camera(cam, url, realtime=args.realtime, stall_s=args.stall_s, max_retries=args.max_retries)
         t0 = time.monotonic()

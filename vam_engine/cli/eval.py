@@ -19,11 +19,11 @@ EXIT_UNREADABLE = 3
 EXIT_INTERRUPTED = 130
 
 
-def add_parser(sub, parents) -> None:
-    from .baselines import BASELINES
-    from .loaders import FORMATS
+def register(sub, g) -> None:
+    from ..eval.baselines import BASELINES
+    from ..eval.loaders import FORMATS
 
-    sp = sub.add_parser("eval", parents=parents,
+    sp = sub.add_parser("eval", parents=[g.engine, g.model, g.texts, g.quiet],
                         help="run a benchmark's records (or 'sample') through the engine and baselines, print its tables")
     sp.add_argument("records", help="the records file, or 'sample' for the bundled sample suite")
     sp.add_argument("--format", choices=FORMATS, default="jsonl", help="the records' layout (default jsonl)")
@@ -58,9 +58,9 @@ def _model(spec: str, device: str):
 def cmd_eval(args) -> int:
     from ..config import EngineConfig
     from ..llm import parse_llm_spec
-    from . import loaders, report
-    from .driver import Driver, DriverConfig, EngineHost, Progress
-    from .scorers import Judge
+    from ..eval import loaders, report
+    from ..eval.driver import Driver, DriverConfig, EngineHost, Progress
+    from ..eval.scorers import Judge
 
     if not args.llm:
         raise ValueError("eval needs --llm (openai:URL#MODEL or local:DIR): the engine and the baselines use it")
@@ -70,7 +70,7 @@ def cmd_eval(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     records, fmt, videos = args.records, args.format, args.videos
     if records == "sample":
-        from .sample import QUESTIONS, prepare_videos
+        from ..eval.sample import QUESTIONS, prepare_videos
 
         records, fmt, videos = str(QUESTIONS), "jsonl", str(prepare_videos(out / "videos"))
     suite = loaders.load(records, fmt, videos)

@@ -14,18 +14,19 @@ The cameras file's monitors become ``repeat`` monitors of their camera (``_monit
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Callable
 
-from .ingest.cameras_file import CameraDiff, CameraSpec, check_gate, diff_cameras, load_cameras
-from .ingest.live import CameraStatus, LiveCamera, LiveSpec, redact
-from .memory.gaps import Gap, GapRepository
-from .index.pipeline import SourceReport
-
-if TYPE_CHECKING:
-    from .engine import Engine
+from ..config import EngineConfig, GateConfig
+from ..index.pipeline import IndexPipeline, SourceReport
+from ..ingest.cameras_file import CameraDiff, CameraSpec, check_gate, diff_cameras, load_cameras
+from ..ingest.live import CameraStatus, LiveCamera, LiveSpec, redact
+from ..memory.gaps import Gap, GapRepository
+from ..memory.monitors import MonitorSpec
+from ..memory.store import Store
+from .monitors import EngineMonitors
+from .pushed import PushedCameras
 
 
 class _Feed:
@@ -61,7 +62,7 @@ class _Feed:
         """This run's first sample: record its epoch (t_abs at t_rel 0: a later run finds where
         this one stopped), and end the time without video since the camera's previous run."""
         self.first = False
-        self.live.engine.store.sources.update_info(self.source_id, epoch=frame.t_abs - frame.t_rel)
+        self.live.store.sources.update_info(self.source_id, epoch=frame.t_abs - frame.t_rel)
         for i in self.stale:  # an outage a killed process left open: it ends here
             self.live.gaps_repo.close(i, frame.t_abs, "frame")
             self.opening_gap = True
@@ -123,19 +124,25 @@ class _Running:
 
 
 class LiveCameras:
-    """The live cameras of one engine (``Engine.add_camera`` and friends delegate here)."""
+    """The live cameras of one engine (``Engine.add_camera`` and friends delegate here).
+    ``pipe``: the pipeline (started at the first camera); ``cascade``: the gates (per-camera
+    overrides); ``pushed``: ids fed by push cannot be live too; ``monitors``: a cameras file's
+    monitors; ``has_model``: monitors need one."""
 
-    def __init__(self, engine: "Engine"):
-        self.engine = engine
-        self.gaps_repo = GapRepository(engine.store.db)
+    def __init__(self, store: Store, config: EngineConfig, pipe: Callable[[], IndexPipeline], cascade,
+                 pushed: PushedCameras, monitors: EngineMonitors, has_model: bool):
+        self.store = store
+        self._config = config
+        self._pipe = pipe
+        self._cascade = cascade
+        self._pushed = pushed
+        self._monitors = monitors
+        self._has_model = has_model
+        self.gaps_repo = GapRepository(store.db)
         self._cams: dict[str, _Running] = {}
         self._lock = threading.RLock()
         self._from_file: set[str] = set()  # cameras the last applied specs (a cameras file) named
         self._ran: set[int] = set()  # source ids of the runs this process started
-
-    @property
-    def pipe(self):
-        return self.engine._pipe()
 
     def specs(self) -> list[CameraSpec]:
         with self._lock:
@@ -143,23 +150,22 @@ class LiveCameras:
 
     # -- adding and removing ---------------------------------------------------------------------
     def add(self, spec: CameraSpec) -> CameraStatus:
-        eng = self.engine
-        live_spec = spec.live_spec(eng.config.ingest.fps)  # validated before anything starts
-        gate = check_gate(spec.camera_id, spec.gate, eng.config.gate)
+        live_spec = spec.live_spec(self._config.ingest.fps)  # validated before anything starts
+        gate = check_gate(spec.camera_id, spec.gate, self._config.gate)
         with self._lock:
             if spec.camera_id in self._cams:
                 raise ValueError(f"camera {spec.camera_id!r} is already running (remove_camera it first, or "
                                  f"reload the cameras file to change it)")
-            if spec.camera_id in eng._push:
+            if self._pushed.has(spec.camera_id):
                 raise ValueError(f"camera {spec.camera_id!r} is fed by push() in this engine: a live camera "
                                  f"needs its own id")
-            pipe = self.pipe  # claims the store, starts the writer and the pipeline
+            pipe = self._pipe()  # claims the store, starts the writer and the pipeline
             cam = spec.camera_id
             self._set_gate(cam, gate)
             url = redact(spec.url)
             sampling = f"fps={live_spec.fps:g},live"
             prev_end, prev_killed = self._previous_end(cam)
-            state = eng.store.sources.open(cam, url, f"live:{url}@{time.time():.6f}", sampling,
+            state = self.store.sources.open(cam, url, f"live:{url}@{time.time():.6f}", sampling,
                                            info={"kind": live_spec.kind, "realtime": live_spec.realtime})
             report = SourceReport(cam, url, decoder="pyav-live")
             src = pipe.register(state.source_id, report, None)
@@ -183,7 +189,7 @@ class LiveCameras:
         """Camera axis of the last sample the camera's previous live run committed (None: none),
         and whether that run was killed: not ended, nor run by this process (whose removal of it
         may still be queued)."""
-        sources = self.engine.store.sources
+        sources = self.store.sources
         prev = sources.latest(cam, ",live")
         if prev is None or prev.progress_t is None:
             return None, False
@@ -192,13 +198,10 @@ class LiveCameras:
         return (None, False) if epoch is None else (epoch + prev.progress_t, killed)
 
     def _set_gate(self, cam: str, gate: dict) -> None:
-        from .config import GateConfig
-
-        cascade = self.engine._cascade
         if gate:
-            cascade.camera_cfg[cam] = GateConfig(**{**self.engine.config.gate.model_dump(), **gate})
+            self._cascade.camera_cfg[cam] = GateConfig(**{**self._config.gate.model_dump(), **gate})
         else:
-            cascade.camera_cfg.pop(cam, None)
+            self._cascade.camera_cfg.pop(cam, None)
 
     def remove(self, camera_id: str, *, ended_by: str = "removed") -> None:
         with self._lock:
@@ -207,7 +210,7 @@ class LiveCameras:
             raise ValueError(f"no live camera {camera_id!r} (running: {sorted(self._cams) or 'none'})")
         running.camera.stop()
         running.feed.close(ended_by)
-        self.engine._cascade.camera_cfg.pop(camera_id, None)
+        self._cascade.camera_cfg.pop(camera_id, None)
 
     def close(self) -> None:
         """Stop every camera (the engine is closing); their sources end after what is queued."""
@@ -225,14 +228,13 @@ class LiveCameras:
         changed, add the new ones; a camera whose monitors alone changed keeps running. Every spec
         is validated before anything changes, the monitor cap included; then each camera's monitors
         (``_monitor_plan``)."""
-        eng = self.engine
         ids = [s.camera_id for s in specs]
         if len(set(ids)) != len(ids):
             raise ValueError(f"camera ids must be unique, got {ids}")
         for s in specs:
-            s.live_spec(eng.config.ingest.fps)
-            check_gate(s.camera_id, s.gate, eng.config.gate)
-            if s.monitors and eng._llm_name is None:
+            s.live_spec(self._config.ingest.fps)
+            check_gate(s.camera_id, s.gate, self._config.gate)
+            if s.monitors and not self._has_model:
                 raise ValueError(f"camera {s.camera_id!r}: monitors need an LLM to judge them (set llm.backend, "
                                  f"--llm, or pass llm=...)")
         with self._lock:
@@ -240,9 +242,9 @@ class LiveCameras:
             # file's to remove; the file naming it takes it over
             old = [s for s in self.specs() if s.camera_id in self._from_file or s.camera_id in set(ids)]
             end, start = self._monitor_plan(old, specs)
-            cap = eng.config.monitors.max_active
+            cap = self._config.monitors.max_active
             if end or start:
-                active = eng.store.monitors.count_active()
+                active = self._monitors.repo.count_active()
                 if active - len(end) + len(start) > cap:  # checked before anything changes
                     raise ValueError(f"the cameras file's monitors would make {active - len(end) + len(start)} "
                                      f"active, at most {cap} (monitors.max_active)")
@@ -255,9 +257,9 @@ class LiveCameras:
             for cam in diff.monitors_changed:
                 self._cams[cam].spec = by_id[cam]
             for monitor_id in end:
-                eng.unwatch(monitor_id)
+                self._monitors.unwatch(monitor_id)
             for cam, condition in start:
-                eng.watch(condition, [cam], mode="repeat")
+                self._monitors.watch(MonitorSpec(condition, (cam,), "repeat"))
             self._from_file = set(ids)
         return diff
 
@@ -271,7 +273,7 @@ class LiveCameras:
         before = {(s.camera_id, m) for s in old for m in s.monitors}
         wanted = {(s.camera_id, m) for s in new for m in s.monitors}
         active = {}
-        for m in self.engine.monitors():
+        for m in self._monitors.repo.list():
             if m.cameras is not None and len(m.cameras) == 1 and m.mode == "repeat":
                 active.setdefault((m.cameras[0], m.condition), m.monitor_id)
         return [active[k] for k in sorted(before - wanted) if k in active], sorted(wanted - set(active))
@@ -307,61 +309,3 @@ class LiveCameras:
 
     def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:
         return self.gaps_repo.list(camera_id, t0, t1)
-
-
-class LiveCameraMethods:
-    """The live-camera methods of ``Engine`` (a base class of it: engine.py stays small)."""
-
-    _live: LiveCameras | None = None
-
-    def add_camera(self, camera_id: str, url: str, *, fps: float | None = None, realtime: bool = False,
-                   stall_s: float = 20.0, max_retries: int | None = None, gate: dict | None = None,
-                   backoff_s: float = 1.0, backoff_max_s: float = 60.0,
-                   connect_timeout_s: float | None = None) -> CameraStatus:
-        """Index a live source on its own thread from now on; returns its status at once.
-
-        ``url``: rtsp://, rtsps://, rtmp://, http(s):// (MPEG-TS, HLS, MJPEG), /dev/videoN, or a
-        file (``realtime``: paced at 1x; else read at full speed, its t_abs the wall clock at the
-        start plus its PTS). ``fps``: samples per second (default ingest.fps). The camera
-        reconnects after an error or ``stall_s`` without a frame, waiting ``backoff_s`` doubling
-        to ``backoff_max_s`` (with jitter), forever unless ``max_retries`` attempts in a row fail;
-        ``connect_timeout_s`` (default min(stall_s, 10)) bounds each connection attempt. ``gate``:
-        GateConfig overrides for this camera. Bad arguments: ValueError naming camera and field.
-        """
-        from .engine import _check_camera_id
-
-        return self._live_cameras().add(CameraSpec(
-            _check_camera_id(camera_id), url, fps=fps, realtime=realtime, stall_s=stall_s, max_retries=max_retries,
-            gate=dict(gate or {}), backoff_s=backoff_s, backoff_max_s=backoff_max_s,
-            connect_timeout_s=connect_timeout_s))
-
-    def remove_camera(self, camera_id: str) -> None:
-        """Stop a live camera at once; what it queued is still committed (its source ends after it)."""
-        self._live_cameras().remove(camera_id)
-
-    def status(self, camera_id: str | None = None) -> list[CameraStatus]:
-        """Every live camera now (or one: ValueError when it is not running): state, input fps,
-        last frame, reconnects, lag, drops, gaps, error. Empty before the first add_camera."""
-        if self._live is None and camera_id is None:
-            return []
-        return self._live_cameras().status(camera_id)
-
-    def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:
-        """Live cameras' intervals without video overlapping [t0, t1] (camera axis), oldest first;
-        an outage in progress is an open gap (``t_end`` None)."""
-        return self._live_cameras().gaps(camera_id, t0, t1)
-
-    def apply_cameras(self, specs) -> CameraDiff:
-        """Make the running live cameras match ``specs`` (CameraSpec list); returns the diff."""
-        return self._live_cameras().apply(list(specs))
-
-    def reload_cameras(self, path: str | os.PathLike) -> CameraDiff:
-        """Read a cameras file (TOML: ingest/cameras_file.py) and apply it; an invalid file
-        raises CamerasFileError and changes nothing."""
-        return self._live_cameras().reload(path)
-
-    def _live_cameras(self) -> LiveCameras:
-        with self._start_lock:
-            if self._live is None:
-                self._live = LiveCameras(self)
-            return self._live

@@ -7,6 +7,8 @@ import sys
 import threading
 import time
 
+from .common import make_engine
+
 
 def alert_line(a, as_json: bool) -> str:
     if as_json:
@@ -15,11 +17,10 @@ def alert_line(a, as_json: bool) -> str:
     return f"ALERT {when} camera={a.camera_id} confidence={a.confidence:.2f} monitor={a.monitor_id}: {a.observed}"
 
 
-def cmd_watch(args, make_engine) -> int:
-    from .engine_monitor import StoreFollower
+def cmd_watch(args) -> int:
+    from ..engine import StoreFollower
 
-    args.documents_optional = True
-    with make_engine(args, existing=not args.videos) as eng:
+    with make_engine(args, existing=not args.videos, documents=False) as eng:
         # with sources, --camera names their cameras (one each); without, the cameras to watch
         m = eng.watch(args.condition, cameras=None if args.videos else args.camera or None, images=args.image or None,
                       mode=args.mode, min_confidence=args.min_confidence, every_s=args.every, frames=args.frames)
@@ -37,7 +38,7 @@ def cmd_watch(args, make_engine) -> int:
                 eng.flush()
                 eng.wait_for_monitors()
             else:
-                follower = StoreFollower(eng).start()
+                follower = StoreFollower(eng.store, eng.working).start()
                 deadline = None if args.duration is None else time.monotonic() + args.duration
                 while deadline is None or time.monotonic() < deadline:
                     time.sleep(0.2)
@@ -56,8 +57,8 @@ def cmd_watch(args, make_engine) -> int:
     return 0
 
 
-def add_parser(sub, parents) -> None:
-    sp = sub.add_parser("watch", parents=parents,
+def register(sub, g) -> None:
+    sp = sub.add_parser("watch", parents=[g.store, g.engine, g.ingest, g.model, g.texts, g.quiet],
                         help="watch for a condition and print each alert (needs --llm); indexes the given "
                              "sources, or follows a store another process is indexing")
     sp.add_argument("condition", help="what to watch for, e.g. 'a person at the door'")
@@ -71,3 +72,4 @@ def add_parser(sub, parents) -> None:
     sp.add_argument("--frames", type=int, default=4, help="latest frames each check looks at")
     sp.add_argument("--duration", type=float, help="following a store: stop after this many seconds")
     sp.add_argument("--json", action="store_true", help="JSON lines")
+    sp.set_defaults(func=cmd_watch)

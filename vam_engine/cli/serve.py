@@ -1,10 +1,10 @@
-"""``vam-engine serve`` and ``vam-engine token``: the implementation (cli.py only registers them).
+"""``vam-engine serve`` (one engine, or the router over camera shards on Ray with ``--cluster``)
+and ``vam-engine token``.
 
 Nothing here imports the web stack at module level: ``vam-engine index`` must not need it.
 """
 from __future__ import annotations
 
-import ipaddress
 import json
 import signal
 import sys
@@ -12,29 +12,8 @@ import threading
 import time
 
 from ..errors import VamError
-from . import heap
-from .auth import SCOPES, TokenStore
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve anywhere
-
-
-def check_bind(host: str, tokens: TokenStore) -> None:
-    """Refuse an address other than loopback while the store has no token."""
-    if is_loopback(host) or tokens.any():
-        return
-    raise VamError(
-        f"refusing to listen on {host} while {tokens.path} holds no token: anyone who can reach that address "
-        f"could read and delete this memory. Create a token first:\n"
-        f"    vam-engine token create --store {tokens.dir} --scope admin\n"
-        f"then start serve again; clients send 'Authorization: Bearer <token>'. (On 127.0.0.1, the default, "
-        f"no token is needed until the first one is created.)")
+from ..server.tokens import SCOPES, TokenStore
+from .common import config_from_args, make_engine
 
 
 # -- cameras file ------------------------------------------------------------------------------------
@@ -59,29 +38,30 @@ class CameraSet:
 
 
 # -- serve -------------------------------------------------------------------------------------------
-def cmd_serve(args) -> int:
-    from ..cli import _engine
-
-    if getattr(args, "cluster", None):  # the router over camera shards on Ray (vam_engine/cluster/serve.py)
-        from ..cluster.serve import cmd_serve_cluster
-
-        return cmd_serve_cluster(args)
-
-    tokens = TokenStore(args.store)
-    check_bind(args.host, tokens)  # before anything loads: a refused start costs nothing
+def _web_stack():
+    """uvicorn and the service's modules, or the error saying which extra to install."""
     try:
         import uvicorn
 
-        from .app import ServeOptions, create_app
+        from ..server import app, auth, heap
     except ImportError as e:
         raise VamError(f"serve needs the web stack ({e.name} is not installed): pip install 'vam_engine[server]'") \
             from None
+    return uvicorn, app, auth, heap
 
-    eng = _engine(args, existing=False)
+
+def cmd_serve(args) -> int:
+    if getattr(args, "cluster", None):  # the router over camera shards on Ray
+        return cmd_serve_cluster(args)
+    uvicorn, app_module, auth, heap = _web_stack()
+    tokens = TokenStore(args.store)
+    auth.check_bind(args.host, tokens)  # before the engine loads: a refused start costs little
+    eng = make_engine(args, existing=False)
     try:
-        opts = ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
-                            cors_origins=tuple(args.cors_origin or ()), require_tokens=not is_loopback(args.host))
-        app = create_app(eng, opts)  # first: it taps the model the writer and the monitors then use
+        opts = app_module.ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
+                                       cors_origins=tuple(args.cors_origin or ()),
+                                       require_tokens=not auth.is_loopback(args.host))
+        app = app_module.create_app(eng, opts)  # first: it taps the model the writer and the monitors then use
         # serve is the store's one writer (DESIGN.md 7): claimed now, so a second writer is told
         # at once, and the document writer and retention run while it serves
         eng.start()
@@ -101,8 +81,8 @@ def cmd_serve(args) -> int:
                 threading.Thread(target=run, daemon=True).start()
 
             signal.signal(signal.SIGHUP, reload)
-        auth = "tokens required" if tokens.any() or opts.require_tokens else "no token yet (loopback only)"
-        print(f"vam-engine serve: http://{args.host}:{args.port}/ ({auth}); store {args.store}", file=sys.stderr,
+        needs = "tokens required" if tokens.any() or opts.require_tokens else "no token yet (loopback only)"
+        print(f"vam-engine serve: http://{args.host}:{args.port}/ ({needs}); store {args.store}", file=sys.stderr,
               flush=True)
         # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
         # handler that was there before: a quiet one, so the engine below closes (its writer
@@ -116,6 +96,29 @@ def cmd_serve(args) -> int:
             signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
     finally:
         eng.close()
+    return 0
+
+
+def cmd_serve_cluster(args) -> int:
+    """``serve --cluster ADDRESS``: connect (``local``: start Ray here), serve until SIGINT/SIGTERM."""
+    uvicorn, app_module, auth, _ = _web_stack()
+    auth.check_bind(args.host, TokenStore(args.store))
+    from ..cluster import connect
+    from ..cluster.app import create_cluster_app
+
+    # --llm: the router's model for ask (and the shards', unless the config names one)
+    config = config_from_args(args).model_dump(mode="json")
+    router = connect(None if args.cluster == "local" else args.cluster, root=args.store, shards=args.shards,
+                     config=config, device=args.device)
+    try:
+        opts = app_module.ServeOptions(tokens_dir=args.store, require_tokens=not auth.is_loopback(args.host))
+        app = create_cluster_app(router, opts)
+        names = ", ".join(router.shard_names())
+        print(f"vam-engine serve --cluster {args.cluster}: http://{args.host}:{args.port}/ ; root {args.store}; "
+              f"shards {names}", file=sys.stderr, flush=True)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
+    finally:
+        router.close()
     return 0
 
 
@@ -148,9 +151,8 @@ def cmd_token(args) -> int:
     return 0
 
 
-def add_parsers(sub, *, store, engine, model, texts) -> None:
-    """Register ``serve`` and ``token`` on cli.py's subparsers (with its shared option groups)."""
-    sp = sub.add_parser("serve", parents=[store, engine, model, texts],
+def register(sub, g) -> None:
+    sp = sub.add_parser("serve", parents=[g.store, g.engine, g.model, g.texts],
                         help="serve the store over HTTP: API, alerts, metrics and the web page")
     sp.add_argument("--cameras", help="cameras file (TOML) to ingest; SIGHUP reloads it")
     sp.add_argument("--host", default="127.0.0.1",
@@ -166,16 +168,14 @@ def add_parsers(sub, *, store, engine, model, texts) -> None:
 
     sp = sub.add_parser("token", help="create, list or revoke the service's bearer tokens")
     tsub = sp.add_subparsers(dest="token_cmd", required=True)
-    c = tsub.add_parser("create", parents=[store], help="print a new token once (only its hash is stored)")
+    c = tsub.add_parser("create", parents=[g.store], help="print a new token once (only its hash is stored)")
     c.add_argument("--scope", required=True, choices=SCOPES,
                    help="read: GET, search, ask; write: + cameras, monitors, summarize; admin: + delete")
     c.add_argument("--cameras", help="limit the token to these cameras (comma-separated)")
     c.add_argument("--label", help="a note shown by 'token list'")
-    c = tsub.add_parser("list", parents=[store], help="the tokens (ids, scopes, cameras; never the tokens)")
+    c = tsub.add_parser("list", parents=[g.store], help="the tokens (ids, scopes, cameras; never the tokens)")
     c.add_argument("--json", action="store_true")
-    c = tsub.add_parser("revoke", parents=[store], help="revoke a token by id")
+    c = tsub.add_parser("revoke", parents=[g.store], help="revoke a token by id")
     c.add_argument("token_id")
     sp.set_defaults(func=cmd_token)
 
-
-__all__ = ["add_parsers", "cmd_serve", "cmd_token", "check_bind", "is_loopback"]

@@ -1,0 +1,92 @@
+"""What every command shares: the option groups (each given only to the commands that use
+it), the config and engine a command's options describe, the store check, times as printed."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import StoreError
+
+
+@dataclass(frozen=True)
+class OptionGroups:
+    """argparse parents: ``store`` (--store, required), ``engine`` (--device, --config),
+    ``ingest`` (--fps, --keyframes-only), ``quiet`` (-q), ``model`` (--llm), ``texts``
+    (--text-model), ``cameras`` (--camera, repeatable)."""
+
+    store: argparse.ArgumentParser
+    engine: argparse.ArgumentParser
+    ingest: argparse.ArgumentParser
+    quiet: argparse.ArgumentParser
+    model: argparse.ArgumentParser
+    texts: argparse.ArgumentParser
+    cameras: argparse.ArgumentParser
+
+
+def option_groups() -> OptionGroups:
+    def group() -> argparse.ArgumentParser:
+        return argparse.ArgumentParser(add_help=False)
+
+    store, engine, ingest, quiet, model, texts, cameras = (group() for _ in range(7))
+    store.add_argument("--store", required=True, help="store directory")
+    engine.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    engine.add_argument("--config", help="JSON or TOML config file")
+    ingest.add_argument("--fps", type=float, help="base sampling rate (default 0.5)")
+    ingest.add_argument("--keyframes-only", action="store_true",
+                        help="decode keyframes only, taking the nearest keyframe to each tick")
+    quiet.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    model.add_argument("--llm", help="the model: openai:URL#MODEL (an OpenAI-compatible server) or "
+                                     "local:DIR (a Qwen-VL checkpoint directory)")
+    texts.add_argument("--text-model", help="text embedder for documents, e.g. 'minilm'")
+    cameras.add_argument("--camera", action="append", help="only these cameras (repeatable)")
+    return OptionGroups(store, engine, ingest, quiet, model, texts, cameras)
+
+
+def config_from_args(args, **extra):
+    """The EngineConfig of ``--config``, ``--device`` and the options a command has (``--fps``,
+    ``--keyframes-only``, ``--llm``, ``--text-model``), with ``extra`` section overrides."""
+    from ..config import EngineConfig
+
+    over = {"ingest": {}, **extra}
+    if getattr(args, "fps", None) is not None:
+        over["ingest"]["fps"] = args.fps
+    if getattr(args, "keyframes_only", False):
+        over["ingest"]["keyframes_only"] = True
+    if getattr(args, "llm", None):
+        from ..llm import parse_llm_spec
+
+        over["llm"] = parse_llm_spec(args.llm)
+    if getattr(args, "text_model", None):
+        over["embed"] = {"text_model": args.text_model}
+    return EngineConfig.load(getattr(args, "config", None), device=getattr(args, "device", None), **over)
+
+
+def make_engine(args, *, existing: bool = True, documents: bool = True):
+    """The engine a command needs. ``existing``: the store must be there already (every command
+    but index, demo and serve: reading a path that is not a store must not create one).
+    ``documents=False``: without a text embedder the engine writes no event documents (watch
+    indexes and watches without them) instead of refusing to start."""
+    from ..engine import Engine
+
+    if existing:
+        check_store(args.store)
+    cfg = config_from_args(args)
+    if not documents and cfg.embed.text_model is None and cfg.embed.body == "descriptor":
+        cfg = cfg.model_copy(update={"writer": cfg.writer.model_copy(update={"enabled": False})})
+    return Engine(args.store, cfg)
+
+
+def check_store(store: str) -> None:
+    if not (Path(store) / "store.sqlite").is_file():
+        raise StoreError(f"{store}: not a vam_engine store (no store.sqlite): index something into it first")
+
+
+def fmt_t(t: float) -> str:
+    """A time as the commands print it: UTC date and time for unix seconds, else seconds."""
+    from ..memory.records import is_absolute_time
+
+    if is_absolute_time(t):
+        return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{t:9.2f}s"

@@ -1,0 +1,455 @@
+"""Engine: the public API. Its methods are short delegations to the parts it is composed of,
+each of which receives what it uses, never the engine:
+
+- ``EngineModels`` (models.py): the MLLM, the document text embedder and the event forest,
+  built at first use;
+- ``Lifecycle`` (lifecycle.py): the writer lock, the vector indexes, the document writer,
+  background retention and the indexing pipeline;
+- ``PushedCameras`` (pushed.py), ``LiveCameras`` (live.py), ``index_sources`` (files.py): the
+  three ways video comes in;
+- ``EngineMonitors`` (monitors.py): watch, alerts;
+- ``Documents`` (documents.py): summaries and the forest after a deletion.
+
+What starts when (one rule, so that reading a store never changes it):
+
+=========================================  ===========  ===============  =========
+call                                       writer lock  document writer  retention
+=========================================  ===========  ===============  =========
+construction, search, moments, info, ask   no           no               no
+index_file(s), push, add_camera, start     yes          yes (with LLM)   yes (when enabled)
+summarize, wait_for_documents              yes          yes              no
+delete, retain                             yes          no               retain: one pass
+=========================================  ===========  ===============  =========
+
+The writer lock (memory/writer_lock.py) makes one process the store's writer; readers take no
+lock and keep working meanwhile. ``ask`` records every answer in the QA history (one row at
+once; its embedding and the rolling summary's rewrite by a background thread that ``close``
+waits for), and writes summary documents only when its planner asks for them (taking the
+writer lock then). The LLM is built at its first use (``ask``, a monitor or the document
+writer), never at construction.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from ..config import EngineConfig, load_config
+from ..device import resolve_device
+from ..embed import make_image_embedder
+from ..errors import SourceError, VamError
+from ..gate.bodies import make_body
+from ..gate.cascade import GateCascade
+from ..index.pipeline import Progress, SourceReport
+from ..ingest import check_camera_id
+from ..ingest.cameras_file import CameraDiff, CameraSpec
+from ..ingest.live import CameraStatus
+from ..memory.gaps import Gap
+from ..memory.monitors import MonitorSpec
+from ..memory.records import Alert, Deletion, Moment, Summary
+from ..memory.search import SOURCES, SearchResult, search
+from ..memory.store import Store
+from ..memory.view import MemoryView
+from ..reason.working import WorkingMemory, present_side
+from .documents import Documents
+from .files import index_sources
+from .lifecycle import Lifecycle
+from .live import LiveCameras
+from .models import EngineModels, model_name
+from .monitors import EngineMonitors
+from .pushed import PushedCameras
+
+if TYPE_CHECKING:
+    from ..reason.answer import Answer
+
+
+class Engine:
+    """``Engine(store_dir, config)``: index files, live cameras (``add_camera``) or pushed frames
+    into a durable moment store, search it, ask it questions and watch it for conditions.
+
+    ``config`` is an EngineConfig, a dict of overrides, or a path to a JSON/TOML file. An engine
+    starts nothing until a write-side call needs it (see the module docstring): an engine used
+    only for reads never takes the store's writer lock, never runs retention or the document
+    writer, and changes no frame file or moment row.
+    """
+
+    def __init__(self, store_dir: str | os.PathLike, config: EngineConfig | dict | str | None = None,
+                 *, device: str | None = None, llm=None):
+        """``llm``: an object implementing the MLLM contract (vam_engine.llm), overriding the
+        config's ``llm`` section; with one, the memory writer documents events and keeps the
+        event forest. A construction that fails closes what it opened."""
+        cfg = load_config(config, device)
+        self.config = cfg
+        self.device = resolve_device(cfg.device)
+        name = model_name(cfg, llm)  # checked before anything opens: a config that cannot work loads nothing
+        self.store = None
+        self._life = None
+        try:
+            self.store = Store(store_dir, keyframes_per_event=cfg.writer.frames_per_event)
+            self._cascade = GateCascade(make_body(self.device), cfg.gate)
+            self.embedder = make_image_embedder(cfg.embed, device=self.device)
+            self.store.sources.check_model("image_embedder", self.embedder.model_id)
+            self._models = EngineModels(self.store, cfg, self.device, self.embedder, llm, name)
+            if self._models.documents and cfg.embed.text_model is None and not self.embedder.has_text:
+                raise VamError("the memory writer embeds its documents with a text embedder, and none is "
+                               "configured: set embed.text_model (for example 'minilm') or use an image model "
+                               "with a text side")
+            self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
+            self._monitors = EngineMonitors(self.store, cfg, self.working, self._models, self.embedder)
+            self._life = Lifecycle(self.store, cfg, self.device, self._models, self._cascade, self.embedder,
+                                   self.working, on_ingest=self._monitors.resume)
+        except BaseException:
+            if self._life is not None:
+                self._life.close_store()
+            elif self.store is not None:
+                self.store.close()
+            raise
+        life = self._life
+        self._pushed = PushedCameras(self.store, cfg, life.pipe, lambda: life.pipeline, self.working)
+        self._live = LiveCameras(self.store, cfg, life.pipe, self._cascade, self._pushed, self._monitors,
+                                 has_model=name is not None)
+        self._documents = Documents(self.store, life, self._models, cfg)
+        self._qa = None  # the QA-history recorder, started by the first ask
+        self._qa_lock = threading.Lock()
+
+    @staticmethod
+    def connect(address: str | None = "auto", **kw):
+        """Deprecated (kept for one release): ``vam_engine.connect``, the same surface over camera
+        shards on a Ray cluster. The engine layer does not import the cluster above it; this
+        forwards through the package's face."""
+        import vam_engine
+
+        return vam_engine.connect(address, **kw)
+
+    # -- lifetime ------------------------------------------------------------------------------
+    @property
+    def llm(self):
+        """The model (built at first use; None without one)."""
+        return self._models.llm
+
+    def built_llm(self):
+        """The model if it has been built (never builds it: for observers such as /metrics)."""
+        return self._models.built_llm()
+
+    def wrap_model(self, wrap) -> bool:
+        """Use ``wrap(model)`` from now on (building the model first); False without a model.
+        For observers that only watch the calls (the service's latency tap), installed before
+        the model's first use."""
+        return self._models.wrap_llm(wrap)
+
+    @property
+    def forest(self):
+        """The event forest (with an LLM and the writer enabled, else None), loaded at first use."""
+        return self._models.forest
+
+    @property
+    def vectors(self):
+        """The vector indexes (reloaded when this engine becomes the writer after another wrote)."""
+        return self._life.vectors
+
+    @property
+    def writer(self):
+        """The running document writer (None until a write-side call starts it, or without a model)."""
+        return self._life.writer
+
+    @property
+    def writing(self) -> bool:
+        """Whether this engine holds the store's writer lock (after its first write-side call)."""
+        return self._life.writing
+
+    def start(self) -> None:
+        """Become the store's writer now and start what indexing runs beside it: the document
+        writer, background retention and the monitors (otherwise done at the first ingest). A
+        service calls it at start, so a second writer is refused at once."""
+        self._life.start_ingest()
+
+    def close(self) -> None:
+        """Stop every worker, then close the store. A part that fails to stop (a pipeline that
+        had failed, a camera stuck in its read) does not keep the others running."""
+        errors = []
+
+        def step(fn):
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - raised after every other part is closed
+                errors.append(e)
+        step(self._live.close)  # their sources end after what they queued: the pipeline's close commits it
+        self._life.stop_pipeline(step)
+        step(self._monitors.close)
+        if self._qa is not None:
+            step(self._qa.close)  # before the model and the store it uses
+        step(self._models.close)
+        step(self._life.stop_retention)
+        self._life.close_store()
+        if errors:
+            raise errors[0]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- files and streams ---------------------------------------------------------------------
+    def index_file(self, path: str | os.PathLike, camera_id: str | None = None, *,
+                   start_time_abs: float | None = None,
+                   progress: Callable[[Progress], None] | None = None) -> SourceReport:
+        """Index one video file or URL; raises SourceError when it cannot be opened at all."""
+        report = self.index_files([path], [camera_id] if camera_id else None, start_time_abs=start_time_abs,
+                                  progress=progress)[0]
+        if report.failed and report.sampled == 0 and not report.already_done:
+            raise SourceError(str(path), report.failed)
+        return report
+
+    def index_files(self, paths: Sequence[str | os.PathLike], camera_ids: Sequence[str] | None = None, *,
+                    start_time_abs: float | None = None,
+                    progress: Callable[[Progress], None] | None = None,
+                    on_open_error: str = "raise") -> list[SourceReport]:
+        """Index several sources concurrently, one decode worker per source, one gate stage.
+
+        ``on_open_error``: "raise" stops before indexing anything when a source cannot be
+        opened; "report" indexes the others and returns the failure in that source's report.
+        """
+        return index_sources(self.store, self.config, self.device, self._life.pipe, paths, camera_ids,
+                             start_time_abs=start_time_abs, progress=progress, on_open_error=on_open_error)
+
+    # -- pushed frames -------------------------------------------------------------------------
+    def push(self, camera_id: str, frame, t: float, *, t_abs: float | None = None) -> bool:
+        """Push one H x W x 3 uint8 RGB frame (numpy array or torch tensor) taken at t seconds.
+
+        Frames are sampled at the configured rate like a file; returns whether this one was
+        sampled (queued for the gates). Blocks briefly when the pipeline is behind.
+        """
+        return self._pushed.push(camera_id, frame, t, t_abs)
+
+    def end_push(self, camera_id: str) -> None:
+        """A pushing camera's stream ended: decide its held frame (the end of a run of similar
+        frames is kept) and close its open event. Later pushes continue the camera."""
+        self._pushed.end(camera_id)
+        self.flush()
+
+    def push_progress(self, camera_id: str) -> float | None:
+        """The time up to which the camera's pushed frames are committed (None: nothing yet): a
+        pusher resuming after a restart continues with frames after it."""
+        return self._pushed.progress(camera_id)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every pushed frame is gated and committed; False on timeout."""
+        return self._life.flush(timeout)
+
+    # -- live cameras --------------------------------------------------------------------------
+    def add_camera(self, camera_id: str, url: str, *, fps: float | None = None, realtime: bool = False,
+                   stall_s: float = 20.0, max_retries: int | None = None, gate: dict | None = None,
+                   backoff_s: float = 1.0, backoff_max_s: float = 60.0,
+                   connect_timeout_s: float | None = None) -> CameraStatus:
+        """Index a live source on its own thread from now on; returns its status at once.
+
+        ``url``: rtsp://, rtsps://, rtmp://, http(s):// (MPEG-TS, HLS, MJPEG), /dev/videoN, or a
+        file (``realtime``: paced at 1x; else read at full speed, its t_abs the wall clock at the
+        start plus its PTS). ``fps``: samples per second (default ingest.fps). The camera
+        reconnects after an error or ``stall_s`` without a frame, waiting ``backoff_s`` doubling
+        to ``backoff_max_s`` (with jitter), forever unless ``max_retries`` attempts in a row fail;
+        ``connect_timeout_s`` (default min(stall_s, 10)) bounds each connection attempt. ``gate``:
+        GateConfig overrides for this camera. Bad arguments: ValueError naming camera and field.
+        """
+        return self._live.add(CameraSpec(
+            check_camera_id(camera_id), url, fps=fps, realtime=realtime, stall_s=stall_s, max_retries=max_retries,
+            gate=dict(gate or {}), backoff_s=backoff_s, backoff_max_s=backoff_max_s,
+            connect_timeout_s=connect_timeout_s))
+
+    def remove_camera(self, camera_id: str) -> None:
+        """Stop a live camera at once; what it queued is still committed (its source ends after it)."""
+        self._live.remove(camera_id)
+
+    def status(self, camera_id: str | None = None) -> list[CameraStatus]:
+        """Every live camera now (or one: ValueError when it is not running): state, input fps,
+        last frame, reconnects, lag, drops, gaps, error. Empty before the first add_camera."""
+        return self._live.status(camera_id)
+
+    def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:
+        """Live cameras' intervals without video overlapping [t0, t1] (camera axis), oldest first;
+        an outage in progress is an open gap (``t_end`` None)."""
+        return self._live.gaps(camera_id, t0, t1)
+
+    def apply_cameras(self, specs) -> CameraDiff:
+        """Make the running live cameras match ``specs`` (CameraSpec list); returns the diff."""
+        return self._live.apply(list(specs))
+
+    def reload_cameras(self, path: str | os.PathLike) -> CameraDiff:
+        """Read a cameras file (TOML: ingest/cameras_file.py) and apply it; an invalid file
+        raises CamerasFileError and changes nothing."""
+        return self._live.reload(path)
+
+    # -- search and deletion -------------------------------------------------------------------
+    def text_embedder(self):
+        """The document text embedder (None: no text model and no text side of the image model)."""
+        return self._models.text_embedder()
+
+    def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
+               sources=SOURCES, as_of: float | None = None) -> SearchResult:
+        """Evidence for a text and/or image query (image: H x W x 3 uint8 array or a path), fused
+        across the frame, event and summary spaces. Times are on each camera's axis (absolute
+        seconds when known); ``as_of`` returns nothing that ends after it. ``cameras``: one id or
+        a list (None: all)."""
+        if isinstance(cameras, str):
+            cameras = [cameras]
+        texts = self.text_embedder() if text is not None and {"event", "summary"} & set(sources) else None
+        return search(self.store, self.vectors, self.embedder, texts, text=text, image=image, top_k=top_k,
+                      time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of)
+
+    def delete(self, cameras=None, time_range=None) -> Deletion:
+        """Remove the moments (rows, JPEGs, vectors), events, samples and alerts of the given
+        cameras (all when None) within time_range (camera axis, start <= end; everything when
+        None). Deleting whole cameras also removes the monitors that watched only them."""
+        if cameras is None and time_range is None:
+            raise ValueError("delete needs cameras=... and/or time_range=... (refusing to delete everything implicitly)")
+        if isinstance(cameras, str):
+            cameras = [cameras]
+        t0, t1 = _check_delete_range(time_range)
+        self._life.claim()
+        self.flush()  # nothing in flight may re-add what is deleted
+        writer = self._life.writer
+        # summaries over deleted events must not survive them: a running writer stores none meanwhile
+        with writer.lock if writer is not None else contextlib.nullcontext():
+            out = self.store.delete(cameras, t0, t1)
+            self._documents.forget(cameras, time_range)
+        self._cascade.forget(out.cameras)
+        if self._life.pipeline is not None:
+            self._life.pipeline.semantic.reset(out.cameras)
+        self._monitors.forget_deleted()
+        return out
+
+    def retain(self, budget_s: float | None = None):
+        """Run one retention pass now (whatever ``retention.enabled`` says: this is the explicit
+        call) and return its ``RetentionReport``: moments thinned (``deleted``), files re-encoded,
+        frame bytes before and after."""
+        return self._life.retain(budget_s)
+
+    # -- documents -----------------------------------------------------------------------------
+    def summarize(self, time_range: tuple[float, float], granularity_s: float, prompt: str, *,
+                  cameras=None, structure: str | None = None) -> list[Summary]:
+        """Write reusable summary documents: one per camera per window of ``granularity_s``
+        seconds over ``time_range`` (camera axis), from the window's frames and the event
+        documents overlapping it. They are searchable (source "summary"). Returns them."""
+        return self._documents.summarize(time_range, granularity_s, prompt, cameras, structure)
+
+    def wait_for_documents(self, timeout: float | None = None) -> bool:
+        """Wait until every committed event has its document and the forest's summaries are
+        current (starting the document writer: a write-side call). False on timeout; True at
+        once without an LLM."""
+        return self._documents.wait(timeout)
+
+    # -- questions -----------------------------------------------------------------------------
+    def view(self, as_of: float | None = None, cameras=None) -> MemoryView:
+        """The causal view of this memory that reasoning reads: nothing after ``as_of``, nothing of
+        a camera outside ``cameras`` (one id or a list; None: all). Its summaries (the planner's
+        ``summarize``) are written by this engine, claiming the store at the first."""
+        summarizer = self._documents.summarizer()
+        return MemoryView(self.store, self.vectors, self.embedder, self.text_embedder(), self.forest,
+                          summarizer.summarize if summarizer is not None else None, as_of=as_of, cameras=cameras)
+
+    def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *,
+            max_turns: int = 6, wait_for_ingest: bool = False) -> "Answer":
+        """Answer a question from the memory, with cited evidence (camera, interval, moment ids,
+        frame paths), the trace of every model turn, token counts and timings per stage.
+
+        ``mode``: "two_phase" (coarse answer from the present and the forest's roots, fine
+        retrieval of forest nodes when needed, continuing from the coarse KV cache), "agentic"
+        (router + search/inspect/summarize/answer planner loop), or "auto": two-phase, then the
+        agentic loop when two-phase finds nothing. ``as_of``: nothing later than it is seen by
+        any stage. ``camera``: one camera id or a list (default: all).
+
+        It answers from what is committed now; ``wait_for_ingest=True`` first waits for every
+        frame already queued (evaluation that pauses the stream clock). Every answer returned is
+        recorded in the QA history (scope: ``camera``); the summary rewrite runs after it returns
+        (``Answer.background``). ``timings["response_s"]``: the latency the caller saw."""
+        from ..reason.ask import ask_question, check_ask
+
+        check_ask(question, as_of, mode, max_turns, wait_for_ingest)
+        if self._models.name is None:
+            raise VamError("ask needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
+        started = time.perf_counter()
+        if wait_for_ingest:
+            self.flush()
+        return ask_question(question, self.view(as_of, camera), self.llm, self.working, self.text_embedder(),
+                            self._qa_recorder(), mode=mode, max_turns=max_turns, started=started)
+
+    def _qa_recorder(self):
+        from ..reason.qa_record import QARecorder
+
+        with self._qa_lock:
+            if self._qa is None:
+                self._qa = QARecorder(self.llm, self.text_embedder())
+            return self._qa
+
+    def wait_for_answers(self, timeout: float | None = None) -> bool:
+        """Wait until the QA-history work of every answer returned so far (embedding, summary
+        rewrite) has ended; False on timeout."""
+        return self._qa is None or self._qa.wait_idle(timeout)
+
+    # -- monitors ------------------------------------------------------------------------------
+    def watch(self, condition: str, cameras=None, *, images=None, mode: str = "once", min_confidence: float = 0.6,
+              every_s: float = 2.0, frames: int = 4, repeat_gap_s: float = 3.0):
+        """Watch for ``condition`` (text; ``images``: reference images, arrays or paths) on
+        ``cameras`` (None: all): the latest ``frames`` frames of each camera's present are checked
+        every ``every_s`` of stream time; an alert fires at ``confidence >= min_confidence``.
+        ``once`` ends at the first alert, ``repeat`` fires again after ``repeat_gap_s`` without a
+        match. Durable: active monitors resume when the store is next indexed. reason/monitor.py
+        has the rules; at most ``monitors.max_active`` (8) are active."""
+        cams = None if cameras is None else (cameras,) if isinstance(cameras, str) else tuple(cameras)
+        return self._monitors.watch(MonitorSpec(condition, cams, mode, min_confidence, every_s, frames,
+                                                repeat_gap_s), images)
+
+    def monitors(self, include_ended: bool = False):
+        return self.store.monitors.list(include_ended)
+
+    def unwatch(self, monitor_id: str) -> bool:
+        """End a monitor (its alerts stay). False: no such active monitor."""
+        return self._monitors.unwatch(monitor_id)
+
+    def alerts(self, since: int | None = None, monitor_id: str | None = None, camera=None) -> list[Alert]:
+        """Stored alerts with ``alert_id > since``, oldest first."""
+        return self._monitors.alerts(since, monitor_id, camera)
+
+    def subscribe_alerts(self, callback=None):
+        """An ``AlertSubscription``: iterate it (or ``get(timeout)``) for alerts as they fire in
+        this engine; ``callback(alert)`` is also called for each. ``close()`` it when done."""
+        return self._monitors.subscribe(callback)
+
+    def wait_for_monitors(self, timeout: float | None = None) -> bool:
+        """Wait until every check due so far is judged; False on timeout."""
+        return self._monitors.drain(timeout)
+
+    def monitor_stats(self):
+        """``MonitorStats``: checks, model calls, vigilance skips, alerts since this engine began."""
+        return self._monitors.stats()
+
+    # -- reads ---------------------------------------------------------------------------------
+    def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:
+        return self.store.moments.list(camera_id, t0, t1)
+
+    def info(self) -> dict:
+        out = self.store.info()
+        out["device"] = self.device
+        out["gate_body"] = self._cascade.body.name
+        out["embedder"] = self.embedder.name
+        out["vector_warnings"] = list(self.vectors.warnings)
+        out["llm"] = self._models.name
+        if self.writer is not None:
+            out["writer"] = vars(self.writer.stats())
+            out["forest_nodes"] = len(self.forest)
+        return out
+
+
+def _check_delete_range(time_range) -> tuple[float | None, float | None]:
+    t0, t1 = time_range if time_range is not None else (None, None)
+    for name, t in (("start", t0), ("end", t1)):
+        if t is not None and not (isinstance(t, (int, float)) and math.isfinite(t)):
+            raise VamError(f"delete: the time range's {name} must be a finite time in seconds, got {t!r}")
+    if t0 is not None and t1 is not None and t0 > t1:
+        raise VamError(f"delete: the time range starts after it ends (t0={t0:g} > t1={t1:g}): nothing "
+                       f"would be deleted; give t0 <= t1")
+    return t0, t1

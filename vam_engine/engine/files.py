@@ -1,0 +1,87 @@
+"""Indexing files and stream URLs to their end (``Engine.index_files``): one decode worker per
+source into the engine's one pipeline; a finished file indexed again is nothing to do, an
+interrupted one resumes after its last commit."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable, Sequence
+
+from ..config import EngineConfig
+from ..errors import SourceError
+from ..index.pipeline import IndexPipeline, Progress, SourceReport, fingerprint
+from ..index.stage import sweep_source
+from ..ingest import check_camera_id, default_camera_ids, is_url, open_decoder
+from ..memory.store import Store
+
+
+def sampling_of(config: EngineConfig) -> str:
+    """A source's sampling as its row records it (a resume needs the same)."""
+    ing = config.ingest
+    return f"fps={ing.fps:g}" + (",keyframes" if ing.keyframes_only else "")
+
+
+def index_sources(store: Store, config: EngineConfig, device: str, pipe: Callable[[], IndexPipeline],
+                  paths: Sequence[str], camera_ids: Sequence[str] | None, *, start_time_abs: float | None,
+                  progress: Callable[[Progress], None] | None, on_open_error: str) -> list[SourceReport]:
+    """See ``Engine.index_files``."""
+    paths = [str(p) for p in paths]
+    if camera_ids is None:
+        camera_ids = default_camera_ids(paths)
+    if len(camera_ids) != len(paths):
+        raise ValueError(f"{len(paths)} sources but {len(camera_ids)} camera ids")
+    if len(set(camera_ids)) != len(camera_ids):
+        raise ValueError(f"camera ids must differ between concurrent sources: {list(camera_ids)}")
+    pipeline = pipe()
+    t_start = time.monotonic()
+    reports, started = [], []
+    for path, cam in zip(paths, camera_ids):
+        rep = SourceReport(check_camera_id(cam), path)
+        reports.append(rep)
+        try:
+            opened = _open_source(store, config, device, path, cam, rep, start_time_abs)
+        except SourceError as e:
+            if on_open_error == "raise":
+                for _, dec in started:
+                    dec.close()
+                raise
+            rep.failed = e.problem
+            continue
+        if opened is None:  # already indexed
+            continue
+        state, decoder = opened
+        rep.decoder = decoder.name
+        src = pipeline.register(state.source_id, rep, decoder.info.duration_s, progress)
+        started.append((src, decoder))
+    for src, decoder in started:
+        pipeline.decode_worker(src, decoder)
+    for src, _ in started:
+        pipeline.wait(src)
+    wall = time.monotonic() - t_start
+    for rep in reports:
+        rep.wall_s = wall
+    return reports
+
+
+def _open_source(store: Store, config: EngineConfig, device: str, path: str, cam: str, rep: SourceReport,
+                 start_time_abs: float | None):
+    """(source row, decoder), or None when the file is indexed already (``rep`` says so)."""
+    ing = config.ingest
+    sampling = sampling_of(config)
+    if is_url(path) or not os.path.isfile(path):
+        # a live stream restarts its clock on every connection: each run is a new source
+        uri, fp = path, f"uri:{path}@{time.time():.6f}"
+    else:
+        uri, fp = os.path.abspath(path), fingerprint(path)
+        prior = store.sources.find(cam, fp, sampling)
+        if prior is not None and prior.done:
+            rep.already_done = True
+            return None
+        rep.resumed_from = prior.progress_t if prior is not None else None
+    decoder = open_decoder(path, cam, device=device, fps=ing.fps, keyframes_only=ing.keyframes_only,
+                           start_time_abs=start_time_abs, resume_after=rep.resumed_from,
+                           skip_nonref=ing.skip_nonref, skip_gops=ing.skip_gops, threads=ing.decode_threads)
+    state = store.sources.open(cam, uri, fp, sampling)
+    if rep.resumed_from is not None:
+        sweep_source(store, cam, state.source_id)
+    return state, decoder
