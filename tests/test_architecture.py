@@ -1,17 +1,163 @@
-"""The reasoning layer reads the memory through a view only: no SQL, no store, no connection."""
+"""The package's architecture as tests: imports run downward only (DESIGN.md section 3), the import
+graph has no circle, no module imports another's private name, and the reasoning layer reads
+the memory through a view only (no SQL, no store, no connection).
+
+Every import counts, module-level or inside a function: a lazy import still ties the layers."""
 import ast
 from pathlib import Path
 
 import vam_engine
 
-REASON = Path(vam_engine.__file__).parent / "reason"
+PKG = Path(vam_engine.__file__).parent
+REASON = PKG / "reason"
+
+# rank of each top-level module or subpackage: a module may import its own subpackage and any
+# lower rank, never its own rank's other packages or a higher rank
+LAYERS = {
+    "errors": 0, "config": 0, "device": 0, "numerics": 0, "native": 0, "kernels": 0,
+    "ingest": 1, "gate": 1, "embed": 1, "llm": 1, "perception": 1, "audio": 1, "synthetic": 1,
+    "memory": 2,
+    "reason": 3, "index": 3, "server": 3,
+    "engine": 4,
+    "eval": 5, "cluster": 5,
+    "cli": 6,
+}
+FOUNDATION_ORDER = ["errors", "config", "device", "numerics", "native", "kernels"]  # each imports only earlier ones
+# (importer, imported) pairs allowed across one rank: perception embeds crops with the image embedders
+SAME_RANK_ALLOWED = {("perception", "embed")}
+# (module, imported) exceptions, each with its reason
+EXCEPTIONS = {
+    # Engine.connect, deprecated for one release: forwards to vam_engine.connect through the package face
+    ("vam_engine.engine.core", "vam_engine"),
+    ("vam_engine.native", "vam_engine"),  # the one loader of the compiled module vam_engine._C
+}
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, root: Path = PKG) -> list[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) for every vam_engine import in ``path``."""
+    name = _module_name(path, root)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] == root.name:
+                out += [(target, a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, None, node.lineno) for a in node.names if a.name.split(".")[0] == root.name]
+    return out
+
+
+def _unit(module: str) -> str:
+    """The layer unit of a module: its top-level subpackage or module ("" for the package face)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def violations(path: Path, root: Path = PKG, modules: set[str] | None = None) -> list[str]:
+    """What ``path`` breaks of the layer contract (``modules``: every module name under ``root``)."""
+    modules = set(_all_modules(root)) if modules is None else modules
+    me = _module_name(path, root)
+    mine = _unit(me)
+    out = []
+    for target, name, line in imports_of(path, root):
+        full = f"{target}.{name}" if name and f"{target}.{name}" in modules else target
+        theirs = _unit(full)
+        if name and name.startswith("_") and not name.startswith("__") and not (name == "_C" and me.endswith(".native")):
+            out.append(f"line {line}: imports the private name {name} of {target}")
+        if (me, full) in EXCEPTIONS or theirs == mine or mine == "":
+            continue
+        if theirs == "":
+            out.append(f"line {line}: imports the package face {full} (a layer imports modules, not the face)")
+        elif mine not in LAYERS or theirs not in LAYERS:
+            out.append(f"line {line}: {me} or {full} is in no layer (add it to LAYERS)")
+        elif LAYERS[theirs] > LAYERS[mine] or (LAYERS[theirs] == LAYERS[mine] and LAYERS[mine] > 0
+                                               and (mine, theirs) not in SAME_RANK_ALLOWED):
+            out.append(f"line {line}: {mine} (rank {LAYERS[mine]}) imports {theirs} (rank {LAYERS[theirs]})")
+        elif LAYERS[mine] == 0 and FOUNDATION_ORDER.index(theirs) > FOUNDATION_ORDER.index(mine):
+            out.append(f"line {line}: foundation module {mine} imports {theirs}, which comes after it")
+    return out
+
+
+def _all_modules(root: Path = PKG) -> dict[str, Path]:
+    return {_module_name(p, root): p for p in root.rglob("*.py")}
+
+
+def test_imports_run_downward_and_no_private_name_is_imported():
+    modules = _all_modules()
+    assert len(modules) > 100
+    found = {name: v for name, p in sorted(modules.items()) if (v := violations(p, modules=set(modules)))}
+    assert found == {}, found
+
+
+def test_the_import_graph_has_no_circle():
+    modules = _all_modules()
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for target, imported, _ in imports_of(path):
+            full = f"{target}.{imported}" if imported and f"{target}.{imported}" in modules else target
+            if full in modules and full != name and (name, full) not in EXCEPTIONS:
+                deps.add(full)
+        graph[name] = deps
+    state, stack, circles = {}, [], []
+
+    def visit(n):
+        state[n] = "open"
+        stack.append(n)
+        for d in sorted(graph[n]):
+            if state.get(d) == "open":
+                circles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[n] = "done"
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    assert circles == [], circles
+
+
+def test_the_layer_check_catches_a_violating_module(tmp_path):
+    pkg = tmp_path / "vam_engine"
+    (pkg / "memory").mkdir(parents=True)
+    (pkg / "server").mkdir()
+    for d in (pkg, pkg / "memory", pkg / "server"):
+        (d / "__init__.py").write_text("")
+    bad = pkg / "memory" / "bad.py"
+    bad.write_text("from ..engine.core import Engine\nfrom .search import _space\n\n"
+                   "def later():\n    from vam_engine.cli import main\n    from .. import server\n")
+    good = pkg / "server" / "fine.py"
+    good.write_text("from ..memory.records import Moment\nfrom . import tokens\nfrom ..errors import VamError\n")
+    got = violations(bad, pkg)
+    assert any("memory (rank 2) imports engine (rank 4)" in v for v in got), got
+    assert any("private name _space" in v for v in got), got
+    assert any("imports cli (rank 6)" in v and v.startswith("line 5") for v in got), got  # lazy imports count
+    assert any("imports server (rank 3)" in v for v in got), got
+    assert violations(good, pkg) == []
+    face = pkg / "server" / "face.py"
+    face.write_text("import vam_engine\n")
+    assert any("package face" in v for v in violations(face, pkg))
+
+
+# -- the reasoning layer reads the memory through a view only ---------------------------------------
 FORBIDDEN_MODULES = {"sqlite3", "vam_engine.memory.store", "vam_engine.memory.db"}
 FORBIDDEN_ATTRIBUTES = {"store", "_store", "db", "conn", "execute", "executemany", "reader", "transaction"}
 SQL_WORDS = (  # as SQL is written here: upper case
     "SELECT ", "INSERT ", "UPDATE ", "DELETE FROM", "CREATE TABLE")
 
 
-def _violations(path: Path) -> list[str]:
+def _reason_violations(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(), str(path))
     out = []
     for node in ast.walk(tree):
@@ -33,14 +179,14 @@ def _violations(path: Path) -> list[str]:
 def test_reason_modules_hold_no_store_connection_or_sql():
     files = sorted(REASON.glob("*.py"))
     assert len(files) >= 5
-    found = {p.name: v for p in files if (v := _violations(p))}
+    found = {p.name: v for p in files if (v := _reason_violations(p))}
     assert found == {}, found
 
 
-def test_the_check_catches_a_module_that_queries_the_store(tmp_path):
+def test_the_reason_check_catches_a_module_that_queries_the_store(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import sqlite3\nfrom ..memory.store import Store\n\n"
                    "def latest(view):\n    return view.store.reader().execute('SELECT MAX(t) FROM moments')\n")
-    got = _violations(bad)
+    got = _reason_violations(bad)
     assert "imports sqlite3" in got and "imports vam_engine.memory.store" in got
     assert any(".store" in v for v in got) and any("SQL text" in v for v in got)
