@@ -80,7 +80,8 @@ def test_json_response_is_compact_utf8_and_refuses_nan():
 def test_settle_freezes_what_is_alive_and_garbage_is_still_collected():
     try:
         frozen = settle()
-        assert frozen > 1000 and gc.get_freeze_count() == frozen
+        # a frozen object that a running thread then frees leaves the permanent generation
+        assert frozen > 1000 and 0.99 * frozen <= gc.get_freeze_count() <= frozen
 
         class Cycle:
             pass

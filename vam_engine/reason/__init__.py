@@ -1,6 +1,7 @@
-"""Reasoning over the memory: the memory writer, the present (working memory), and the two ways
-of answering a question (two-phase coarse/fine, the agentic loop). Everything here reads the
-memory through a ``MemoryView`` (memory/view.py), never a store."""
+"""Reasoning over the memory: the memory writer, the present (working memory), monitors, and
+answering a question (ask.py: the one ``ask`` body, choosing between two-phase coarse/fine and
+the agentic loop). Everything here reads the memory through a ``MemoryView`` (memory/view.py),
+never a store."""
 from .agent import AgenticAnswerer
 from .answer import Answer
 from .turn import ModelCall, TraceEntry
