@@ -84,3 +84,19 @@ def frames_at(video: EvalVideo, times, max_side: int = 640) -> list:
                 if best is not None:
                     out.append((best[0], _fit(best[1].to_ndarray(format="rgb24"), max_side)))
     return out
+
+
+def video_duration(path) -> float:
+    """A video file's duration in seconds (the container's, else its video stream's)."""
+    import av
+
+    try:
+        with av.open(str(path)) as c:
+            if c.duration is not None:
+                return c.duration / 1_000_000
+            s = c.streams.video[0]
+            if s.duration is not None:
+                return float(s.duration * s.time_base)
+    except (av.error.FFmpegError, IndexError) as e:
+        raise ValueError(f"{path}: cannot read the video's duration: {e}") from None
+    raise ValueError(f"{path}: the video does not say how long it is")
