@@ -12,9 +12,9 @@ from .records import EvalVideo
 _EPS = 1e-6
 
 
-def _fit(rgb: np.ndarray, max_side: int) -> np.ndarray:
+def _fit(rgb: np.ndarray, max_side: int | None) -> np.ndarray:
     h, w = rgb.shape[:2]
-    if max(h, w) <= max_side:
+    if max_side is None or max(h, w) <= max_side:
         return rgb
     import cv2
 
@@ -37,10 +37,10 @@ def _decoded(path: str):
             yield float(f.pts * s.time_base) - start, f
 
 
-def stream_frames(video: EvalVideo, fps: float, max_side: int = 640):
-    """(t on the video axis, H x W x 3 RGB) at ticks k / fps: for each tick the first frame at
-    or after it, as a camera sampled at that rate would deliver; segments in order, times
-    strictly increasing."""
+def stream_frames(video: EvalVideo, fps: float, max_side: int | None = None):
+    """(t on the stream's axis, H x W x 3 RGB) at ticks k / fps: for each tick the first frame
+    at or after it, as a camera sampled at that rate would deliver; segments in order, times
+    strictly increasing; frames as decoded, or shrunk to ``max_side``."""
     if not (fps > 0 and math.isfinite(fps)):
         raise ValueError(f"the protocol's frame rate must be positive, got {fps!r}")
     interval = 1.0 / fps
@@ -56,7 +56,7 @@ def stream_frames(video: EvalVideo, fps: float, max_side: int = 640):
             yield t, _fit(frame.to_ndarray(format="rgb24"), max_side)
 
 
-def frames_at(video: EvalVideo, times, max_side: int = 640) -> list:
+def frames_at(video: EvalVideo, times, max_side: int | None = None) -> list:
     """(t, RGB) of the last frame at or before each of ``times`` (video axis; sorted), decoded
     with seeks, so a long video is not held in memory for the uniform baseline."""
     import av
