@@ -36,7 +36,7 @@ class Grader:
         if rule in SCALE_OF_RULE:
             r.score = r.score_robust = self._open(q, r, rule)
             return
-        s = score_closed(q, r.response)
+        s = score_closed(q, r.response, rule)
         r.score, r.score_robust, r.extracted = s.score, s.robust, s.extracted
 
     def _open(self, q: EvalQuestion, r: EvalResult, rule: str) -> float:

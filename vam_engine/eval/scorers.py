@@ -172,9 +172,9 @@ class Scored:
     scorer: str = ""
 
 
-def score_closed(q, reply: str | None) -> Scored:
-    """A reply to a question whose rule needs no judge (multiple choice, yes/no, counts)."""
-    rule = q.rule
+def score_closed(q, reply: str | None, rule: str) -> Scored:
+    """A reply to question ``q`` under ``rule``, one that needs no judge (multiple choice,
+    yes/no, counts)."""
     if rule in ("ovo_mc", "sb_mc", "oasis_mc", "option"):
         robust = extract_option(reply, q.options)
         r = float(robust is not None and robust == q.gt_option)
