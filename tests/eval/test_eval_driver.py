@@ -13,7 +13,7 @@ import pytest
 from _clips import read_code, write_clip
 
 from vam_engine.eval import forms
-from vam_engine.eval.cli import _driver_config
+from vam_engine.eval.cli import driver_config
 from vam_engine.eval.driver import Driver, DriverConfig, EngineHost, ResultLog
 from vam_engine.eval.records import EvalQuestion, EvalResult, EvalVideo, Interval, Segment
 from vam_engine.eval.scorers import ref_at
@@ -304,9 +304,9 @@ def test_protocol_defaults_are_the_live_protocols():
         fps, mode, concurrency, proactive, settle, baseline, uniform_k = 2.0, "auto", 1, "realtime", False, "", 32
         max_side, store, monitor_every, pace, reactive = None, "per_video", 2.0, "fast", "auto"
 
-    assert _driver_config(Args, "streamarena").reactive == "pause"  # StreamArena stops the clock at a question
-    assert _driver_config(Args, "ovo").reactive == "race" and _driver_config(Args, "streamingbench").reactive == "race"
+    assert driver_config(Args, "streamarena").reactive == "pause"  # StreamArena stops the clock at a question
+    assert driver_config(Args, "ovo").reactive == "race" and driver_config(Args, "streamingbench").reactive == "race"
     Args.reactive = "pause"
-    assert _driver_config(Args, "ovo").reactive == "pause"
+    assert driver_config(Args, "ovo").reactive == "pause"
     with pytest.raises(ValueError, match="proactive"):
         DriverConfig(proactive="sometimes")

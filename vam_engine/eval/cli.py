@@ -81,7 +81,7 @@ def cmd_check(args) -> int:
     return EXIT_UNREADABLE if rep.skipped else EXIT_COMPLETED
 
 
-def _driver_config(args, benchmark: str):
+def driver_config(args, benchmark: str):
     from .driver import DriverConfig
     from .protocol import reactive_for
 
@@ -92,11 +92,26 @@ def _driver_config(args, benchmark: str):
                         monitor_every_s=args.monitor_every, pace=args.pace)
 
 
+def _engine_config(args):
+    """The engine's config: the model, and the indexing rate only when asked (the engine indexes
+    at its own rate, whatever rate the stream is pushed at)."""
+    from ..config import EngineConfig
+    from ..llm import parse_llm_spec
+
+    over = {"llm": parse_llm_spec(args.llm)}
+    if args.index_fps is not None:
+        over["ingest"] = {"fps": args.index_fps}
+    if args.text_model:
+        over["embed"] = {"text_model": args.text_model}
+    cfg = EngineConfig.load(args.config, device=args.device, **over)
+    if cfg.embed.text_model is None and cfg.embed.body == "descriptor":  # documents need a text embedder
+        cfg = EngineConfig.load(args.config, device=args.device, **over, embed={"text_model": "minilm"})
+    return cfg
+
+
 def cmd_eval(args) -> int:
     if args.check:
         return cmd_check(args)
-    from ..config import EngineConfig
-    from ..llm import parse_llm_spec
     from . import loaders, report
     from .driver import Driver, EngineHost, Progress
     from .judges import Judge
@@ -121,16 +136,8 @@ def cmd_eval(args) -> int:
     if not suite.questions:
         print(f"eval: no question could be read from {records}", file=sys.stderr)
         return EXIT_UNREADABLE
-    dcfg = _driver_config(args, suite.benchmark)
-
-    over = {"llm": parse_llm_spec(args.llm)}
-    if args.index_fps is not None:
-        over["ingest"] = {"fps": args.index_fps}
-    if args.text_model:
-        over["embed"] = {"text_model": args.text_model}
-    cfg = EngineConfig.load(args.config, device=args.device, **over)
-    if cfg.embed.text_model is None and cfg.embed.body == "descriptor":  # documents need a text embedder
-        cfg = EngineConfig.load(args.config, device=args.device, **over, embed={"text_model": "minilm"})
+    dcfg = driver_config(args, suite.benchmark)
+    cfg = _engine_config(args)
     llm = _model(args.llm, cfg.device)
     judge = Judge(_model(args.judge, cfg.device), out / "judge_cache.jsonl") if args.judge else None
     by_video = suite.by_video()
