@@ -3,7 +3,9 @@ per baseline (engine / baseline), and the papers' published rows beside them (pu
 printed and written as JSON and CSV.
 
 - OVO-Bench: accuracy per task, Real-Time / Backward / Forward averages (means of their
-  tasks), RT+BT (mean of the first two: VAM's headline) and overall (mean of the three).
+  tasks), RT+BT (mean of the first two: VAM's headline) and overall (mean of the three, as the
+  papers' tables give it: VAM's 61.95; OVO-Bench's scoring script prints a "Total Avg." over
+  the twelve tasks instead, which we do not report).
 - StreamingBench: accuracy per task and per axis (Real-Time, Omni-Source, Contextual;
   question-weighted), overall; Proactive Output's TimeOK (+-2 s) beside it.
 - StreamBench: accuracy (share of yes) per class, their mean, and the judge's mean 0-5 score.
