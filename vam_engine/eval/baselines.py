@@ -7,8 +7,6 @@ import math
 import time
 from dataclasses import dataclass
 
-from .records import EvalQuestion
-
 BASELINES = ("uniform", "last4")
 
 SYSTEM = ("You are watching a video stream. You are shown frames of it, each after its time in "
@@ -34,16 +32,10 @@ def uniform_times(t_query: float, k: int, fps: float) -> list[float]:
     return [t_query * i / (n - 1) for i in range(n)]
 
 
-def question_text(q: EvalQuestion) -> str:
-    parts = [q.context, q.question] if q.context else [q.question]
-    if q.options:
-        parts += list(q.options) + ["Reply with the letter of the correct option."]
-    return "\n".join(parts)
-
-
-def ask_frames(llm, q: EvalQuestion, frames, history) -> BaselineReply:
+def ask_frames(llm, text: str, frames, history) -> BaselineReply:
     """One request to ``llm``: the frames (t, RGB) with their times, the earlier turns of this
-    video (question, answer) pairs, then the question; temperature 0."""
+    stream ((question, answer) pairs), then the question ``text`` (its benchmark form, as the
+    engine is asked it); temperature 0."""
     from ..llm.base import Image, LLMRequest, Message, Sampling
 
     msgs = [Message("system", [SYSTEM])]
@@ -52,7 +44,7 @@ def ask_frames(llm, q: EvalQuestion, frames, history) -> BaselineReply:
     content: list = []
     for t, rgb in frames:
         content += [f"t={t:.1f}s", Image(rgb)]
-    content.append(question_text(q))
+    content.append(text)
     msgs.append(Message("user", content))
     req = LLMRequest(msgs, Sampling(temperature=0.0, max_tokens=256), tag="eval_baseline")
     t0 = time.perf_counter()

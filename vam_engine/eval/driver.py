@@ -1,73 +1,60 @@
-"""The streaming driver: each video replayed into the engine at the protocol's rate, each
-question asked at its time (``as_of`` = that time, nothing later pushed yet), proactive
-questions registered as monitors, baselines answered on the same model, every result appended
-to results.jsonl as it finishes (a re-run resumes: finished videos are kept, unfinished ones
-replayed from the start).
+"""The streaming driver: each stream replayed into the engine, each question asked at its time
+(``as_of`` = that time, nothing later pushed yet), proactive questions registered at their
+time and never prompted again, baselines answered on the same model, every result appended to
+results.jsonl as it finishes (a re-run resumes: finished streams are kept, unfinished ones
+replayed from the start). protocol.py has the defaults and why; replay.py replays one stream.
 
-Reactive questions pause the stream clock while answered (``reactive="pause"``, StreamArena's
-protocol) or race the stream (``"race"``: frames keep arriving at 1x real time while the answer
-is computed). Proactive cases never pause the clock for an answer, but monitors check on
-stream time off the ingest path, so an unpaced replay would outrun them: with
-``proactive="drain"`` (the default) each frame pushed while a monitor waits is followed by
-``Engine.wait_for_monitors`` (every check due is judged before the next frame, as if the model
-kept up); with ``"realtime"`` the stream is paced at 1x real time and checks the model cannot
-keep up with are dropped, as live. A case ends ``tail_s`` after its event.
-
-A replay pushes frames faster than real time, so in pause mode the memory writer would fall
-further behind than it ever would live; ``settle`` (the default) lets it, and the QA history of
-earlier answers, catch up with the frames pushed so far before each question is asked (the
-clock is stopped meanwhile; latency counts from the question). That also makes a replay with a
-deterministic model give the same results every time. Race mode never waits.
-"""
+Per-stream isolation of question history does not rely on the engine scoping its QA history:
+by default each stream gets a fresh engine in a fresh store (``store="per_video"``); the
+baselines keep their dialogue per stream. ``per_run`` (one store, a camera per stream) is an
+explicit option, for runs that want one store to inspect afterwards."""
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import baselines as B
-from .frames import frames_at, stream_frames
-from .records import ENGINE, EvalQuestion, EvalResult, EvalVideo
-from .scorers import extract_option, match_answer, ref_at, time_ok
+from .grade import Grader
+from .protocol import CASE_TAIL_S, MONITOR_PERIOD_S
+from .records import ENGINE, EvalResult, EvalVideo, camera_id
 
 
 @dataclass
 class DriverConfig:
-    fps: float = 2.0                 # the protocol's ingest rate (StreamArena: 2 fps)
-    reactive: str = "pause"          # "pause" | "race"
+    fps: float = 2.0                 # the rate frames are pushed at (the protocol's stream; StreamArena: 2 fps)
+    reactive: str = "race"           # "race" (the clock keeps running while answering) | "pause"
     ask_mode: str = "auto"           # Engine.ask mode
-    concurrency: int = 1             # videos at once
-    tail_s: float = 30.0             # a proactive case ends this long after its event
-    proactive: str = "drain"         # "drain" | "realtime": how the stream waits for monitor checks
+    concurrency: int = 1             # streams at once
+    tail_s: float = CASE_TAIL_S      # a monitored case ends this long after its event (StreamArena: 30 s)
+    proactive: str = "realtime"      # "realtime" (1x while monitors wait) | "drain" (every due check judged)
     baselines: tuple = ()            # of baselines.BASELINES
     uniform_k: int = 32              # frames of the uniform baseline at most
-    max_side: int = 640              # decoded frames are shrunk to this longest side
-    settle: bool = True              # pause mode: memory catches up before each question (module doc)
-    store: str = "per_run"           # "per_run" (one store, a fresh camera per video) | "per_video"
-    # Engine.watch arguments: a check every second of stream time (the engine's default 2 s is
-    # as wide as TimeOK's whole late margin)
-    watch: dict = field(default_factory=lambda: {"every_s": 1.0})
+    max_side: int | None = None      # None: frames as decoded; else shrunk to this longest side
+    settle: bool = False             # pause mode: let memory catch up with the replay before each question
+    store: str = "per_video"         # "per_video" (a fresh store per stream) | "per_run"
+    monitor_every_s: float = MONITOR_PERIOD_S  # the monitors' check period (StreamingBench polls at its own 1 s)
+    pace: str = "fast"               # "fast": unpaced between questions | "realtime": 1x throughout
 
     def __post_init__(self):
-        if self.reactive not in ("pause", "race"):
-            raise ValueError(f"reactive must be pause or race, got {self.reactive!r}")
-        if self.proactive not in ("drain", "realtime"):
-            raise ValueError(f"proactive must be drain or realtime, got {self.proactive!r}")
-        if self.store not in ("per_run", "per_video"):
-            raise ValueError(f"store must be per_run or per_video, got {self.store!r}")
+        choices = {"reactive": ("pause", "race"), "proactive": ("drain", "realtime"),
+                   "store": ("per_run", "per_video"), "pace": ("fast", "realtime")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         bad = [b for b in self.baselines if b not in B.BASELINES]
         if bad:
             raise ValueError(f"unknown baseline(s) {', '.join(bad)}: the baselines are {', '.join(B.BASELINES)}")
-        if not (self.concurrency >= 1 and self.fps > 0 and self.uniform_k >= 1):
-            raise ValueError("concurrency, fps and uniform_k must be positive")
+        if not (self.concurrency >= 1 and self.fps > 0 and self.uniform_k >= 1 and self.monitor_every_s > 0):
+            raise ValueError("concurrency, fps, uniform_k and the monitor period must be positive")
+        if self.max_side is not None and self.max_side < 16:
+            raise ValueError(f"max_side must be at least 16 pixels, got {self.max_side}")
 
 
 @dataclass
@@ -112,13 +99,8 @@ class ResultLog:
             os.replace(tmp, self.path)
 
 
-def camera_id(video_id: str) -> str:
-    cam = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(video_id).stem if "/" in video_id else video_id)
-    return cam[:120] or "video"
-
-
 class Progress:
-    """One line on stderr per finished video and every few seconds: videos, questions, the
+    """One line on stderr per finished stream and every few seconds: streams, questions, the
     engine's running accuracy (and each baseline's) and mean latency."""
 
     def __init__(self, videos: int, questions: int, stream=None, every_s: float = 5.0, enabled: bool = True):
@@ -146,45 +128,19 @@ class Progress:
         if not self.enabled:
             return
         asked = len({(r.video, r.qid) for r in self._res})
-        parts = [f"eval: videos {self.done_videos}/{self.videos}, questions {asked}/{self.questions}"]
+        parts = [f"eval: streams {self.done_videos}/{self.videos}, questions {asked}/{self.questions}"]
         for m in sorted(dict.fromkeys(r.method for r in self._res), key=lambda m: m != ENGINE):
-            scored = [r for r in self._res if r.method == m and r.correct is not None]
+            scored = [r.score for r in self._res if r.method == m and r.score is not None]
             lat = [r.latency_s for r in self._res if r.method == m and r.latency_s is not None]
             if scored:
-                acc = 100.0 * sum(r.correct for r in scored) / len(scored)
+                acc = 100.0 * sum(scored) / len(scored)
                 parts.append(f"{m} acc {acc:.1f}%" + (f" lat {sum(lat) / len(lat):.2f}s" if lat else ""))
         print(", ".join(parts), file=self.stream, flush=True)
 
 
-class Scorer:
-    """Scores a response: the option for multiple choice, the judge (or a text match without
-    one) for open answers, TimeOK as well for proactive ones."""
-
-    def __init__(self, judge=None):
-        self.judge = judge
-
-    def score(self, q: EvalQuestion, r: EvalResult) -> None:
-        if r.response is None:
-            r.correct = None if r.error and r.error.startswith("unsupported") else False
-            r.scorer = "option" if q.options else ("judge" if self.judge else "match")
-            if q.kind == "proactive":
-                r.time_ok = False if r.correct is not None else None
-            return
-        if q.options:
-            r.option = extract_option(r.response, q.options)
-            r.correct, r.scorer = r.option is not None and r.option == q.gt_option, "option"
-        elif self.judge is not None:
-            r.correct, r.scorer = bool(self.judge(q.question, q.answer, r.response)), "judge"
-        else:
-            r.correct, r.scorer = match_answer(r.response, q.answer), "match"
-        if q.kind == "proactive":
-            r.time_ok = time_ok(r.t_pred, q.t_gt)
-            r.correct = bool(r.correct and r.time_ok)
-
-
 class _Borrowed:
     """The run's model as an engine sees it: everything delegated but ``close`` (an engine
-    closes its model; the next video's engine and the baselines still need this one)."""
+    closes its model; the next stream's engine and the baselines still need this one)."""
 
     def __init__(self, llm):
         self._llm = llm
@@ -197,10 +153,10 @@ class _Borrowed:
 
 
 class EngineHost:
-    """Where each video's camera lives: one engine for the run (``per_run``) or a fresh
-    engine in a fresh store per video (``per_video``)."""
+    """Where each stream's camera lives: a fresh engine in a fresh store per stream
+    (``per_video``), or one engine for the run (``per_run``)."""
 
-    def __init__(self, root: Path, config, llm, per_video: bool):
+    def __init__(self, root: Path, config, llm, per_video: bool = True):
         self.root, self.config, self.llm, self.per_video = Path(root), config, _Borrowed(llm), per_video
         self._shared = None
         self._lock = threading.Lock()
@@ -210,7 +166,7 @@ class EngineHost:
 
         if self.per_video:
             d = self.root / cam
-            shutil.rmtree(d, ignore_errors=True)  # a replayed video starts from an empty store
+            shutil.rmtree(d, ignore_errors=True)  # a replayed stream starts from an empty store
             return Engine(d, self.config, llm=self.llm)
         with self._lock:
             if self._shared is None:
@@ -232,23 +188,22 @@ class Driver:
                  progress: Progress | None = None, stop: threading.Event | None = None, on_result=None):
         self.host, self.llm, self.cfg = host, llm, config
         self.log = ResultLog(results_path)
-        self.scorer = Scorer(judge)
+        self.grade = Grader(judge)
         self.progress = progress
         self.stop = stop or threading.Event()
         self.on_result = on_result
         self.methods = (ENGINE,) + tuple(config.baselines)
+        self.cams: dict = {}
 
-    # -- the run ---------------------------------------------------------------------------------
     def run(self, videos: dict, by_video: dict) -> RunOutcome:
         order = list(by_video)
-        self._cams = {}
-        for v in order:  # distinct cameras even for videos whose names sanitize alike
+        for v in order:  # distinct cameras even for streams whose names sanitize alike
             base, k = camera_id(v), 1
             cam = base
-            while cam in self._cams.values():
+            while cam in self.cams.values():
                 k += 1
                 cam = f"{base}-{k}"
-            self._cams[v] = cam
+            self.cams[v] = cam
         kept = self._resume(by_video)
         todo = [v for v in order if not self._complete(v, by_video[v], kept)]
         if self.progress is not None:
@@ -277,7 +232,7 @@ class Driver:
         return all((v, q.qid, m) in have for q in qs for m in self.methods)
 
     def _resume(self, by_video: dict) -> list:
-        """Keep the results of finished videos; drop an unfinished video's (it is replayed from
+        """Keep the results of finished streams; drop an unfinished stream's (it is replayed from
         t = 0 in a fresh camera: its memory and dialogue must be rebuilt the same way)."""
         old = self.log.read()
         keep = [r for r in old if r.video in by_video and self._complete(r.video, by_video[r.video], old)]
@@ -285,184 +240,20 @@ class Driver:
             self.log.rewrite(keep)
         return keep
 
-    def _emit(self, r: EvalResult) -> None:
+    def emit(self, r: EvalResult) -> None:
         self.log.append(r)
         if self.progress is not None:
             self.progress.result(r)
         if self.on_result is not None:
             self.on_result(r)
 
-    # -- one video ---------------------------------------------------------------------------------
     def _video(self, video: EvalVideo, questions: list) -> None:
-        eng = self.host.open(video.video_id, self._cams[video.video_id])
+        from .replay import StreamReplay
+
+        eng = self.host.open(video.video_id, self.cams[video.video_id])
         try:
-            _VideoRun(self, eng, video, questions).run()
+            StreamReplay(self, eng, video, questions).run()
         finally:
             self.host.release(eng)
         if not self.stop.is_set() and self.progress is not None:
             self.progress.video_done()
-
-
-class _VideoRun:
-    """The replay of one video into one camera."""
-
-    def __init__(self, driver: Driver, engine, video: EvalVideo, questions: list):
-        self.d, self.eng, self.video = driver, engine, video
-        self.cfg = driver.cfg
-        self.cam = driver._cams.get(video.video_id) or camera_id(video.video_id)
-        self.pending = deque(questions)
-        self.last4: deque = deque(maxlen=4)
-        self.history: dict = {m: [] for m in driver.methods if m != ENGINE}  # baselines' dialogue
-        self.watching: list = []   # (question, monitor)
-        self.racing: list = []     # (question, future, t0)
-        self._pool = ThreadPoolExecutor(2, thread_name_prefix="eval-ask") if self.cfg.reactive == "race" else None
-        self._pace_anchor = None   # (stream t, wall) while paced
-        self.t = -1.0              # the stream clock: time of the last frame pushed
-
-    def run(self) -> None:
-        try:
-            for t, rgb in stream_frames(self.video, self.cfg.fps, self.cfg.max_side):
-                if self.d.stop.is_set():
-                    return
-                while self.pending and self.pending[0].time < t:  # due before this frame
-                    self._due(self.pending.popleft())
-                self._end_watches(t)
-                self._pace(t)
-                self.eng.push(self.cam, rgb, t, t_abs=None if self.video.origin_abs is None else self.video.axis(t))
-                self.t = t
-                if self.watching and self.cfg.proactive == "drain":
-                    self.eng.wait_for_monitors()
-                self.last4.append((t, rgb))
-                self._collect_races(block=False)
-            if self.t >= 0:
-                self.eng.end_push(self.cam)
-            while self.pending and not self.d.stop.is_set():  # asked after the video's last frame
-                self._due(self.pending.popleft())
-            self._end_watches(float("inf"))
-            self._collect_races(block=True)
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-
-    def _pace(self, t: float) -> None:
-        speed = 1.0 if self.racing or (self.watching and self.cfg.proactive == "realtime") else 0.0
-        if speed <= 0:
-            self._pace_anchor = None
-            return
-        if self._pace_anchor is None:
-            self._pace_anchor = (t, time.monotonic())
-            return
-        t0, w0 = self._pace_anchor
-        wait = w0 + (t - t0) / speed - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-
-    # -- questions -----------------------------------------------------------------------------------
-    def _result(self, q: EvalQuestion, method: str, **kw) -> EvalResult:
-        return EvalResult(q.qid, q.video, method, q.kind, q.category, q.group, q.stratum, q.time, **kw)
-
-    def _due(self, q: EvalQuestion) -> None:
-        if q.kind == "proactive":
-            self._watch(q)
-        elif self.cfg.reactive == "race":
-            self.racing.append((q, self._pool.submit(self._ask_engine, q), time.monotonic()))
-        else:
-            self.d._emit(self._finish(q, self._ask_engine(q)))
-        for m in self.history:
-            self.d._emit(self._baseline(q, m))
-
-    def _ask_engine(self, q: EvalQuestion) -> EvalResult:
-        if self.cfg.reactive == "pause" and self.cfg.settle:
-            self.eng.flush()
-            self.eng.wait_for_documents(timeout=600.0)
-            self.eng.wait_for_answers(timeout=600.0)
-        t0 = time.perf_counter()
-        try:
-            ans = self.eng.ask(B.question_text(q), as_of=self.video.axis(q.time), camera=self.cam,
-                               mode=self.cfg.ask_mode, wait_for_ingest=self.cfg.reactive == "pause")
-        except Exception as e:  # one failed answer is a wrong answer with its reason, not a failed run
-            return self._result(q, ENGINE, error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - t0)
-        prefill = [v for k, v in ans.timings.items() if k.endswith("_prefill")]
-        ev = [[e.t_start - (self.video.origin_abs or 0.0), e.t_end - (self.video.origin_abs or 0.0)]
-              for e in ans.evidence if e.camera_id == self.cam]
-        return self._result(q, ENGINE, response=ans.text, latency_s=ans.timings.get("response_s", time.perf_counter() - t0),
-                            prefill_s=sum(prefill) if prefill else None, prompt_tokens=ans.tokens.get("prompt", 0),
-                            completion_tokens=ans.tokens.get("completion", 0), evidence=ev)
-
-    def _finish(self, q: EvalQuestion, r: EvalResult) -> EvalResult:
-        self.d.scorer.score(q, r)
-        if q.evidence and q.benchmark == "mmlifelong":
-            shift = self.video.origin_abs or 0.0  # 5-minute bins on the absolute clock
-            r.ref300 = ref_at([(a + shift, b + shift) for a, b in r.evidence[:1]],
-                              [(e.t_start + shift, e.t_end + shift) for e in q.evidence])
-        return r
-
-    def _collect_races(self, block: bool) -> None:
-        for item in list(self.racing):
-            q, fut, _ = item
-            if block or fut.done():
-                self.racing.remove(item)
-                self.d._emit(self._finish(q, fut.result()))
-
-    def _baseline(self, q: EvalQuestion, method: str) -> EvalResult:
-        if q.kind == "proactive":
-            r = self._result(q, method, error="unsupported: a baseline answers only when asked")
-            self.d.scorer.score(q, r)
-            return r
-        try:
-            if method == "last4":
-                frames = [f for f in self.last4 if f[0] <= q.time]
-            else:
-                frames = frames_at(self.video, B.uniform_times(q.time, self.cfg.uniform_k, self.cfg.fps),
-                                   self.cfg.max_side)
-            if not frames:
-                raise ValueError(f"no frame of the video at or before t={q.time}")
-            rep = B.ask_frames(self.d.llm, q, frames, self.history[method])
-        except Exception as e:
-            r = self._result(q, method, error=f"{type(e).__name__}: {e}")
-            self.d.scorer.score(q, r)
-            return r
-        self.history[method].append((B.question_text(q), rep.text))
-        return self._finish(q, self._result(q, method, response=rep.text, latency_s=rep.latency_s,
-                                            prefill_s=rep.prefill_s or None, prompt_tokens=rep.prompt_tokens,
-                                            completion_tokens=rep.completion_tokens))
-
-    # -- proactive cases -------------------------------------------------------------------------------
-    def _watch(self, q: EvalQuestion) -> None:
-        watch = getattr(self.eng, "watch", None)
-        if watch is None:
-            r = self._result(q, ENGINE, error="this engine has no monitors (Engine.watch)")
-            self.d._emit(self._finish(q, r))
-            return
-        try:
-            m = watch(q.question, [self.cam], mode="once", **self.cfg.watch)
-        except Exception as e:
-            self.d._emit(self._finish(q, self._result(q, ENGINE, error=f"{type(e).__name__}: {e}")))
-            return
-        self.watching.append((q, m, time.perf_counter()))
-
-    def _end_watches(self, t: float) -> None:
-        """Cases whose window (t_gt + tail_s) the stream has passed: their first alert after
-        the query is the response; the monitor is removed."""
-        for item in list(self.watching):
-            q, m, _ = item
-            if t <= q.t_gt + self.cfg.tail_s:
-                continue
-            self.watching.remove(item)
-            r = self._result(q, ENGINE)
-            try:
-                self.eng.wait_for_monitors(timeout=60.0)
-                alerts = [a for a in self.eng.alerts(monitor_id=m.monitor_id)
-                          if a.t >= self.video.axis(q.time) - 1e-9]
-                self.eng.unwatch(m.monitor_id)
-            except Exception as e:
-                r.error = f"{type(e).__name__}: {e}"
-                alerts = []
-            if alerts:
-                a = min(alerts, key=lambda a: a.alert_id)
-                r.response = a.observed or "alert"
-                r.t_pred = a.t - (self.video.origin_abs or 0.0)
-                r.latency_s = None  # StreamArena times alerts by the observation, not by decoding
-            elif r.error is None:
-                r.error = "no alert"
-            self.d._emit(self._finish(q, r))

@@ -12,9 +12,9 @@ from .records import EvalVideo
 _EPS = 1e-6
 
 
-def _fit(rgb: np.ndarray, max_side: int) -> np.ndarray:
+def _fit(rgb: np.ndarray, max_side: int | None) -> np.ndarray:
     h, w = rgb.shape[:2]
-    if max(h, w) <= max_side:
+    if max_side is None or max(h, w) <= max_side:
         return rgb
     import cv2
 
@@ -37,10 +37,10 @@ def _decoded(path: str):
             yield float(f.pts * s.time_base) - start, f
 
 
-def stream_frames(video: EvalVideo, fps: float, max_side: int = 640):
-    """(t on the video axis, H x W x 3 RGB) at ticks k / fps: for each tick the first frame at
-    or after it, as a camera sampled at that rate would deliver; segments in order, times
-    strictly increasing."""
+def stream_frames(video: EvalVideo, fps: float, max_side: int | None = None):
+    """(t on the stream's axis, H x W x 3 RGB) at ticks k / fps: for each tick the first frame
+    at or after it, as a camera sampled at that rate would deliver; segments in order, times
+    strictly increasing; frames as decoded, or shrunk to ``max_side``."""
     if not (fps > 0 and math.isfinite(fps)):
         raise ValueError(f"the protocol's frame rate must be positive, got {fps!r}")
     interval = 1.0 / fps
@@ -56,7 +56,7 @@ def stream_frames(video: EvalVideo, fps: float, max_side: int = 640):
             yield t, _fit(frame.to_ndarray(format="rgb24"), max_side)
 
 
-def frames_at(video: EvalVideo, times, max_side: int = 640) -> list:
+def frames_at(video: EvalVideo, times, max_side: int | None = None) -> list:
     """(t, RGB) of the last frame at or before each of ``times`` (video axis; sorted), decoded
     with seeks, so a long video is not held in memory for the uniform baseline."""
     import av
@@ -84,3 +84,19 @@ def frames_at(video: EvalVideo, times, max_side: int = 640) -> list:
                 if best is not None:
                     out.append((best[0], _fit(best[1].to_ndarray(format="rgb24"), max_side)))
     return out
+
+
+def video_duration(path) -> float:
+    """A video file's duration in seconds (the container's, else its video stream's)."""
+    import av
+
+    try:
+        with av.open(str(path)) as c:
+            if c.duration is not None:
+                return c.duration / 1_000_000
+            s = c.streams.video[0]
+            if s.duration is not None:
+                return float(s.duration * s.time_base)
+    except (av.error.FFmpegError, IndexError) as e:
+        raise ValueError(f"{path}: cannot read the video's duration: {e}") from None
+    raise ValueError(f"{path}: the video does not say how long it is")

@@ -1,16 +1,23 @@
-"""Reports in the layouts of the seeds' tables, one row per method and a ratio row per
-baseline (engine / baseline), printed and written as JSON and CSV.
+"""Reports in the layouts of the papers' tables: one row per method of the run, a ratio row
+per baseline (engine / baseline), and the papers' published rows beside them (published.py);
+printed and written as JSON and CSV.
 
-- OVO-Bench: accuracy per task, RT / BT / Fwd averages (mean of their tasks), overall = mean
-  of the three averages.
+- OVO-Bench: accuracy per task, Real-Time / Backward / Forward averages (means of their
+  tasks), RT+BT (mean of the first two: VAM's headline) and overall (mean of the three, as the
+  papers' tables give it: VAM's 61.95; OVO-Bench's scoring script prints a "Total Avg." over
+  the twelve tasks instead, which we do not report).
 - StreamingBench: accuracy per task and per axis (Real-Time, Omni-Source, Contextual;
-  question-weighted), overall.
+  question-weighted), overall; Proactive Output's TimeOK (+-2 s) beside it.
+- StreamBench: accuracy (share of yes) per class, their mean, and the judge's mean 0-5 score.
 - StreamArena: RTP, HR (Avg, L1-L4), Tool, Pro (Avg, L1-L3), averages question-weighted; and
   mean latency per capability and pooled.
-- MM-Lifelong: accuracy and Ref@300.
+- MM-Lifelong: accuracy (1 / 0.5 / 0 per answer) and Ref@300.
 - Our JSONL: accuracy per category and per group, overall, with proactive accuracy and TimeOK.
-Every report ends with latency (per category and pooled), response-prefill delay and tokens.
-"""
+
+Accuracy is the mean credit of the scored answers under the benchmark's official rule, or,
+with ``scoring="robust"``, under the harness's robust extraction (titled as such: those
+numbers are not comparable with published ones). Every report ends with latency (per category
+and pooled), response-prefill delay and tokens."""
 from __future__ import annotations
 
 import csv
@@ -18,8 +25,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .loaders import OVO_GROUPS, SB_TASKS
+from .published import PUBLISHED
 from .records import ENGINE
+from .tasks import OVO_GROUPS, SB_AXES, SB_TASKS, STREAMBENCH_CLASSES
+
+SCORINGS = ("official", "robust", "both")
+ROBUST_TITLE = " [robust extraction, not the official rule]"
 
 
 @dataclass
@@ -49,11 +60,6 @@ def _fmt(v, digits: int) -> str:
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-def _acc(rs) -> float | None:
-    scored = [r for r in rs if r.correct is not None]
-    return 100.0 * sum(bool(r.correct) for r in scored) / len(scored) if scored else None
-
-
 def _mean(xs) -> float | None:
     xs = [x for x in xs if x is not None]
     return sum(xs) / len(xs) if xs else None
@@ -64,33 +70,46 @@ def _methods(results) -> list:
     return sorted(ms, key=lambda m: (m != ENGINE, ms.index(m)))
 
 
+class _Acc:
+    """Accuracy (%) of results under one scoring: the mean credit of the scored ones."""
+
+    def __init__(self, robust: bool):
+        self.attr = "score_robust" if robust else "score"
+
+    def __call__(self, rs) -> float | None:
+        vals = [getattr(r, self.attr) for r in rs if getattr(r, self.attr) is not None]
+        return 100.0 * sum(vals) / len(vals) if vals else None
+
+
 def _with_ratios(table: Table) -> Table:
-    """A row "engine / baseline" for each baseline: the engine's value over the baseline's."""
+    """A row "engine / baseline" for each baseline of the run: the engine's value over the baseline's."""
     eng = next((vals for label, vals in table.rows if label == ENGINE), None)
     if eng is None:
         return table
-    extra = []
-    for label, vals in table.rows:
-        if label == ENGINE:
-            continue
-        extra.append((f"{ENGINE}/{label}", [round(e / b, 2) if e is not None and b else None for e, b in zip(eng, vals)]))
+    extra = [(f"{ENGINE}/{label}", [round(e / b, 2) if e is not None and b else None for e, b in zip(eng, vals)])
+             for label, vals in table.rows if label != ENGINE]
     table.rows += extra
     return table
 
 
-def _accuracy_table(title, results, columns) -> Table:
-    """``columns``: (name, predicate(result) or a callable(results) -> value)."""
+def _published(table: Table, benchmark: str) -> Table:
+    for label, values in PUBLISHED.get(benchmark, []):
+        if any(c in values for c in table.columns):
+            table.rows.append((label, [values.get(c) for c in table.columns]))
+    return table
+
+
+def _table(title, results, columns, benchmark: str = "") -> Table:
+    """``columns``: (name, fn(results of one method) -> value)."""
     t = Table(title, [c for c, _ in columns])
     for m in _methods(results):
         rs = [r for r in results if r.method == m]
-        t.rows.append((m, [fn(rs) if getattr(fn, "aggregate", False) else _acc([r for r in rs if fn(r)])
-                           for _, fn in columns]))
-    return _with_ratios(t)
+        t.rows.append((m, [fn(rs) for _, fn in columns]))
+    return _published(_with_ratios(t), benchmark)
 
 
-def _agg(fn):
-    fn.aggregate = True
-    return fn
+def _where(acc, pred):
+    return lambda rs: acc([r for r in rs if pred(r)])
 
 
 def _present(results, attr, order) -> list:
@@ -98,70 +117,84 @@ def _present(results, attr, order) -> list:
     return [x for x in order if x in have] + sorted(x for x in have if x not in order and x)
 
 
-def ovo_tables(results) -> list:
-    cols = []
-    groups = {}
-    for g in ("RT", "BT", "Fwd"):
-        tasks = [t for t in _present(results, "category", list(OVO_GROUPS)) if OVO_GROUPS.get(t) == g]
-        groups[g] = tasks
-        cols += [(t, lambda r, t=t: r.category == t) for t in tasks]
-        cols.append((f"{g} avg", _agg(lambda rs, ts=tasks: _mean([_acc([r for r in rs if r.category == t]) for t in ts]))))
-    cols.append(("overall", _agg(lambda rs: _mean([_mean([_acc([r for r in rs if r.category == t]) for t in groups[g]])
-                                                   for g in groups]))))
-    return [_accuracy_table("OVO-Bench accuracy", results, cols)]
+def ovo_tables(results, acc: _Acc) -> list:
+    task_acc = lambda rs, t: acc([r for r in rs if r.category == t])
+    cols, groups = [], {}
+    for g, name in (("RT", "RT avg"), ("BT", "BT avg"), ("Fwd", "Fwd avg")):
+        tasks = [t for t in OVO_GROUPS if OVO_GROUPS[t] == g]
+        present = [t for t in tasks if any(r.category == t for r in results)]
+        groups[g] = present
+        cols += [(t, lambda rs, t=t: task_acc(rs, t)) for t in present]
+        cols.append((name, lambda rs, ts=present: _mean([task_acc(rs, t) for t in ts]) if ts else None))
+    avg = lambda rs, g: _mean([task_acc(rs, t) for t in groups[g]]) if groups[g] else None
+    cols.append(("RT+BT", lambda rs: _mean([avg(rs, "RT"), avg(rs, "BT")]) if groups["RT"] and groups["BT"] else None))
+    cols.append(("overall", lambda rs: _mean([avg(rs, g) for g in groups]) if all(groups.values()) else None))
+    return [_table("OVO-Bench accuracy", results, cols, "ovo")]
 
 
-def streamingbench_tables(results) -> list:
+def streamingbench_tables(results, acc: _Acc) -> list:
     cols = []
-    for axis in ("Real-Time", "Omni-Source", "Contextual"):
+    for axis in SB_AXES:
         tasks = [t for t in _present(results, "category", list(SB_TASKS)) if SB_TASKS.get(t, ("",))[0] == axis]
-        cols += [(t, lambda r, t=t: r.category == t) for t in tasks]
+        cols += [(t, _where(acc, lambda r, t=t: r.category == t)) for t in tasks]
         if tasks:
-            cols.append((axis, lambda r, a=axis: r.group == a))
-    cols.append(("overall", lambda r: True))
-    return [_accuracy_table("StreamingBench accuracy", results, cols)]
+            cols.append((axis, _where(acc, lambda r, a=axis: r.group == a)))
+    cols.append(("overall", acc))
+    tables = [_table("StreamingBench accuracy", results, cols, "streamingbench")]
+    if any(r.category == "PO" for r in results):
+        tables.append(_proactive_table("StreamingBench Proactive Output (TimeOK: +-2 s)",
+                                       [r for r in results if r.category == "PO"], acc))
+    return tables
 
 
-def streamarena_tables(results) -> list:
-    cols = [("RTP", lambda r: r.group == "RTP"), ("HR avg", lambda r: r.group == "HR")]
-    cols += [(f"HR {s}", lambda r, s=s: r.group == "HR" and r.stratum == s) for s in ("L1", "L2", "L3", "L4")]
-    cols += [("Tool", lambda r: r.group == "Tool"), ("Pro avg", lambda r: r.group == "Pro")]
-    cols += [(f"Pro {s}", lambda r, s=s: r.group == "Pro" and r.stratum == s) for s in ("L1", "L2", "L3")]
-    acc = _accuracy_table("StreamArena accuracy", results, cols)
+def streambench_tables(results, acc: _Acc) -> list:
+    classes = ["OS", "LM", "SM", "CI", "KG", "SF"]
+    cols = [(c, _where(acc, lambda r, c=c: r.category == c)) for c in classes if any(r.category == c for r in results)]
+    cols.append(("Avg", lambda rs: _mean([acc([r for r in rs if r.category == c]) for c in STREAMBENCH_CLASSES])))
+    cols.append(("score 0-5", lambda rs: _mean([r.judge_score for r in rs])))
+    return [_table("StreamBench accuracy (share judged yes) and mean judge score", results, cols, "streambench")]
+
+
+def streamarena_tables(results, acc: _Acc) -> list:
+    cols = [("RTP", _where(acc, lambda r: r.group == "RTP")), ("HR avg", _where(acc, lambda r: r.group == "HR"))]
+    cols += [(f"HR {s}", _where(acc, lambda r, s=s: r.group == "HR" and r.stratum == s)) for s in ("L1", "L2", "L3", "L4")]
+    cols += [("Tool", _where(acc, lambda r: r.group == "Tool")), ("Pro avg", _where(acc, lambda r: r.group == "Pro"))]
+    cols += [(f"Pro {s}", _where(acc, lambda r, s=s: r.group == "Pro" and r.stratum == s)) for s in ("L1", "L2", "L3")]
+    table = _table("StreamArena accuracy", results, cols, "streamarena")
     lat = Table("StreamArena mean latency", ["RTP", "HR", "Tool", "pooled"], unit="s")
     for m in _methods(results):
         rs = [r for r in results if r.method == m and r.kind == "reactive"]
         lat.rows.append((m, [_mean([r.latency_s for r in rs if r.group == g]) for g in ("RTP", "HR", "Tool")]
                          + [_mean([r.latency_s for r in rs if r.group in ("RTP", "HR", "Tool")])]))
-    return [acc, _with_ratios(lat)]
+    return [table, _with_ratios(lat)]
 
 
-def mmlifelong_tables(results) -> list:
-    t = Table("MM-Lifelong", ["Acc.", "Ref@300"])
-    for m in _methods(results):
-        rs = [r for r in results if r.method == m]
-        ref = _mean([r.ref300 for r in rs])
-        t.rows.append((m, [_acc(rs), None if ref is None else 100.0 * ref]))
-    return [_with_ratios(t)]
+def mmlifelong_tables(results, acc: _Acc) -> list:
+    ref = lambda rs: None if _mean([r.ref300 for r in rs]) is None else 100.0 * _mean([r.ref300 for r in rs])
+    return [_table("MM-Lifelong", results, [("Acc.", acc), ("Ref@300", ref)], "mmlifelong")]
 
 
-def jsonl_tables(results) -> list:
+def _proactive_table(title, pro, acc: _Acc) -> Table:
+    t = Table(title, ["Proactive-Acc", "TimeOK", "alerted"])
+    for m in _methods(pro):
+        rs = [r for r in pro if r.method == m]
+        oks = [r.time_ok for r in rs if r.time_ok is not None]
+        t.rows.append((m, [acc(rs), 100.0 * sum(oks) / len(oks) if oks else None,
+                           100.0 * sum(r.t_pred is not None for r in rs) / len(rs) if oks else None]))
+    return t
+
+
+def jsonl_tables(results, acc: _Acc) -> list:
     cats = _present(results, "category", [])
     groups = _present(results, "group", [])
-    cols = [(c, lambda r, c=c: r.category == c) for c in cats]
+    cols = [(c, _where(acc, lambda r, c=c: r.category == c)) for c in cats]
     if groups != cats:
-        cols += [(f"[{g}]", lambda r, g=g: r.group == g) for g in groups]
-    cols.append(("overall", lambda r: True))
-    tables = [_accuracy_table("Accuracy per category", results, cols)]
+        cols += [(f"[{g}]", _where(acc, lambda r, g=g: r.group == g)) for g in groups]
+    cols.append(("overall", acc))
+    tables = [_table("Accuracy per category", results, cols)]
     pro = [r for r in results if r.kind == "proactive"]
     if pro:
-        t = Table("Proactive", ["Proactive-Acc", "TimeOK", "alerted"])
-        for m in _methods(pro):
-            rs = [r for r in pro if r.method == m]
-            oks = [r.time_ok for r in rs if r.time_ok is not None]
-            t.rows.append((m, [_acc(rs), 100.0 * sum(oks) / len(oks) if oks else None,
-                               100.0 * sum(r.t_pred is not None for r in rs) / len(rs) if oks else None]))
-        tables.append(t)
+        tables.append(_proactive_table("Proactive", pro, acc))
     return tables
 
 
@@ -179,14 +212,25 @@ def cost_table(results) -> Table:
     return t
 
 
-LAYOUTS = {"ovo": ovo_tables, "streamingbench": streamingbench_tables, "streamarena": streamarena_tables,
-           "mmlifelong": mmlifelong_tables, "jsonl": jsonl_tables}
+LAYOUTS = {"ovo": ovo_tables, "streamingbench": streamingbench_tables, "streambench": streambench_tables,
+           "streamarena": streamarena_tables, "mmlifelong": mmlifelong_tables, "jsonl": jsonl_tables}
 
 
-def build(results, benchmark: str) -> list:
+def build(results, benchmark: str, scoring: str = "official") -> list:
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     if not results:
         return []
-    return LAYOUTS.get(benchmark, jsonl_tables)(results) + [cost_table(results)]
+    layout = LAYOUTS.get(benchmark, jsonl_tables)
+    tables = []
+    if scoring in ("official", "both"):
+        tables += layout(results, _Acc(robust=False))
+    if scoring in ("robust", "both"):
+        for t in layout(results, _Acc(robust=True)):
+            t.title += ROBUST_TITLE
+            t.rows = [(label, vals) for label, vals in t.rows if not label.startswith("paper:")]
+            tables.append(t)
+    return tables + [cost_table(results)]
 
 
 def write(tables, out_dir, extra: dict | None = None) -> tuple[Path, Path]:

