@@ -241,7 +241,7 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
         try:
             with model_tap.listening(listener):
                 return eng.ask(body.question, as_of=body.as_of, camera=cams, mode=body.mode,
-                               max_turns=body.max_turns)
+                               max_turns=body.max_turns, session=history_of(p), read_only=not p.allows("write"))
         finally:
             slots.release()
 
@@ -249,6 +249,14 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
         return answer_json(await run_in_threadpool(run))
     return StreamingResponse(_ask_events(run, slots.release), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def history_of(p: Principal, session: str | None = None) -> str | None:
+    """The QA history a request's question reads and joins: its token's own (one token's
+    questions never reach another token's prompts), and within it the client's session."""
+    if p.token_id is None and session is None:
+        return None
+    return f"{p.token_id or ''}/{session or ''}"
 
 
 async def _ask_events(run, release):
