@@ -141,3 +141,33 @@ def test_a_read_token_never_writes_summaries_through_ask(parrot_engine, client_f
     r = c.post("/api/ask", json={"question": "summarize what happens", "mode": "agentic"}, headers=writer)
     assert r.status_code == 200, r.text
     assert len(eng.store.summaries.list()) > before  # a write token's planner stores them
+
+
+# -- the last token revoked ------------------------------------------------------------------------
+def test_revoking_the_last_token_leaves_the_server_closed(parrot_engine, client_for, tmp_path, capsys):
+    from vam_engine.cli import main
+
+    eng, _ = parrot_engine
+    c = client_for(eng)
+    assert c.get("/api/moments").status_code == 200  # no token yet: loopback is open
+    ts = TokenStore(tmp_path / "tokens")
+    info, token = ts.create("admin")
+    assert c.get("/api/moments").status_code == 401
+    assert main(["token", "revoke", "--store", str(tmp_path / "tokens"), info.token_id]) == 0
+    for method, path, body in (("GET", "/api/moments", None), ("POST", "/api/delete", {"cameras": ["front"]}),
+                               ("GET", "/api/cameras", None), ("POST", "/api/ask", {"question": "q"})):
+        r = c.request(method, path, json=body)
+        assert r.status_code == 401, (path, r.status_code, r.text)
+    assert eng.moments("front")  # nothing was deleted
+    assert c.get("/api/health").json()["auth"] is True
+    capsys.readouterr()
+    assert main(["token", "list", "--store", str(tmp_path / "tokens")]) == 0
+    assert "admits nobody" in capsys.readouterr().out
+    # only a person's explicit reset opens loopback again, and not while a token exists
+    ts.create("read")
+    assert main(["token", "reset", "--store", str(tmp_path / "tokens"), "--yes"]) == 2
+    for t in ts.tokens():
+        ts.revoke(t)
+    assert main(["token", "reset", "--store", str(tmp_path / "tokens")]) == 2  # needs --yes
+    assert main(["token", "reset", "--store", str(tmp_path / "tokens"), "--yes"]) == 0
+    assert c.get("/api/moments").status_code == 200

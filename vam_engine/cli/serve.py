@@ -81,7 +81,7 @@ def cmd_serve(args) -> int:
                 threading.Thread(target=run, daemon=True).start()
 
             signal.signal(signal.SIGHUP, reload)
-        needs = "tokens required" if tokens.any() or opts.require_tokens else "no token yet (loopback only)"
+        needs = "tokens required" if tokens.required() or opts.require_tokens else "no token yet (loopback only)"
         print(f"vam-engine serve: http://{args.host}:{args.port}/ ({needs}); store {args.store}", file=sys.stderr,
               flush=True)
         # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
@@ -138,12 +138,21 @@ def cmd_token(args) -> int:
         if args.json:
             print(json.dumps([t.to_json() for t in rows], indent=2))
             return 0
-        if not rows:
+        if not rows and tokens.required():
+            print("no tokens, and the store has had one: serve admits nobody until a token is created "
+                  "('vam-engine token reset' opens loopback again)")
+        elif not rows:
             print("no tokens (serve admits loopback requests without one and refuses other addresses)")
         for t in rows:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t.created_at))
             print(f"{t.token_id}  {t.scope:5}  cameras {','.join(t.cameras) if t.cameras else '*'}  created {when} UTC"
                   + (f"  {t.label}" if t.label else ""))
+        return 0
+    if args.token_cmd == "reset":
+        if not args.yes:
+            raise VamError("token reset lets loopback clients in without a token again: add --yes to confirm")
+        tokens.reset()
+        print(f"{tokens.path}: no token is required now on loopback (other addresses still need one)")
         return 0
     if not tokens.revoke(args.token_id):
         raise VamError(f"no token {args.token_id!r} in {tokens.path} (see 'vam-engine token list')")
@@ -175,7 +184,11 @@ def register(sub, g) -> None:
     c.add_argument("--label", help="a note shown by 'token list'")
     c = tsub.add_parser("list", parents=[g.store], help="the tokens (ids, scopes, cameras; never the tokens)")
     c.add_argument("--json", action="store_true")
-    c = tsub.add_parser("revoke", parents=[g.store], help="revoke a token by id")
+    c = tsub.add_parser("revoke", parents=[g.store], help="revoke a token by id (the last one too: the store "
+                                                           "then admits nobody until a new token or a reset)")
     c.add_argument("token_id")
+    c = tsub.add_parser("reset", parents=[g.store], help="with no token left: admit loopback clients without "
+                                                          "one again, as before the first token")
+    c.add_argument("--yes", action="store_true", help="confirm")
     sp.set_defaults(func=cmd_token)
 

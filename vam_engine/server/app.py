@@ -214,7 +214,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     def health():
         """Liveness; no token needed. Says whether tokens are required (never which)."""
         st = app.state
-        return {"ok": True, "auth": st.tokens.any() or st.options.require_tokens,
+        return {"ok": True, "auth": st.tokens.required() or st.options.require_tokens,
                 "monitors": hub.available, "live": hasattr(engine, "status")}
 
     @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)

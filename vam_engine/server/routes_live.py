@@ -266,7 +266,7 @@ async def _ws_principal(ws: WebSocket):
     token = bearer(ws.headers)
     since = None
     state = ws.app.state
-    if token is None and (state.tokens.any() or state.options.require_tokens):
+    if token is None and (state.tokens.required() or state.options.require_tokens):
         try:
             msg = json.loads(await asyncio.wait_for(ws.receive_text(), 10.0))
         except (asyncio.TimeoutError, ValueError, KeyError):
