@@ -156,7 +156,8 @@ class Shard:
     def camera_status(self, camera_id=None):
         """The live cameras' status, and an offline one for each camera this incarnation could not
         resume (``_resume_live``): it is still the shard's, and says why it is not running."""
-        from ..ingest.live import CameraStatus, redact
+        from ..ingest.live import CameraStatus
+        from ..urls import redact
 
         failed = [CameraStatus(cam, redact(url), "offline", error=err, since=self.started_at)
                   for cam, (url, err) in sorted(self.resume_errors.items()) if camera_id in (None, cam)]
