@@ -100,7 +100,8 @@ class CMakeBuild(build_ext):
 setup(
     packages=find_packages(include=["vam_engine", "vam_engine.*"]) + ["vam_engine.kernels"],
     package_dir={"vam_engine.kernels": "kernels"},
-    package_data={"vam_engine.eval.sample": ["*.jsonl"]},  # the sample suite's questions
+    package_data={"vam_engine.eval.sample": ["*.jsonl"],  # the sample suite's questions
+                  "vam_engine.server": ["web/*"]},  # the web page and the API docs page
     ext_modules=[CMakeExtension("vam_engine._C")],
     cmdclass={"build_ext": CMakeBuild},
     zip_safe=False,

@@ -75,7 +75,8 @@ def monitor_verdict(req) -> str:
 
 
 class ServerThread:
-    """uvicorn serving an app on a free loopback port, in a daemon thread (tests only)."""
+    """uvicorn serving an app on a free loopback port, in a daemon thread, configured as
+    ``vam-engine serve`` configures it (server/http.py: connection and header bounds)."""
 
     def __init__(self, app, log_config=None):
         import socket
@@ -83,11 +84,14 @@ class ServerThread:
 
         import uvicorn
 
+        from vam_engine.server.http import server_config
+
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="info", log_config=log_config, access_log=True))
+        self.server = uvicorn.Server(server_config(app, "127.0.0.1", self.port, app.state.options,
+                                                   log_config=log_config))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self):

@@ -137,8 +137,9 @@ def gap_violations(store: FakeStore, camera: str, tiers=DEFAULT_TIERS, gaps=None
 
 # -- tiers and the pure thinning ------------------------------------------------------------------
 def test_default_tiers_are_vam_table_5():
+    # VAM's tiers, but the recent one keeps whatever the camera's own sampling kept (no gap)
     assert [(t.name, t.max_age_s, t.min_gap_s, t.max_side, t.quality) for t in DEFAULT_TIERS] == [
-        ("recent", 3600.0, 1.0, None, None), ("mid", 86400.0, 20.0, 768, 70), ("long", None, 120.0, 512, 45)]
+        ("recent", 3600.0, 0.0, None, None), ("mid", 86400.0, 20.0, 768, 70), ("long", None, 120.0, 512, 45)]
     assert not DEFAULT_TIERS[0].recompresses and DEFAULT_TIERS[1].recompresses
     assert [band_of(a, DEFAULT_TIERS) for a in (0, 3600, 3600.5, 86400, 86401, 1e9)] == [0, 0, 1, 1, 2, 2]
     with pytest.raises(ValueError):
@@ -358,7 +359,7 @@ def test_disk_budget_thins_the_oldest_tier_first(tmp_path):
     rp = RetentionPass(store, cfg=RetentionConfig(disk_budget_bytes=budget), encoder=CountingEncoder())
     rep = rp.run()
     assert rep.budget_met and store.frame_bytes() <= budget, rep
-    assert rep.gaps_s["long"] > 120 and rep.gaps_s["mid"] == 20 and rep.gaps_s["recent"] == 1
+    assert rep.gaps_s["long"] > 120 and rep.gaps_s["mid"] == 20 and rep.gaps_s["recent"] == 0
     assert prot <= set(store.rows)
     assert gap_violations(store, "c", gaps=[rp.gaps[0], rp.gaps[1], rp.gaps[2]]) == []
     snap = store.snapshot()
@@ -428,6 +429,7 @@ def test_worker_runs_passes_and_stops_cleanly(tmp_path):
     store = FakeStore(tmp_path)
     for k in range(50):
         store.add("c", T0 + 0.5 * k)
+    store.add("c", T0 + 2 * HOUR)  # the first 50 are mid-tier now: 20 s apart at most
     reports = []
     w = RetentionWorker(store, cfg=RetentionConfig(interval_s=0.05), on_report=reports.append)
     assert w.interval_s == 0.05
@@ -435,7 +437,7 @@ def test_worker_runs_passes_and_stops_cleanly(tmp_path):
     deadline = time.monotonic() + 10
     while w.passes < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
-    store.add("c", T0 + 2 * HOUR)  # ingest goes on while the worker runs
+    store.add("c", T0 + 3 * HOUR)  # ingest goes on while the worker runs
     w.trigger()
     time.sleep(0.1)
     w.stop()

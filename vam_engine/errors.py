@@ -1,4 +1,5 @@
 """Errors a user can act on. Each message names the input and what is wrong with it."""
+from .urls import redact
 
 
 class VamError(Exception):
@@ -9,7 +10,7 @@ class SourceError(VamError):
     """A video source cannot be opened or decoded (missing, empty, truncated, not a video...)."""
 
     def __init__(self, source: str, problem: str):
-        self.source = source
+        self.source = redact(str(source))  # a camera URL's password never reaches a message or log
         self.problem = problem
         super().__init__(f"{source}: {problem}")
 

@@ -43,24 +43,30 @@ def _web_stack():
     try:
         import uvicorn
 
-        from ..server import app, auth, heap
+        from ..server import app, auth, heap, http
     except ImportError as e:
         raise VamError(f"serve needs the web stack ({e.name} is not installed): pip install 'vam_engine[server]'") \
             from None
-    return uvicorn, app, auth, heap
+    return uvicorn, app, auth, heap, http
+
+
+def _options(app_module, args, **kw):
+    return app_module.ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
+                                   max_cameras_per_token=args.max_cameras_per_token,
+                                   max_monitors_per_token=args.max_monitors_per_token,
+                                   max_connections=args.max_connections, **kw)
 
 
 def cmd_serve(args) -> int:
     if getattr(args, "cluster", None):  # the router over camera shards on Ray
         return cmd_serve_cluster(args)
-    uvicorn, app_module, auth, heap = _web_stack()
+    uvicorn, app_module, auth, heap, http = _web_stack()
     tokens = TokenStore(args.store)
     auth.check_bind(args.host, tokens)  # before the engine loads: a refused start costs little
     eng = make_engine(args, existing=False)
     try:
-        opts = app_module.ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
-                                       cors_origins=tuple(args.cors_origin or ()),
-                                       require_tokens=not auth.is_loopback(args.host))
+        opts = _options(app_module, args, cors_origins=tuple(args.cors_origin or ()),
+                        require_tokens=not auth.is_loopback(args.host))
         app = app_module.create_app(eng, opts)  # first: it taps the model the writer and the monitors then use
         # serve is the store's one writer (DESIGN.md 7): claimed now, so a second writer is told
         # at once, and the document writer and retention run while it serves
@@ -81,7 +87,7 @@ def cmd_serve(args) -> int:
                 threading.Thread(target=run, daemon=True).start()
 
             signal.signal(signal.SIGHUP, reload)
-        needs = "tokens required" if tokens.any() or opts.require_tokens else "no token yet (loopback only)"
+        needs = "tokens required" if tokens.required() or opts.require_tokens else "no token yet (loopback only)"
         print(f"vam-engine serve: http://{args.host}:{args.port}/ ({needs}); store {args.store}", file=sys.stderr,
               flush=True)
         # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
@@ -90,8 +96,8 @@ def cmd_serve(args) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
         heap.settle()  # last before serving: what start-up built is not walked by every full collection
-        # the access log holds methods, paths and statuses: tokens travel in headers, never logged
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
+        # the access log holds methods, paths and statuses (server/middleware.py), never a query string
+        uvicorn.Server(http.server_config(app, args.host, args.port, opts, log_level=args.log_level)).run()
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C interrupts a slow close
             signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
     finally:
@@ -101,7 +107,7 @@ def cmd_serve(args) -> int:
 
 def cmd_serve_cluster(args) -> int:
     """``serve --cluster ADDRESS``: connect (``local``: start Ray here), serve until SIGINT/SIGTERM."""
-    uvicorn, app_module, auth, _ = _web_stack()
+    uvicorn, app_module, auth, _, http = _web_stack()
     auth.check_bind(args.host, TokenStore(args.store))
     from ..cluster import connect
     from ..cluster.app import create_cluster_app
@@ -111,12 +117,12 @@ def cmd_serve_cluster(args) -> int:
     router = connect(None if args.cluster == "local" else args.cluster, root=args.store, shards=args.shards,
                      config=config, device=args.device)
     try:
-        opts = app_module.ServeOptions(tokens_dir=args.store, require_tokens=not auth.is_loopback(args.host))
+        opts = _options(app_module, args, tokens_dir=args.store, require_tokens=not auth.is_loopback(args.host))
         app = create_cluster_app(router, opts)
         names = ", ".join(router.shard_names())
         print(f"vam-engine serve --cluster {args.cluster}: http://{args.host}:{args.port}/ ; root {args.store}; "
               f"shards {names}", file=sys.stderr, flush=True)
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
+        uvicorn.Server(http.server_config(app, args.host, args.port, opts, log_level=args.log_level)).run()
     finally:
         router.close()
     return 0
@@ -138,12 +144,21 @@ def cmd_token(args) -> int:
         if args.json:
             print(json.dumps([t.to_json() for t in rows], indent=2))
             return 0
-        if not rows:
+        if not rows and tokens.required():
+            print("no tokens, and the store has had one: serve admits nobody until a token is created "
+                  "('vam-engine token reset' opens loopback again)")
+        elif not rows:
             print("no tokens (serve admits loopback requests without one and refuses other addresses)")
         for t in rows:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t.created_at))
             print(f"{t.token_id}  {t.scope:5}  cameras {','.join(t.cameras) if t.cameras else '*'}  created {when} UTC"
                   + (f"  {t.label}" if t.label else ""))
+        return 0
+    if args.token_cmd == "reset":
+        if not args.yes:
+            raise VamError("token reset lets loopback clients in without a token again: add --yes to confirm")
+        tokens.reset()
+        print(f"{tokens.path}: no token is required now on loopback (other addresses still need one)")
         return 0
     if not tokens.revoke(args.token_id):
         raise VamError(f"no token {args.token_id!r} in {tokens.path} (see 'vam-engine token list')")
@@ -159,6 +174,11 @@ def register(sub, g) -> None:
                     help="address to listen on (default 127.0.0.1; any other needs a token first)")
     sp.add_argument("--port", type=int, default=8000)
     sp.add_argument("--max-upload-mb", type=float, default=10.0, help="request body limit (default 10 MB)")
+    sp.add_argument("--max-connections", type=int, default=256, help="open connections at most (503 beyond)")
+    sp.add_argument("--max-cameras-per-token", type=int, default=16,
+                    help="live cameras one token may have added (429 beyond)")
+    sp.add_argument("--max-monitors-per-token", type=int, default=8,
+                    help="monitors one token may have started (429 beyond)")
     sp.add_argument("--cors-origin", action="append", help="allow this browser origin (repeatable; default none)")
     sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     sp.add_argument("--cluster", metavar="ADDRESS", help="serve camera shards on this Ray cluster ('local': start "
@@ -175,7 +195,11 @@ def register(sub, g) -> None:
     c.add_argument("--label", help="a note shown by 'token list'")
     c = tsub.add_parser("list", parents=[g.store], help="the tokens (ids, scopes, cameras; never the tokens)")
     c.add_argument("--json", action="store_true")
-    c = tsub.add_parser("revoke", parents=[g.store], help="revoke a token by id")
+    c = tsub.add_parser("revoke", parents=[g.store], help="revoke a token by id (the last one too: the store "
+                                                           "then admits nobody until a new token or a reset)")
     c.add_argument("token_id")
+    c = tsub.add_parser("reset", parents=[g.store], help="with no token left: admit loopback clients without "
+                                                          "one again, as before the first token")
+    c.add_argument("--yes", action="store_true", help="confirm")
     sp.set_defaults(func=cmd_token)
 

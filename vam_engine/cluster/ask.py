@@ -65,16 +65,17 @@ class RouterAsk:
                 self._qa = QARecorder(self._llm, self._texts)
             return self._llm, self._texts, self._store, self._qa
 
-    def ask(self, question, as_of=None, camera=None, mode="auto", *, max_turns=6):
+    def ask(self, question, as_of=None, camera=None, mode="auto", *, max_turns=6, session=None, read_only=False):
         from ..reason.ask import ask_question, check_ask
         from .present import FanoutPresent
         from .view import FanoutView
 
-        check_ask(question, as_of, mode, max_turns)
+        check_ask(question, as_of, mode, max_turns, session=session, read_only=read_only)
         started = time.perf_counter()
         _, texts, store, qa = self._parts()
         llm = self._llm  # (read after _parts: wrap_model may have replaced it)
-        view = FanoutView(self._router, texts, store, as_of=as_of, cameras=camera)
+        view = FanoutView(self._router, texts, store, as_of=as_of, cameras=camera, session=session or "",
+                          write=not read_only)
         answer = ask_question(question, view, llm, FanoutPresent(self._router), texts, qa, mode=mode,
                               max_turns=max_turns, started=started)
         # never silently partial: the cameras whose shard did not answer a read of this question

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from ..errors import VamError
 from ..server.backend import FrameData, WriterBacklog, queued_by_class
-from ..server.queries import BadQuery, Page, RowKey, StoreStats, decode_row_key, encode_row_key, row_key
+from ..server.queries import (BadQuery, Page, RowKey, StoreStats, check_id, decode_row_key, encode_row_key,
+                              row_key)
 from .catalogue import SHARD_SHIFT, split_id
 from .router import AlertCursor, Partial
 from .view import globalize
@@ -115,10 +116,10 @@ class ClusterBackend:
                 no, _, local = part.partition("-")
                 name = self.router.catalogue.shard_by_no(int(no)).name
                 if local.startswith("t"):
-                    after[name] = int(local[1:]) / 1000.0
+                    after[name] = check_id(int(local[1:40]), "an alert position's time") / 1000.0
                 else:
-                    last[name] = int(local)
-        except (ValueError, VamError) as e:
+                    last[name] = check_id(int(local[:40]), "an alert position's id")
+        except (ValueError, VamError, BadQuery) as e:
             raise BadQuery(f"{text[:60]!r} is not an alert position of this cluster (pass next_since or the "
                            f"SSE id back unchanged)") from e
         return AlertCursor(tuple(sorted(last.items())), tuple(sorted(after.items())))

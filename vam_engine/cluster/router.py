@@ -366,12 +366,13 @@ class ClusterEngine:
                             f"nothing was changed")
 
     # -- questions ---------------------------------------------------------------------------
-    def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *, max_turns: int = 6):
+    def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *, max_turns: int = 6,
+            session: str | None = None, read_only: bool = False):
         """As Engine.ask, at the router over a causal view whose reads fan out to the shards
         (cluster/view.py): ``as_of`` and the camera scope hold on every shard. The answer also
         carries ``missing_cameras`` / ``missing_shards`` (empty: every shard answered). The
         router's model: ``llm=`` of connect, else the config's ``llm`` section."""
-        return self._ask.ask(question, as_of, camera, mode, max_turns=max_turns)
+        return self._ask.ask(question, as_of, camera, mode, max_turns=max_turns, session=session, read_only=read_only)
 
     def wait_for_answers(self, timeout: float | None = None) -> bool:
         return self._ask.wait_for_answers(timeout)

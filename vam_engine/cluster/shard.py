@@ -126,16 +126,17 @@ class Shard:
     def summarize(self, time_range, granularity_s, prompt, cameras=None, structure=None):
         return self.engine.summarize(time_range, granularity_s, prompt, cameras=cameras, structure=structure)
 
-    def view(self, method: str, as_of, cameras, args=(), kwargs=None):
+    def view(self, method: str, as_of, cameras, args=(), kwargs=None, write: bool = True):
         """One read of a causal view (memory/view.py) with this ``as_of`` and camera scope: the
-        router's FanoutView sends every read of an ``ask`` here."""
+        router's FanoutView sends every read of an ``ask`` here. ``write`` False: the planner's
+        summaries are drafted for the answer, not stored (the asker may not write)."""
         e, kwargs = self.engine, kwargs or {}
         if method == "summarize" and cameras:  # write only this shard's cameras' documents
             mine = set(e.store.moments.cameras())
             cameras = [c for c in cameras if c in mine]
             if not cameras:
                 return []
-        v = e.view(as_of, cameras)
+        v = e.view(as_of, cameras, write=write)
         if method == "latest_times":
             return {c: v.latest_time(c) for c in v.camera_ids()}
         if method == "extent":
@@ -155,7 +156,8 @@ class Shard:
     def camera_status(self, camera_id=None):
         """The live cameras' status, and an offline one for each camera this incarnation could not
         resume (``_resume_live``): it is still the shard's, and says why it is not running."""
-        from ..ingest.live import CameraStatus, redact
+        from ..ingest.live import CameraStatus
+        from ..urls import redact
 
         failed = [CameraStatus(cam, redact(url), "offline", error=err, since=self.started_at)
                   for cam, (url, err) in sorted(self.resume_errors.items()) if camera_id in (None, cam)]

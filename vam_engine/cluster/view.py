@@ -46,13 +46,19 @@ def globalize(obj, no: int):
 
 
 class FanoutView:
-    def __init__(self, router, text_embedder, qa_store, *, as_of: float | None = None, cameras=None):
+    """``write``: the planner's summaries are stored by the shards (else drafted for the answer
+    only: the asker may not write). ``session``: with the cameras, the QA history it reads."""
+
+    def __init__(self, router, text_embedder, qa_store, *, as_of: float | None = None, cameras=None,
+                 session: str = "", write: bool = True):
         self._router = router
         self._qa = qa_store.qa
         self._qa_db = qa_store.db
         self.text_embedder = text_embedder
         self.as_of = None if as_of is None else float(as_of)
         self.cameras = [cameras] if isinstance(cameras, str) else (list(cameras) if cameras else None)
+        self.session = session or ""
+        self.write = write
         self.missing_cameras: set[str] = set()
         self.missing_shards: set[str] = set()
 
@@ -65,7 +71,8 @@ class FanoutView:
         """{shard: result of its MemoryView's ``method``} over the view's shards (in catalogue order)."""
         r = self._router
         shards = self._shards(camera)
-        out, down = r._call_many({s: ("view", (method, self.as_of, self.cameras, args, kw), {}) for s in shards})
+        call = ("view", (method, self.as_of, self.cameras, args, kw), {"write": self.write})
+        out, down = r._call_many({s: call for s in shards})
         if down:
             self.missing_shards.update(down)
             self.missing_cameras.update(r._missing(down, self.cameras))
@@ -177,15 +184,12 @@ class FanoutView:
         got = self._each("rank_provisional", text, nodes, k, query=query)
         return next(iter(got.values()), [])
 
-    # -- the QA history (the router's own store) -----------------------------------------------
+    # -- the QA history (the router's own store): this view's own history only (memory/qa.py) ---
     def similar_answers(self, query_emb, k: int = 1):
-        if k < 1:
-            return []
-        hits = self._qa.retrieve(query_emb, k if self.cameras is None else 4 * k + 8, as_of=self.as_of)
-        return [r for r in hits if self.cameras is None or r.cameras is None or set(r.cameras) & set(self.cameras)][:k]
+        return self._qa.retrieve(query_emb, k, as_of=self.as_of, cameras=self.cameras, session=self.session)
 
     def dialogue(self, n: int = 3):
-        return self._qa.recent(n, as_of=self.as_of, cameras=self.cameras)
+        return self._qa.recent(n, as_of=self.as_of, cameras=self.cameras, session=self.session)
 
     def set_answer_embedding(self, qa_id: int, embedding) -> None:
         self._qa.set_embedding(qa_id, embedding)
@@ -195,13 +199,13 @@ class FanoutView:
 
     def qa_summary(self, at: float | None = None) -> str:
         t = self.as_of if at is None else (at if self.as_of is None else min(at, self.as_of))
-        return self._qa.summary(as_of=t)
+        return self._qa.summary(as_of=t, cameras=self.cameras, session=self.session)
 
     def remember_answer(self, t: float, question: str, answer: str, embedding) -> int:
-        return self._qa.add(t, question, answer, embedding, cameras=self.cameras)
+        return self._qa.add(t, question, answer, embedding, cameras=self.cameras, session=self.session)
 
     def set_qa_summary(self, t: float, text: str) -> None:
-        self._qa.update_summary(t, text)
+        self._qa.update_summary(t, text, cameras=self.cameras, session=self.session)
 
     # -- writes through the shards' memory writers ---------------------------------------------
     def summarize(self, t0: float, t1: float, granularity_s: float, prompt: str, structure: str | None = None):

@@ -343,16 +343,19 @@ class Engine:
         return self._documents.wait(timeout)
 
     # -- questions -----------------------------------------------------------------------------
-    def view(self, as_of: float | None = None, cameras=None) -> MemoryView:
+    def view(self, as_of: float | None = None, cameras=None, *, session: str | None = None,
+             write: bool = True) -> MemoryView:
         """The causal view of this memory that reasoning reads: nothing after ``as_of``, nothing of
-        a camera outside ``cameras`` (one id or a list; None: all). Its summaries (the planner's
-        ``summarize``) are written by this engine, claiming the store at the first."""
-        summarizer = self._documents.summarizer()
+        a camera outside ``cameras`` (one id or a list; None: all); its QA history is that of
+        ``cameras`` and ``session`` alone. Its summaries (the planner's ``summarize``) are
+        written by this engine, claiming the store at the first; ``write`` False: drafted for
+        the answer only, never stored."""
         return MemoryView(self.store, self.vectors, self.embedder, self.text_embedder(), self.forest,
-                          summarizer.summarize if summarizer is not None else None, as_of=as_of, cameras=cameras)
+                          self._documents.summarizer(write), as_of=as_of, cameras=cameras, session=session or "")
 
     def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *,
-            max_turns: int = 6, wait_for_ingest: bool = False) -> "Answer":
+            max_turns: int = 6, wait_for_ingest: bool = False, session: str | None = None,
+            read_only: bool = False) -> "Answer":
         """Answer a question from the memory, with cited evidence (camera, interval, moment ids,
         frame paths), the trace of every model turn, token counts and timings per stage.
 
@@ -364,18 +367,22 @@ class Engine:
 
         It answers from what is committed now; ``wait_for_ingest=True`` first waits for every
         frame already queued (evaluation that pauses the stream clock). Every answer returned is
-        recorded in the QA history (scope: ``camera``); the summary rewrite runs after it returns
-        (``Answer.background``). ``timings["response_s"]``: the latency the caller saw."""
+        recorded in the QA history of its scope (``camera`` and ``session``: a question reads and
+        joins that history only); the summary rewrite runs after it returns
+        (``Answer.background``). ``read_only``: the asker may not write the memory, so summary
+        documents the planner writes stay in the answer. ``timings["response_s"]``: the latency
+        the caller saw."""
         from ..reason.ask import ask_question, check_ask
 
-        check_ask(question, as_of, mode, max_turns, wait_for_ingest)
+        check_ask(question, as_of, mode, max_turns, wait_for_ingest, session=session, read_only=read_only)
         if self._models.name is None:
             raise VamError("ask needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
         started = time.perf_counter()
         if wait_for_ingest:
             self.flush()
-        return ask_question(question, self.view(as_of, camera), self.llm, self.working, self.text_embedder(),
-                            self._qa_recorder(), mode=mode, max_turns=max_turns, started=started)
+        view = self.view(as_of, camera, session=session, write=not read_only)
+        return ask_question(question, view, self.llm, self.working, self.text_embedder(), self._qa_recorder(),
+                            mode=mode, max_turns=max_turns, started=started)
 
     def _qa_recorder(self):
         from ..reason.qa_record import QARecorder

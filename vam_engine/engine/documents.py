@@ -20,6 +20,7 @@ class Documents:
         self._models = models
         self._config = config
         self._claiming = None
+        self._drafting = None
         self._lock = threading.Lock()
 
     def summarize(self, time_range, granularity_s: float, prompt: str, cameras, structure) -> list[Summary]:
@@ -38,9 +39,7 @@ class Documents:
         self._life.flush()
         writer = self._life.start_writer()
         cams = [cameras] if isinstance(cameras, str) else list(cameras or self._store.moments.cameras())
-        ids = [i for cam in cams for i in writer.summarize(cam, t0, t1, granularity_s, prompt.strip(), structure)]
-        found = self._store.summaries.by_id(ids)
-        return [found[i] for i in ids]
+        return [d for cam in cams for d in writer.summarize(cam, t0, t1, granularity_s, prompt.strip(), structure)]
 
     def wait(self, timeout: float | None = None) -> bool:
         """See ``Engine.wait_for_documents``."""
@@ -49,15 +48,27 @@ class Documents:
             return True
         return self._life.start_writer().wait_idle(timeout)
 
-    def summarizer(self):
-        """What ``ask`` writes summary documents with: the running writer, or (an engine that
-        has only read) one that claims the store at its first summary; None without a model."""
-        if self._life.writer is not None or not self._models.documents:
-            return self._life.writer
+    def summarizer(self, write: bool = True):
+        """What ``ask``'s planner writes summary documents with (a callable returning Summary
+        records; None without a model): the running writer's ``summarize``, or (an engine that
+        has only read) one that claims the store at its first summary. ``write`` False: drafts,
+        kept in the answer and never stored (the asker may not write the memory)."""
+        if not self._models.documents:
+            return None
         with self._lock:
+            if not write:
+                if self._drafting is None:
+                    from ..reason.writer import MemoryWriter
+
+                    self._drafting = MemoryWriter(writer_memory(self._store), self._models.text_embedder(),
+                                                  self._models.llm, self._models.forest, self._config.writer,
+                                                  max_batch=self._config.llm.max_batch)
+                return self._drafting.draft_summaries
+            if self._life.writer is not None:
+                return self._life.writer.summarize
             if self._claiming is None:
                 self._claiming = ClaimingSummarizer(self._store, self._life, self._models, self._config)
-            return self._claiming
+            return self._claiming.summarize
 
     def forget(self, cameras, time_range) -> None:
         """After ``store.delete``: the forest of each camera touched loses the deleted events."""
@@ -97,7 +108,7 @@ class ClaimingSummarizer:
         self._config = config
         self._writer = None
 
-    def summarize(self, *args, **kw) -> list[int]:
+    def summarize(self, *args, **kw) -> list[Summary]:
         self._life.claim()
         if self._writer is None:
             from ..reason.writer import MemoryWriter

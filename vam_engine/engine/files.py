@@ -11,7 +11,7 @@ from ..config import EngineConfig
 from ..errors import SourceError
 from ..index.pipeline import IndexPipeline, Progress, SourceReport, fingerprint
 from ..index.stage import sweep_source
-from ..ingest import check_camera_id, default_camera_ids, is_url, open_decoder
+from ..ingest import check_camera_id, default_camera_ids, is_url, open_decoder, redact
 from ..memory.store import Store
 
 
@@ -36,7 +36,7 @@ def index_sources(store: Store, config: EngineConfig, device: str, pipe: Callabl
     t_start = time.monotonic()
     reports, started = [], []
     for path, cam in zip(paths, camera_ids):
-        rep = SourceReport(check_camera_id(cam), path)
+        rep = SourceReport(check_camera_id(cam), redact(path))  # a URL's secrets are never stored nor shown
         reports.append(rep)
         try:
             opened = _open_source(store, config, device, path, cam, rep, start_time_abs)
@@ -70,7 +70,8 @@ def _open_source(store: Store, config: EngineConfig, device: str, path: str, cam
     sampling = sampling_of(config)
     if is_url(path) or not os.path.isfile(path):
         # a live stream restarts its clock on every connection: each run is a new source
-        uri, fp = path, f"uri:{path}@{time.time():.6f}"
+        uri = redact(path)
+        fp = f"uri:{uri}@{time.time():.6f}"
     else:
         uri, fp = os.path.abspath(path), fingerprint(path)
         prior = store.sources.find(cam, fp, sampling)

@@ -21,7 +21,8 @@ from typing import Callable
 from ..config import EngineConfig, GateConfig
 from ..index.pipeline import IndexPipeline, SourceReport
 from ..ingest.cameras_file import CameraDiff, CameraSpec, check_gate, diff_cameras, load_cameras
-from ..ingest.live import CameraStatus, LiveCamera, LiveSpec, redact
+from ..ingest.live import CameraStatus, LiveCamera, LiveSpec
+from ..urls import redact
 from ..memory.gaps import Gap, GapRepository
 from ..memory.monitors import MonitorSpec
 from ..memory.store import Store

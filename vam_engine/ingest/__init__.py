@@ -5,11 +5,12 @@ from ..errors import SourceError, VamError
 from .camera_ids import check_camera_id, default_camera_ids
 from .frame import DecodeStats, Frame, StreamInfo
 from .pyav_decoder import PyAVDecoder
+from ..urls import redact
 from .sampler import NearestKeyframeSampler, TickSampler
 from .source import COMMON_OPTIONS, is_url
 
 __all__ = ["DecodeStats", "Frame", "StreamInfo", "PyAVDecoder", "TickSampler", "NearestKeyframeSampler",
-           "open_decoder", "decoder_options", "is_url", "check_camera_id", "default_camera_ids"]
+           "open_decoder", "decoder_options", "is_url", "check_camera_id", "default_camera_ids", "redact"]
 
 
 # Values that mean "the decoder's choice": a body without the option honours them by default.

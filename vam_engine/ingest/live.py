@@ -33,7 +33,6 @@ from collections import deque
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterator, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 import av
 from av.video.reformatter import VideoReformatter
@@ -41,10 +40,10 @@ from av.video.reformatter import VideoReformatter
 from ..errors import SourceError
 from .frame import DecodeStats, Frame
 from .pyav_decoder import luma_plane, rgb_array, small_rgb_array, video_stream
+from ..urls import redact
 from .sampler import TickSampler
 from .source import URL_SCHEMES
 
-_SECRET_QUERY = re.compile(r"(?i)((?:password|passwd|pwd|pass|token|key|auth|secret|signature)=)[^&]*")
 STATES = ("online", "connecting", "stalled", "offline")
 # Demuxers whose timestamps are made up (MJPEG over HTTP: a nominal 25 fps whatever the camera
 # sends): their frames are timed by arrival.
@@ -63,21 +62,6 @@ def source_kind(url: str) -> str:
     if re.fullmatch(r"/dev/video\d+", url):
         return "device"
     return "file"
-
-
-def redact(url: str) -> str:
-    """The URL without its password (user names stay: they say which account) nor secret query values."""
-    if "://" not in url:
-        return url
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        netloc = (user.split(":", 1)[0] + ":***@" if ":" in user else user + "@") + host
-    return urlunsplit((parts.scheme, netloc, parts.path, _SECRET_QUERY.sub(r"\1***", parts.query), parts.fragment))
 
 
 def _positive(camera_id: str, name: str, v, *, allow_none: bool = False, integer: bool = False):

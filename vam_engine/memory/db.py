@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -158,14 +158,16 @@ CREATE TABLE IF NOT EXISTS qa_history (
     qa_id INTEGER PRIMARY KEY,
     t REAL NOT NULL,             -- stream time the question was asked at (camera axis)
     cameras TEXT NOT NULL,       -- "*" or a JSON list of the cameras in scope
+    session TEXT NOT NULL DEFAULT '',  -- the conversation it belongs to ('': none)
     question TEXT NOT NULL,
     answer TEXT NOT NULL,
     embedding BLOB,              -- float32 unit vector of question + answer, NULL: never retrieved
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS qa_history_t ON qa_history (t);
+CREATE INDEX IF NOT EXISTS qa_history_scope ON qa_history (session, cameras, t);
 CREATE TABLE IF NOT EXISTS qa_summary (
-    key TEXT NOT NULL,
+    key TEXT NOT NULL,           -- "<session>|<cameras>": each scope its own rolling summary
     text TEXT NOT NULL,
     t REAL NOT NULL,             -- in force from this stream time on
     PRIMARY KEY (key, t)
@@ -246,8 +248,16 @@ def _migrate_5_to_6(conn) -> None:
     """Version 6 records live cameras' gaps: a new table, which SCHEMA creates."""
 
 
+def _migrate_6_to_7(conn) -> None:
+    """Version 7 partitions the QA history by scope (cameras, session): records gain their
+    session (none, for the old ones); the one store-wide rolling summary becomes the summary of
+    questions about every camera, the only scope that could see all it was written from."""
+    conn.execute("ALTER TABLE qa_history ADD COLUMN session TEXT NOT NULL DEFAULT ''")
+    conn.execute("UPDATE qa_summary SET key='|*' WHERE key='rolling'")
+
+
 MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
-              5: _migrate_5_to_6}  # from version -> step to the next
+              5: _migrate_5_to_6, 6: _migrate_6_to_7}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999

@@ -1,5 +1,11 @@
 """The QA history: every question asked with its answer, and the rolling QA summary s_qa
-(OASIS 3.1). Every read takes ``as_of``: only records and summaries at or before it."""
+(OASIS 3.1). Every read takes ``as_of``: only records and summaries at or before it.
+
+History is partitioned: a question sees only the records and the rolling summary of its own
+scope, the exact set of cameras it was asked about ("*": every camera) and its session (""
+without one). A question about some cameras never meets what was asked or answered about
+others, and a camera-limited asker never puts text into the prompts of a wider one (nor of
+another session)."""
 from __future__ import annotations
 
 import json
@@ -12,41 +18,53 @@ from ..numerics import unit
 from .db import Database
 from .records import QARecord
 
-_SUMMARY_KEY = "rolling"
+def scope_text(cameras) -> str:
+    """How a camera scope is stored: "*" for every camera, else the sorted JSON list."""
+    if not cameras:
+        return "*"
+    return json.dumps(sorted({cameras} if isinstance(cameras, str) else set(cameras)))
 
 
 def _scope(text: str) -> tuple[str, ...] | None:
     return None if text == "*" else tuple(json.loads(text))
 
 
+def _summary_key(cameras, session: str) -> str:
+    return f"{session}|{scope_text(cameras)}"
+
+
 class QAHistory:
     def __init__(self, db: Database):
         self.db = db
 
-    def add(self, t: float, question: str, answer: str, embedding, cameras=None) -> int:
-        """Record one answered question at time ``t``; ``embedding`` may be None (the record is
-        then never retrieved, only kept). Returns its id."""
+    def add(self, t: float, question: str, answer: str, embedding, cameras=None, session: str = "") -> int:
+        """Record one answered question at time ``t`` in the history of (``cameras``,
+        ``session``); ``embedding`` may be None (the record is then never retrieved, only kept).
+        Returns its id."""
         t = float(t)
         if not math.isfinite(t):
             raise ValueError(f"QAHistory.add: t must be finite, got {t}")
         blob = None if embedding is None else unit(embedding, "QAHistory.add").tobytes()
-        scope = "*" if not cameras else json.dumps(sorted([cameras] if isinstance(cameras, str) else cameras))
         with self.db.transaction() as conn:
-            cur = conn.execute("INSERT INTO qa_history (t, cameras, question, answer, embedding, created_at)"
-                               " VALUES (?,?,?,?,?,?)", (t, scope, str(question), str(answer), blob, time.time()))
+            cur = conn.execute("INSERT INTO qa_history (t, cameras, session, question, answer, embedding, created_at)"
+                               " VALUES (?,?,?,?,?,?,?)",
+                               (t, scope_text(cameras), str(session), str(question), str(answer), blob, time.time()))
             return int(cur.lastrowid)
 
-    def retrieve(self, query_emb, k: int = 1, as_of: float | None = None) -> list[QARecord]:
-        """The ``k`` records most similar (cosine) to the query among those with t <= as_of,
-        best first. Records embedded in another dimension (a different text model) are skipped."""
+    def retrieve(self, query_emb, k: int = 1, as_of: float | None = None, cameras=None,
+                 session: str = "") -> list[QARecord]:
+        """The ``k`` records of (``cameras``, ``session``) most similar (cosine) to the query among
+        those with t <= as_of, best first. Records embedded in another dimension (a different
+        text model) are skipped."""
         if k < 1:
             return []
         q = unit(query_emb, "QAHistory.retrieve query")
-        sql = "SELECT qa_id, t, cameras, question, answer, embedding FROM qa_history WHERE embedding IS NOT NULL"
-        args: tuple = ()
+        sql = ("SELECT qa_id, t, cameras, question, answer, embedding FROM qa_history"
+               " WHERE embedding IS NOT NULL AND cameras=? AND session=?")
+        args: tuple = (scope_text(cameras), str(session))
         if as_of is not None:
             sql += " AND t <= ?"
-            args = (float(as_of),)
+            args += (float(as_of),)
         rows = [r for r in self.db.conn().execute(sql, args).fetchall() if len(r[5]) == 4 * len(q)]
         if not rows:
             return []
@@ -71,42 +89,35 @@ class QAHistory:
         with self.db.transaction() as conn:
             conn.execute("UPDATE qa_history SET embedding=? WHERE qa_id=?", (blob, int(qa_id)))
 
-    def recent(self, n: int, as_of: float | None = None, cameras=None) -> list[QARecord]:
-        """The ``n`` latest records with t <= as_of (by time, then id: the order they were
-        asked in), oldest first, whose scope meets ``cameras`` (None: any scope; a record
-        scoped to every camera meets every view)."""
+    def recent(self, n: int, as_of: float | None = None, cameras=None, session: str = "") -> list[QARecord]:
+        """The ``n`` latest records of (``cameras``, ``session``) with t <= as_of (by time, then
+        id: the order they were asked in), oldest first."""
         if n < 1:
             return []
-        want = None if not cameras else {cameras} if isinstance(cameras, str) else set(cameras)
-        sql, args = "SELECT qa_id, t, cameras, question, answer FROM qa_history", ()
+        sql = "SELECT qa_id, t, cameras, question, answer FROM qa_history WHERE cameras=? AND session=?"
+        args: tuple = (scope_text(cameras), str(session))
         if as_of is not None:
-            sql, args = sql + " WHERE t <= ?", (float(as_of),)
-        out = []
-        # newest first, filtered in Python (scopes are JSON lists); a bounded scan of the tail
-        for r in self.db.conn().execute(sql + " ORDER BY t DESC, qa_id DESC LIMIT ?", args + (50 * n,)):
-            scope = _scope(r[2])
-            if want is None or scope is None or want & set(scope):
-                out.append(QARecord(r[0], r[1], scope, r[3], r[4]))
-                if len(out) == n:
-                    break
-        return out[::-1]
+            sql, args = sql + " AND t <= ?", args + (float(as_of),)
+        rows = self.db.conn().execute(sql + " ORDER BY t DESC, qa_id DESC LIMIT ?", args + (n,)).fetchall()
+        return [QARecord(r[0], r[1], _scope(r[2]), r[3], r[4]) for r in rows[::-1]]
 
-    def summary(self, as_of: float | None = None) -> str:
-        """The rolling QA summary as it stood at ``as_of`` (the latest one when None); "" when
-        there is none yet."""
-        sql, args = "SELECT text FROM qa_summary WHERE key=?", (_SUMMARY_KEY,)
+    def summary(self, as_of: float | None = None, cameras=None, session: str = "") -> str:
+        """The rolling QA summary of (``cameras``, ``session``) as it stood at ``as_of`` (the
+        latest one when None); "" when there is none yet."""
+        sql, args = "SELECT text FROM qa_summary WHERE key=?", (_summary_key(cameras, session),)
         if as_of is not None:
             sql, args = sql + " AND t <= ?", args + (float(as_of),)
         row = self.db.conn().execute(sql + " ORDER BY t DESC LIMIT 1", args).fetchone()
         return "" if row is None else row[0]
 
-    def update_summary(self, t: float, text: str) -> None:
-        """Set the summary from time ``t`` on. Earlier versions stay, so ``summary(as_of)`` of an
-        earlier time reads what was known then."""
+    def update_summary(self, t: float, text: str, cameras=None, session: str = "") -> None:
+        """Set the summary of (``cameras``, ``session``) from time ``t`` on. Earlier versions
+        stay, so ``summary(as_of)`` of an earlier time reads what was known then."""
         t = float(t)
         if not math.isfinite(t):
             raise ValueError(f"QAHistory.update_summary: t must be finite, got {t}")
         if not isinstance(text, str):
             raise ValueError(f"QAHistory.update_summary: text must be a str, got {type(text).__name__}")
         with self.db.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO qa_summary (key, text, t) VALUES (?,?,?)", (_SUMMARY_KEY, text, t))
+            conn.execute("INSERT OR REPLACE INTO qa_summary (key, text, t) VALUES (?,?,?)",
+                         (_summary_key(cameras, session), text, t))

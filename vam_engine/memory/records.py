@@ -106,7 +106,7 @@ class WriterBacklog:
 class Summary:
     """A summary document over a time window (VAM ``summarize``)."""
 
-    summary_id: int
+    summary_id: int | None  # None: a draft, written for one answer and never stored
     camera_id: str | None  # None: every camera
     t0: float  # the window, camera axis
     t1: float

@@ -78,7 +78,11 @@ class Tier:
 
 
 DEFAULT_TIERS: tuple[Tier, ...] = (
-    Tier("recent", 3600.0, 1.0),
+    # Recent: every moment the camera's own sampling kept. VAM's 1 s gap assumed 1 fps sampling;
+    # applied to a camera sampled at 2 fps it deleted, at a pass's whim, what the indexer had just
+    # kept (a second run of the same command changed the store). Moments the sampler took close
+    # together (a variable frame rate) are the camera's sampling too, so no gap at all.
+    Tier("recent", 3600.0, 0.0),
     Tier("mid", 86400.0, 20.0, 768, 70),
     Tier("long", None, 120.0, 512, 45),
 )

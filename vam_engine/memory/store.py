@@ -26,7 +26,9 @@ from .vector_table import VectorTable, drop_vectors
 
 class Store:
     def __init__(self, root: str | os.PathLike, *, create: bool = True, keyframes_per_event: int = 8):
-        self.root = Path(root)
+        # absolute: a frame's path must resolve the same whatever the working directory later is
+        # or however the caller spelled the store (a service serves frames by these paths)
+        self.root = Path(root).resolve()
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"{self.root}: store path exists and is not a directory")
         path = self.root / "store.sqlite"

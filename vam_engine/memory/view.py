@@ -4,7 +4,9 @@ The reasoning layer (reason/) holds a ``MemoryView`` and nothing else of the mem
 no connection. Every read it offers applies the view's ``as_of`` bound (nothing that ends after
 it) and camera scope itself, so no stage can forget them. Times are on each camera's axis
 (absolute seconds when known, else relative). The only writes are the QA history's (an
-answered question is remembered) and summary documents written through the memory writer.
+answered question is remembered, in the history of the view's cameras and session alone) and
+summary documents, through the summarizer the view was given (one that stores them, or, for an
+asker who may not write, one that only drafts them for the answer).
 """
 from __future__ import annotations
 
@@ -22,13 +24,18 @@ if TYPE_CHECKING:
     from .forest import EventForest
     from .store import Store
 
-# summarize(camera, t0, t1, granularity_s, prompt, structure) -> summary ids: the memory writer's
+# summarize(camera, t0, t1, granularity_s, prompt, structure) -> Summary list: the memory
+# writer's (stored) or its drafts (summary_id None: kept in the answer only)
 Summarizer = Callable[[str, float, float, float, str, "str | None"], list]
 
 
 class MemoryView:
+    """``session``: the conversation the question belongs to ("": none); with ``cameras`` it
+    names the QA history the question reads and is recorded in."""
+
     def __init__(self, store: "Store", vectors, embedder, text_embedder, forest: "EventForest | None" = None,
-                 summarizer: Summarizer | None = None, *, as_of: float | None = None, cameras=None):
+                 summarizer: Summarizer | None = None, *, as_of: float | None = None, cameras=None,
+                 session: str = ""):
         self._store = store
         self._vectors = vectors
         self._embedder = embedder
@@ -37,6 +44,7 @@ class MemoryView:
         self.text_embedder = text_embedder
         self.as_of = None if as_of is None else float(as_of)
         self.cameras = [cameras] if isinstance(cameras, str) else (list(cameras) if cameras else None)
+        self.session = session or ""
 
     def _in_view(self, camera_id: str | None, t_end: float) -> bool:
         # a summary over every camera (camera_id None) may describe cameras outside a scoped view:
@@ -176,21 +184,16 @@ class MemoryView:
         return scored[:k]
 
     # -- the QA history ------------------------------------------------------------------------
+    # Only this view's own history (its exact cameras and session: memory/qa.py), never another's.
     def similar_answers(self, query_emb, k: int = 1) -> list[QARecord]:
-        """The ``k`` earlier answered questions most similar to the query, asked by ``as_of``,
-        whose scope meets the view's cameras."""
-        if k < 1:
-            return []
-        hits = self._store.qa.retrieve(query_emb, k if self.cameras is None else 4 * k + 8, as_of=self.as_of)
-        return [r for r in hits if self._meets(r.cameras)][:k]
-
-    def _meets(self, scope) -> bool:
-        return self.cameras is None or scope is None or bool(set(scope) & set(self.cameras))
+        """The ``k`` earlier answered questions of this history most similar to the query,
+        asked by ``as_of``."""
+        return self._store.qa.retrieve(query_emb, k, as_of=self.as_of, cameras=self.cameras, session=self.session)
 
     def dialogue(self, n: int = 3) -> list[QARecord]:
-        """The last ``n`` answered questions in view (asked by ``as_of``, scope meeting the
-        view's cameras), oldest first: what a follow-up question refers to."""
-        return self._store.qa.recent(n, as_of=self.as_of, cameras=self.cameras)
+        """The last ``n`` answered questions of this history (asked by ``as_of``), oldest first:
+        what a follow-up question refers to."""
+        return self._store.qa.recent(n, as_of=self.as_of, cameras=self.cameras, session=self.session)
 
     def set_answer_embedding(self, qa_id: int, embedding) -> None:
         self._store.qa.set_embedding(qa_id, embedding)
@@ -201,17 +204,17 @@ class MemoryView:
         self._store.db.close()
 
     def qa_summary(self, at: float | None = None) -> str:
-        """The rolling summary of earlier questions as it stood at ``as_of`` (or at ``at``, when
-        that is earlier)."""
+        """The rolling summary of this history's earlier questions as it stood at ``as_of`` (or
+        at ``at``, when that is earlier)."""
         t = self.as_of if at is None else (at if self.as_of is None else min(at, self.as_of))
-        return self._store.qa.summary(as_of=t)
+        return self._store.qa.summary(as_of=t, cameras=self.cameras, session=self.session)
 
     def remember_answer(self, t: float, question: str, answer: str, embedding) -> int:
-        """Record an answered question at the question's time ``t`` (scope: the view's cameras)."""
-        return self._store.qa.add(t, question, answer, embedding, cameras=self.cameras)
+        """Record an answered question at the question's time ``t`` in this history."""
+        return self._store.qa.add(t, question, answer, embedding, cameras=self.cameras, session=self.session)
 
     def set_qa_summary(self, t: float, text: str) -> None:
-        self._store.qa.update_summary(t, text)
+        self._store.qa.update_summary(t, text, cameras=self.cameras, session=self.session)
 
     # -- writes through the memory writer ------------------------------------------------------
     def summarize(self, t0: float, t1: float, granularity_s: float, prompt: str,
@@ -224,9 +227,7 @@ class MemoryView:
             t1 = min(t1, self.as_of)
         if t1 <= t0:
             return []
-        ids = [i for cam in self.camera_ids() for i in self._summarizer(cam, t0, t1, granularity_s, prompt, structure)]
-        found = self._store.summaries.by_id(ids)
-        return [found[i] for i in ids]
+        return [d for cam in self.camera_ids() for d in self._summarizer(cam, t0, t1, granularity_s, prompt, structure)]
 
 
 def summary_kinds(summaries) -> list[SummaryKind]:

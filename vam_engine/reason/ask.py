@@ -16,7 +16,10 @@ from ..llm import LLMError
 MODES = ("auto", "two_phase", "agentic")
 
 
-def check_ask(question, as_of, mode, max_turns, wait_for_ingest=False) -> None:
+MAX_SESSION_ID = 200
+
+
+def check_ask(question, as_of, mode, max_turns, wait_for_ingest=False, *, session=None, read_only=False) -> None:
     """Raise VamError naming the first bad argument of ``ask``."""
     if not isinstance(question, str) or not question.strip():
         raise VamError("ask needs a non-empty question")
@@ -30,6 +33,11 @@ def check_ask(question, as_of, mode, max_turns, wait_for_ingest=False) -> None:
         raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
     if not isinstance(wait_for_ingest, bool):
         raise VamError(f"wait_for_ingest must be True or False, got {wait_for_ingest!r}")
+    if session is not None and not (isinstance(session, str) and 0 < len(session) <= MAX_SESSION_ID
+                                    and session.isprintable()):
+        raise VamError(f"session must be a printable string of 1..{MAX_SESSION_ID} characters, got {session!r:.60}")
+    if not isinstance(read_only, bool):
+        raise VamError(f"read_only must be True or False, got {read_only!r}")
 
 
 class WatchedModel:

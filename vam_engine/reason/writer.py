@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from ..llm.base import Image, LLMError
 from ..memory.doc_queue import DocumentQueue
 from ..memory.events import EventRepository
 from ..memory.moments import MomentRepository
-from ..memory.records import is_absolute_time
+from ..memory.records import Summary, is_absolute_time
 from ..memory.summaries import SummaryRepository
 from ..numerics import spread_evenly
 
@@ -303,9 +303,20 @@ class MemoryWriter:
 
     # -- summary documents ---------------------------------------------------------------------
     def summarize(self, camera_id: str, t0: float, t1: float, granularity_s: float, focus: str,
-                  structure: str | None = None, frames_per_window: int = 8) -> list[int]:
+                  structure: str | None = None, frames_per_window: int = 8) -> list[Summary]:
         """Write one summary document per window of ``granularity_s`` over [t0, t1] for one
-        camera (windows with no moment are skipped). Runs in the caller's thread, batched."""
+        camera (windows with no moment are skipped) and store them (searchable, source
+        "summary"). Runs in the caller's thread, batched. Returns them, stored."""
+        drafts = self.draft_summaries(camera_id, t0, t1, granularity_s, focus, structure, frames_per_window)
+        vecs = self.text_embedder.embed_texts([d.text for d in drafts]) if drafts else []
+        return [replace(d, summary_id=self.memory.summaries.add(camera_id, d.t0, d.t1, granularity_s, focus, structure,
+                                                                d.text, d.moment_ids, vec))
+                for d, vec in zip(drafts, vecs)]
+
+    def draft_summaries(self, camera_id: str, t0: float, t1: float, granularity_s: float, focus: str,
+                        structure: str | None = None, frames_per_window: int = 8) -> list[Summary]:
+        """The summary documents ``summarize`` would write, without storing them (``summary_id``
+        None): what a caller that may not write the memory gets for its answer."""
         windows = []
         documented = [(e.t_start, e.t_end, e.doc) for e in self.memory.events.list(camera_id) if e.doc]
         a = t0
@@ -317,17 +328,14 @@ class MemoryWriter:
                 docs = [d for d in documented if d[1] >= a and d[0] <= b]
                 windows.append((a, b, picks, docs))
             a = b
-        ids = []
+        out = []
         for chunk in range(0, len(windows), self.max_batch):
             part = windows[chunk:chunk + self.max_batch]
             reqs = [prompts.summary_window(camera_id, a, b, granularity_s, focus, docs,
-                                           [(Image(m.frame_path), m.t)
-                                            for m in picks], structure=structure)
+                                           [(Image(m.frame_path), m.t) for m in picks], structure=structure)
                     for a, b, picks, docs in part]
             replies = self.llm.generate(reqs)
-            texts = [prompts.clean_document(r.text) for r in replies]
-            vecs = self.text_embedder.embed_texts(texts)
-            for (a, b, picks, _), text, vec in zip(part, texts, vecs):
-                ids.append(self.memory.summaries.add(camera_id, a, b, granularity_s, focus, structure, text,
-                                                  [m.moment_id for m in picks], vec))
-        return ids
+            out += [Summary(None, camera_id, a, b, granularity_s, focus, structure, prompts.clean_document(r.text),
+                            tuple(m.moment_id for m in picks))
+                    for (a, b, picks, _), r in zip(part, replies)]
+        return out

@@ -4,15 +4,19 @@ Security by default (DESIGN.md section 7): once any token exists (``vam-engine t
 every API request but ``GET /api/health`` needs one, on loopback too; with ``require_tokens``
 (set by ``serve`` on any address other than loopback) even an empty token file admits nobody.
 The page's static files (``/``, ``/static/...``) and the API description (``/openapi.json``,
-``/docs``) carry no data and load without a token, so a browser can open the page and enter
-its token there. Request bodies are capped (``max_upload_bytes``, 413 beyond, checked on the
-declared length and on the bytes as they arrive); CORS is off unless ``cors_origins`` names
-origins; malformed bodies get a 422 naming the field. Nothing here logs a header or a body.
+``/docs``: a page of this server's own, no script from elsewhere) carry no data and load
+without a token, so a browser can open the page and enter its token there.
+
+Everything a client can make the server hold is bounded (``ServeOptions``): request bodies
+(``max_upload_bytes``, 413 beyond, checked on the declared length and on the bytes as they
+arrive), connections and the time to send a request head (http.py), questions and summaries
+answered at once (429 beyond), cameras and monitors per token, image sizes, page sizes, metric
+label values. CORS is off unless ``cors_origins`` names origins; malformed input gets a 4xx
+naming the problem and one log line. Nothing here logs a header, a body or a query string.
 """
 from __future__ import annotations
 
 import logging
-import time
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +30,12 @@ from ..errors import StoreError, Unavailable, VamError
 from .auth import need
 from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
+from .middleware import BodyLimit, SecurityHeaders, Timing
 from .queries import BadQuery
 from .routes_live import router as live_router
 from .routes_memory import router as memory_router
 from .sse import AlertHub
+from .ownership import Ownership, QuotaExceeded
 from .tokens import CameraForbidden, Principal, TokenStore
 
 log = logging.getLogger("vam_engine.server")
@@ -48,104 +54,28 @@ class ServeOptions:
     max_page: int = 1000  # moments / events per page at most
     metrics_store_every_s: float = 10.0
     max_asks: int = 8  # questions answered at once; more get 429 (each holds a model turn and a thread)
+    max_summaries: int = 2  # summarize calls at once; more get 429 (each runs many model calls)
+    max_cameras_per_token: int = 16  # live cameras one token may have added and not removed
+    max_monitors_per_token: int = 8  # monitors one token may have started and not ended
+    max_image_pixels: int = 40_000_000  # an uploaded query image's size at most
+    max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
+    header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
     lanes: LaneSizes = field(default_factory=LaneSizes)  # handler threads at once per endpoint class
 
     def __post_init__(self):
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
             raise ValueError(f"max_upload_bytes must be an integer >= 1024, got {self.max_upload_bytes!r}")
-        if not (isinstance(self.max_asks, int) and self.max_asks >= 1):
-            raise ValueError(f"max_asks must be an integer >= 1, got {self.max_asks!r}")
+        for name in ("max_asks", "max_summaries", "max_cameras_per_token", "max_monitors_per_token",
+                     "max_image_pixels", "max_connections"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if not self.header_timeout_s > 0:
+            raise ValueError(f"header_timeout_s must be > 0, got {self.header_timeout_s!r}")
         if self.status_poll_s <= 0 or self.keepalive_s <= 0:
             raise ValueError("status_poll_s and keepalive_s must be > 0")
         if not isinstance(self.lanes, LaneSizes):
             raise ValueError(f"lanes must be a LaneSizes, got {type(self.lanes).__name__}")
-
-
-# -- middleware (plain ASGI: streaming responses pass through untouched) --------------------------
-class BodyLimit:
-    """413 for a body over ``limit`` bytes: at once when Content-Length says so, else as soon as
-    the bytes received pass it (a chunked upload cannot slip by)."""
-
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        for k, v in scope.get("headers", ()):
-            if k == b"content-length":
-                try:
-                    n = int(v)
-                except ValueError:
-                    return await _plain(send, 400, "Content-Length is not a number")
-                if n > self.limit:
-                    return await _plain(send, 413, self._detail(n))
-        seen = 0
-        started = False
-
-        async def counted():
-            nonlocal seen
-            msg = await receive()
-            if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge(self._detail(seen))
-            return msg
-
-        async def tracked(msg):
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-            await send(msg)
-
-        try:
-            await self.app(scope, counted, tracked)
-        except _TooLarge as e:
-            if not started:
-                await _plain(send, 413, e.detail)
-
-    def _detail(self, n: int) -> str:
-        return (f"request body of {n} bytes or more is over this server's limit of {self.limit} bytes "
-                "(serve --max-upload-mb)")
-
-
-class _TooLarge(HTTPException):
-    """An HTTPException, so the route's body parsing passes it on as a 413 (not a parse error)."""
-
-    def __init__(self, detail: str):
-        super().__init__(413, detail)
-
-
-async def _plain(send, status: int, detail: str):
-    import json
-
-    data = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
-    await send({"type": "http.response.body", "body": data})
-
-
-class Timing:
-    """Latency per route template (to the response's start: a stream counts until its headers)."""
-
-    def __init__(self, app, metrics: Metrics):
-        self.app, self.metrics = app, metrics
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        t0 = time.perf_counter()
-        status = [500]
-
-        async def timed(msg):
-            if msg["type"] == "http.response.start":
-                status[0] = msg["status"]
-                route = getattr(scope.get("route"), "path", None) or "unmatched"
-                self.metrics.http.observe(time.perf_counter() - t0, route, scope["method"])
-                self.metrics.http_total.inc(route, scope["method"], str(msg["status"]))
-            await send(msg)
-
-        await self.app(scope, receive, timed)
 
 
 # -- the app ---------------------------------------------------------------------------------------
@@ -171,7 +101,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
         finally:
             hub.close()
 
-    app = FastAPI(title="vam_engine", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="vam_engine", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Streaming visual memory: moments, events, search, answers with citations, "
                               "monitors and alerts. Bearer tokens: 'vam-engine token create'.")
     app.state.engine = engine
@@ -181,6 +111,8 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.state.metrics = metrics
     app.state.hub = hub
     app.state.asks = threading.BoundedSemaphore(options.max_asks)
+    app.state.summaries = threading.BoundedSemaphore(options.max_summaries)
+    app.state.owned = Ownership(options.max_cameras_per_token, options.max_monitors_per_token)
     app.state.lanes = Lanes(options.lanes)
     model_tap.install(backend, lambda cls, s: metrics.model.observe(s, cls))
 
@@ -190,6 +122,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
         app.add_middleware(CORSMiddleware, allow_origins=list(options.cors_origins), allow_credentials=False,
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(BodyLimit, limit=options.max_upload_bytes)
+    app.add_middleware(SecurityHeaders)
     app.add_middleware(Timing, metrics=metrics)
 
     @app.exception_handler(RequestValidationError)
@@ -205,16 +138,24 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     # the engine's own errors and argument checks, as statuses (an OS error is not among them:
     # its message may name server paths, so it stays a plain 500)
     for exc_type, status in ((BadQuery, 422), (CameraForbidden, 403), (StoreError, 409), (Unavailable, 503),
-                             (VamError, 400), (ValueError, 400)):
+                             (QuotaExceeded, 429), (VamError, 400), (ValueError, 400)):
         def handler(request, exc, status=status):
             return JSONResponse({"detail": str(exc)}, status_code=status)
         app.add_exception_handler(exc_type, handler)
+
+    # input no parser should have let through (JSON nested thousands deep, a number past SQLite's
+    # 64-bit integers): a 400 and one log line, not a 500 and a traceback
+    for exc_type, what in ((RecursionError, "nested too deeply"), (OverflowError, "holds a number out of range")):
+        def refused(request, exc, what=what):
+            log.info("refused %s %s: the request %s", request.method, request.url.path, what)
+            return JSONResponse({"detail": f"malformed request: it {what}"}, status_code=400)
+        app.add_exception_handler(exc_type, refused)
 
     @app.get("/api/health", tags=["service"])
     def health():
         """Liveness; no token needed. Says whether tokens are required (never which)."""
         st = app.state
-        return {"ok": True, "auth": st.tokens.any() or st.options.require_tokens,
+        return {"ok": True, "auth": st.tokens.required() or st.options.require_tokens,
                 "monitors": hub.available, "live": hasattr(engine, "status")}
 
     @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)
@@ -233,5 +174,10 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     @app.get("/", include_in_schema=False)
     def index():
         return FileResponse(WEB / "index.html", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/docs", include_in_schema=False)
+    def docs():
+        """The API's endpoints, read from /openapi.json by a script of this server (no CDN)."""
+        return FileResponse(WEB / "docs.html", headers={"Cache-Control": "no-cache"})
 
     return app

@@ -28,7 +28,7 @@ def is_loopback(host: str) -> bool:
 
 def check_bind(host: str, tokens: TokenStore) -> None:
     """Refuse an address other than loopback while the store has no token."""
-    if is_loopback(host) or tokens.any():
+    if is_loopback(host) or tokens.required():
         return
     raise VamError(
         f"refusing to listen on {host} while {tokens.path} holds no token: anyone who can reach that address "
@@ -65,7 +65,7 @@ def authenticate(app_state, token: str | None, headers=None) -> Principal:
     loopback name: a web page from elsewhere that rebinds its DNS name to 127.0.0.1 sends its
     own Host (and a cross-site WebSocket its own Origin), and is refused."""
     tokens: TokenStore = app_state.tokens
-    if not tokens.any() and not app_state.options.require_tokens:
+    if not tokens.required() and not app_state.options.require_tokens:
         if headers is not None:
             origin = headers.get("origin")
             if not _loopback_host(headers.get("host")) or (

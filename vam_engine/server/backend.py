@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import queries
-from .queries import BadQuery, Page, StoreStats
+from .queries import MAX_ID, BadQuery, Page, StoreStats
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,10 @@ class LocalBackend:
         if text is None or str(text).strip() == "":
             return None
         try:
-            v = int(str(text).strip())
+            v = int(str(text).strip()[:40])
         except ValueError:
             v = -1
-        if v < 0:
+        if not 0 <= v <= MAX_ID:
             raise BadQuery(f"{str(text)[:40]!r} is not an alert position (a non-negative alert id)")
         return v
 

@@ -21,6 +21,16 @@ class BadQuery(ValueError):
     """A query parameter is malformed: the message names it (the API answers 422)."""
 
 
+MAX_ID = 2 ** 63 - 1  # SQLite's integers: an id past it names no row (and could not be bound)
+
+
+def check_id(value: int, name: str) -> int:
+    """``value`` when it can be a row id (0..2^63-1); BadQuery naming ``name`` otherwise."""
+    if not 0 <= value <= MAX_ID:
+        raise BadQuery(f"{name} must be an id in 0..{MAX_ID}, got {str(value)[:30]}")
+    return value
+
+
 @dataclass(frozen=True)
 class Page:
     items: list  # of Moment or Event
@@ -41,12 +51,20 @@ def decode_cursor(cursor: str | None, kinds: tuple) -> tuple | None:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         key = json.loads(raw)
         ok = isinstance(key, list) and len(key) == len(kinds) and all(
-            isinstance(v, k) and not isinstance(v, bool) for v, k in zip(key, kinds))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+            isinstance(v, k) and not isinstance(v, bool) and _in_range(v) for v, k in zip(key, kinds))
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
         ok = False
     if not ok:
         raise BadQuery(f"cursor {cursor[:40]!r} is not one this server handed out (pass next_cursor back unchanged)")
     return tuple(key)
+
+
+def _in_range(v) -> bool:
+    if isinstance(v, int):
+        return abs(v) <= MAX_ID
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return len(v) <= 1024 if isinstance(v, str) else True
 
 
 def check_range(t0, t1, as_of) -> None:

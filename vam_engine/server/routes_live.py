@@ -15,16 +15,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, HTTPException, Path, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from .auth import authenticate, bearer, need
 from .frames import jpeg_response
 from .jsonify import alert_json, gap_json, partial_json, status_json
-from .queries import BadQuery, check_range
+from .queries import MAX_ID, BadQuery, check_range
 from .sse import SSE_KEEPALIVE, sse_event
 from .tokens import Principal
 
@@ -54,14 +55,14 @@ class CameraBody(BaseModel):
     fps: float | None = Field(None, gt=0, le=120)
     realtime: bool = False
     stall_s: float = Field(20.0, gt=0, le=3600)
-    max_retries: int | None = Field(None, ge=0)
-    gate: dict | None = None
+    max_retries: int | None = Field(None, ge=0, le=1_000_000)
+    gate: dict[str, float] | None = Field(None, max_length=64)
 
 
 class MonitorBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     condition: str = Field(..., min_length=1, max_length=2000)
-    cameras: list[str] | None = None
+    cameras: list[Annotated[str, StringConstraints(min_length=1, max_length=256)]] | None = Field(None, max_length=1000)
     mode: str = "once"
     min_confidence: float = Field(0.6, ge=0, le=1)
     every_s: float = Field(2.0, gt=0, le=3600)
@@ -106,8 +107,14 @@ async def add_camera(request: Request, body: CameraBody, p: Principal = need("wr
         raise HTTPException(403, "a local file, capture device or raw socket source needs an admin token; "
                                  "a write token may add rtsp/rtmp/http(s) camera streams")
     fn = _api(_engine(request), "add_camera", "live cameras")
-    st = await run_in_threadpool(lambda: fn(body.camera_id, body.url, fps=body.fps, realtime=body.realtime,
-                                            stall_s=body.stall_s, max_retries=body.max_retries, gate=body.gate))
+    owned = request.app.state.owned
+    owned.claim("camera", p.token_id, body.camera_id)  # 429 when the token holds its share already
+    try:
+        st = await run_in_threadpool(lambda: fn(body.camera_id, body.url, fps=body.fps, realtime=body.realtime,
+                                                stall_s=body.stall_s, max_retries=body.max_retries, gate=body.gate))
+    except BaseException:
+        owned.release("camera", body.camera_id)
+        raise
     return status_json(st)
 
 
@@ -120,6 +127,7 @@ async def remove_camera(request: Request, camera_id: str, p: Principal = need("w
     if camera_id not in _statuses(eng):
         raise HTTPException(404, f"no live camera {camera_id!r}")
     await run_in_threadpool(fn, camera_id)
+    request.app.state.owned.release("camera", camera_id)
     return {"removed": camera_id}
 
 
@@ -161,8 +169,11 @@ async def watch(request: Request, body: MonitorBody, p: Principal = need("write"
     """Watch the present of cameras for a condition; alerts arrive on /api/alerts/stream and /api/ws."""
     cams = p.camera_scope(body.cameras)
     fn = _api(_engine(request), "watch", "monitors")
+    owned = request.app.state.owned
+    owned.claim("monitor", p.token_id)  # 429 when the token holds its share already
     m = await run_in_threadpool(lambda: fn(body.condition, cams, mode=body.mode, min_confidence=body.min_confidence,
                                            every_s=body.every_s, frames=body.frames, repeat_gap_s=body.repeat_gap_s))
+    owned.record("monitor", p.token_id, m.monitor_id)
     return m.to_json()
 
 
@@ -173,6 +184,7 @@ async def unwatch(request: Request, monitor_id: str, p: Principal = need("write"
     if monitor_id not in listed or not _monitor_visible(p, listed[monitor_id]):
         raise HTTPException(404, f"no monitor {monitor_id!r}")
     ok = await run_in_threadpool(eng.unwatch, monitor_id)
+    request.app.state.owned.release("monitor", monitor_id)
     if not ok:
         raise HTTPException(404, f"no active monitor {monitor_id!r}")
     return {"removed": monitor_id}
@@ -245,7 +257,8 @@ async def alert_stream(request: Request, since: str | None = None, monitor: str 
 
 
 @router.get("/api/alerts/{alert_id}/frames/{k}", tags=["alerts"])
-def alert_frame(request: Request, alert_id: int, k: int, w: int | None = None, p: Principal = need("read")):
+def alert_frame(request: Request, alert_id: int = Path(..., ge=0, le=MAX_ID), k: int = Path(..., ge=0, le=64),
+                w: int | None = None, p: Principal = need("read")):
     """The k-th frame an alert's check saw (by alert id and index; never by path)."""
     backend = _backend(request)
     a = backend.alert(alert_id)
@@ -266,14 +279,15 @@ async def _ws_principal(ws: WebSocket):
     token = bearer(ws.headers)
     since = None
     state = ws.app.state
-    if token is None and (state.tokens.any() or state.options.require_tokens):
+    if token is None and (state.tokens.required() or state.options.require_tokens):
         try:
             msg = json.loads(await asyncio.wait_for(ws.receive_text(), 10.0))
-        except (asyncio.TimeoutError, ValueError, KeyError):
+        except (asyncio.TimeoutError, ValueError, KeyError, TypeError, RecursionError):
+            # not text, not JSON, nested too deeply, a binary frame, too slow: the same refusal
             raise _H(401, "send {\"type\": \"auth\", \"token\": \"...\"} first") from None
         if not isinstance(msg, dict) or msg.get("type") != "auth":
             raise _H(401, "the first message must be {\"type\": \"auth\", \"token\": \"...\"}")
-        token = msg.get("token")
+        token = msg.get("token") if isinstance(msg.get("token"), str) else None
         since = msg.get("since")
     try:
         since = state.backend.parse_alert_position(since) if isinstance(since, (int, str)) else None
@@ -292,6 +306,8 @@ async def ws_endpoint(ws: WebSocket):
     except HTTPException as e:
         await ws.send_json({"type": "error", "status": e.status_code, "detail": e.detail})
         await ws.close(code=1008)
+        return
+    except WebSocketDisconnect:  # the client left before authenticating
         return
     state = ws.app.state
     engine, hub, opts = state.engine, state.hub, state.options
@@ -330,9 +346,9 @@ async def ws_endpoint(ws: WebSocket):
             await asyncio.sleep(opts.status_poll_s)
 
     async def reader():
-        with contextlib.suppress(WebSocketDisconnect):
-            while True:
-                await ws.receive_text()  # nothing is expected; this notices the close
+        # nothing is expected from the client (text, binary, garbage: all ignored); this notices the close
+        while (await ws.receive())["type"] != "websocket.disconnect":
+            pass
 
     state.metrics.ws_clients += 1
     tasks = [asyncio.create_task(c()) for c in (alerts_loop, status_loop, reader)]

@@ -10,12 +10,12 @@ import asyncio
 import io
 import json
 import threading
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import VamError
@@ -28,7 +28,8 @@ from .tokens import Principal
 
 router = APIRouter()
 
-Camera = str
+Camera = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+Cameras = Annotated[list[Camera], Field(max_length=1000)]
 
 
 class _Body(BaseModel):
@@ -43,7 +44,7 @@ class _Body(BaseModel):
 class SearchBody(_Body):
     text: str | None = Field(None, min_length=1, max_length=2000)
     top_k: int = Field(10, ge=1, le=200)
-    cameras: list[Camera] | None = None
+    cameras: Cameras | None = None
     t0: float | None = None
     t1: float | None = None
     as_of: float | None = None
@@ -52,7 +53,7 @@ class SearchBody(_Body):
 
 class AskBody(_Body):
     question: str = Field(..., min_length=1, max_length=4000)
-    cameras: list[Camera] | None = None
+    cameras: Cameras | None = None
     as_of: float | None = None
     mode: Literal["auto", "two_phase", "agentic"] = "auto"
     max_turns: int = Field(6, ge=1, le=20)
@@ -63,12 +64,12 @@ class SummarizeBody(_Body):
     t1: float
     granularity_s: float = Field(60.0, gt=0, le=86400)
     prompt: str = Field(..., min_length=1, max_length=4000)
-    cameras: list[Camera] | None = None
+    cameras: Cameras | None = None
     structure: str | None = Field(None, max_length=200)
 
 
 class DeleteBody(_Body):
-    cameras: list[Camera] | None = None
+    cameras: Cameras | None = None
     t0: float | None = None
     t1: float | None = None
 
@@ -118,7 +119,8 @@ async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, curso
 
 @router.get("/api/frames/{moment_id}", tags=["memory"], response_class=Response,
             responses={200: {"content": {"image/jpeg": {}}}})
-async def frame(request: Request, moment_id: int, w: int | None = None, p: Principal = need("read")):
+async def frame(request: Request, moment_id: int = Path(..., ge=0, le=queries.MAX_ID), w: int | None = None,
+                p: Principal = need("read")):
     """A moment's JPEG (``w``: a thumbnail that wide). The client names a moment, never a file."""
     backend = request.app.state.backend
 
@@ -176,15 +178,19 @@ async def _search_request(request: Request) -> tuple[SearchBody, object]:
     return body, image  # the image's bytes: decoded on the search lane's thread, not on the loop
 
 
-def _decode_image(data: bytes):
+def _decode_image(data: bytes, max_pixels: int):
+    """The uploaded image as RGB; its size is read from its header before any pixel is decoded."""
     import numpy as np
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(data)) as im:
-            if im.width * im.height > 40_000_000:
-                raise ValueError(f"{im.width}x{im.height} is too large")
+            if im.width * im.height > max_pixels:
+                raise HTTPException(413, f"the image is {im.width}x{im.height} pixels, over this server's "
+                                         f"limit of {max_pixels} pixels")
             return np.asarray(im.convert("RGB"))
+    except Image.DecompressionBombError:  # over twice PIL's own bound: refused before the check above
+        raise HTTPException(413, f"the image is over this server's limit of {max_pixels} pixels") from None
     except (OSError, UnidentifiedImageError, ValueError) as e:
         raise RequestValidationError([{"loc": ("body", "image"), "msg": f"not a readable image ({type(e).__name__})",
                                        "type": "value_error"}]) from None
@@ -208,9 +214,10 @@ async def search(request: Request, p: Principal = need("read")):
     tr = (body.t0, body.t1) if body.t0 is not None or body.t1 is not None else None
 
     metrics = request.app.state.metrics
+    max_pixels = request.app.state.options.max_image_pixels
 
     def run():
-        pixels = _decode_image(image) if image is not None else None
+        pixels = _decode_image(image, max_pixels) if image is not None else None
         t0 = time.perf_counter()
         try:
             res = eng.search(text=body.text, image=pixels, top_k=body.top_k, time_range=tr, cameras=cams,
@@ -241,7 +248,7 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
         try:
             with model_tap.listening(listener):
                 return eng.ask(body.question, as_of=body.as_of, camera=cams, mode=body.mode,
-                               max_turns=body.max_turns)
+                               max_turns=body.max_turns, session=history_of(p), read_only=not p.allows("write"))
         finally:
             slots.release()
 
@@ -249,6 +256,14 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
         return answer_json(await run_in_threadpool(run))
     return StreamingResponse(_ask_events(run, slots.release), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def history_of(p: Principal, session: str | None = None) -> str | None:
+    """The QA history a request's question reads and joins: its token's own (one token's
+    questions never reach another token's prompts), and within it the client's session."""
+    if p.token_id is None and session is None:
+        return None
+    return f"{p.token_id or ''}/{session or ''}"
 
 
 async def _ask_events(run, release):
@@ -290,8 +305,14 @@ async def summarize(request: Request, body: SummarizeBody, p: Principal = need("
     """Write searchable summary documents, one per camera per window of ``granularity_s``."""
     cams = p.camera_scope(body.cameras)
     eng = _engine(request)
-    docs = await run_in_threadpool(eng.summarize, (body.t0, body.t1), body.granularity_s, body.prompt,
-                                   cameras=cams, structure=body.structure)
+    slots = request.app.state.summaries
+    if not slots.acquire(blocking=False):  # each call runs many model calls: a few at once
+        raise HTTPException(429, "too many summaries are being written; retry shortly", headers={"Retry-After": "5"})
+    try:
+        docs = await run_in_threadpool(eng.summarize, (body.t0, body.t1), body.granularity_s, body.prompt,
+                                       cameras=cams, structure=body.structure)
+    finally:
+        slots.release()
     return {"summaries": [summary_json(d) for d in docs]}
 
 

@@ -11,6 +11,10 @@ Scopes are ordered: read (GET, search, ask) < write (cameras, monitors, summariz
 (delete, tokens). A token may be limited to cameras: it then sees nothing of the others
 (moments, events, frames, search, answers, monitors, alerts). The server rereads the file when
 it changes, so a token created or revoked while it runs applies at the next request.
+
+Once a store has had a token, it needs one: the file remembers (``"required": true``) after its
+last token is revoked, so revoking every token closes the server instead of opening it. Only
+``vam-engine token reset`` (a person, on the store's machine, with no token left) undoes that.
 """
 from __future__ import annotations
 
@@ -111,6 +115,7 @@ class TokenStore:
         self._lock = threading.Lock()
         self._seen: tuple | None = None  # (mtime_ns, size, inode) of the file last read
         self._tokens: dict[str, TokenInfo] = {}
+        self._required = False
 
     # -- reading -------------------------------------------------------------------------------
     def _stamp(self):
@@ -120,32 +125,40 @@ class TokenStore:
             return None
         return st.st_mtime_ns, st.st_size, st.st_ino
 
-    def tokens(self) -> dict[str, TokenInfo]:
-        """Token id -> TokenInfo, reread when the file changed."""
+    def _current(self) -> tuple[dict[str, TokenInfo], bool]:
         with self._lock:
             stamp = self._stamp()
             if stamp != self._seen:
-                self._tokens = self._read() if stamp is not None else {}
+                self._tokens, self._required = self._read() if stamp is not None else ({}, False)
                 self._seen = stamp
-            return self._tokens
+            return self._tokens, self._required
 
-    def _read(self) -> dict[str, TokenInfo]:
+    def tokens(self) -> dict[str, TokenInfo]:
+        """Token id -> TokenInfo, reread when the file changed."""
+        return self._current()[0]
+
+    def required(self) -> bool:
+        """Whether requests need a token: one exists, or one existed (revoking every token keeps
+        the store closed until ``reset``)."""
+        tokens, required = self._current()
+        return bool(tokens) or required
+
+    def _read(self) -> tuple[dict[str, TokenInfo], bool]:
         try:
             data = json.loads(self.path.read_text())
             rows = data["tokens"]
-            return {r["token_id"]: TokenInfo(r["token_id"], r["scope"],
-                                             tuple(r["cameras"]) if r.get("cameras") is not None else None,
-                                             float(r["created_at"]), r.get("label", ""), r["sha256"])
-                    for r in rows}
+            tokens = {r["token_id"]: TokenInfo(r["token_id"], r["scope"],
+                                               tuple(r["cameras"]) if r.get("cameras") is not None else None,
+                                               float(r["created_at"]), r.get("label", ""), r["sha256"])
+                      for r in rows}
+            # a file of an earlier release without the flag: it had tokens once, since it exists
+            return tokens, bool(data.get("required", True))
         except FileNotFoundError:
-            return {}
+            return {}, False
         except (ValueError, KeyError, TypeError) as e:
             # refusing every token beats accepting a half-read file: the error says which file
             raise VamError(f"{self.path}: unreadable token file ({type(e).__name__}: {e}); fix or remove it "
                            "and create the tokens again") from None
-
-    def any(self) -> bool:
-        return bool(self.tokens())
 
     def verify(self, presented: str | None) -> TokenInfo | None:
         """The stored token ``presented`` is, or None."""
@@ -159,16 +172,17 @@ class TokenStore:
 
     # -- writing (the CLI) ---------------------------------------------------------------------
     @contextlib.contextmanager
-    def _edit(self):
-        """The token list under an exclusive lock; written back atomically (mode 0600)."""
+    def _edit(self, required: bool = True):
+        """The token list under an exclusive lock; written back atomically (mode 0600), marked
+        ``required`` (a store that has had a token keeps needing one)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.dir / (TOKENS_FILE + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            tokens = dict(self._read())
+            tokens = dict(self._read()[0])
             yield tokens
             tmp = self.dir / f"{TOKENS_FILE}.{os.getpid()}.tmp"
-            body = json.dumps({"version": 1, "tokens": [
+            body = json.dumps({"version": 1, "required": required, "tokens": [
                 {**t.to_json(), "sha256": t.sha256} for t in tokens.values()]}, indent=2)
             try:
                 with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
@@ -206,3 +220,11 @@ class TokenStore:
     def revoke(self, token_id: str) -> bool:
         with self._edit() as tokens:
             return tokens.pop(token_id, None) is not None
+
+    def reset(self) -> None:
+        """Forget that the store has had tokens (loopback without a token again). Refused while a
+        token exists: revoke them first."""
+        with self._edit(required=False) as tokens:
+            if tokens:
+                raise VamError(f"{self.path} still holds {len(tokens)} token(s): revoke them first "
+                               f"('vam-engine token list', 'vam-engine token revoke ID')")
