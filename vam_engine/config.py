@@ -219,7 +219,8 @@ class PerceptionConfig(_Section):
                                    "fix it (None: 300 for TensorFlow SSD, 640 YOLO, 800 DETR)")
     min_score: float = Field(0.4, ge=0, le=1, description="detections below this score are dropped")
     ocr: bool = Field(False, description="read text on kept frames (RapidOCR's PP-OCR models)")
-    ocr_min_confidence: float = Field(0.5, ge=0, le=1, description="OCR lines below this confidence are dropped")
+    ocr_min_confidence: float = Field(0.8, ge=0, le=1, description="OCR lines below this confidence are dropped "
+                                      "(texture misread as text scores 0.2-0.7; rendered signs 0.95+)")
     ocr_max_side: int = Field(960, ge=32, le=8192, description="long side the OCR text detector sees a frame at")
     detect_present: bool = Field(False, description="also detect on the present's 2 fps frames (denser tracks)")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: the engine's device")

@@ -157,7 +157,7 @@ def text_clip(rng: np.random.Generator, n: int, *, h: int = 720, w: int = 1280, 
 def coloured_shape(rng: np.random.Generator, colour, *, h: int = 240, w: int = 320, background=(110, 110, 105),
                    shape: str = "box", second=None, noise: float = 3.0) -> tuple[np.ndarray, tuple[int, int, int, int]]:
     """A ``colour`` shape ("box": a rounded body; "ellipse") on a ``background`` colour (an RGB
-    triple or "texture": a noisy green field); ``second``: the lower third in another colour.
+    triple or "texture": a noisy green field); ``second``: the lower half in another colour.
     Returns (frame, the shape's box with a 10% margin, as a detector's loose box would be)."""
     if isinstance(background, str):
         if background != "texture":
@@ -180,7 +180,7 @@ def coloured_shape(rng: np.random.Generator, colour, *, h: int = 240, w: int = 3
     region[mask] = np.asarray(colour, np.float32)
     if second is not None:
         low = np.zeros_like(mask)
-        low[2 * sh // 3:] = True
+        low[sh // 2:] = True
         region[mask & low] = np.asarray(second, np.float32)
     img = np.clip(img + rng.normal(0, noise, img.shape), 0, 255).astype(np.uint8)
     mx, my = sw // 10, sh // 10

@@ -55,28 +55,30 @@ def _dim(d) -> int | None:
 
 
 def _yolo(shape, labels, forced: str, who: str) -> tuple[Layout, tuple[str, ...]]:
-    d1, d2 = _dim(shape[1]), _dim(shape[2])
-    known = [d for d in (d1, d2) if d is not None]
+    dims = {1: _dim(shape[1]), 2: _dim(shape[2])}
+    known = {ax: d for ax, d in dims.items() if d is not None}
     if not known:
         raise PerceptionError(f"{who}: output shape {list(shape)} has no fixed class axis: cannot tell its "
                               f"layout (set perception.layout)")
-    ch = min(known)
-    cf = ch == d1 and (d2 is None or d1 < d2)
     want = labels if labels is not None else COCO_80
-    fits = {"yolov8": ch - 4 == len(want), "yolov5": ch - 5 == len(want)}
-    kind = forced if forced != "auto" else next((k for k, ok in fits.items() if ok), None)
-    if kind is None or kind == "detr":
-        src = "the labels file" if labels is not None else "COCO's 80 (no perception.labels given)"
-        raise PerceptionError(f"{who}: output shape {list(shape)} has {ch} channels per candidate: neither "
-                              f"4 + {len(want)} (yolov8) nor 5 + {len(want)} (yolov5) classes of {src}; give "
-                              f"perception.labels (one class per line) for this model")
-    c = ch - (4 if kind == "yolov8" else 5)
+    extra = {"yolov8": 4, "yolov5": 5}
+    fits = [(d, ax, kind) for ax, d in known.items() for kind, e in extra.items()
+            if forced in ("auto", kind) and d - e == len(want)]
+    if fits:  # when both axes fit, the class axis is the short one (anchors are many)
+        d, ax, kind = min(fits)
+        return Layout(kind, d - extra[kind], channels_first=ax == 1), tuple(want)
+    src = "the labels file" if labels is not None else "COCO (no perception.labels given)"
+    if forced == "auto" or labels is not None:
+        kinds = [k for k in extra if forced in ("auto", k)]
+        raise PerceptionError(f"{who}: output shape {list(shape)}: no axis has "
+                              f"{' or '.join(f'{extra[k]} + {len(want)} ({k})' for k in kinds)} channels for the "
+                              f"{len(want)} classes of {src}; give perception.labels (one class per line) for "
+                              f"this model")
+    d, ax = min((d, ax) for ax, d in known.items())  # forced, no labels: the short axis holds the classes
+    c = d - extra[forced]
     if c < 1:
-        raise PerceptionError(f"{who}: output shape {list(shape)} has {ch} channels: too few for {kind}")
-    if labels is not None and c != len(labels):
-        raise PerceptionError(f"{who}: output shape {list(shape)} is {kind} with {c} classes, but the labels "
-                              f"file names {len(labels)}")
-    return Layout(kind, c, channels_first=cf), tuple(want) if labels is not None or c == 80 else _numbered(c)
+        raise PerceptionError(f"{who}: output shape {list(shape)} has {d} channels: too few for {forced}")
+    return Layout(forced, c, channels_first=ax == 1), _numbered(c)
 
 
 def _numbered(c: int) -> tuple[str, ...]:

@@ -24,7 +24,8 @@ from .records import Detection, Entity, Track
 
 @dataclass(frozen=True)
 class LinkParams:
-    min_similarity: float = 0.8   # least appearance similarity for a track to join an entity
+    min_similarity: float = 0.7   # least appearance similarity for a track to join an entity (one
+    # thing seen by two cameras, mirrored and at another scale: 0.8; two people: 0.55-0.6)
     smoothing: float = 0.2        # weight of a new sighting in the entity's appearance mean
     crop_long: int = 256          # the representative crop's long side at most
     max_entities: int = 4096      # entities held for linking; the least recently seen go first

@@ -50,7 +50,7 @@ class RapidOcrReader:
 
     name = "rapidocr"
 
-    def __init__(self, *, device: str = "cpu", min_confidence: float = 0.5, max_side: int = 960,
+    def __init__(self, *, device: str = "cpu", min_confidence: float = 0.8, max_side: int = 960,
                  use_angle: bool = False):
         if not 0.0 <= float(min_confidence) <= 1.0:
             raise ValueError(f"{self.name}: min_confidence must be in [0, 1], got {min_confidence}")
