@@ -37,3 +37,14 @@ def ocr_reader():
     from vam_engine.perception import RapidOcrReader
 
     return RapidOcrReader()
+
+
+@pytest.fixture
+def tiny_onnx(tmp_path):
+    """A tiny constructed ONNX detector (support/detector_models.py): a red frame is a "red" thing."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from support import detector_models as dm
+    from vam_engine.perception.detect_onnx import OnnxDetector
+
+    return OnnxDetector(dm.yolo_model(tmp_path / "tiny.onnx"), labels=dm.LABELS, min_score=0.5)

@@ -63,7 +63,7 @@ def test_worker_batches_waiting_cameras_into_one_detector_call(tiny):
     # each answer carries its own frames' tracks and entities
     assert [[t.camera_id for t in b.tracks] for b in got] == [["a"], ["b"], ["c"]]
     assert got[0].tracks[0].track_id == first.result().tracks[0].track_id  # camera a's red thing, tracked
-    assert len(got[0].tracks[0].sightings) == 2
+    assert got[0].tracks[0].count == 2 and [s.t for s in got[0].tracks[0].sightings] == [1.0]  # only the new
     assert {e.label for b in got for e in b.entities} == {"red", "green", "blue"}
     stage.close()
 

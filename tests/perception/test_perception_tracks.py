@@ -19,7 +19,8 @@ def test_a_cat_crossing_at_half_a_frame_per_second_is_one_track(ssd, rng):
     ids = {fp.track_ids for fp in out.frames}
     assert len(ids) == 1
     (track,) = out.tracks
-    assert (track.label, track.camera_id, track.first_t, track.last_t) == ("cat", "gate-cam", 100.0, 114.0)
+    assert (track.label, track.camera_id, track.first_t, track.last_t, track.count) == ("cat", "gate-cam", 100.0,
+                                                                                          114.0, 8)
     assert [s.key for s in track.sightings] == [f"m{i}" for i in range(8)]
     for s, box in zip(track.sightings, clip.boxes):
         assert abs((s.box[0] + s.box[2]) / 2 - (box[0] + box[2]) / 2) < 40
@@ -77,7 +78,7 @@ def test_motion_gate_widens_with_the_sampling_gap():
     tr = make_tracker()
     a = tr.update(0.0, [det(100, 300)], look)[0][0]
     b, new = tr.update(3.0, [det(100 + 3 * diag, 300)], look)[0]
-    assert not new and b.track_id == a.track_id and len(a.sightings) == 2
+    assert not new and b.track_id == a.track_id and a.count == 2 and a.last_t == 3.0
 
 
 def test_velocity_prediction_and_greedy_matching():
@@ -107,3 +108,17 @@ def test_appearance_label_size_and_gap_gates():
         tr.update(9.0, [], np.zeros((0, 3), np.float32))
     with pytest.raises(ValueError, match="max_gap_s"):
         TrackerParams(max_gap_s=0)
+
+
+def test_a_long_track_keeps_a_bounded_window_and_batches_carry_only_new_sightings(tiny_onnx):
+    from vam_engine.perception.records import KEEP_SIGHTINGS
+
+    stage = PerceptionStage(detector=tiny_onnx, detect_present=True)
+    red = np.broadcast_to(np.array([250, 0, 0], np.uint8), (64, 64, 3)).copy()
+    for k in range(5):  # 5 batches of 10 frames of one still red thing
+        out = stage.process([PerceptionFrame("c", 10.0 * k + i, red, kind="present") for i in range(10)])
+        (track,) = out.tracks
+        assert [s.t for s in track.sightings] == [10.0 * k + i for i in range(10)]
+        assert track.count == 10 * (k + 1) and track.first_t == 0.0
+    (live,) = stage.tracks("c")
+    assert live.count == 50 and len(live.sightings) == KEEP_SIGHTINGS and live.last_t == 49.0

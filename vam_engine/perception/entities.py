@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .appearance import colour_names, crop, shrink
-from .records import Detection, Entity, Track
+from .records import MAX_TEXTS, Detection, Entity, Track
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,8 @@ class EntityLinker:
             e.crop_from = (track.camera_id, t, det.box, track.sightings[-1].key)
             e.colours = colour_names(c)
         for s in texts:
-            if s not in track.texts:
+            if s not in track.texts and len(track.texts) < MAX_TEXTS:
                 track.texts.append(s)
-            if s not in e.texts:
+            if s not in e.texts and len(e.texts) < MAX_TEXTS:
                 e.texts.append(s)
         return e

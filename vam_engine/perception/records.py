@@ -96,23 +96,25 @@ class Sighting:
 
 @dataclass
 class Track:
-    """Detections of one thing on one camera over time. ``sightings`` are in time order;
-    ``texts``: OCR strings read inside its boxes, in order of first reading."""
+    """Detections of one thing on one camera over time. ``first_t`` / ``last_t``: its first and
+    last sighting; ``count``: sightings so far. ``sightings`` (time order): in the stage's own
+    state the most recent ones (at most KEEP_SIGHTINGS); in a PerceptionBatch the ones that
+    batch added, for the caller to append to what it stored. ``texts``: OCR strings read inside
+    its boxes, in order of first reading (at most MAX_TEXTS)."""
 
     track_id: int
     camera_id: str
     label: str
+    first_t: float
+    last_t: float
+    count: int = 0
     sightings: list[Sighting] = field(default_factory=list)
     entity_id: int | None = None
     texts: list[str] = field(default_factory=list)
 
-    @property
-    def first_t(self) -> float:
-        return self.sightings[0].t
 
-    @property
-    def last_t(self) -> float:
-        return self.sightings[-1].t
+KEEP_SIGHTINGS = 16   # recent sightings a track keeps in the stage (motion needs the last two)
+MAX_TEXTS = 64        # strings kept per track and per entity
 
 
 @dataclass
@@ -143,7 +145,8 @@ class Entity:
 @dataclass(frozen=True)
 class PerceptionBatch:
     """The answer to one submission: a result per frame, in the order given, plus the tracks
-    and entities this batch created or changed (copies: the caller may keep them)."""
+    and entities this batch created or changed (copies: the caller may keep them); each track
+    carries only the sightings this batch added."""
 
     frames: tuple[FramePerception, ...]
     tracks: tuple[Track, ...] = ()

@@ -45,8 +45,9 @@ def _inside(line: OcrLine, box) -> bool:
     return area > 0 and iw * ih >= INSIDE * area
 
 
-def _copy_track(t: Track) -> Track:
-    return dataclasses.replace(t, sightings=list(t.sightings), texts=list(t.texts))
+def _copy_track(t: Track, sightings=None) -> Track:
+    return dataclasses.replace(t, sightings=list(t.sightings if sightings is None else sightings),
+                               texts=list(t.texts))
 
 
 def _copy_entity(e: Entity) -> Entity:
@@ -172,6 +173,7 @@ class PerceptionStage:
             apps_of[i] = apps[pos:pos + len(dets.get(i, ()))] if crops else None
             pos += len(dets.get(i, ()))
         touched_tracks: dict[int, Track] = {}
+        added: dict[int, list] = {}  # track id -> the sightings this round added
         touched_entities: dict[int, Entity] = {}
         track_ids: dict[int, tuple[int, ...]] = {}
         for i in order:
@@ -189,6 +191,7 @@ class PerceptionStage:
                 texts = [ln.text for ln in lines if read_now and _inside(ln, ds[k].box)]
                 e = self._linker.observe(tr, new, a[k], f.frame, ds[k], f.t, texts)
                 touched_tracks[tr.track_id], touched_entities[e.entity_id] = tr, e
+                added.setdefault(tr.track_id, []).append(tr.sightings[-1])
             track_ids[i] = tuple(tr.track_id for tr, _ in joined)
         self.stats["track_s"] += time.perf_counter() - t0
         self.stats["rounds"] += 1
@@ -198,8 +201,8 @@ class PerceptionStage:
             lines, read_now, change = text[i]
             out.append(FramePerception(f.camera_id, float(f.t), f.key, f.kind, tuple(dets.get(i, ())),
                                        track_ids.get(i, ()), lines, read_now, change is not None, change))
-        return PerceptionBatch(tuple(out), tuple(_copy_track(t) for t in touched_tracks.values()),
-                               tuple(_copy_entity(e) for e in touched_entities.values()))
+        tracks = tuple(_copy_track(t, added[t.track_id]) for t in touched_tracks.values())
+        return PerceptionBatch(tuple(out), tracks, tuple(_copy_entity(e) for e in touched_entities.values()))
 
     # -- the worker ---------------------------------------------------------------------------------
     def submit(self, frames: Sequence[PerceptionFrame], *, block: bool = True,
@@ -285,7 +288,7 @@ class PerceptionStage:
 
     # -- snapshots ----------------------------------------------------------------------------------
     def tracks(self, camera_id: str | None = None) -> list[Track]:
-        """Copies of the active tracks (of one camera, or all)."""
+        """Copies of the active tracks (of one camera, or all), with their recent sightings."""
         with self._state:
             return [_copy_track(t) for cam, tr in self._trackers.items() if camera_id in (None, cam)
                     for t in tr.active]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .records import Box, Detection, Sighting, Track
+from .records import KEEP_SIGHTINGS, Box, Detection, Sighting, Track
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ class CameraTracker:
             out[j] = (self._extend(self._active[i], detections[j], appearances[j], t, key), False)
         for j, d in enumerate(detections):
             if out[j] is None:
-                tr = Track(self._next_id(), self.camera_id, d.label, [Sighting(t, d.box, d.score, key)])
+                tr = Track(self._next_id(), self.camera_id, d.label, t, t, 1, [Sighting(t, d.box, d.score, key)])
                 self._active.append(_Active(tr, appearances[j].astype(np.float32).copy(), np.zeros(2)))
                 out[j] = (tr, True)
         return out
@@ -146,11 +146,15 @@ class CameraTracker:
         dt = t - last.t
         if dt > 0:
             v = (_centre(det.box) - _centre(last.box)) / dt
-            a.velocity = v if len(a.track.sightings) == 1 else 0.5 * a.velocity + 0.5 * v
+            a.velocity = v if a.track.count == 1 else 0.5 * a.velocity + 0.5 * v
         m = (1 - self.params.smoothing) * a.appearance + self.params.smoothing * app
         a.appearance = (m / max(float(np.linalg.norm(m)), 1e-12)).astype(np.float32)
-        a.track.sightings.append(Sighting(t, det.box, det.score, key))
-        return a.track
+        tr = a.track
+        tr.sightings.append(Sighting(t, det.box, det.score, key))
+        del tr.sightings[:-KEEP_SIGHTINGS]
+        tr.count += 1
+        tr.last_t = t
+        return tr
 
     def appearance(self, track_id: int) -> np.ndarray | None:
         """The running appearance of an active track (None once closed)."""
