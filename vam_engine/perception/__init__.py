@@ -1,0 +1,103 @@
+"""Perception: objects detected, text read, tracks and entities, from kept (and present) frames.
+
+Detector bodies (``perception.detector``, chosen by the model file's suffix):
+
+- ``.pb``: a TensorFlow Object Detection API graph with its OpenCV text graph (``.pbtxt``) beside
+  it, run by OpenCV DNN (detect_opencv.py; SSD-MobileNet-v2 COCO);
+- ``.onnx``: an exported YOLO (v5/v8-style) or DETR-style detector, run by ONNX Runtime on the
+  CPU, CUDA or TensorRT execution providers (detect_onnx.py, detect_layouts.py);
+- ``.engine`` / ``.plan``: a serialised TensorRT engine of the same layouts (detect_tensorrt.py;
+  TensorRT is optional, imported only there).
+
+Contract of every detector: ``name``, ``labels`` (class id -> name), ``min_score``;
+``detect(frames)``: uint8 RGB frames (N x H x W x 3, or a list of H x W x 3 of any sizes) -> per
+frame a list of Detection (box x0, y0, x1, y1 in that frame's pixels, label, score), best first.
+Bad input raises ValueError naming the problem; a missing, corrupt or unrunnable model raises
+PerceptionError at construction, naming the file.
+
+OCR (``perception.ocr``): RapidOcrReader (PP-OCR ONNX models of the rapidocr wheel) returns
+OcrLine records; the TextChangeGate skips frames where nothing text-like changed since the
+camera's last read. PerceptionStage ties it together per batch of frames of any cameras, on its
+own worker thread: detections, OCR lines, the text-changed signal, tracks per camera
+(CameraTracker) and entities across cameras (EntityLinker).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import PerceptionConfig
+from .appearance import PALETTE, AppearanceEncoder, colour_names
+from .detect_base import Detector
+from .entities import EntityLinker, LinkParams
+from .labels import COCO_80, COCO_91, load_labels
+from .ocr import OcrReader, RapidOcrReader
+from .records import (Box, Detection, Entity, FramePerception, OcrLine, PerceptionBatch, PerceptionError,
+                      PerceptionFrame, Sighting, TextChange, Track)
+from .stage import PerceptionStage
+from .textgate import TextChangeGate, text_change
+from .tracks import CameraTracker, TrackerParams
+
+__all__ = ["PerceptionError", "Box", "Detection", "OcrLine", "TextChange", "PerceptionFrame", "FramePerception",
+           "PerceptionBatch", "Sighting", "Track", "Entity", "Detector", "OcrReader", "RapidOcrReader",
+           "TextChangeGate", "text_change", "AppearanceEncoder", "colour_names", "PALETTE", "CameraTracker",
+           "TrackerParams", "EntityLinker", "LinkParams", "PerceptionStage", "COCO_80", "COCO_91", "load_labels",
+           "DETECTOR_SUFFIXES", "make_detector", "make_ocr_reader", "make_perception_stage"]
+
+DETECTOR_SUFFIXES = {".pb": "opencv", ".onnx": "onnx", ".engine": "tensorrt", ".plan": "tensorrt"}
+
+
+def _device(cfg: PerceptionConfig, device: str | None) -> str:
+    from ..device import resolve_device
+
+    return resolve_device(cfg.device if cfg.device != "auto" else (device or "auto"))
+
+
+def make_detector(cfg: PerceptionConfig, device: str | None = "auto") -> Detector:
+    """The detector ``cfg.detector`` names, on ``cfg.device`` (when not "auto") or ``device``.
+    PerceptionError when it is unset, missing, of an unknown kind, or does not load and run."""
+    if not cfg.detector:
+        raise PerceptionError("perception.detector is not set (a .pb with its .pbtxt, an .onnx or a "
+                              "TensorRT .engine)")
+    path = Path(cfg.detector).expanduser()
+    if not path.exists():
+        raise PerceptionError(f"perception.detector: {path} does not exist")
+    body = DETECTOR_SUFFIXES.get(path.suffix.lower())
+    if body is None:
+        raise PerceptionError(f"perception.detector: {path} has suffix {path.suffix!r}; expected one of "
+                              f"{', '.join(DETECTOR_SUFFIXES)} (TensorFlow graph, ONNX model, TensorRT engine)")
+    labels = load_labels(cfg.labels) if cfg.labels else None
+    dev = _device(cfg, device)
+    common = dict(min_score=cfg.min_score, input_size=cfg.input_size, batch_size=cfg.batch_size)
+    if body == "opencv":
+        from .detect_opencv import OpenCvDetector
+
+        if cfg.layout != "auto":
+            raise PerceptionError(f"perception.layout={cfg.layout!r} applies to .onnx and .engine models; "
+                                  f"{path.name} is a TensorFlow graph (its layout is fixed)")
+        return OpenCvDetector(path, labels=labels or COCO_91, device=dev, **common)
+    if body == "onnx":
+        from .detect_onnx import OnnxDetector
+
+        return OnnxDetector(path, labels=labels, device=dev, layout=cfg.layout, cache_dir=cfg.cache_dir, **common)
+    from .detect_tensorrt import TensorRTDetector
+
+    return TensorRTDetector(path, labels=labels, device=dev, layout=cfg.layout, **common)
+
+
+def make_ocr_reader(cfg: PerceptionConfig, device: str | None = "auto") -> RapidOcrReader:
+    return RapidOcrReader(device=_device(cfg, device), min_confidence=cfg.ocr_min_confidence,
+                          max_side=cfg.ocr_max_side)
+
+
+def make_perception_stage(cfg: PerceptionConfig | None, device: str | None = "auto", *,
+                          embedder=None) -> PerceptionStage | None:
+    """The stage ``cfg`` describes, its models loaded (errors now, not mid-stream); None when
+    perception is off (no detector and no OCR: the default). ``embedder``: the ImageEmbedder for
+    crop appearance (default: the weight-free descriptor)."""
+    if cfg is None or not cfg.enabled:
+        return None
+    detector = make_detector(cfg, device) if cfg.detector else None
+    ocr = make_ocr_reader(cfg, device) if cfg.ocr else None
+    appearance = AppearanceEncoder(embedder) if detector is not None else None
+    return PerceptionStage(detector=detector, ocr=ocr, appearance=appearance, detect_present=cfg.detect_present,
+                           max_batch=cfg.batch_size, queue_batches=cfg.queue_batches)

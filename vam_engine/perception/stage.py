@@ -1,0 +1,309 @@
+"""The perception stage: what the indexer hands kept (and present) frames of any cameras to.
+
+``process(frames)`` does the work on the calling thread (tests, benchmarks, offline runs).
+``submit(frames)`` queues it for the stage's one worker thread and returns a Future at once: the
+queue is bounded (``queue_batches`` submissions); the worker joins waiting submissions of several
+cameras into one detector call of up to ``max_batch`` frames. A submission is answered with a
+PerceptionBatch: a FramePerception per frame, in the order given, and copies of the tracks and
+entities its frames created or changed (for the caller to store).
+
+Per round: one batched detector call (kept frames; present frames too when ``detect_present``);
+per kept frame in time order, the text gate, then OCR where it says so (otherwise the camera's
+last lines are carried); one appearance call for every detection's crop; then tracking per
+camera and entity linking. OCR lines whose box lies inside a detection's box (80% of its area)
+are strings read on that thing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Sequence
+
+import numpy as np
+
+from .appearance import AppearanceEncoder, crop
+from .detect_base import Detector
+from .entities import EntityLinker, LinkParams
+from .ocr import OcrReader
+from .records import Entity, FramePerception, OcrLine, PerceptionBatch, PerceptionFrame, Track
+from .textgate import TextChangeGate, text_change
+from .tracks import CameraTracker, TrackerParams
+
+INSIDE = 0.8  # share of an OCR line's box inside a detection's box for the text to be read on it
+_STOP = object()
+
+
+def _inside(line: OcrLine, box) -> bool:
+    lx0, ly0, lx1, ly1 = line.box
+    area = max(lx1 - lx0, 0) * max(ly1 - ly0, 0)
+    iw = max(0.0, min(lx1, box[2]) - max(lx0, box[0]))
+    ih = max(0.0, min(ly1, box[3]) - max(ly0, box[1]))
+    return area > 0 and iw * ih >= INSIDE * area
+
+
+def _copy_track(t: Track, sightings=None) -> Track:
+    return dataclasses.replace(t, sightings=list(t.sightings if sightings is None else sightings),
+                               texts=list(t.texts))
+
+
+def _copy_entity(e: Entity) -> Entity:
+    return dataclasses.replace(e, track_ids=list(e.track_ids), seen=dict(e.seen), texts=list(e.texts))
+
+
+def check_items(frames, who: str = "perception") -> list[PerceptionFrame]:
+    if isinstance(frames, PerceptionFrame) or not isinstance(frames, (list, tuple)):
+        raise ValueError(f"{who}: frames must be a list of PerceptionFrame, got {type(frames).__name__}")
+    for i, f in enumerate(frames):
+        if not isinstance(f, PerceptionFrame):
+            raise ValueError(f"{who}: frames[{i}] must be a PerceptionFrame, got {type(f).__name__}")
+        if not isinstance(f.camera_id, str) or not f.camera_id:
+            raise ValueError(f"{who}: frames[{i}].camera_id must be a non-empty str, got {f.camera_id!r}")
+        if not isinstance(f.t, (int, float)) or not math.isfinite(f.t):
+            raise ValueError(f"{who}: frames[{i}].t must be a finite number of seconds, got {f.t!r}")
+        if f.kind not in ("kept", "present"):
+            raise ValueError(f"{who}: frames[{i}].kind must be 'kept' or 'present', got {f.kind!r}")
+        a = f.frame
+        if not isinstance(a, np.ndarray) or a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3 or 0 in a.shape:
+            desc = f"{a.dtype} {tuple(a.shape)}" if isinstance(a, np.ndarray) else type(a).__name__
+            raise ValueError(f"{who}: frames[{i}].frame must be an H x W x 3 uint8 RGB array, got {desc}")
+    return list(frames)
+
+
+class PerceptionStage:
+    """See the module docstring. ``detector`` and ``ocr`` are optional (one at least);
+    ``appearance`` defaults to AppearanceEncoder() (the descriptor embedder + colour histogram)."""
+
+    def __init__(self, *, detector: Detector | None = None, ocr: OcrReader | None = None,
+                 appearance: AppearanceEncoder | None = None, text_gate: TextChangeGate | None = None,
+                 detect_present: bool = False, max_batch: int = 16, queue_batches: int = 8,
+                 tracker: TrackerParams | None = None, linker: LinkParams | None = None):
+        if detector is None and ocr is None:
+            raise ValueError("PerceptionStage: give a detector, an OCR reader, or both")
+        if int(max_batch) < 1 or int(queue_batches) < 1:
+            raise ValueError(f"PerceptionStage: max_batch and queue_batches must be >= 1, got {max_batch}, "
+                             f"{queue_batches}")
+        self.detector, self.ocr = detector, ocr
+        self.appearance = appearance if appearance is not None or detector is None else AppearanceEncoder()
+        self.text_gate = text_gate if text_gate is not None else TextChangeGate()
+        self.detect_present = bool(detect_present)
+        self.max_batch = int(max_batch)
+        self._tracker_params = tracker or TrackerParams()
+        self._trackers: dict[str, CameraTracker] = {}
+        self._linker = EntityLinker(linker)
+        self._lines: dict[str, list[OcrLine]] = {}
+        self._next_track = 1
+        self._state = threading.Lock()        # held while a round runs and by snapshots
+        self._order = threading.Lock()        # guards _submitted_t
+        self._submitted_t: dict[str, float] = {}
+        self._queue: queue.Queue = queue.Queue(maxsize=int(queue_batches))
+        self._worker: threading.Thread | None = None
+        self._closed = False
+        self.stats = {"rounds": 0, "frames": 0, "detected_frames": 0, "detections": 0, "ocr_reads": 0,
+                      "ocr_skips": 0, "text_changes": 0, "dropped_submissions": 0,
+                      "detect_s": 0.0, "ocr_s": 0.0, "gate_s": 0.0, "track_s": 0.0}
+
+    # -- the work -----------------------------------------------------------------------------------
+    def _new_track_id(self) -> int:
+        tid = self._next_track
+        self._next_track += 1
+        return tid
+
+    def _check_order(self, items: list[PerceptionFrame], seen: dict[str, float]) -> None:
+        """Each camera's frames must not go back in time (across calls too); updates ``seen``."""
+        for f in sorted(items, key=lambda f: f.t):
+            last = seen.get(f.camera_id)
+            if last is not None and f.t < last:
+                raise ValueError(f"perception: camera {f.camera_id!r} frame at t={f.t} comes after one at "
+                                 f"t={last}: each camera's frames must be given in time order")
+            seen[f.camera_id] = f.t
+
+    def process(self, frames: Sequence[PerceptionFrame]) -> PerceptionBatch:
+        """Perceive ``frames`` on this thread (see the module docstring)."""
+        items = check_items(frames)
+        with self._order:
+            self._check_order(items, self._submitted_t)
+        with self._state:
+            return self._round(items)
+
+    def _detect(self, items, order) -> dict[int, list]:
+        idx = [i for i in order if items[i].kind == "kept" or self.detect_present] if self.detector else []
+        if not idx:
+            return {}
+        t0 = time.perf_counter()
+        got = self.detector.detect([items[i].frame for i in idx])
+        self.stats["detect_s"] += time.perf_counter() - t0
+        self.stats["detected_frames"] += len(idx)
+        self.stats["detections"] += sum(len(d) for d in got)
+        return dict(zip(idx, got))
+
+    def _read_text(self, f: PerceptionFrame) -> tuple[tuple[OcrLine, ...], bool, object]:
+        """(lines, read now, TextChange or None) for one kept frame, in camera time order."""
+        if self.ocr is None or f.kind != "kept":
+            return (), False, None
+        t0 = time.perf_counter()
+        sig = self.text_gate.signature(f.frame)
+        read = self.text_gate.should_read(f.camera_id, sig)
+        self.stats["gate_s"] += time.perf_counter() - t0
+        if not read:
+            self.stats["ocr_skips"] += 1
+            return tuple(self._lines.get(f.camera_id, ())), False, None
+        t0 = time.perf_counter()
+        lines = self.ocr.read([f.frame])[0]
+        self.stats["ocr_s"] += time.perf_counter() - t0
+        self.stats["ocr_reads"] += 1
+        self.text_gate.mark_read(f.camera_id, sig)
+        change = text_change(self._lines.get(f.camera_id), lines)
+        self._lines[f.camera_id] = list(lines)
+        self.stats["text_changes"] += change is not None
+        return tuple(lines), True, change
+
+    def _round(self, items: list[PerceptionFrame]) -> PerceptionBatch:
+        order = sorted(range(len(items)), key=lambda i: items[i].t)
+        dets = self._detect(items, order)
+        text = {i: self._read_text(items[i]) for i in order}
+        t0 = time.perf_counter()
+        crops = [crop(items[i].frame, d.box) for i in order for d in dets.get(i, ())]
+        apps = self.appearance.encode(crops) if crops else None
+        apps_of, pos = {}, 0
+        for i in order:  # each frame's rows of apps, in the order of its detections
+            apps_of[i] = apps[pos:pos + len(dets.get(i, ()))] if crops else None
+            pos += len(dets.get(i, ()))
+        touched_tracks: dict[int, Track] = {}
+        added: dict[int, list] = {}  # track id -> the sightings this round added
+        touched_entities: dict[int, Entity] = {}
+        track_ids: dict[int, tuple[int, ...]] = {}
+        for i in order:
+            f, ds = items[i], dets.get(i, [])
+            if not ds:
+                continue
+            tracker = self._trackers.get(f.camera_id)
+            if tracker is None:
+                tracker = self._trackers[f.camera_id] = CameraTracker(f.camera_id, self._new_track_id,
+                                                                      self._tracker_params)
+            a = apps_of[i]
+            joined = tracker.update(f.t, ds, a, f.key)
+            lines, read_now, _ = text[i]
+            for k, (tr, new) in enumerate(joined):
+                texts = [ln.text for ln in lines if read_now and _inside(ln, ds[k].box)]
+                e = self._linker.observe(tr, new, a[k], f.frame, ds[k], f.t, texts)
+                touched_tracks[tr.track_id], touched_entities[e.entity_id] = tr, e
+                added.setdefault(tr.track_id, []).append(tr.sightings[-1])
+            track_ids[i] = tuple(tr.track_id for tr, _ in joined)
+        self.stats["track_s"] += time.perf_counter() - t0
+        self.stats["rounds"] += 1
+        self.stats["frames"] += len(items)
+        out = []
+        for i, f in enumerate(items):
+            lines, read_now, change = text[i]
+            out.append(FramePerception(f.camera_id, float(f.t), f.key, f.kind, tuple(dets.get(i, ())),
+                                       track_ids.get(i, ()), lines, read_now, change is not None, change))
+        tracks = tuple(_copy_track(t, added[t.track_id]) for t in touched_tracks.values())
+        return PerceptionBatch(tuple(out), tracks, tuple(_copy_entity(e) for e in touched_entities.values()))
+
+    # -- the worker ---------------------------------------------------------------------------------
+    def submit(self, frames: Sequence[PerceptionFrame], *, block: bool = True,
+               timeout: float | None = None) -> Future | None:
+        """Queue ``frames`` for the worker; returns a Future of their PerceptionBatch, or None when
+        the queue stayed full (``block=False``, or ``timeout`` passed; counted in
+        stats["dropped_submissions"]). Bad frames, or a camera's frames going back in time, raise
+        ValueError here, on the caller's thread."""
+        if self._closed:
+            raise RuntimeError("PerceptionStage: submit after close()")
+        items = check_items(frames)
+        with self._order:
+            seen = dict(self._submitted_t)
+            self._check_order(items, seen)
+            fut: Future = Future()
+            try:
+                self._queue.put((items, fut), block=block, timeout=timeout)
+            except queue.Full:
+                self.stats["dropped_submissions"] += 1
+                return None
+            self._submitted_t = seen
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name="perception", daemon=True)
+                self._worker.start()
+        return fut
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            item = self._queue.get()
+            if item is _STOP:
+                break
+            group, n = [item], len(item[0])
+            while n < self.max_batch:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stop = True
+                    break
+                group.append(nxt)
+                n += len(nxt[0])
+            futs = [fut for _, fut in group if fut.set_running_or_notify_cancel()]
+            group = [(items, fut) for items, fut in group if fut in futs]
+            if not group:
+                continue
+            try:
+                with self._state:
+                    batch = self._round([f for items, _ in group for f in items])
+            except BaseException as e:  # noqa: BLE001 - handed to every waiting caller
+                for _, fut in group:
+                    fut.set_exception(e)
+                continue
+            start = 0
+            for items, fut in group:
+                fut.set_result(self._part(batch, start, len(items)))
+                start += len(items)
+
+    @staticmethod
+    def _part(batch: PerceptionBatch, start: int, n: int) -> PerceptionBatch:
+        frames = batch.frames[start:start + n]
+        tids = {t for f in frames for t in f.track_ids}
+        tracks = tuple(t for t in batch.tracks if t.track_id in tids)
+        eids = {t.entity_id for t in tracks}
+        return PerceptionBatch(frames, tracks, tuple(e for e in batch.entities if e.entity_id in eids))
+
+    def close(self, wait: bool = True) -> None:
+        """Finish what is queued, then stop the worker."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._worker is not None:
+            self._queue.put(_STOP)
+            if wait:
+                self._worker.join()
+
+    def __enter__(self) -> "PerceptionStage":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- snapshots ----------------------------------------------------------------------------------
+    def tracks(self, camera_id: str | None = None) -> list[Track]:
+        """Copies of the active tracks (of one camera, or all), with their recent sightings."""
+        with self._state:
+            return [_copy_track(t) for cam, tr in self._trackers.items() if camera_id in (None, cam)
+                    for t in tr.active]
+
+    def entities(self) -> list[Entity]:
+        """Copies of the entities held for linking."""
+        with self._state:
+            return [_copy_entity(e) for e in self._linker.entities.values()]
+
+    def forget_camera(self, camera_id: str) -> None:
+        """Drop a camera's tracks in progress and text state (a removed camera, a gap in its
+        stream): its next frame starts afresh. Its entities stay for linking."""
+        with self._state:
+            self._trackers.pop(camera_id, None)
+            self._lines.pop(camera_id, None)
+            self.text_gate.forget(camera_id)
+        with self._order:
+            self._submitted_t.pop(camera_id, None)

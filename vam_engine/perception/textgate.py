@@ -1,0 +1,147 @@
+"""When to read a camera's text again: a cheap test that something text-like changed since the
+camera's last OCR read, and what changed between two reads.
+
+The test works on a grey thumbnail (an area downscale by an integer factor to at most
+``work_long`` px on the long side: 640 for 720p, half resolution) cut into ``cell`` x ``cell``
+cells (16: 32 px at 720p):
+
+- a cell is *text-like* when strong gradients (a step of at least ``edge_min`` grey levels
+  between neighbours) are dense in it (``text_density`` of its pixels) and run both ways (glyph
+  strokes have horizontal and vertical edges; a horizon, a shelf edge or a flat wall do not);
+- a cell *changed* when at least ``min_pixels`` of its pixels moved by ``pixel_diff`` grey levels
+  or more since the last read frame (one stroke of a changing digit: a few pixels, far apart
+  from sensor noise and codec ringing), or its mean abs difference reaches ``cell_mad``;
+- a frame is read when a cell changed that is text-like now or was at the last read (text
+  appeared, changed or went), widened by one cell (glyphs cross cell borders). A camera's first
+  frame, or a frame of a new size, is always read.
+
+Moving textured things (fur, foliage, a patterned shirt) look text-like too and cause reads: the
+test errs towards reading. ``benchmarks/bench_perception.py`` measures its skip and miss rates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .ocr import normalise_text
+from .records import OcrLine, TextChange
+
+
+
+@dataclass(frozen=True)
+class TextSignature:
+    """What the gate keeps of a frame: the grey thumbnail (padded to whole cells) and its
+    text-like cells."""
+
+    gray: np.ndarray      # h x w float32, h and w multiples of the cell
+    textlike: np.ndarray  # (h / cell) x (w / cell) bool
+    frame_hw: tuple[int, int]
+
+
+def _cells(x: np.ndarray, cell: int) -> np.ndarray:
+    """h x w -> (h/cell) x (w/cell) x cell*cell view of the cells."""
+    h, w = x.shape
+    return x.reshape(h // cell, cell, w // cell, cell).swapaxes(1, 2).reshape(h // cell, w // cell, -1)
+
+
+class TextChangeGate:
+    """See the module docstring. One gate serves many cameras (state per camera id); calls for
+    one camera must come in time order. Not thread-safe: the perception stage's worker owns it."""
+
+    def __init__(self, *, work_long: int = 640, cell: int = 16, edge_min: float = 40.0,
+                 text_density: float = 0.06, min_contrast: float = 60.0, max_mid: float = 0.25,
+                 pixel_diff: float = 32.0, min_pixels: int = 2, cell_mad: float = 10.0, min_new_cells: int = 3):
+        if int(work_long) < 32 or int(cell) < 4 or int(cell) > int(work_long):
+            raise ValueError(f"TextChangeGate: need work_long >= 32 and 4 <= cell <= work_long, got "
+                             f"work_long={work_long}, cell={cell}")
+        self.work_long, self.cell = int(work_long), int(cell)
+        self.edge_min, self.text_density = float(edge_min), float(text_density)
+        self.min_contrast, self.max_mid = float(min_contrast), float(max_mid)
+        self.pixel_diff, self.min_pixels, self.cell_mad = float(pixel_diff), int(min_pixels), float(cell_mad)
+        self.min_new_cells = int(min_new_cells)
+        self._last: dict[str, TextSignature] = {}
+        self.reads = 0
+        self.skips = 0
+
+    def signature(self, frame: np.ndarray) -> TextSignature:
+        """The grey thumbnail and text-like cells of one H x W x 3 uint8 RGB frame."""
+        import cv2
+
+        H, W = frame.shape[:2]
+        f = max(1, -(-max(H, W) // self.work_long))
+        gray = cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2GRAY)
+        if f > 1:
+            gray = cv2.resize(gray, (W // f, H // f), interpolation=cv2.INTER_AREA)
+        gray = gray.astype(np.float32)
+        c = self.cell
+        ph, pw = -gray.shape[0] % c, -gray.shape[1] % c
+        if ph or pw:
+            gray = np.pad(gray, ((0, ph), (0, pw)), mode="edge")
+        gx = np.zeros(gray.shape, bool)
+        gy = np.zeros(gray.shape, bool)
+        gx[:, 1:] = np.abs(np.diff(gray, axis=1)) >= self.edge_min
+        gy[1:] = np.abs(np.diff(gray, axis=0)) >= self.edge_min
+        dx, dy = _cells(gx, c).mean(axis=2), _cells(gy, c).mean(axis=2)
+        edges = ((dx + dy) >= self.text_density) & (dx >= self.text_density / 4) & (dy >= self.text_density / 4)
+        # glyphs are two-toned (ink and ground, a thin anti-aliased rim between): few of a text
+        # cell's pixels lie in the middle half of its range; fur, foliage and faces spread over it
+        vals = np.sort(_cells(gray, c), axis=2)
+        n = vals.shape[2]
+        lo, hi = vals[..., n // 20], vals[..., n - 1 - n // 20]
+        span = hi - lo
+        mid = ((vals > (lo + span / 4)[..., None]) & (vals < (hi - span / 4)[..., None])).mean(axis=2)
+        textlike = edges & (span >= self.min_contrast) & (mid <= self.max_mid)
+        return TextSignature(gray, textlike, (H, W))
+
+    def changed_cells(self, before: TextSignature, now: TextSignature) -> np.ndarray:
+        """Cells (bool grid) where ``now`` differs from ``before`` enough to have changed text."""
+        d = _cells(np.abs(now.gray - before.gray), self.cell)
+        return ((d >= self.pixel_diff).sum(axis=2) >= self.min_pixels) | (d.mean(axis=2) >= self.cell_mad)
+
+    def text_changed_cells(self, before: TextSignature, now: TextSignature) -> tuple[int, int, int]:
+        """Changed cells that were and are text-like (text changed in place), that became
+        text-like, and that stopped being text-like."""
+        ch = self.changed_cells(before, now)
+        a, b = before.textlike, now.textlike
+        return int((ch & a & b).sum()), int((ch & b & ~a).sum()), int((ch & a & ~b).sum())
+
+    def should_read(self, camera_id: str, sig: TextSignature) -> bool:
+        """Whether ``camera_id``'s text may have changed since its last read (counted)."""
+        last = self._last.get(camera_id)
+        if last is None or last.gray.shape != sig.gray.shape or last.frame_hw != sig.frame_hw:
+            read = True
+        else:
+            stayed, came, went = self.text_changed_cells(last, sig)
+            read = stayed > 0 or came >= self.min_new_cells or went >= self.min_new_cells
+        if read:
+            self.reads += 1
+        else:
+            self.skips += 1
+        return read
+
+    def mark_read(self, camera_id: str, sig: TextSignature) -> None:
+        """``sig``'s frame was read: later frames of the camera are compared with it."""
+        self._last[camera_id] = sig
+
+    def forget(self, camera_id: str) -> None:
+        self._last.pop(camera_id, None)
+
+
+def text_change(before: Sequence[OcrLine] | None, after: Sequence[OcrLine]) -> TextChange | None:
+    """How the strings of two reads of one camera differ (as multisets of whitespace-collapsed,
+    case-folded strings); None when they hold the same strings. ``before`` None (a first read):
+    a change when ``after`` holds any text."""
+    from collections import Counter
+
+    def bag(lines):
+        return Counter(normalise_text(ln.text).casefold() for ln in lines or ())
+
+    a, b = bag(before), bag(after)
+    if a == b:
+        return None
+    shown = {normalise_text(ln.text).casefold(): normalise_text(ln.text) for ln in list(before or ()) + list(after)}
+    appeared = tuple(shown[k] for k in sorted((b - a).elements()))
+    disappeared = tuple(shown[k] for k in sorted((a - b).elements()))
+    return TextChange(appeared, disappeared)
