@@ -46,7 +46,7 @@ from vam_engine.embed import DescriptorEmbedder  # noqa: E402
 from vam_engine.perception import (PerceptionFrame, PerceptionStage, RapidOcrReader,  # noqa: E402
                                    TextChangeGate)
 from vam_engine.perception.detect_opencv import OpenCvDetector  # noqa: E402
-from vam_engine.synthetic_perception import (backdrop, perception_photo, place, scaled, text_clip,  # noqa: E402
+from vam_engine.synthetic.perception import (backdrop, perception_photo, place, scaled, text_clip,  # noqa: E402
                                              through_h264)
 
 H, W = 720, 1280

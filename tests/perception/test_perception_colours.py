@@ -4,7 +4,7 @@ import pytest
 
 from vam_engine.perception import PALETTE, colour_names
 from vam_engine.perception.appearance import AppearanceEncoder, colour_histogram, crop
-from vam_engine.synthetic_perception import coloured_shape, perception_photo
+from vam_engine.synthetic.perception import coloured_shape, perception_photo
 
 CASES = [  # (thing, background, expected name)
     ((200, 30, 30), (110, 110, 105), "red"),

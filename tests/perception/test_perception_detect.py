@@ -8,7 +8,7 @@ import pytest
 from vam_engine.config import PerceptionConfig
 from vam_engine.perception import COCO_91, PerceptionError, make_detector
 from vam_engine.perception.detect_opencv import OpenCvDetector
-from vam_engine.synthetic_perception import backdrop, perception_photo, place, scaled
+from vam_engine.synthetic.perception import backdrop, perception_photo, place, scaled
 
 
 def bikes_frame(path, index=30):

@@ -5,7 +5,7 @@ import av
 import numpy as np
 
 from vam_engine.perception import PALETTE, PerceptionFrame, PerceptionStage
-from vam_engine.synthetic_perception import backdrop, draw_sign, perception_photo, place, scaled
+from vam_engine.synthetic.perception import backdrop, draw_sign, perception_photo, place, scaled
 
 
 def bikes_frames(path, indices):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from vam_engine.synthetic_perception import backdrop, draw_sign
+from vam_engine.synthetic.perception import backdrop, draw_sign
 
 
 def test_reads_a_sign_and_a_counter_exactly(ocr_reader, rng):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from vam_engine.perception import OcrLine, PerceptionFrame, PerceptionStage, TextChangeGate, text_change
-from vam_engine.synthetic_perception import backdrop, coloured_shape, draw_sign, text_clip, through_h264
+from vam_engine.synthetic.perception import backdrop, coloured_shape, draw_sign, text_clip, through_h264
 
 
 def noisy(rng, frame, sigma=3.0):

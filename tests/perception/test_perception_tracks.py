@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from vam_engine.perception import CameraTracker, Detection, PerceptionFrame, PerceptionStage, TrackerParams
-from vam_engine.synthetic_perception import backdrop, crossing, perception_photo, place, scaled
+from vam_engine.synthetic.perception import backdrop, crossing, perception_photo, place, scaled
 
 
 def test_a_cat_crossing_at_half_a_frame_per_second_is_one_track(ssd, rng):

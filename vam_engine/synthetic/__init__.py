@@ -7,6 +7,7 @@ same path see the same kind of input):
   ``write_rgb_clip``); its names are re-exported here;
 - ``gate_sequences``: gray sequences with a known right answer for each gate decision;
 - ``demo``: the built-in example clip (``vam-engine demo``);
+- ``perception``: signs, counters and photographed objects with known text, labels and paths;
 - ``tiny_qwen``: a tiny random-weight Qwen2-VL checkpoint for running the local model body
   without downloading one (``python -m vam_engine.synthetic.tiny_qwen DIR``).
 """

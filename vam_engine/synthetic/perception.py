@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .synthetic import PHOTOS, box_blur, paste, photo, resize_rgb, write_rgb_clip
+from .scenes import PHOTOS, box_blur, paste, photo, resize_rgb, write_rgb_clip
 
 EXTRA_PHOTOS = ("motorcycle_left", "motorcycle_right", "horse")
 
