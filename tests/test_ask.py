@@ -223,18 +223,18 @@ def robot(tmp_path_factory):
 def test_the_qa_summary_is_rewritten_after_the_answer_is_returned(robot):
     eng, model = robot
     model.gate.clear()
-    before = eng.store.qa.summary()
+    before = eng.store.qa.summary(cameras=["robot"])
     ans = eng.ask("what does the robot see?", mode="two_phase", camera="robot")
     # returned while the summary rewrite is still held up; the pair itself is already recorded
-    assert ans.found and ans.background.state in ("queued", "running") and eng.store.qa.summary() == before
+    assert ans.found and ans.background.state in ("queued", "running") and eng.store.qa.summary(cameras=["robot"]) == before
     rec = eng.store.qa.records()[-1]
     assert (rec.question, rec.answer, rec.cameras) == ("what does the robot see?", ans.text, ("robot",))
     assert "qa_summary" not in {e.stage for e in ans.trace} and "qa_summary" not in ans.timings
     model.gate.set()
     assert ans.background.wait(30) and ans.background.state == "done"
-    assert eng.store.qa.summary() == f"summary {model.summaries}" and ans.background.seconds > 0
+    assert eng.store.qa.summary(cameras=["robot"]) == f"summary {model.summaries}" and ans.background.seconds > 0
     q = eng.text_embedder().embed_texts(["what does the robot see?"])[0]
-    assert eng.store.qa.retrieve(q, 1)[0].qa_id == rec.qa_id  # embedded in the background too
+    assert eng.store.qa.retrieve(q, 1, cameras=["robot"])[0].qa_id == rec.qa_id  # embedded in the background too
     assert eng.wait_for_answers(timeout=30)
 
 

@@ -40,12 +40,14 @@ def test_rewrites_run_in_order_off_the_callers_thread(tmp_path):
     a = rec.record("q1", _answer("a1"), view, 10.0)
     b = rec.record("q2", _answer("a2"), view, 11.0)
     assert [r.question for r in store.qa.records()] == ["q1", "q2"]  # recorded before any rewrite
-    assert store.qa.records()[0].cameras == ("cam",) and store.qa.summary() == ""
+    assert store.qa.records()[0].cameras == ("cam",) and store.qa.summary(cameras=["cam"]) == ""
     gate.set()
     assert b.wait(30) and a.state == b.state == "done"
-    assert store.qa.summary() == "summary after 2" and store.qa.summary(as_of=10.5) == "summary after 1"
+    assert store.qa.summary(cameras=["cam"]) == "summary after 2"
+    assert store.qa.summary(as_of=10.5, cameras=["cam"]) == "summary after 1"
+    assert store.qa.summary() == ""  # the history of every camera is another one
     assert "summary after 1" in seen[1]  # the second rewrite started from the first one's summary
-    assert store.qa.retrieve(np.ones(4), 2)[0].question in ("q1", "q2")  # embedded in the background
+    assert store.qa.retrieve(np.ones(4), 2, cameras=["cam"])[0].question in ("q1", "q2")  # embedded in the background
     rec.close()
     store.close()
 

@@ -135,8 +135,14 @@ def test_qa_history_persists_and_reads_as_of(tmp_path):
     qa = QAHistory(Store(tmp_path / "s").db)  # reopened: everything is in SQLite
     got = qa.retrieve(_vec(0), k=2)
     assert [r.question for r in got] == ["q1", "q3"] and got[0].score == pytest.approx(1.0)
+    # each scope (its exact cameras, its session) is a history of its own
     got = qa.retrieve(_vec(0), k=3, as_of=25.0)
-    assert [r.question for r in got] == ["q1", "q2"] and got[1].cameras == ("a", "b")
+    assert [r.question for r in got] == ["q1"]
+    got = qa.retrieve(_vec(0), k=3, as_of=25.0, cameras=["a", "b"])
+    assert [r.question for r in got] == ["q2"] and got[0].cameras == ("a", "b")
+    assert qa.retrieve(_vec(0), k=3, cameras=["a"]) == [] and qa.retrieve(_vec(0), k=3, session="s1") == []
+    assert [r.question for r in qa.recent(5)] == ["q1", "q3"] and qa.recent(5, cameras=["b", "a"])[0].question == "q2"
+    assert qa.summary(cameras=["a", "b"]) == ""
     assert qa.retrieve(_vec(1), k=1, as_of=5.0) == []
     assert [r.t for r in qa.records(as_of=20.0)] == [10.0, 20.0]
     assert qa.summary() == "after q3" and qa.summary(as_of=29.0) == "after q1" and qa.summary(as_of=9.0) == ""
@@ -245,7 +251,7 @@ def test_coarse_answers_directly_from_the_present(mem):
     assert len(recs) == before + 1 and recs[-1].answer == "a textured scene pans"
     # (the present, fed from decode, may reach past the newest stored moment)
     assert recs[-1].t == pytest.approx(max(_view(mem).now(), mem.working.latest("cam")))
-    assert qa.summary() == "rolling summary"
+    assert qa.summary(cameras=["cam"]) == "rolling summary"
     assert ans.timings["coarse"] > 0 and "coarse_prefill" in ans.timings and ans.tokens["prompt"] > 0
 
 
@@ -372,10 +378,10 @@ def test_as_of_hides_everything_later_from_every_request(mem):
     as_of = 20.0
     qa = mem.store.qa
     emb = mem.text_embedder().embed_texts(["textured scene panning\nfuture answer"])[0]
-    qa.add(1e6, "textured scene panning", "FUTURE ANSWER", emb)
-    qa.add(15.0, "textured scene earlier", "PAST ANSWER", emb)
-    qa.update_summary(1e6, "FUTURE SUMMARY")
-    qa.update_summary(12.0, "PAST SUMMARY")
+    qa.add(1e6, "textured scene panning", "FUTURE ANSWER", emb, cameras=["cam"])
+    qa.add(15.0, "textured scene earlier", "PAST ANSWER", emb, cameras=["cam"])
+    qa.update_summary(1e6, "FUTURE SUMMARY", cameras=["cam"])
+    qa.update_summary(12.0, "PAST SUMMARY", cameras=["cam"])
     llm = _scripted('{"retrieve": "textured scene panning"}')
     ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), k_f=2, k_q=2).answer(
         "What did the scene look like?", _view(mem, as_of=as_of))
@@ -398,7 +404,8 @@ def test_as_of_hides_everything_later_from_every_request(mem):
     assert (mine.question, mine.t) == ("What did the scene look like?", as_of)
     summarizer = [r for r in llm.sent if r.tag == "qa_summarizer"][0]
     assert "PAST SUMMARY" in summarizer.messages[1].content[0] and "FUTURE" not in summarizer.messages[1].content[0]
-    assert qa.summary(as_of=as_of) == "rolling summary" and qa.summary() == "FUTURE SUMMARY"
+    assert qa.summary(as_of=as_of, cameras=["cam"]) == "rolling summary"
+    assert qa.summary(cameras=["cam"]) == "FUTURE SUMMARY"
 
 
 # ---------------------------------------------------------------------------------------------
