@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
