@@ -286,6 +286,24 @@ class DeviceRun:
         return 1 if any(p.status() in ("fail", "error") for p in self.parts.values()) else 0
 
 
+def run_part(name: str, part: str, rows, args) -> int:
+    """A ``--device cuda`` run of one part: ``rows(run, part)`` (guarded: its exception is
+    recorded), then the summary and the JSON; the exit status."""
+    run = DeviceRun(name, args)
+    st = run.part(part)
+    st.guard(part, rows, run, st)
+    return run.finish()
+
+
+def free_memory(torch, gpu: bool) -> None:
+    """Garbage collected, and the CUDA caching allocator's free blocks returned (``gpu``)."""
+    import gc
+
+    gc.collect()
+    if gpu:
+        torch.cuda.empty_cache()
+
+
 class Part:
     """A part of a device run: measured data, checks (hard or soft), skipped pieces, errors."""
 

@@ -6,7 +6,7 @@ import dataclasses
 import threading
 import time
 
-from _common import DeviceRun, fmt, print_table
+from _common import fmt, print_table, run_part
 
 from vam_engine.synthetic import write_scene_clip
 
@@ -120,7 +120,4 @@ def cuda_main(args) -> int:
     """1080p30 H.264 (20 s, keyframe every 2 s, 2 B-frames): NVDEC (PyNvVideoCodec) frames/s for
     1, 2, 4, 7 concurrent streams (the H200 has 7 NVDEC engines) against PyAV on the CPUs.
     --plumbing: PyAV only, on a 4 s 640x360 clip."""
-    run = DeviceRun("bench_ingest", args)
-    st = run.part("decode")
-    st.guard("decode", decode_rows, run, st)
-    return run.finish()
+    return run_part("bench_ingest", "decode", decode_rows, args)

@@ -74,7 +74,8 @@ def _row(make, n: int, saturated: bool, *, priority=None) -> dict:
     for t in threads:
         t.join()
     p50, p99 = percentiles(lat, 50, 99, scale=1e3)
-    return {"p50_ms": p50, "p99_ms": p99, "answers": n, "backend_req_per_s": backend / wall, "backend_queued_at_end": queued}
+    return {"p50_ms": p50, "p99_ms": p99, "answers": n, "backend_req_per_s": backend / wall,
+            "backend_queued_at_end": queued}
 
 
 def part_two_tier(args) -> dict:

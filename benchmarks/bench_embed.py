@@ -3,8 +3,9 @@
 Rows:
 - ``descriptor`` (descriptor-v1: numpy with the native area resize ``_C.box_sums``) on 640x360
   and 1280x720 RGB frames, and the same with the resize on its numpy reference
-  (``DescriptorEmbedder(box_sums=box_sums_reference)``, the baseline row); ratio: bytes/s over a memcpy of the same frames (the bandwidth ceiling: how far the one
-  full-frame pass is from reading the frame once);
+  (``DescriptorEmbedder(box_sums=box_sums_reference)``, the baseline row); ratio: bytes/s over a
+  memcpy of the same frames (the bandwidth ceiling: how far the one full-frame pass is from
+  reading the frame once);
 - ``torch`` (transformers CLIP, eager, fp32) and ``onnxruntime`` (the cached ONNX export, CPU
   provider) for two random-weight CLIP models built from configs (no downloads): ``tiny``
   (32x32 input, hidden 32, 2 layers) and ``vit-b/16`` (the ViT-B/16 vision tower: 224x224,
@@ -23,7 +24,6 @@ Random weights run at the speed of trained ones. Nothing asserts on a time.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import re
 import sys
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import (DeviceRun, add_device_args, fmt, host_timed, print_table, quiet_hf, require_cuda, time_rounds,
-                     write_json)
+from _common import (add_device_args, fmt, free_memory, host_timed, print_table, quiet_hf, require_cuda, run_part,
+                     time_rounds, write_json)
 
 from vam_engine.synthetic import rgb_frames
 
@@ -157,11 +157,6 @@ class EmbedderBench:
         st.data["models"], st.data["runs"] = self.info, self.runs  # filled in place: a watchdog save keeps them
         st.data["float32_matmul_precision"] = torch.get_float32_matmul_precision()
 
-    def free(self) -> None:
-        gc.collect()
-        if self.gpu:
-            self.torch.cuda.empty_cache()
-
     def embedder(self, path: str, dtype: str, batch: int, compile: bool):
         from vam_engine.config import EmbedConfig
         from vam_engine.embed import make_image_embedder
@@ -186,7 +181,8 @@ class EmbedderBench:
             with self.torch.inference_mode():  # the model alone, on preprocessed input already on the device
                 t = host_timed(lambda: emb.run_image(x), sync, warmup=3 if graphs else 2, repeats=reps,
                                iters=3 if self.gpu else 1)
-            r.update(model_ms=t * 1e3, model_img_s=b / t, model_TFLOPS=b / t * self.info[name]["gflops_per_image"] / 1e3)
+            r.update(model_ms=t * 1e3, model_img_s=b / t,
+                     model_TFLOPS=b / t * self.info[name]["gflops_per_image"] / 1e3)
             del x
             t = host_timed(lambda: preprocess(fb, spec, emb.device, emb.dtype), sync, warmup=1, repeats=3)
             r.update(preprocess_ms=t * 1e3, preprocess_img_s=b / t)
@@ -219,7 +215,7 @@ class EmbedderBench:
                 st.skip(f"{name} {dtype}", "out of time")
                 continue
             st.guard(f"{name} {dtype} eager", self.eager, name, str(path), dtype)
-            self.free()
+            free_memory(self.torch, self.gpu)
         ref = self.outs[name].get("float32")
         for dtype, thr, soft in (("float16", 0.99, False), ("bfloat16", 0.98, True)):
             if ref is None or dtype not in self.outs[name]:
@@ -281,7 +277,7 @@ class EmbedderBench:
                 self.torch._dynamo.reset()  # drop the graphs (and their memory pool) before the next one
             except Exception:  # noqa: BLE001
                 pass
-            self.free()
+            free_memory(self.torch, self.gpu)
 
     # -- the tables and the headline ---------------------------------------------------------------
     def report(self) -> None:
@@ -339,10 +335,7 @@ def cuda_main(args) -> int:
     fp16 and bf16, end to end on 640x360 RGB frames, the model alone and the preprocessing alone;
     then compile=True (CUDA graphs) while the budget has room; fp16/bf16 vs fp32 cosines.
     --plumbing: a tiny CLIP on the CPU, fp32 and fp16, batch 2."""
-    run = DeviceRun("bench_embed", args)
-    st = run.part("embedder")
-    st.guard("embedder", embedder_rows, run, st)
-    return run.finish()
+    return run_part("bench_embed", "embedder", embedder_rows, args)
 
 
 def parse_args(argv=None):

@@ -475,7 +475,8 @@ def cpp_methods(setup: Setup, frames, ref, rthumb, rhist) -> list:
 
     rows = [("cpp_fused", fused, n, f"{nt} threads (csrc/gate_pool, adaptive), with tiles")]
     if nt > 1:
-        rows.append(("cpp_fused_team", team, n, f"{nt} threads always (cpp_fused: one thread while the team is slower)"))
+        rows.append(("cpp_fused_team", team, n,
+                     f"{nt} threads always (cpp_fused: one thread while the team is slower)"))
     rows.append(("cpp_part_compare", lambda: body.compare(frames, pre.thumb, pre.hist, ref, rthumb, rhist, tiles=tiles),
                  n, "the cascade's second call: |F-R| + tiles + SSIM + hist corr"))
     if nt > 1 and setup.omp.set(1):

@@ -576,7 +576,8 @@ def main(argv=None) -> int:
             results += run_jobs(jobs, args.repeats, info)
         add_ratios(results)
         table = results_table(results)
-        print(f"decode_all frame types (one source): {find(results, counts[0], None, 'decode_all').get('pict_types', {})}")
+        types = find(results, counts[0], None, "decode_all").get("pict_types", {})
+        print(f"decode_all frame types (one source): {types}")
         verdicts = keyframe_verdicts(results, rates, counts, args.gop) + sources_verdicts(results, counts)
         present_cost = present_costs(results, rates, counts)
         if vfr_info is not None:

@@ -16,7 +16,6 @@ code, in about 10-30 s.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import shutil
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import DeviceRun, add_device_args, fmt, print_table, quiet_hf, require_cuda
+from _common import add_device_args, fmt, free_memory, print_table, quiet_hf, require_cuda, run_part
 
 from vam_engine.synthetic import tiny_qwen
 
@@ -272,11 +271,6 @@ class MllmBench:
         return b
 
     # -- memory ------------------------------------------------------------------------------------
-    def free(self) -> None:
-        gc.collect()
-        if self.gpu:
-            self.torch.cuda.empty_cache()
-
     def peak_reset(self) -> None:
         if self.gpu:
             self.sync()
@@ -293,7 +287,7 @@ class MllmBench:
         st = self.st
         self.info = st.guard("build + save", save_qwen, self.run.tmp / f"qwen2vl_{self.size}", self.size, self.dev,
                              self.run.seed)
-        self.free()
+        free_memory(self.torch, self.gpu)
         if self.info is None:
             st.headline = f"{self.spec['label']}: building the model failed"
             return False
@@ -334,7 +328,8 @@ class MllmBench:
                                          "questions about it."])
         self.greedy = Sampling(temperature=0.0, max_tokens=self.max_tokens)
         plain = len(self.llm.tokenize([Message("user", ["x"])]))
-        self.img_tokens = len(self.llm.tokenize([Message("user", ["x"] + self.images(1))])) - plain - 2  # minus vision start/end
+        with_image = len(self.llm.tokenize([Message("user", ["x"] + self.images(1))]))
+        self.img_tokens = with_image - plain - 2  # minus vision start/end
         self.patches = self.img_tokens * 4  # merge_size 2: 2x2 patches per image token
         self.st.data.update(image_tokens=self.img_tokens, patches_per_image=self.patches)
 
@@ -503,10 +498,11 @@ class MllmBench:
                                       + [c[k] or 0.0 for c in self.conts for k in ("warm_peak_GiB", "cold_peak_GiB")])
         llm.close()
         self.llm = None
-        self.free()
+        free_memory(self.torch, self.gpu)
         parts = [f"{self.info['label']} {self.dtype} on {self.dev}"]
         for r in self.runs:
-            parts.append(f"b{r['batch']} prefill {fmt(r['prefill_tok_s'])} tok/s, decode {fmt(r['decode_tok_s'])} tok/s")
+            parts.append(f"b{r['batch']} prefill {fmt(r['prefill_tok_s'])} tok/s, "
+                         f"decode {fmt(r['decode_tok_s'])} tok/s")
         if self.conts:
             c = self.conts[-1]
             parts.append(f"continuation prefill {fmt(c['warm_prefill_s'])} s cached ({c['warm_cached_tokens']}/"
@@ -540,10 +536,7 @@ def main(argv=None) -> int:
     require_cuda("bench_llm.py", args)
     if args.device == "cpu":
         args.plumbing = True  # the CPU table is the tiny model's run
-    run = DeviceRun("bench_llm", args)
-    st = run.part("mllm")
-    st.guard("mllm", mllm_rows, run, st)
-    return run.finish()
+    return run_part("bench_llm", "mllm", mllm_rows, args)
 
 
 if __name__ == "__main__":

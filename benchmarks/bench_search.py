@@ -33,7 +33,6 @@ Prints one table and writes benchmarks/results/bench_search.json.
 from __future__ import annotations
 
 import argparse
-import gc
 import heapq
 import sys
 import time
@@ -41,8 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from _common import (DeviceRun, add_device_args, fmt, host_timed, percentiles, print_table, require_cuda,
-                     write_json)
+from _common import (add_device_args, fmt, free_memory, host_timed, percentiles, print_table, require_cuda,
+                     run_part, write_json)
 
 from vam_engine.config import VectorConfig
 from vam_engine.memory import vector_bodies, vector_index, vectors as V
@@ -238,7 +237,8 @@ class VectorBench:
             self.n_single, self.n_truth = 200, 100
         else:
             st.skip("cuda", "no CUDA: 1e4 vectors on the CPU through the same code (plumbing only)")
-            self.dev, self.space_dev, self.dtype = "cpu", "torch-cpu", torch.float16  # fp16 on the CPU: the re-scoring path runs
+            # fp16 on the CPU: the re-scoring path runs
+            self.dev, self.space_dev, self.dtype = "cpu", "torch-cpu", torch.float16
             self.sizes, self.batches, self.n_single, self.n_truth = [10_000], [64], 30, 20
         rng = np.random.default_rng([run.seed, 42])
         self.Q = rng.standard_normal((max(max(self.batches), self.n_single, self.n_truth), self.DIM)).astype(np.float32)
@@ -348,16 +348,14 @@ class VectorBench:
                         st.skip(f"n={n}", f"not enough free GPU memory ({free / 2 ** 30:.1f} GiB)")
                         continue
                 st.guard(f"n={n}", self.one_size, n)
-                gc.collect()  # the size's tensors, space and closures go with one_size's frame
-                if self.gpu:
-                    torch.cuda.empty_cache()
+                free_memory(torch, self.gpu)  # the size's tensors, space and closures go with one_size's frame
         finally:
             torch.set_float32_matmul_precision(prev_prec)
 
     def report(self) -> None:
         if self.rows:
-            print(f"  top-{self.K} over n x {self.DIM} {self.st.data['store_dtype']} on {self.dev}; latency: one query, "
-                  f"host to host; recall@10 against exact float32")
+            print(f"  top-{self.K} over n x {self.DIM} {self.st.data['store_dtype']} on {self.dev}; latency: one "
+                  f"query, host to host; recall@10 against exact float32")
             print_table(["n", "body", "p50 ms", "p99 ms", "scan GB/s"] + [f"b{b} q/s" for b in self.batches]
                         + ["recall@10"], self.rows)
         self.st.headline = "; ".join(self.parts) + ("" if self.gpu else " (CPU plumbing run, no CUDA)")
@@ -374,10 +372,7 @@ def cuda_main(args) -> int:
     (the exact float32 top-10 of 100 queries kept as the truth): VectorSpace(device="cuda")
     itself up to --vec-space-max rows, its device body and a row-blocked tiling; p50/p99 latency
     of one query (host to host), queries/s batched, recall@10. --plumbing: 1e4 rows on the CPU."""
-    run = DeviceRun("bench_search", args)
-    st = run.part("vector_search")
-    st.guard("vector_search", vector_rows, run, st)
-    return run.finish()
+    return run_part("bench_search", "vector_search", vector_rows, args)
 
 
 def parse_args(argv=None):

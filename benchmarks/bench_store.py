@@ -109,6 +109,17 @@ def next_batch(n: int, batch: int, checkpoints, max_size: int) -> int:
     return min(batch, nxt - n)
 
 
+def batches(args, checkpoints: list[int], rng):
+    """(moments committed before it, its embeddings) of each batch up to --max-size: ``--batch``
+    moments, cut short so that a batch ends at each checkpoint. Embeddings are made here,
+    outside the timed regions."""
+    n = 0
+    while n < args.max_size:
+        m = next_batch(n, args.batch, checkpoints, args.max_size)
+        yield n, embeddings(rng, m, args.dim)
+        n += m
+
+
 def window(size: int, batch: int, cap: int) -> tuple[int, int]:
     """Moment range (lo, hi] of the window ending at ``size``: half the size, at most ``cap``,
     at least one batch."""
@@ -133,13 +144,11 @@ def run_full_rewrite(args, checkpoints: list[int]) -> dict:
     records: list[dict] = []
     ends, secs, reopen, last = [], [], {}, {}
     stopped = None
-    n = 0
     event_id = 0
     t_start = time.perf_counter()
     try:
-        while n < args.max_size:
-            m = next_batch(n, args.batch, checkpoints, args.max_size)
-            embs = embeddings(rng, m, args.dim)
+        for n, embs in batches(args, checkpoints, rng):
+            m = len(embs)
             t0 = time.perf_counter()
             for j in range(m):
                 i = n + j
@@ -226,7 +235,8 @@ class StoreTimers:
             self.acc[k] = 0.0
 
 
-def commit_batch(store, src, root: Path, blob: bytes, n: int, embs: np.ndarray, event_every: int) -> tuple[float, float]:
+def commit_batch(store, src, root: Path, blob: bytes, n: int, embs: np.ndarray,
+                 event_every: int) -> tuple[float, float]:
     """Moments n .. n + len(embs) in one CommitBatch, with their frame stubs written first:
     (seconds writing the stubs, seconds in Store.commit)."""
     from vam_engine.memory.commit import CommitBatch
@@ -290,12 +300,11 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
     cols = {k: np.zeros(n_batches) for k in ("commit", "apply", "snapshot", "close_event", "frame")}
     ends, counts = np.zeros(n_batches, np.int64), np.zeros(n_batches, np.int64)
     at: dict[int, dict] = {}
-    n = b = 0
+    b = 0
     t_start = last_print = time.perf_counter()
     try:
-        while n < args.max_size:
-            m = next_batch(n, args.batch, checkpoints, args.max_size)
-            embs = embeddings(rng, m, args.dim)
+        for n, embs in batches(args, checkpoints, rng):
+            m = len(embs)
             timers.reset()
             cols["frame"][b], cols["commit"][b] = commit_batch(store, src, root, blob, n, embs, args.event_every)
             for k, v in timers.acc.items():
