@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import percentiles, print_table
+
 from vam_engine import Engine
 from vam_engine.llm.scripted import ScriptedLLM
 
@@ -50,7 +52,7 @@ def _frame(i: int) -> np.ndarray:
     return rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)
 
 
-def part_ask_busy(args, print_table) -> dict:
+def part_ask_busy(args) -> dict:
     lat = args.tier_latency_ms / 1e3
     cfg = {"ingest": {"fps": args.busy_fps}, "writer": {"enabled": False}, "retention": {"enabled": False}}
     rows, out = [], {}
@@ -84,7 +86,7 @@ def part_ask_busy(args, print_table) -> dict:
                     ans = eng.ask("what does the robot see?", mode="two_phase", wait_for_ingest=wait)
                     lat_s.append(ans.timings["response_s"])
                     time.sleep(0.05)
-                p50, p99 = np.percentile(lat_s, 50) * 1e3, np.percentile(lat_s, 99) * 1e3
+                p50, p99 = percentiles(lat_s, 50, 99, scale=1e3)
                 out[name] = {"asks": n, "p50_ms": p50, "p99_ms": p99, "queued_frames_median": float(np.median(backlog))}
                 rows.append([name, n, p50, p99, float(np.median(backlog))])
             stop.set()

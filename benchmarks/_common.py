@@ -66,6 +66,32 @@ def time_rounds(fns: dict, *, warmup: int = 1, repeats: int = 3, once: Sequence[
                    "calls_per_sample": calls[name]} for name, v in runs.items()}
 
 
+def percentiles(values, *qs: float, scale: float = 1.0) -> tuple:
+    """The ``qs`` percentiles of ``values`` (numpy's linear interpolation; NaN values left out),
+    each times ``scale`` (1e3: seconds to milliseconds), as a tuple in the order asked; None for
+    each when no value is left. The one percentile of the benchmarks:
+    ``p50, p99 = percentiles(latencies_s, 50, 99, scale=1e3)``."""
+    import numpy as np
+
+    a = np.asarray(values, dtype=np.float64).ravel()
+    a = a[~np.isnan(a)]
+    if a.size == 0:
+        return tuple(None for _ in qs)
+    return tuple(float(v) * scale for v in np.percentile(a, qs))
+
+
+def call_latencies(fn: Callable[[], object], n: int, *, warmup: int = 1) -> list[float]:
+    """Seconds of each of ``n`` calls of ``fn`` (after ``warmup`` untimed ones), in call order."""
+    for _ in range(max(0, warmup)):
+        fn()
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -258,6 +284,24 @@ class DeviceRun:
                                                      "parts": {k: p.to_json() for k, p in self.parts.items()}})
         print(f"wrote {path}", flush=True)
         return 1 if any(p.status() in ("fail", "error") for p in self.parts.values()) else 0
+
+
+def run_part(name: str, part: str, rows, args) -> int:
+    """A ``--device cuda`` run of one part: ``rows(run, part)`` (guarded: its exception is
+    recorded), then the summary and the JSON; the exit status."""
+    run = DeviceRun(name, args)
+    st = run.part(part)
+    st.guard(part, rows, run, st)
+    return run.finish()
+
+
+def free_memory(torch, gpu: bool) -> None:
+    """Garbage collected, and the CUDA caching allocator's free blocks returned (``gpu``)."""
+    import gc
+
+    gc.collect()
+    if gpu:
+        torch.cuda.empty_cache()
 
 
 class Part:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 
-import numpy as np
+from _common import percentiles, print_table
 
 from vam_engine.llm import LLMError, LLMRequest, Message, ScriptedLLM
 from vam_engine.llm.base import BACKEND
@@ -73,11 +73,12 @@ def _row(make, n: int, saturated: bool, *, priority=None) -> dict:
     llm.close()  # fails the queued writer calls; their threads see an LLMError and stop
     for t in threads:
         t.join()
-    return {"p50_ms": float(np.percentile(lat, 50)) * 1e3, "p99_ms": float(np.percentile(lat, 99)) * 1e3,
-            "answers": n, "backend_req_per_s": backend / wall, "backend_queued_at_end": queued}
+    p50, p99 = percentiles(lat, 50, 99, scale=1e3)
+    return {"p50_ms": p50, "p99_ms": p99, "answers": n, "backend_req_per_s": backend / wall,
+            "backend_queued_at_end": queued}
 
 
-def part_two_tier(args, print_table) -> dict:
+def part_two_tier(args) -> dict:
     lat_s = args.tier_latency_ms / 1e3
     n = args.tier_answers
 

@@ -37,91 +37,28 @@ low-texture scene (on those the seed keeps nothing by construction).
     python benchmarks/bench_fidelity.py --quick      # smoke run
     python benchmarks/bench_fidelity.py --clips digits,sprite --fps 1
 
-Generated clips are cached under benchmarks/results/fidelity_clips/ keyed by their parameters
-and the generating code (``--cache-dir``; ``--no-cache`` writes to a temp dir).
+Generated clips (benchmarks/_fidelity_clips.py) are cached under benchmarks/results/fidelity_clips/
+keyed by their parameters and the generating code (``--cache-dir``; ``--no-cache`` writes to a
+temp dir).
 """
 from __future__ import annotations
 
 import argparse
 import bisect
-import hashlib
-import inspect
-import json
 import math
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from fractions import Fraction
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
-import numpy as np
+from _common import RESULTS_DIR, print_table, write_json
+from _fidelity_clips import (BLUR, CLIPS, KINDS, LOW_TEXTURE, MUST_KEEP, PTS_TOL, SMALL, Clip, Params,  # noqa: F401
+                             Segment, crossing, make_clip, pan, params_for)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from _common import RESULTS_DIR, print_table, write_json  # noqa: E402
-
-from vam_engine import synthetic as syn  # noqa: E402
-
-MUST_KEEP = ("scene", "pan", "digits", "object")
-SMALL = ("digits", "object")
-LOW_TEXTURE = "low_texture"
-BLUR = "blur"
-KINDS = MUST_KEEP + (LOW_TEXTURE, BLUR)
 SEED_BLUR, SEED_MAD, SEED_SSIM = 20.0, 20.0, 0.92  # the seed's gates (VAM), fixed here on purpose
-PTS_TOL = 1e-6
-
-
-# -- ground truth -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Segment:
-    """A stretch of a clip, [t0, t1) in clip-relative seconds, of one kind (see KINDS)."""
-    kind: str
-    t0: float
-    t1: float
-    note: str = ""
-
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"Segment: kind {self.kind!r} is not one of {KINDS}")
-        if not self.t1 > self.t0:
-            raise ValueError(f"Segment {self.kind} {self.note!r}: t1={self.t1} must be after t0={self.t0}")
-
-    def contains(self, t: float) -> bool:
-        return self.t0 - 1e-9 <= t < self.t1
-
-
-@dataclass
-class Shot:
-    """What the camera shows for ``seconds``: ``render(local_t)`` gives the RGB frame; segments
-    are in shot-local seconds."""
-    seconds: float
-    render: Callable[[float], np.ndarray]
-    segments: list = field(default_factory=list)
-
-
-@dataclass
-class Clip:
-    """A generated clip: its file, every frame's time (clip-relative, from the decoded PTS) and
-    its ground-truth segments."""
-    name: str
-    path: str
-    width: int
-    height: int
-    duration_s: float
-    frame_times: list
-    segments: list
-    start_s: float = 0.0
-    vfr: bool = False
-
-    @property
-    def frames(self) -> int:
-        return len(self.frame_times)
 
 
 # -- metrics ------------------------------------------------------------------------------------------
@@ -283,276 +220,6 @@ def run_engine(path: str, fps: float | None) -> Run:
     return Run("engine", kept, samples, secs)
 
 
-# -- clips: shots and their segments -------------------------------------------------------------------
-def still(img, seconds: float, kind: str | None = "scene", note: str = "") -> Shot:
-    """A static view; ``kind`` labels the whole shot (None: no segment, e.g. a refocused view)."""
-    return Shot(seconds, lambda t: img, [Segment(kind, 0.0, seconds, note)] if kind else [])
-
-
-def pan(canvas, h: int, w: int, seconds: float, *, x0: int = 0, y0: int = 0, speed: float,
-        dy_per_s: float = 0.0, kind: str | None = "pan", note: str = "", cut: bool = False) -> Shot:
-    """A view of h x w panning right over ``canvas`` at ``speed`` px/s. Segments: every stretch
-    over which the view moved by half a frame width (the last one when at least half as long),
-    labelled ``kind``; with ``cut`` the pan starts on a new view, its first stretch a ``scene``
-    (or low-texture) segment."""
-    xmax, ymax = canvas.shape[1] - w, canvas.shape[0] - h
-    if x0 + speed * seconds > xmax + 1 or y0 + dy_per_s * seconds > ymax + 1 or speed <= 0:
-        raise ValueError(f"pan {note!r}: {seconds} s at {speed} px/s from x={x0} leaves the "
-                         f"{canvas.shape[1]}x{canvas.shape[0]} canvas")
-
-    def render(t):
-        x, y = min(xmax, int(x0 + speed * t)), min(ymax, int(y0 + dy_per_s * t))
-        return canvas[y:y + h, x:x + w]
-    win = (w / 2) / speed
-    segs = []
-    k = 0 if cut else 1
-    while k * win < seconds:
-        a, b = k * win, min(seconds, (k + 1) * win)
-        if b - a >= win / 2 and kind:
-            first = cut and k == 0
-            segs.append(Segment(("scene" if kind == "pan" else kind) if first else kind, a, b, f"{note} #{k}"))
-        k += 1
-    return Shot(seconds, render, segs)
-
-
-def crop(canvas, h: int, w: int, x: int = 0, y: int = 0):
-    if x + w > canvas.shape[1] or y + h > canvas.shape[0]:
-        raise ValueError(f"crop: {w}x{h} at ({x}, {y}) leaves the {canvas.shape[1]}x{canvas.shape[0]} canvas")
-    return np.ascontiguousarray(canvas[y:y + h, x:x + w])
-
-
-def cover(img, h: int, w: int, scale: float = 1.0):
-    """``img`` scaled to cover h x w (times ``scale``) and centre-cropped to it."""
-    s = max(h / img.shape[0], w / img.shape[1]) * scale
-    r = syn.resize_rgb(img, max(h, round(img.shape[0] * s)), max(w, round(img.shape[1] * s)))
-    return crop(r, h, w, (r.shape[1] - w) // 2, (r.shape[0] - h) // 2)
-
-
-@dataclass(frozen=True)
-class Params:
-    """Everything a clip's content depends on (with the generating code: the cache key)."""
-    name: str
-    width: int
-    height: int
-    fps: int
-    short: bool
-    seed: int = 0
-
-
-def _sec(p: Params, s: float) -> float:
-    return max(4.0, round(s * 0.4)) if p.short else s
-
-
-def shots_pans_static(p: Params) -> list:
-    h, w, d = p.height, p.width, lambda s: _sec(p, s)
-    a = syn.photo_strip(["astronaut", "coffee", "rocket", "camera"], int(h * 1.15))
-    b = syn.photo_strip(["chelsea", "hubble_deep_field", "coffee"], int(h * 1.15))
-    sa, sb = (w / 2) / d(6), (w / 2) / d(10)  # half a frame per 6 s / 10 s
-    pa, pb = d(24), d(30)
-    return [still(crop(a, h, w), d(10), note="A"), pan(a, h, w, pa, speed=sa, note="A slow pan"),
-            still(crop(a, h, w, int(sa * pa)), d(10), None),
-            still(crop(b, h, w, 0, h // 8), d(10), note="B cut"),
-            pan(b, h, w, pb, y0=h // 8, speed=sb, note="B slower pan"),
-            still(crop(b, h, w, int(sb * pb), h // 8), d(8), None)]
-
-
-def shots_defocus(p: Params) -> list:
-    h, w, d = p.height, p.width, lambda s: _sec(p, s)
-    a = syn.photo_strip(["astronaut", "coffee", "rocket", "camera"], int(h * 1.15))
-    v1, v2, v3 = crop(a, h, w), crop(a, h, w, a.shape[1] - w), crop(a, h, w, a.shape[1] // 3)
-    blurred = syn.defocus(a, 5.0 * h / 360)
-    speed = (w / 2) / d(6)
-    return [still(v1, d(10), note="view 1"), still(syn.defocus(v1, 6.0 * h / 360), d(10), BLUR, "view 1 sigma 6"),
-            still(v1, d(8), None), still(v2, d(10), note="view 2 cut"),
-            still(syn.defocus(v2, 4.5 * h / 360), d(10), BLUR, "view 2 sigma 4.5"),
-            pan(blurred, h, w, d(10), speed=speed, kind=BLUR, cut=True, note="defocused pan"),
-            still(v3, d(8), note="view 3 cut")]
-
-
-def _page(p: Params) -> np.ndarray:
-    h, w = p.height, p.width
-    paper = np.full((h, w, 3), (236, 232, 224), np.uint8)
-    scan = syn.photo("page")
-    sh = int(h * 0.8)
-    scan = syn.resize_rgb(scan, sh, round(scan.shape[1] * sh / scan.shape[0]))[:, : int(w * 0.62)]
-    paper[h // 10:h // 10 + sh, w // 24:w // 24 + scan.shape[1]] = scan
-    return paper
-
-
-def shots_digits(p: Params) -> list:
-    h, w, d = p.height, p.width, lambda s: _sec(p, s)
-    page, rng = _page(p), np.random.default_rng(p.seed + 3)
-    size, x, y = max(8, int(h * 0.11)), int(w * 0.72), int(h * 0.18)
-    value = 417
-    shots = [still(syn.draw_digits(page, f"{value:04d}", x, y, size), d(10), note=f"page {value:04d}")]
-    for _ in range(4 if p.short else 12):
-        value += int(rng.integers(1, 8))  # a counter: mostly one or two digits change
-        shots.append(still(syn.draw_digits(page, f"{value:04d}", x, y, size), d(6), "digits", f"{value:04d}"))
-    return shots
-
-
-def _sprite() -> np.ndarray:
-    return syn.resize_rgb(syn.photo("chelsea")[40:260, 120:340], 24, 24)  # a cat's head, 24x24
-
-
-def _crossing(bg, sprite, seconds: float, y: int, *, park_s: float = 0.0, note: str = "") -> Shot:
-    """The sprite enters at the left, crosses at constant speed (stopping mid-frame for
-    ``park_s``) and has left at the right after ``seconds``; the segment is the time it is wholly
-    in view."""
-    w, sw = bg.shape[1], sprite.shape[1]
-    if seconds <= park_s:
-        raise ValueError(f"crossing {note!r}: {seconds} s leaves no time to move (parked {park_s} s)")
-    speed = (w + sw) / (seconds - park_s)  # from x = -sw to x = w
-    mid = (w - sw) // 2
-    t_mid = (mid + sw) / speed
-
-    def xpos(t):
-        if park_s and t >= t_mid:
-            return int(round(mid + speed * max(0.0, t - t_mid - park_s)))
-        return int(round(-sw + speed * t))
-    t_in, t_out = sw / speed, w / speed + park_s  # x in [0, w - sw]
-    return Shot(seconds, lambda t: syn.paste(bg, sprite, xpos(t), y), [Segment("object", t_in, t_out, note)])
-
-
-def shots_sprite(p: Params) -> list:
-    h, w, d = p.height, p.width, lambda s: _sec(p, s)
-    bg = cover(syn.photo("coffee"), h, w)
-    spr, rng = _sprite(), np.random.default_rng(p.seed + 4)
-    shots = [still(bg, d(10), note="static scene")]
-    for i in range(2 if p.short else 3):
-        y = int(rng.integers(h // 8, h - h // 8 - 24))
-        shots += [_crossing(bg, spr, d(6), y, note=f"crossing {i}"), still(bg, d(6), None)]
-    shots += [_crossing(bg, spr, d(6) + d(8), h // 2, park_s=d(8), note="enters, stops, leaves"),
-              still(bg, d(6), None)]
-    return shots
-
-
-FOG, NIGHT = (0.13, 205.0), (0.11, 8.0)  # haze(keep, veil) at 360p: sharp, Laplacian variance well under 20
-
-
-def _low(p: Params):
-    """(fog, night, zoom) for the frame size: smaller frames are sharper (a photograph shrunk has
-    more detail per pixel), so they get less contrast and a closer view to stay under 20."""
-    f = min(1.0, p.height / 360)
-    return (FOG[0] * f ** 0.5, FOG[1]), (NIGHT[0] * f ** 0.5, NIGHT[1]), 1 / f
-
-
-def _moon(h, w, zoom: float):
-    return cover(syn.photo("moon"), h, w, zoom)
-
-
-def shots_low_texture(p: Params) -> list:
-    fog, night, zoom = _low(p)
-    h, w, d = p.height, p.width, lambda s: _sec(p, s)
-    a = syn.photo_strip(["astronaut", "coffee", "rocket", "camera"], int(h * 1.15))
-    fog_strip = syn.haze(a, *fog)
-    speed = (w / 2) / d(8)
-    return [still(crop(a, h, w), d(10), note="normal view"),
-            still(_moon(h, w, 1.3 * zoom), d(12), LOW_TEXTURE, "moon"),
-            still(syn.haze(cover(syn.photo("coffee"), h, w), *fog), d(12), LOW_TEXTURE, "fog"),
-            still(syn.haze(cover(syn.photo("rocket"), h, w), *night), d(12), LOW_TEXTURE, "night"),
-            pan(fog_strip, h, w, d(24), speed=speed, kind=LOW_TEXTURE, cut=True,
-                note="foggy pan"),
-            still(crop(a, h, w, a.shape[1] - w), d(10), note="normal view 2")]
-
-
-def shots_low_texture_only(p: Params) -> list:
-    fog, night, zoom = _low(p)
-    h, w, d = p.height, p.width, lambda s: _sec(p, s)
-    night_strip = syn.haze(syn.photo_strip(["astronaut", "coffee", "rocket", "camera"], int(h * 1.15)), *night)
-    moon2 = cover(syn.photo("moon")[200:, 150:], h, w, 1.2 * zoom)
-    speed = (w / 2) / d(8)
-    return [still(_moon(h, w, 1.3 * zoom), d(12), LOW_TEXTURE, "moon"),
-            still(syn.haze(cover(syn.photo("coffee"), h, w), *fog), d(12), LOW_TEXTURE, "fog coffee"),
-            still(syn.haze(cover(syn.photo("rocket"), h, w), *night), d(12), LOW_TEXTURE, "night rocket"),
-            still(moon2, d(10), LOW_TEXTURE, "moon, other crop"),
-            still(syn.defocus(moon2, 4.0 * h / 360), d(10), BLUR, "moon defocused"),
-            pan(night_strip, h, w, d(24), speed=speed, kind=LOW_TEXTURE, cut=True, note="night pan"),
-            still(syn.haze(cover(syn.photo("astronaut"), h, w), *fog), d(10), LOW_TEXTURE, "fog astronaut")]
-
-
-def shots_vfr(p: Params) -> list:
-    h, w, d = p.height, p.width, lambda s: _sec(p, s)
-    wall = syn.photo_wall([["astronaut", "coffee", "rocket", "camera", "cat"],
-                           ["chelsea", "hubble_deep_field", "coins", "gravel", "brick"]], int(h * 0.6))
-    span = wall.shape[1] - w
-    speed = (w / 2) / d(8)
-    pan_s = min(d(14), (span - 1) / speed)
-    view = crop(wall, h, w, 0, (wall.shape[0] - h) // 2)
-    retina = cover(syn.photo("retina"), h, w, 1080 / h)  # about its own resolution
-    return [still(view, d(10), note="wall"),
-            pan(wall, h, w, pan_s, y0=(wall.shape[0] - h) // 2, speed=speed, note="wall pan"),
-            still(crop(wall, h, w, int(speed * pan_s), (wall.shape[0] - h) // 2), d(8), None),
-            still(retina, d(10), LOW_TEXTURE, "retina"),
-            still(view, d(4), note="wall again"),
-            _crossing(view, _sprite(), d(10), h // 3, note="sprite over the wall"),
-            still(syn.defocus(view, 16.0 * h / 1080), d(8), BLUR, "wall sigma 16"),
-            still(crop(wall, h, w, span // 2, 0), d(8), note="wall, other view")]
-
-
-CLIPS = {"pans_static": shots_pans_static, "defocus": shots_defocus, "digits": shots_digits,
-         "sprite": shots_sprite, "low_texture": shots_low_texture, "low_texture_only": shots_low_texture_only,
-         "vfr_1080p": shots_vfr}
-VFR_START_S = 3600.0
-
-
-def params_for(name: str, quick: bool, seed: int = 0) -> Params:
-    if name not in CLIPS:
-        raise ValueError(f"unknown clip {name!r}; clips: {', '.join(CLIPS)}")
-    if name == "vfr_1080p":
-        return Params(name, 640 if quick else 1920, 360 if quick else 1080, 30, quick, seed)
-    return Params(name, 320 if quick else 640, 180 if quick else 360, 15 if quick else 30, quick, seed)
-
-
-def _key(p: Params) -> str:
-    """The cache key: the parameters, the clip-making part of this file and the generators' module
-    (editing the report does not regenerate the clips)."""
-    own = inspect.getsource(sys.modules[__name__])
-    src = own[own.index("# -- clips: shots"):own.index("# -- report")] + inspect.getsource(syn)
-    return hashlib.sha1((json.dumps(asdict(p), sort_keys=True) + src).encode()).hexdigest()[:12]
-
-
-def make_clip(p: Params, cache_dir: Path) -> Clip:
-    """Generate (or reuse from ``cache_dir``) the clip for ``p``; the decoded PTS are checked
-    against the written ones."""
-    shots = CLIPS[p.name](p)
-    for s in shots:
-        if s.seconds <= 0:
-            raise ValueError(f"clip {p.name}: a shot of {s.seconds} s")
-    starts = np.cumsum([0.0] + [s.seconds for s in shots])
-    duration = float(starts[-1])
-    segments = [Segment(g.kind, round(float(a) + g.t0, 6), round(float(a) + g.t1, 6), g.note)
-                for a, s in zip(starts, shots) for g in s.segments]
-    path = cache_dir / f"{p.name}-{p.width}x{p.height}-{_key(p)}.mp4"
-    meta = path.with_suffix(".json")
-    vfr = p.name == "vfr_1080p"
-    start = VFR_START_S if vfr else 0.0
-    if path.exists() and meta.exists():
-        times = json.loads(meta.read_text())["frame_times"]
-    else:
-        if vfr:
-            tb = Fraction(1, 90000)
-            pts = syn.vfr_pts(np.random.default_rng(p.seed + 7), duration, start_s=start, time_base=tb)
-        else:
-            tb = Fraction(1, p.fps)
-            pts = list(range(int(round(duration * p.fps))))
-        rel = [float(q * tb) - start for q in pts]
-
-        def frames():
-            for t in rel:
-                i = min(len(shots) - 1, bisect.bisect_right(starts, t) - 1)
-                yield np.ascontiguousarray(shots[i].render(t - starts[i]))
-        wc = syn.write_rgb_clip(path, frames(), pts, tb, rate=p.fps, gop=2 * p.fps)
-        decoded = syn.frame_times(path)
-        if len(decoded) != len(pts) or any(abs(a - b) > PTS_TOL for a, b in zip(decoded, wc.times())):
-            path.unlink()
-            raise RuntimeError(f"clip {p.name}: decoded PTS differ from the written ones "
-                               f"({len(decoded)} decoded, {len(pts)} written; first {decoded[:3]} vs {wc.times()[:3]})")
-        times = [round(t - decoded[0], 9) for t in decoded]  # clip-relative, as the engine's t_rel
-        meta.write_text(json.dumps({"params": asdict(p), "frame_times": times, "first_pts_s": decoded[0]}))
-    return Clip(p.name, str(path), p.width, p.height, duration, times, segments, start, vfr)
-
-
 # -- report -------------------------------------------------------------------------------------------
 def _r(r: dict) -> str:
     return "-" if not r["total"] else f"{r['hit']}/{r['total']}"
@@ -590,7 +257,7 @@ def construction_check(clip: Clip, seed_run: Run) -> list:
     return notes
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: small frames, short shots")
     ap.add_argument("--clips", default=",".join(CLIPS), help=f"comma-separated subset of {','.join(CLIPS)}")
@@ -600,10 +267,82 @@ def main(argv=None) -> int:
     ap.add_argument("--no-cache", action="store_true", help="generate the clips in a temp dir")
     ap.add_argument("--seed", type=int, default=0, help="content seed (digit values, sprite paths, VFR timing)")
     args = ap.parse_args(argv)
-    names = [n.strip() for n in args.clips.split(",") if n.strip()]
-    for n in names:
+    for n in clip_names(args):
         if n not in CLIPS:
             ap.error(f"--clips: unknown clip {n!r}; clips: {', '.join(CLIPS)}")
+    return args
+
+
+def clip_names(args) -> list[str]:
+    return [n.strip() for n in args.clips.split(",") if n.strip()]
+
+
+class Report:
+    """What the clips' runs add up to: the tables' rows, the engine's misses, the construction
+    notes, per clip results and per segment kind totals."""
+
+    def __init__(self):
+        self.rows, self.trows, self.why, self.notes, self.results, self.by_kind = [], [], [], [], {}, {}
+
+    def kind(self, kd: str) -> dict:
+        return self.by_kind.setdefault(kd, {"engine": [0, 0], "seed": [0, 0], "drops": Counter()})
+
+    def add(self, n: str, clip: Clip, gen_s: float, res: dict, eng_run: Run, seed_run: Run) -> None:
+        self.notes += construction_check(clip, seed_run)
+        size = f"{clip.width}x{clip.height}{' vfr' if clip.vfr else ''}"
+        for m in ("engine", "seed"):
+            r = res[m]
+            self.rows.append([n if m == "engine" else "", size if m == "engine" else "", m,
+                              round(clip.duration_s, 1), r["sampled"], _r(r["must_keep"]), _r(r["small"]),
+                              _r(r["low_texture"]),
+                              r["blurred_kept"] if any(s.kind == BLUR for s in clip.segments) else "-",
+                              round(r["kept_per_min"], 1), "yes" if r["pts_ok"] else f"NO ({len(r['off_pts'])})",
+                              round(r["seconds"], 1)])
+            for kd, rk in r["per_kind"].items():
+                acc = self.kind(kd)[m]
+                acc[0] += rk["hit"]
+                acc[1] += rk["total"]
+        tg = targets(clip, res["engine"], res["seed"])
+        self.trows += [[n, t_, v, "met" if ok else "MISSED"] for t_, v, ok in tg]
+        for mm in res["engine"]["missed"]:
+            self.why.append([n, mm["kind"], mm["note"], f"{mm['t0']:g}-{mm['t1']:g}",
+                             ", ".join(f"{k} {v}" for k, v in sorted(mm["dropped_by"].items())) or "no sample",
+                             fmt_list(mm["lap_var"]), fmt_list(mm["mad"])])
+            self.by_kind[mm["kind"]]["drops"].update(mm["dropped_by"])
+        for sg in clip.segments:  # the engine's own statistic, to see where a blur rule can cut
+            self.kind(sg.kind).setdefault("lap_var", []).extend(x.lap_var for x in eng_run.samples if sg.contains(x.t))
+        self.results[n] = {"clip": {"path": clip.path, "width": clip.width, "height": clip.height,
+                                    "duration_s": clip.duration_s, "frames": clip.frames, "vfr": clip.vfr,
+                                    "first_pts_s": clip.start_s, "generate_s": gen_s,
+                                    "segments": [asdict(s) for s in clip.segments]},
+                           **res, "targets": [{"target": a, "measured": b, "met": c} for a, b, c in tg]}
+
+    def print(self) -> None:
+        print()
+        print_table(["clip", "size", "method", "clip s", "sampled", "must-keep", "small", "low-tex",
+                     "blur kept", "kept/min", "real PTS", "run s"], self.rows)
+        print("\ntargets (engine):")
+        print_table(["clip", "target", "measured", "result"], self.trows)
+        kind_rows = [[kd, f"{a['engine'][0]}/{a['engine'][1]}" if a["engine"][1] else "-",
+                      f"{a['seed'][0]}/{a['seed'][1]}" if a["seed"][1] else "-", _spread(a.get("lap_var", [])),
+                      ", ".join(f"{g} {c}" for g, c in a["drops"].most_common()) or "-"]
+                     for kd, a in self.by_kind.items()]
+        print("\nby segment kind, all clips: recall, the engine's lap_var of the samples inside (min/median/max), and "
+              "the gates that dropped the engine's samples in missed segments:")
+        print_table(["kind", "engine", "seed", "engine lap_var", "dropped by (missed)"], kind_rows)
+        if self.why:
+            print("\nwhat the engine missed, and which gate dropped the samples inside (lap_var, mad per sample):")
+            print_table(["clip", "kind", "segment", "t", "dropped by", "lap_var", "mad"], self.why)
+        for line in self.notes:
+            print(f"  note: {line}")
+
+    def by_kind_json(self) -> dict:
+        return {k: {"engine": v["engine"], "seed": v["seed"], "engine_missed_dropped_by": dict(v["drops"]),
+                    "engine_lap_var": _spread(v.get("lap_var", []))} for k, v in self.by_kind.items()}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     from vam_engine.config import IngestConfig
 
     fps = args.fps or IngestConfig().fps
@@ -612,68 +351,19 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()
     print(f"bench_fidelity: {'quick' if args.quick else 'full'} clips, sampling {fps:g} fps, engine default "
           f"config on the CPU vs the seed's gates; load {load0[0]:.2f}", flush=True)
-    rows, trows, why, notes, results, by_kind = [], [], [], [], {}, {}
-    for n in names:
+    report = Report()
+    for n in clip_names(args):
         t = time.perf_counter()
         clip = make_clip(params_for(n, args.quick, args.seed), cache)
         gen_s = time.perf_counter() - t
         seed_run, eng_run = run_seed(clip.path, fps), run_engine(clip.path, args.fps)
-        res = {"seed": score(clip, seed_run), "engine": score(clip, eng_run)}
-        notes += construction_check(clip, seed_run)
-        fmt_t = f"{clip.width}x{clip.height}{' vfr' if clip.vfr else ''}"
-        for m in ("engine", "seed"):
-            r = res[m]
-            rows.append([n if m == "engine" else "", fmt_t if m == "engine" else "", m,
-                         round(clip.duration_s, 1), r["sampled"], _r(r["must_keep"]), _r(r["small"]),
-                         _r(r["low_texture"]), r["blurred_kept"] if any(s.kind == BLUR for s in clip.segments) else "-",
-                         round(r["kept_per_min"], 1), "yes" if r["pts_ok"] else f"NO ({len(r['off_pts'])})",
-                         round(r["seconds"], 1)])
-        tg = targets(clip, res["engine"], res["seed"])
-        trows += [[n, t_, v, "met" if ok else "MISSED"] for t_, v, ok in tg]
-        for mm in res["engine"]["missed"]:
-            why.append([n, mm["kind"], mm["note"], f"{mm['t0']:g}-{mm['t1']:g}",
-                        ", ".join(f"{k} {v}" for k, v in sorted(mm["dropped_by"].items())) or "no sample",
-                        fmt_list(mm["lap_var"]), fmt_list(mm["mad"])])
-        for m in ("engine", "seed"):
-            for kd, r in res[m]["per_kind"].items():
-                acc = by_kind.setdefault(kd, {"engine": [0, 0], "seed": [0, 0], "drops": Counter()})
-                acc[m][0] += r["hit"]
-                acc[m][1] += r["total"]
-        for mm in res["engine"]["missed"]:
-            by_kind[mm["kind"]]["drops"].update(mm["dropped_by"])
-        for sg in clip.segments:  # the engine's own statistic, to see where a blur rule can cut
-            acc = by_kind.setdefault(sg.kind, {"engine": [0, 0], "seed": [0, 0], "drops": Counter()})
-            acc.setdefault("lap_var", []).extend(x.lap_var for x in eng_run.samples if sg.contains(x.t))
-        results[n] = {"clip": {"path": clip.path, "width": clip.width, "height": clip.height,
-                               "duration_s": clip.duration_s, "frames": clip.frames, "vfr": clip.vfr,
-                               "first_pts_s": clip.start_s, "generate_s": gen_s,
-                               "segments": [asdict(s) for s in clip.segments]},
-                      **res, "targets": [{"target": a, "measured": b, "met": c} for a, b, c in tg]}
-    print()
-    print_table(["clip", "size", "method", "clip s", "sampled", "must-keep", "small", "low-tex",
-                 "blur kept", "kept/min", "real PTS", "run s"], rows)
-    print("\ntargets (engine):")
-    print_table(["clip", "target", "measured", "result"], trows)
-    kind_rows = [[kd, f"{a['engine'][0]}/{a['engine'][1]}" if a["engine"][1] else "-",
-                  f"{a['seed'][0]}/{a['seed'][1]}" if a["seed"][1] else "-", _spread(a.get("lap_var", [])),
-                  ", ".join(f"{g} {c}" for g, c in a["drops"].most_common()) or "-"]
-                 for kd, a in by_kind.items()]
-    print("\nby segment kind, all clips: recall, the engine's lap_var of the samples inside (min/median/max), and "
-          "the gates that dropped the engine's samples in missed segments:")
-    print_table(["kind", "engine", "seed", "engine lap_var", "dropped by (missed)"], kind_rows)
-    if why:
-        print("\nwhat the engine missed, and which gate dropped the samples inside (lap_var, mad per sample):")
-        print_table(["clip", "kind", "segment", "t", "dropped by", "lap_var", "mad"], why)
-    for line in notes:
-        print(f"  note: {line}")
+        report.add(n, clip, gen_s, {"seed": score(clip, seed_run), "engine": score(clip, eng_run)}, eng_run, seed_run)
+    report.print()
     path = write_json("bench_fidelity_quick" if args.quick else "bench_fidelity",
                       {"args": {k: str(v) for k, v in vars(args).items()}, "fps": fps,
                        "seed_gates": {"blur_min_lap_var": SEED_BLUR, "diff_min_mad": SEED_MAD, "ssim_max": SEED_SSIM},
-                       "loadavg_at_start": list(load0), "clips": results,
-                       "by_kind": {k: {"engine": v["engine"], "seed": v["seed"],
-                                       "engine_missed_dropped_by": dict(v["drops"]),
-                                       "engine_lap_var": _spread(v.get("lap_var", []))}
-                                   for k, v in by_kind.items()}, "construction_notes": notes})
+                       "loadavg_at_start": list(load0), "clips": report.results, "by_kind": report.by_kind_json(),
+                       "construction_notes": report.notes})
     print(f"wrote {path}")
     if tmp:
         tmp.cleanup()

@@ -41,16 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _common import percentiles, print_table, write_json
 
-from _common import print_table, write_json  # noqa: E402
-
-from vam_engine.config import ForestConfig  # noqa: E402
-from vam_engine.memory import Store  # noqa: E402
-from vam_engine.memory.forest import EventForest  # noqa: E402
-from vam_engine.memory.forest_check import reference_policy_depth  # noqa: E402
-from vam_engine.memory.forest_nodes import ForestNodeRepository  # noqa: E402
+from vam_engine.config import ForestConfig
+from vam_engine.memory import Store
+from vam_engine.memory.forest import EventForest
+from vam_engine.memory.forest_check import reference_policy_depth
+from vam_engine.memory.forest_nodes import ForestNodeRepository
 
 
 def make_events(n: int, d: int, seed: int):
@@ -99,7 +96,7 @@ def interleaved_latencies(fns: dict, queries) -> dict:
     return out
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max-n", type=float, default=1e4, help="largest N (default 1e4)")
     ap.add_argument("--full", action="store_true", help="up to 1e5 events")
@@ -109,7 +106,78 @@ def main(argv=None) -> int:
     ap.add_argument("--ref-max", type=float, default=1e5, help="largest N for the reference policy simulation")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default="bench_forest", help="results/<name>.json")
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def insert_figures(forest: EventForest, store, embs: np.ndarray, cfg) -> dict:
+    """Insert cost into the SQLite-backed forest and an in-memory one, stale nodes, reopen time."""
+    n = len(embs)
+    sql_s, stale = feed(forest, embs)
+    forest.check()
+    t0 = time.perf_counter()
+    reopened = EventForest(ForestNodeRepository(store.db), cfg)
+    reopen_s = time.perf_counter() - t0
+    assert len(reopened) == len(forest)
+    mem_s, _ = feed(EventForest(None, cfg), embs)
+    return {"nodes": len(forest), "insert_us_sqlite": sql_s / n * 1e6, "insert_us_memory": mem_s / n * 1e6,
+            "stale_per_insert": stale / n, "reopen_s": reopen_s}
+
+
+def depth_figures(forest: EventForest, embs: np.ndarray, cfg, ref_max: float) -> dict:
+    """The forest's height against the AVL bound, 2 log2 N, and the seed's policy's depth."""
+    n = len(embs)
+    depth = max(r.height for r in forest.roots("cam"))
+    ref_depth, ref_s = None, None
+    if n <= ref_max:
+        t0 = time.perf_counter()
+        ref_depth = reference_policy_depth(embs, root_cap=cfg.root_cap, lam=cfg.merge_lambda)[-1]
+        ref_s = time.perf_counter() - t0
+    return {"depth": depth, "avl_bound": 1.45 * math.log2(n + 2), "two_log2_n": 2 * math.log2(n),
+            "ref_depth": ref_depth, "ref_depth_over_n": None if ref_depth is None else ref_depth / n,
+            "ref_sim_s": ref_s}
+
+
+def retrieval_figures(forest: EventForest, embs: np.ndarray, a) -> dict:
+    """retrieve p50/p99 against a numpy brute-force top-k over the same node embeddings, queries
+    near random events' embeddings, timed in alternation; and whether their best picks agree."""
+    n = len(embs)
+    rng = np.random.default_rng(a.seed + 1)
+    src = rng.integers(0, n, a.queries)
+    qs = embs[src] + 0.5 * rng.standard_normal((a.queries, a.dim)).astype(np.float32) / math.sqrt(a.dim)
+    qs = (qs / np.linalg.norm(qs, axis=1, keepdims=True)).astype(np.float32)
+    ids, x = forest.node_embeddings("cam")
+    x = np.ascontiguousarray(x)
+    lats = interleaved_latencies({"retrieve": lambda q: forest.retrieve(q, k=a.k),
+                                  "numpy": lambda q: numpy_topk(x, q, a.k)}, qs)
+    # sanity: the greedy's first pick is the brute force's best node
+    agree = np.mean([forest.retrieve(q, k=1)[0][0].node_id == int(ids[numpy_topk(x, q, 1)[0]]) for q in qs[:200]])
+    p50, p99 = percentiles(lats["retrieve"], 50, 99, scale=1e3)
+    b50, b99 = percentiles(lats["numpy"], 50, 99, scale=1e3)
+    return {"retrieve_p50_ms": p50, "retrieve_p99_ms": p99, "numpy_topk_p50_ms": b50, "numpy_topk_p99_ms": b99,
+            "retrieve_over_numpy": p50 / b50, "top1_agrees_with_brute_force": float(agree)}
+
+
+def size_row(a, n: int, cfg) -> dict:
+    """Every figure at N events, on a fresh store."""
+    embs = make_events(n, a.dim, a.seed)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_forest_"))
+    try:
+        store = Store(tmp / "store")
+        forest = EventForest(ForestNodeRepository(store.db), cfg)
+        r = {"n": n, **insert_figures(forest, store, embs, cfg), **depth_figures(forest, embs, cfg, a.ref_max),
+             **retrieval_figures(forest, embs, a)}
+        store.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    order = ("n", "nodes", "insert_us_sqlite", "insert_us_memory", "stale_per_insert", "depth", "avl_bound",
+             "two_log2_n", "ref_depth", "ref_depth_over_n", "ref_sim_s", "retrieve_p50_ms", "retrieve_p99_ms",
+             "numpy_topk_p50_ms", "numpy_topk_p99_ms", "retrieve_over_numpy", "top1_agrees_with_brute_force",
+             "reopen_s")
+    return {**{k: r[k] for k in order}, "loadavg_1min": os.getloadavg()[0]}
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
     top = int(1e5 if a.full else a.max_n)
     sizes = [n for n in (100, 1_000, 10_000, 100_000) if n <= top]
     cfg = ForestConfig()
@@ -118,68 +186,19 @@ def main(argv=None) -> int:
     rows = []
     t_start = time.perf_counter()
     for n in sizes:
-        embs = make_events(n, a.dim, a.seed)
-        tmp = Path(tempfile.mkdtemp(prefix="bench_forest_"))
-        try:
-            store = Store(tmp / "store")
-            forest = EventForest(ForestNodeRepository(store.db), cfg)
-            sql_s, stale = feed(forest, embs)
-            forest.check()
-            t0 = time.perf_counter()
-            reopened = EventForest(ForestNodeRepository(store.db), cfg)
-            reopen_s = time.perf_counter() - t0
-            assert len(reopened) == len(forest)
-            del reopened
-            mem = EventForest(None, cfg)
-            mem_s, _ = feed(mem, embs)
-            depth = max(r.height for r in forest.roots("cam"))
-            ref_depth, ref_s = None, None
-            if n <= a.ref_max:
-                t0 = time.perf_counter()
-                ref_depth = reference_policy_depth(embs, root_cap=cfg.root_cap, lam=cfg.merge_lambda)[-1]
-                ref_s = time.perf_counter() - t0
-
-            # retrieval: queries near random events' embeddings
-            rng = np.random.default_rng(a.seed + 1)
-            src = rng.integers(0, n, a.queries)
-            qs = embs[src] + 0.5 * rng.standard_normal((a.queries, a.dim)).astype(np.float32) / math.sqrt(a.dim)
-            qs = (qs / np.linalg.norm(qs, axis=1, keepdims=True)).astype(np.float32)
-            idx = forest._index["cam"]            # the same node embeddings, for the baseline
-            x = np.ascontiguousarray(idx.emb[:idx.n])
-            lats = interleaved_latencies({"retrieve": lambda q: forest.retrieve(q, k=a.k),
-                                          "numpy": lambda q: numpy_topk(x, q, a.k)}, qs)
-            lat, base = lats["retrieve"], lats["numpy"]
-            # sanity: the greedy's first pick is the brute force's best node
-            agree = np.mean([forest.retrieve(q, k=1)[0][0].node_id == int(idx.ids[numpy_topk(x, q, 1)[0]])
-                             for q in qs[:200]])
-            p50, p99 = float(np.percentile(lat, 50)) * 1e3, float(np.percentile(lat, 99)) * 1e3
-            b50, b99 = float(np.percentile(base, 50)) * 1e3, float(np.percentile(base, 99)) * 1e3
-            store.close()
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        r = {"n": n, "nodes": len(forest), "insert_us_sqlite": sql_s / n * 1e6, "insert_us_memory": mem_s / n * 1e6,
-             "stale_per_insert": stale / n, "depth": depth, "avl_bound": 1.45 * math.log2(n + 2),
-             "two_log2_n": 2 * math.log2(n), "ref_depth": ref_depth, "ref_depth_over_n": None if ref_depth is None
-             else ref_depth / n, "ref_sim_s": ref_s, "retrieve_p50_ms": p50, "retrieve_p99_ms": p99,
-             "numpy_topk_p50_ms": b50, "numpy_topk_p99_ms": b99, "retrieve_over_numpy": p50 / b50,
-             "top1_agrees_with_brute_force": float(agree), "reopen_s": reopen_s,
-             "loadavg_1min": os.getloadavg()[0]}
+        r = size_row(a, n, cfg)
         rows.append(r)
         print(f"  N={n:>7,}: {r['nodes']:,} nodes, insert {r['insert_us_sqlite']:.0f} us (sqlite) / "
-              f"{r['insert_us_memory']:.0f} us (memory), depth {depth} (ref {ref_depth}), retrieve p50 {p50:.3f} ms"
-              f" [{time.perf_counter() - t_start:.0f} s]", flush=True)
-        del forest, mem
-
+              f"{r['insert_us_memory']:.0f} us (memory), depth {r['depth']} (ref {r['ref_depth']}), retrieve p50 "
+              f"{r['retrieve_p50_ms']:.3f} ms [{time.perf_counter() - t_start:.0f} s]", flush=True)
     print()
     headers = ["N", "nodes", "ins us sqlite", "ins us mem", "stale/ins", "depth", "1.45log2(N+2)", "2log2N",
                "ref depth", "ref/N", "ret p50 ms", "ret p99 ms", "np top-k p50", "np top-k p99", "x numpy",
                "top1 agree", "reopen s", "load"]
-    table = print_table(headers, [[r["n"], r["nodes"], r["insert_us_sqlite"], r["insert_us_memory"],
-                                   r["stale_per_insert"], r["depth"], r["avl_bound"], r["two_log2_n"], r["ref_depth"],
-                                   r["ref_depth_over_n"], r["retrieve_p50_ms"], r["retrieve_p99_ms"],
-                                   r["numpy_topk_p50_ms"], r["numpy_topk_p99_ms"], r["retrieve_over_numpy"],
-                                   r["top1_agrees_with_brute_force"], r["reopen_s"], r["loadavg_1min"]]
-                                  for r in rows])
+    keys = ("n", "nodes", "insert_us_sqlite", "insert_us_memory", "stale_per_insert", "depth", "avl_bound",
+            "two_log2_n", "ref_depth", "ref_depth_over_n", "retrieve_p50_ms", "retrieve_p99_ms", "numpy_topk_p50_ms",
+            "numpy_topk_p99_ms", "retrieve_over_numpy", "top1_agrees_with_brute_force", "reopen_s", "loadavg_1min")
+    table = print_table(headers, [[r[k] for k in keys] for r in rows])
     print(f"\nload: 1-minute load average after each row ({os.cpu_count()} CPUs); above ~1 on 2 CPUs, "
           f"BLAS scans stall ~8 ms waking a thread (both retrieve above 1e4 nodes and the baseline)")
     skipped = [r["n"] for r in rows if r["ref_depth"] is None]

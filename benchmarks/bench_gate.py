@@ -15,7 +15,7 @@ default behaviour (the helpers only while calls with them are faster: csrc/gate_
 ThreadChoice); ``cpp_fused_team`` always uses them, ``cpp_fused_1t`` never.
 
 Where the time goes, per statistic (the section "time per statistic", one thread, the same
-frames): the C++ row pass alone (``_C._gate_rows``, no per-frame finish) with its parts switched
+frames): the C++ row pass alone (``vam_engine.native.gate_row_pass``, no per-frame finish) with its parts switched
 on one after another: the thumbnail (the memory pass and the column sums), + the Laplacian, +
 the histogram, + |F - R| and its tiles (reading the reference); then the whole CpuBody.stats
 call, whose difference to the row pass is the finish (SSIM, histogram correlation, the tile
@@ -35,17 +35,14 @@ import argparse
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from dataclasses import dataclass
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from _common import DeviceRun, add_device_args, cuda_time, print_table, require_cuda, time_rounds, write_json
+from _gate_methods import MemCopy, OpenCVPerFrame, TorchCPU, max_errors, stats_dict
 
-from _common import (DeviceRun, add_device_args, cuda_time, print_table, require_cuda, time_rounds,  # noqa: E402
-                     write_json)
-from vam_engine.synthetic import gate_batch  # noqa: E402
+from vam_engine.synthetic import gate_batch
 
 DEFAULT_SIZES = "640x360,1280x720,1920x1080"
 TARGET_X_OPENCV = 30.0  # C++ body vs opencv_per_frame at 720p
@@ -60,217 +57,27 @@ def make_frames(n: int, h: int, w: int, seed: int = 0) -> tuple[np.ndarray, np.n
     return b.frames, b.ref
 
 
-# -- methods ---------------------------------------------------------------------------------------
-class OpenCVPerFrame:
-    """One frame at a time, the way the VAM reference implementation did it. The frames are
-    already gray (the reference converted BGR with cv2.cvtColor first; not counted here, as no
-    other method converts colour either). The reference's thumbnail and histogram are computed
-    once per batch (a cascade keeps them with the reference)."""
-
-    def __init__(self, ref: np.ndarray):
-        import cv2
-        from skimage.metrics import structural_similarity
-
-        self.cv2, self.ssim_fn = cv2, structural_similarity
-        self.ref = ref
-        self.tref = cv2.resize(ref, (64, 64))
-        self.href = cv2.calcHist([ref], [0], None, [64], [0, 256])
-
-    def __call__(self, frames: np.ndarray) -> dict:
-        cv2 = self.cv2
-        out = {k: [] for k in ("lap_var", "mad", "ssim", "hist_corr")}
-        for g in frames:
-            out["lap_var"].append(cv2.Laplacian(g, cv2.CV_64F).var())
-            out["mad"].append(cv2.absdiff(g, self.ref).mean())
-            t = cv2.resize(g, (64, 64))
-            out["ssim"].append(self.ssim_fn(t, self.tref, data_range=255))
-            h = cv2.calcHist([g], [0], None, [64], [0, 256])
-            out["hist_corr"].append(cv2.compareHist(h, self.href, cv2.HISTCMP_CORREL))
-        return {k: np.array(v, np.float64) for k, v in out.items()}
-
-
-class TorchCPU:
-    """The reference statistics vectorized over the batch with torch CPU ops (float32 pixels,
-    float64 for the small thumbnail/histogram math). The Laplacian is four shifted adds of the
-    reflect-padded batch; ``conv2d=True`` uses F.conv2d with the 3x3 kernel instead, which on
-    CPU takes an im2col path for one input channel and is tens of times slower."""
-
-    def __init__(self, h: int, w: int, *, conv2d: bool = False):
-        import torch
-        import torch.nn.functional as F
-
-        from vam_engine.gate import reference as R
-
-        self.torch, self.F = torch, F
-        self.h, self.w = h, w
-        self.conv2d = conv2d
-        self.lap_k = torch.tensor([[0, 1, 0], [1, -4, 1], [0, 1, 0]], dtype=torch.float32).view(1, 1, 3, 3)
-        self.rows = self._cells(h, R.cell_bounds(h))
-        self.cols = self._cells(w, R.cell_bounds(w))
-        self.c1 = (R.SSIM_K1 * R.SSIM_RANGE) ** 2
-        self.c2 = (R.SSIM_K2 * R.SSIM_RANGE) ** 2
-        self.win = R.SSIM_WIN
-
-    def _cells(self, n: int, bounds):
-        """How the 64 cells cover one side: an index per pixel (cells partition the side when
-        n >= 64) or, for shorter sides, a 64 x n averaging matrix (cells overlap)."""
-        torch = self.torch
-        lo, hi = bounds
-        counts = torch.tensor(hi - lo, dtype=torch.float32)
-        if n >= 64:
-            idx = torch.empty(n, dtype=torch.long)
-            for i, (a, b) in enumerate(zip(lo, hi)):
-                idx[a:b] = i
-            return ("index", idx, counts)
-        m = torch.zeros(64, n, dtype=torch.float32)
-        for i, (a, b) in enumerate(zip(lo, hi)):
-            m[i, a:b] = 1.0 / (b - a)
-        return ("matrix", m, counts)
-
-    def _reduce(self, x, spec, dim: int):
-        kind, t, counts = spec
-        torch = self.torch
-        if kind == "index":
-            shape = list(x.shape)
-            shape[dim] = 64
-            s = torch.zeros(shape, dtype=x.dtype).index_add_(dim, t, x)
-            view = [1] * x.ndim
-            view[dim] = 64
-            return s / counts.view(view)
-        return torch.movedim(torch.movedim(x, dim, -1) @ t.T, -1, dim)
-
-    def thumbs(self, xf):  # xf: (N, H, W) float32 -> (N, 64, 64)
-        return self._reduce(self._reduce(xf, self.rows, 1), self.cols, 2)
-
-    def hists(self, x):  # x: (N, H, W) uint8 -> (N, 64) float64 counts of the counted rows
-        torch = self.torch
-        from vam_engine.gate.reference import HIST_ROW_STEP
-
-        b = x[:, ::HIST_ROW_STEP] >> 2  # one uint8 pass; bincount then runs per frame (no int64 copy)
-        return torch.stack([torch.bincount(f.reshape(-1), minlength=64) for f in b]).to(torch.float64)
-
-    def ssim(self, a, b):  # (N, 64, 64) float64, (64, 64) -> (N,)
-        torch, F = self.torch, self.F
-        b = b.expand_as(a)
-        x = torch.stack([a, b, a * a, b * b, a * b], 1)  # (N, 5, 64, 64)
-        m = F.avg_pool2d(x, self.win, stride=1)
-        ua, ub, aa, bb, ab = m.unbind(1)
-        k = self.win * self.win
-        cn = k / (k - 1.0)
-        vaa, vbb, vab = cn * (aa - ua * ua), cn * (bb - ub * ub), cn * (ab - ua * ub)
-        s = ((2 * ua * ub + self.c1) * (2 * vab + self.c2)) / ((ua * ua + ub * ub + self.c1) * (vaa + vbb + self.c2))
-        return s.mean((1, 2))
-
-    @staticmethod
-    def corr(h, href):  # (N, 64), (64,) -> (N,)
-        a = h - h.mean(1, keepdim=True)
-        b = href - href.mean()
-        num = (a * b).sum(1)
-        den = ((a * a).sum(1) * (b * b).sum()).sqrt()
-        safe = num / den.clamp_min(1e-300)
-        eq = (h == href).all(1).to(h.dtype)
-        return (den == 0).to(h.dtype) * eq + (den != 0).to(h.dtype) * safe
-
-    def __call__(self, frames: np.ndarray, ref: np.ndarray) -> dict:
-        torch, F = self.torch, self.F
-        x = torch.from_numpy(frames)
-        r = torch.from_numpy(ref)
-        xf = x.to(torch.float32)
-        npx = self.h * self.w
-        # Laplacian values are integers, so float32 holds them and their squares exactly; the
-        # variance comes from float64 sums (faster than Tensor.var's Welford pass on CPU).
-        p = F.pad(xf.unsqueeze(1), (1, 1, 1, 1), mode="reflect")  # torch "reflect" == reflect-101
-        if self.conv2d:
-            lap = F.conv2d(p, self.lap_k).flatten(1)
-        else:  # the same stencil as four shifted adds
-            q = p[:, 0]
-            lap = q[:, :-2, 1:-1] + q[:, 2:, 1:-1]
-            lap += q[:, 1:-1, :-2]
-            lap += q[:, 1:-1, 2:]
-            lap.sub_(q[:, 1:-1, 1:-1], alpha=4.0)
-        lap = lap.reshape(-1, self.h, self.w)
-        # Row sums in float32 (exact for the integer Laplacian: |row sum| <= 1020 * W), the rest
-        # in float64; reducing to float64 directly would first copy the batch to float64.
-        s1 = lap.sum(2).to(torch.float64).sum(1)
-        s2 = lap.square_().sum(2).to(torch.float64).sum(1)
-        lap_var = s2 / npx - (s1 / npx) ** 2
-        rf = r.to(torch.float32)
-        mad = (xf - rf).abs_().sum(2).to(torch.float64).sum(1) / npx  # row sums <= 255 * W: exact
-        th = self.thumbs(xf).to(torch.float64)
-        tr = self.thumbs(rf.unsqueeze(0)).to(torch.float64)[0]
-        hi = self.hists(x)
-        hr = self.hists(r.unsqueeze(0))[0]
-        return {"lap_var": lap_var.numpy(), "mad": mad.to(torch.float64).numpy(), "ssim": self.ssim(th, tr).numpy(),
-                "hist_corr": self.corr(hi, hr).numpy(), "thumb": th.numpy(), "hist": hi.numpy()}
-
-
-def _as_dict(st) -> dict:
-    return {"lap_var": st.lap_var, "mad": st.mad, "ssim": st.ssim, "hist_corr": st.hist_corr,
-            "thumb": st.thumb, "hist": st.hist}
-
-
-def max_errors(got: dict, want: dict) -> dict:
-    """Largest relative error per statistic (absolute for ssim and hist_corr, which lie in [-1, 1])."""
-    out = {}
-    for k in ("lap_var", "mad", "ssim", "hist_corr", "thumb", "hist"):
-        if k not in got:
-            continue
-        a = np.asarray(got[k], np.float64)
-        b = np.asarray(want[k], np.float64)
-        err = np.abs(a - b)
-        if k in ("lap_var", "mad"):
-            err = err / np.maximum(np.abs(b), 1e-12)
-        out[k] = float(err.max())
-    return out
-
-
-class MemCopy:
-    """The same bytes the statistics read (every frame, plus the reference once per frame),
-    copied with np.copyto into preallocated buffers, split across ``threads``."""
-
-    def __init__(self, frames: np.ndarray, ref: np.ndarray, threads: int):
-        self.frames, self.ref, self.threads = frames, ref, threads
-        self.dst = np.empty_like(frames)
-        self.dst_ref = np.empty((max(1, threads),) + ref.shape, ref.dtype)
-        self.pool = ThreadPoolExecutor(threads) if threads > 1 else None
-
-    def _part(self, k: int) -> None:
-        n = len(self.frames)
-        lo, hi = k * n // self.threads, (k + 1) * n // self.threads
-        np.copyto(self.dst[lo:hi], self.frames[lo:hi])
-        for _ in range(hi - lo):
-            np.copyto(self.dst_ref[k], self.ref)
-
-    def __call__(self) -> None:
-        if self.pool is None:
-            self._part(0)
-        else:
-            list(self.pool.map(self._part, range(self.threads)))
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
-
-
 # -- where the time goes ----------------------------------------------------------------------------
 BREAKDOWN = (("thumbnail + memory pass", None, "rows_thumb"), ("Laplacian", "rows_thumb", "rows_+lap"),
              ("histogram", "rows_+lap", "rows_+hist"), ("|F-R| + tiles", "rows_+hist", "rows_+mad"),
              ("finish (SSIM, hist corr, tile reduce, call)", "rows_+mad", "fused_1t"))
 
 
-def time_per_statistic(_C, cpu_body, frames, ref, rthumb, rhist, tiles, omp, omp_threads, rounds: int = 15) -> dict:
-    """ms per frame of each statistic on one thread: the C++ row pass alone (_C._gate_rows) with
-    its parts switched on one after another (thumbnail; + Laplacian; + histogram; + |F - R| and
-    tiles), then the whole CpuBody.stats call; each statistic is the difference of two
-    neighbours. Every variant is timed once per round, in turn, for ``rounds`` rounds, and the
-    fastest round of each is taken: a difference of minima stays put under load bursts that the
-    medians of a shared machine do not."""
+def time_per_statistic(cpu_body, frames, ref, rthumb, rhist, tiles, omp, omp_threads, rounds: int = 15) -> dict:
+    """ms per frame of each statistic on one thread: the C++ row pass alone
+    (vam_engine.native.gate_row_pass) with its parts switched on one after another (thumbnail;
+    + Laplacian; + histogram; + |F - R| and tiles), then the whole CpuBody.stats call; each
+    statistic is the difference of two neighbours. Every variant is timed once per round, in
+    turn, for ``rounds`` rounds, and the fastest round of each is taken: a difference of minima
+    stays put under load bursts that the medians of a shared machine do not."""
+    from vam_engine.native import gate_row_pass
+
     cell = tiles.cell
     fns = {
-        "rows_thumb": lambda: _C._gate_rows(frames, None, lap=False, hist=False, tile=cell),
-        "rows_+lap": lambda: _C._gate_rows(frames, None, lap=True, hist=False, tile=cell),
-        "rows_+hist": lambda: _C._gate_rows(frames, None, lap=True, hist=True, tile=cell),
-        "rows_+mad": lambda: _C._gate_rows(frames, ref, lap=True, hist=True, tile=cell),
+        "rows_thumb": lambda: gate_row_pass(frames, None, lap=False, hist=False, tile=cell),
+        "rows_+lap": lambda: gate_row_pass(frames, None, lap=True, hist=False, tile=cell),
+        "rows_+hist": lambda: gate_row_pass(frames, None, lap=True, hist=True, tile=cell),
+        "rows_+mad": lambda: gate_row_pass(frames, ref, lap=True, hist=True, tile=cell),
         "fused_1t": lambda: cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles),
     }
     if not omp.set(1):
@@ -432,7 +239,7 @@ def calibrate(h: int = 360, w: int = 640, seed: int = 0) -> int:
             rows.append(["drop", f"still, noise sigma {sigma:g}, {codec or 'raw'}{q or ''}", "max", max(v)])
     scene = S.gray_scene(rng, h, w)
     for crf in (23, 35, 40):
-        v = tile_mads(S.h264_roundtrip([S._noisy(rng, scene, 4.0) for _ in range(12)], crf=crf))
+        v = tile_mads(S.h264_roundtrip([S.noisy(rng, scene, 4.0) for _ in range(12)], crf=crf))
         rows.append(["drop", f"still, noise sigma 4, h264 crf {crf}", "max", max(v)])
     for codec in (None, "jpeg", "h264"):
         for size in (12, 16):
@@ -489,7 +296,7 @@ def hist_check(h: int = 360, w: int = 640, seed: int = 0) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default=None, help=f"WxH list (default {DEFAULT_SIZES}; 640x360,1280x720 with --quick)")
     ap.add_argument("--batch", type=int, default=None, help="frames per call (default 32; 8 with --quick)")
@@ -521,49 +328,73 @@ def main(argv=None) -> int:
                     help="print hist_corr of the row-subsampled histogram against the full frame's and exit (~10 s)")
     add_device_args(ap, default_budget=120.0)
     args = ap.parse_args(argv)
-    if args.calibrate:
-        return calibrate()
-    if args.hist_check:
-        return hist_check()
-    if args.device == "cuda":
-        require_cuda("bench_gate.py", args)
-        return cuda_main(args)
-    if args.sizes is None:
-        args.sizes = "640x360,1280x720" if args.quick else DEFAULT_SIZES
-    if args.batch is None:
-        args.batch = 8 if args.quick else 32
-    if args.repeats is None:
-        args.repeats = 1 if args.quick else 5
-    if args.min_time is None:
-        args.min_time = 0.05 if args.quick else 0.2
+    if args.device == "cpu" and not (args.calibrate or args.hist_check):
+        if args.sizes is None:
+            args.sizes = "640x360,1280x720" if args.quick else DEFAULT_SIZES
+        if args.batch is None:
+            args.batch = 8 if args.quick else 32
+        if args.repeats is None:
+            args.repeats = 1 if args.quick else 5
+        if args.min_time is None:
+            args.min_time = 0.05 if args.quick else 0.2
+    return args
+
+
+# -- the CPU table: rows per size ---------------------------------------------------------------------
+@dataclass
+class Setup:
+    """What every size's rows share: the options, the bodies, the thread counts, the OpenMP switch."""
+    args: argparse.Namespace
+    cpu_body: object
+    ref_body: object
+    tiles: object
+    threads: int
+    omp_threads: int
+    omp: "OmpThreads"
+
+
+def process_settings(args) -> str | None:
+    """Thread count and torch's huge pages, set before _C and torch load; OMP_NUM_THREADS after."""
     if args.threads is not None:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before _C loads its OpenMP runtime
     # torch's CPU allocator returns large buffers to the OS on free, so every temporary
     # page-faults again on the next call (numpy asks for huge pages and mostly does not); let
     # torch ask for transparent huge pages too, before torch is imported.
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-    threads_env = os.environ.get("OMP_NUM_THREADS")
+    return os.environ.get("OMP_NUM_THREADS")
 
+
+def make_setup(args, threads_env: str | None) -> Setup:
     import cv2
     import torch
 
-    from vam_engine import _C
+    from vam_engine import native
     from vam_engine.config import GateConfig
     from vam_engine.gate.bodies import CpuBody, ReferenceBody, Tiles
 
     threads = int(threads_env) if threads_env else (os.cpu_count() or 1)
     torch.set_num_threads(threads)
     cv2.setNumThreads(threads)
-    omp_threads = _C.max_threads()
-    omp = OmpThreads()
-    sizes = parse_sizes(args.sizes)
-    print(f"gate statistics throughput; batch {args.batch} frames, median of {args.repeats} interleaved rounds "
-          f"after {args.warmup} warm-up call(s) per method; each sample repeats the call for >= {args.min_time:g} s")
-    print(f"threads: cpp_fused OpenMP {omp_threads} (OMP_NUM_THREADS={threads_env or 'unset'}, "
-          f"os.cpu_count()={os.cpu_count()}), row kernels '{_C.gate_isa()}'; torch {torch.get_num_threads()}; "
-          f"OpenCV {cv2.getNumThreads()}; memcpy 1 and {threads} threads, best taken as the ceiling")
-    print(f"bytes per frame = 2*H*W (frame + reference re-read for mad); opencv_per_frame gets gray input "
-          f"(the VAM reference's cv2.cvtColor is not counted)")
+    cfg = GateConfig()
+    return Setup(args, CpuBody(), ReferenceBody(), Tiles(cfg.tile_size, cfg.tile_min_mad), threads,
+                 native.load().max_threads(), OmpThreads())
+
+
+def print_header(setup: Setup, threads_env: str | None) -> None:
+    import cv2
+    import torch
+
+    from vam_engine import native
+
+    a = setup.args
+    print(f"gate statistics throughput; batch {a.batch} frames, median of {a.repeats} interleaved rounds "
+          f"after {a.warmup} warm-up call(s) per method; each sample repeats the call for >= {a.min_time:g} s")
+    print(f"threads: cpp_fused OpenMP {setup.omp_threads} (OMP_NUM_THREADS={threads_env or 'unset'}, "
+          f"os.cpu_count()={os.cpu_count()}), row kernels '{native.load().gate_isa()}'; torch "
+          f"{torch.get_num_threads()}; OpenCV {cv2.getNumThreads()}; memcpy 1 and {setup.threads} threads, best "
+          f"taken as the ceiling")
+    print("bytes per frame = 2*H*W (frame + reference re-read for mad); opencv_per_frame gets gray input "
+          "(the VAM reference's cv2.cvtColor is not counted)")
     print(f"torch THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')} (huge pages for large "
           f"tensors, as numpy does); load average at start {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
           f"(other processes on these cores make multi-thread rows noisy; the 1-thread rows less so)")
@@ -572,128 +403,142 @@ def main(argv=None) -> int:
     print()
 
 
-    cpu_body, ref_body = CpuBody(), ReferenceBody()
-    rows, records, checks, breakdown = [], [], {}, {}
-    t_start = time.perf_counter()
-    for si, (w, h) in enumerate(sizes):
-        frames, ref = make_frames(args.batch, h, w, seed=si)
-        torch_impl = TorchCPU(h, w)
-        torch_conv = TorchCPU(h, w, conv2d=True) if args.torch_conv2d == "all" or (
-            args.torch_conv2d == "small" and si == 0) else None
+def check_agreement(setup: Setup, frames, ref, torch_impl, torch_conv, label: str) -> dict:
+    """Largest errors of each body against the reference on a small slice, before anything is timed."""
+    k = min(2, setup.args.batch)
+    want = stats_dict(setup.ref_body.stats(frames[:k], ref))
+    err_torch = max_errors(torch_impl(frames[:k], ref), want)
+    checks = {"torch_cpu": err_torch, "cpp_fused": max_errors(stats_dict(setup.cpu_body.stats(frames[:k], ref)), want),
+              "opencv_per_frame": max_errors(OpenCVPerFrame(ref)(frames[:k]), want)}
+    if torch_conv is not None:
+        checks["torch_conv2d"] = max_errors(torch_conv(frames[:k], ref), want)
+    print(f"[{label}] max error vs reference on {k} frames (relative for lap_var/mad, absolute otherwise):")
+    for name, e in checks.items():
+        print(f"    {name:17s} " + "  ".join(f"{kk}={vv:.2e}" for kk, vv in e.items()))
+    if max(err_torch["lap_var"], err_torch["mad"]) > 1e-4 or max(err_torch["ssim"], err_torch["hist_corr"]) > 1e-6:
+        print("    WARNING: torch_cpu disagrees with the reference")
+    return checks
 
-        # Agreement with the reference on a small slice, before anything is timed.
-        k = min(2, args.batch)
-        want = _as_dict(ref_body.stats(frames[:k], ref))
-        err_torch = max_errors(torch_impl(frames[:k], ref), want)
-        if torch_conv is not None:
-            err_tconv = max_errors(torch_conv(frames[:k], ref), want)
-        err_cpp = max_errors(_as_dict(cpu_body.stats(frames[:k], ref)), want)
-        err_cv = max_errors(OpenCVPerFrame(ref)(frames[:k]), want)
-        checks[f"{w}x{h}"] = {"torch_cpu": err_torch, "cpp_fused": err_cpp, "opencv_per_frame": err_cv}
-        if torch_conv is not None:
-            checks[f"{w}x{h}"]["torch_conv2d"] = err_tconv
-        print(f"[{w}x{h}] max error vs reference on {k} frames (relative for lap_var/mad, absolute otherwise):")
-        for name, e in checks[f"{w}x{h}"].items():
-            print(f"    {name:17s} " + "  ".join(f"{kk}={vv:.2e}" for kk, vv in e.items()))
-        if max(err_torch["lap_var"], err_torch["mad"]) > 1e-4 or max(err_torch["ssim"], err_torch["hist_corr"]) > 1e-6:
-            print("    WARNING: torch_cpu disagrees with the reference")
 
-        cv_impl = OpenCVPerFrame(ref)
-        tiles = Tiles(GateConfig().tile_size, GateConfig().tile_min_mad)
-        own = cpu_body.stats(ref[None], None, tiles=tiles)  # the reference's cached thumbnail and histogram
-        rthumb, rhist = own.thumb[0], own.hist[0]
-        pre = cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles)
-        methods = [
-            ("opencv_per_frame", lambda: cv_impl(frames), args.batch, "gray input; resize INTER_LINEAR thumb"),
-            ("torch_cpu", lambda: torch_impl(frames, ref), args.batch,
-             f"{torch.get_num_threads()} threads, shifted-add Laplacian"),
-            ("cpp_fused", lambda: cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles), args.batch,
-             f"{omp_threads} threads (csrc/gate_pool, adaptive), with tiles"),
-            ("cpp_part_compare", lambda: cpu_body.compare(frames, pre.thumb, pre.hist, ref, rthumb, rhist, tiles=tiles),
-             args.batch, "the cascade's second call: |F-R| + tiles + SSIM + hist corr"),
-        ]
-        if torch_conv is not None:
-            methods.insert(2, ("torch_conv2d", lambda: torch_conv(frames, ref), args.batch,
-                               f"{torch.get_num_threads()} threads, F.conv2d Laplacian"))
-        if omp_threads > 1:
-            def cpp_team():
-                _C._set_adaptive_threads(False)  # every call with the helpers, whatever they cost
-                try:
-                    return cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles)
-                finally:
-                    _C._set_adaptive_threads(True)
+def baseline_methods(setup: Setup, frames, ref, torch_impl, torch_conv, with_reference: bool) -> list:
+    """(name, fn, frames per call, note) of the rows we compare against: OpenCV per frame (the
+    baseline), the numpy reference (timed once), vectorized torch (and its conv2d variant)."""
+    import torch
 
-            methods.insert(methods.index(next(m for m in methods if m[0] == "cpp_fused")) + 1,
-                           ("cpp_fused_team", cpp_team, args.batch,
-                            f"{omp_threads} threads always (cpp_fused: one thread while the team is slower)"))
-        if omp_threads > 1 and omp.set(1):
-            def cpp_one_thread():
-                omp.set(1)
-                try:
-                    return cpu_body.stats(frames, ref, rthumb, rhist, tiles=tiles)
-                finally:
-                    omp.set(omp_threads)
+    a, n = setup.args, setup.args.batch
+    cv_impl = OpenCVPerFrame(ref)
+    rows = [("opencv_per_frame", lambda: cv_impl(frames), n, "gray input; resize INTER_LINEAR thumb")]
+    if with_reference:
+        nref = max(1, min(a.reference_frames, n))
+        rows.append(("numpy_reference", lambda: setup.ref_body.stats(frames[:nref], ref), nref,
+                     f"{nref} frames" + ("" if a.reference_repeats else ", timed once")))
+    rows.append(("torch_cpu", lambda: torch_impl(frames, ref), n,
+                 f"{torch.get_num_threads()} threads, shifted-add Laplacian"))
+    if torch_conv is not None:
+        rows.append(("torch_conv2d", lambda: torch_conv(frames, ref), n,
+                     f"{torch.get_num_threads()} threads, F.conv2d Laplacian"))
+    return rows
 
-            methods.append(("cpp_fused_1t", cpp_one_thread, args.batch, "1 thread"))
-            omp.set(omp_threads)
-        if not args.no_batch1:
-            # What the pipeline does at sparse sampling: one frame per call (one sample per camera
-            # per gate batch), so per-call costs (OpenMP fork/join) are not amortized.
-            def cpp_batch1(n_threads):
-                def go():
-                    omp.set(n_threads)
-                    try:
-                        for i in range(len(frames)):
-                            cpu_body.stats(frames[i:i + 1], ref, rthumb, rhist, tiles=tiles)
-                    finally:
-                        omp.set(omp_threads)
-                return go
 
-            methods.append(("cpp_fused_b1", cpp_batch1(omp_threads), args.batch,
-                            f"1 frame per call, {omp_threads} threads"))
-            if omp_threads > 1 and omp.set(omp_threads):
-                methods.append(("cpp_fused_b1_1t", cpp_batch1(1), args.batch, "1 frame per call, 1 thread"))
-        if si == 0 or args.reference_all_sizes:
-            nref = max(1, min(args.reference_frames, args.batch))
-            methods.insert(1, ("numpy_reference", lambda: ref_body.stats(frames[:nref], ref), nref,
-                               f"{nref} frames" + ("" if args.reference_repeats else ", timed once")))
-        copies = {1: MemCopy(frames, ref, 1)}
-        if threads > 1:
-            copies[threads] = MemCopy(frames, ref, threads)
-        for t, mc in copies.items():
-            methods.append(("memcpy" if t == 1 else f"memcpy_{t}t", mc, args.batch, f"np.copyto, {t} thread(s)"))
+def with_threads(setup: Setup, n_threads: int, fn):
+    """fn run with ``n_threads`` OpenMP threads, the usual count restored after."""
+    def go():
+        setup.omp.set(n_threads)
+        try:
+            return fn()
+        finally:
+            setup.omp.set(setup.omp_threads)
+    return go
 
-        res = {}
-        timed = time_rounds({name: fn for name, fn, _, _ in methods}, warmup=args.warmup, repeats=args.repeats,
-                            once=() if args.reference_repeats else ("numpy_reference",), min_time=args.min_time)
-        for name, fn, n, note in methods:
-            tm = timed[name]
-            fps = n / tm["median"]
-            gbs = fps * 2 * h * w / 1e9
-            res[name] = {"frames": n, "seconds": tm, "frames_per_s": fps, "gb_per_s": gbs, "note": note}
-        for mc in copies.values():
-            mc.close()
-        base_fps = res["opencv_per_frame"]["frames_per_s"]
-        copy_name = max((m for m in res if m.startswith("memcpy")), key=lambda m: res[m]["gb_per_s"])
-        copy_gbs = res[copy_name]["gb_per_s"]
-        for name, r in res.items():
-            r["x_vs_opencv"] = r["frames_per_s"] / base_fps
-            r["frac_of_copy_bw"] = r["gb_per_s"] / copy_gbs
-            rows.append([f"{w}x{h}", name, r["frames_per_s"], r["gb_per_s"], r["x_vs_opencv"],
-                         100.0 * r["frac_of_copy_bw"], r["note"]])
-            records.append({"size": [w, h], "method": name, **r})
-        res["_copy_ceiling"] = copy_name
-        breakdown[f"{w}x{h}"] = time_per_statistic(_C, cpu_body, frames, ref, rthumb, rhist, tiles, omp,
-                                                   omp_threads, rounds=args.breakdown_rounds)
-        del frames, ref
 
-    print()
-    table = print_table(["resolution", "method", "frames/s", "GB/s", "x vs opencv_per_frame", "% of memcpy BW",
-                         "notes"], rows)
-    print("(% of memcpy BW is against the faster of the 1-thread and multi-thread copies)")
+def cpp_methods(setup: Setup, frames, ref, rthumb, rhist) -> list:
+    """The C++ body's rows: adaptive threads (the default), the team always, the cascade's second
+    call, one thread, and one frame per call (the pipeline's case at sparse sampling)."""
+    from vam_engine import native
 
-    print_breakdown(breakdown)
+    body, tiles, nt, n = setup.cpu_body, setup.tiles, setup.omp_threads, setup.args.batch
+    pre = body.stats(frames, ref, rthumb, rhist, tiles=tiles)
 
+    def fused():
+        return body.stats(frames, ref, rthumb, rhist, tiles=tiles)
+
+    def team():
+        native.set_adaptive_threads(False)  # every call with the helpers, whatever they cost
+        try:
+            return fused()
+        finally:
+            native.set_adaptive_threads(True)
+
+    def per_frame():  # one sample per camera per gate batch: per-call costs (fork/join) not amortized
+        for i in range(len(frames)):
+            body.stats(frames[i:i + 1], ref, rthumb, rhist, tiles=tiles)
+
+    rows = [("cpp_fused", fused, n, f"{nt} threads (csrc/gate_pool, adaptive), with tiles")]
+    if nt > 1:
+        rows.append(("cpp_fused_team", team, n,
+                     f"{nt} threads always (cpp_fused: one thread while the team is slower)"))
+    rows.append(("cpp_part_compare", lambda: body.compare(frames, pre.thumb, pre.hist, ref, rthumb, rhist, tiles=tiles),
+                 n, "the cascade's second call: |F-R| + tiles + SSIM + hist corr"))
+    if nt > 1 and setup.omp.set(1):
+        rows.append(("cpp_fused_1t", with_threads(setup, 1, fused), n, "1 thread"))
+        setup.omp.set(nt)
+    if not setup.args.no_batch1:
+        rows.append(("cpp_fused_b1", with_threads(setup, nt, per_frame), n, f"1 frame per call, {nt} threads"))
+        if nt > 1 and setup.omp.set(nt):
+            rows.append(("cpp_fused_b1_1t", with_threads(setup, 1, per_frame), n, "1 frame per call, 1 thread"))
+    return rows
+
+
+def time_methods(setup: Setup, methods: list, copies: dict, h: int, w: int) -> dict:
+    """Every method timed in interleaved rounds: frames/s, GB/s, and the ratios against
+    opencv_per_frame and the faster copy."""
+    a = setup.args
+    timed = time_rounds({name: fn for name, fn, _, _ in methods}, warmup=a.warmup, repeats=a.repeats,
+                        once=() if a.reference_repeats else ("numpy_reference",), min_time=a.min_time)
+    res = {}
+    for name, fn, n, note in methods:
+        tm = timed[name]
+        fps = n / tm["median"]
+        res[name] = {"frames": n, "seconds": tm, "frames_per_s": fps, "gb_per_s": fps * 2 * h * w / 1e9, "note": note}
+    for mc in copies.values():
+        mc.close()
+    base_fps = res["opencv_per_frame"]["frames_per_s"]
+    copy_name = max((m for m in res if m.startswith("memcpy")), key=lambda m: res[m]["gb_per_s"])
+    for r in res.values():
+        r["x_vs_opencv"] = r["frames_per_s"] / base_fps
+        r["frac_of_copy_bw"] = r["gb_per_s"] / res[copy_name]["gb_per_s"]
+    return res
+
+
+def size_rows(setup: Setup, si: int, w: int, h: int) -> tuple[list, list, dict, dict]:
+    """One frame size: agreement checks, every method's row, the time per statistic; (table rows,
+    records, checks, breakdown)."""
+    a = setup.args
+    frames, ref = make_frames(a.batch, h, w, seed=si)
+    torch_impl = TorchCPU(h, w)
+    torch_conv = TorchCPU(h, w, conv2d=True) if a.torch_conv2d == "all" or (
+        a.torch_conv2d == "small" and si == 0) else None
+    checks = check_agreement(setup, frames, ref, torch_impl, torch_conv, f"{w}x{h}")
+    own = setup.cpu_body.stats(ref[None], None, tiles=setup.tiles)  # the reference's cached thumbnail and histogram
+    rthumb, rhist = own.thumb[0], own.hist[0]
+    copies = {1: MemCopy(frames, ref, 1)}
+    if setup.threads > 1:
+        copies[setup.threads] = MemCopy(frames, ref, setup.threads)
+    methods = (baseline_methods(setup, frames, ref, torch_impl, torch_conv, si == 0 or a.reference_all_sizes)
+               + cpp_methods(setup, frames, ref, rthumb, rhist)
+               + [("memcpy" if t == 1 else f"memcpy_{t}t", mc, a.batch, f"np.copyto, {t} thread(s)")
+                  for t, mc in copies.items()])
+    res = time_methods(setup, methods, copies, h, w)
+    rows = [[f"{w}x{h}", name, r["frames_per_s"], r["gb_per_s"], r["x_vs_opencv"], 100.0 * r["frac_of_copy_bw"],
+             r["note"]] for name, r in res.items()]
+    records = [{"size": [w, h], "method": name, **r} for name, r in res.items()]
+    breakdown = time_per_statistic(setup.cpu_body, frames, ref, rthumb, rhist, setup.tiles, setup.omp,
+                                   setup.omp_threads, rounds=a.breakdown_rounds)
+    return rows, records, checks, breakdown
+
+
+def print_verdicts(records: list) -> dict:
+    """The targets at 1280x720 (information, not assertions) and the other C++ rows' ratios."""
     verdicts = {}
     r720 = [r for r in records if r["size"] == [1280, 720] and r["method"] == "cpp_fused"]
     if r720:
@@ -711,10 +556,42 @@ def main(argv=None) -> int:
         if r["method"].startswith("cpp_fused") and not (r["method"] == "cpp_fused" and r["size"] == [1280, 720]):
             print(f"  ({r['method']} at {r['size'][0]}x{r['size'][1]}: {r['x_vs_opencv']:.1f}x opencv_per_frame, "
                   f"{r['frac_of_copy_bw']:.0%} of copy bandwidth)")
+    return verdicts
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.calibrate:
+        return calibrate()
+    if args.hist_check:
+        return hist_check()
+    if args.device == "cuda":
+        require_cuda("bench_gate.py", args)
+        return cuda_main(args)
+    threads_env = process_settings(args)
+    setup = make_setup(args, threads_env)
+    print_header(setup, threads_env)
+    rows, records, checks, breakdown = [], [], {}, {}
+    t_start = time.perf_counter()
+    for si, (w, h) in enumerate(parse_sizes(args.sizes)):
+        r, rec, checks[f"{w}x{h}"], breakdown[f"{w}x{h}"] = size_rows(setup, si, w, h)
+        rows += r
+        records += rec
+    print()
+    table = print_table(["resolution", "method", "frames/s", "GB/s", "x vs opencv_per_frame", "% of memcpy BW",
+                         "notes"], rows)
+    print("(% of memcpy BW is against the faster of the 1-thread and multi-thread copies)")
+    print_breakdown(breakdown)
+    verdicts = print_verdicts(records)
+    import cv2
+    import torch
+
+    from vam_engine import native
+
     path = write_json(args.name, {
         "args": vars(args), "torch_thp_mem_alloc": os.environ.get("THP_MEM_ALLOC_ENABLE"),
-        "threads": {"omp": omp_threads, "omp_env": threads_env, "torch": torch.get_num_threads(),
-                    "opencv": cv2.getNumThreads(), "isa": _C.gate_isa()},
+        "threads": {"omp": setup.omp_threads, "omp_env": threads_env, "torch": torch.get_num_threads(),
+                    "opencv": cv2.getNumThreads(), "isa": native.load().gate_isa()},
         "bytes_per_frame": "2*H*W (frame + reference)", "agreement_max_error": checks, "results": records,
         "time_per_statistic_ms": breakdown,
         "targets": verdicts, "table": table, "total_s": time.perf_counter() - t_start})

@@ -47,24 +47,22 @@ target: pipeline at 0.5 fps >= 0.8x, i.e. everything but decoding costs under 20
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _common import RESULTS_DIR, add_device_args, print_table, require_cuda, write_json
+from _ingest_cuda import cuda_main
+from _ingest_profile import StackSampler, StageCpu
 
-
-from _common import (RESULTS_DIR, DeviceRun, add_device_args, fmt, print_table, require_cuda,  # noqa: E402
-                     write_json)
-from vam_engine.synthetic import write_scene_clip  # noqa: E402
+from vam_engine.synthetic import write_scene_clip
 
 TARGET_PIPE_OVER_DECODE = 0.8  # 4 sources: pipeline at 0.5 fps vs decode-only at 0.5 fps
 TARGET_PIPE_OVER_KEYFRAMES = 0.6  # samples sparser than the GOP: pipeline vs decoding the keyframes only
@@ -181,7 +179,10 @@ def run_parallel(fn, paths: list[str]) -> tuple[float, list[dict]]:
 
 
 def pipeline(paths: list[str], fps: float, keyframes_only: bool, sampler: StackSampler | None = None,
-             present: bool = False) -> tuple[float, dict]:
+             present: bool = False, stages: StageCpu | None = None) -> tuple[float, dict]:
+    """Engine(fresh temp store, device="cpu").index_files(paths) as N cameras: (wall seconds of
+    index_files, its counts and CPU seconds). ``stages``: its gate thread's CPU is read before
+    the engine closes."""
     from vam_engine.engine import Engine
     from vam_engine.llm import ScriptedLLM
 
@@ -199,6 +200,8 @@ def pipeline(paths: list[str], fps: float, keyframes_only: bool, sampler: StackS
             else:
                 reports = eng.index_files(paths, cams)
             wall, cpu = time.perf_counter() - t0, _cpu() - c0
+            if stages is not None:
+                stages.gate_thread()
         finally:
             eng.close()
     dropped: dict = {}
@@ -223,295 +226,7 @@ def clip_info(path: str) -> dict:
                 "bytes": os.path.getsize(path)}
 
 
-class StackSampler:
-    """A poor man's sampling profiler (py-spy is not at hand): every ``interval`` seconds it
-    records, for each live thread, the innermost Python frame and the innermost frame inside
-    vam_engine. Threads inside C code (decoding, JPEG, SQLite, kernels) show the Python line
-    that called it. Time under a name = samples x interval."""
-
-    def __init__(self, interval: float = 0.002):
-        import collections
-        import threading
-
-        self.interval = interval
-        self.leaf = collections.Counter()
-        self.engine = collections.Counter()
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
-
-    @staticmethod
-    def _group(name: str) -> str:
-        for prefix in ("vam-decode", "vam-jpeg", "vam-gate", "MainThread"):
-            if name.startswith(prefix):
-                return prefix
-        return name.split("-")[0]
-
-    def _run(self) -> None:
-        import threading
-
-        me = threading.get_ident()
-        while not self._stop.wait(self.interval):
-            names = {t.ident: t.name for t in threading.enumerate()}
-            self.samples += 1
-            for ident, frame in sys._current_frames().items():
-                if ident == me:
-                    continue
-                group = self._group(names.get(ident, "?"))
-                code = frame.f_code
-                self.leaf[(group, f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")] += 1
-                f = frame
-                while f is not None and "vam_engine" not in f.f_code.co_filename:
-                    f = f.f_back
-                if f is not None:
-                    self.engine[(group, f"{Path(f.f_code.co_filename).name}:{f.f_lineno} {f.f_code.co_name}")] += 1
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def report(self, title: str, top: int = 8) -> dict:
-        out = {"title": title, "interval_s": self.interval, "samples": self.samples, "groups": {}}
-        print(f"\nprofile: {title} ({self.samples} samples every {self.interval * 1e3:g} ms; "
-              f"seconds per thread group, innermost vam_engine frame)")
-        groups = sorted({g for g, _ in self.engine} | {g for g, _ in self.leaf})
-        for g in groups:
-            rows = sorted(((n, k) for (gg, k), n in self.engine.items() if gg == g), reverse=True)[:top]
-            leaf = sorted(((n, k) for (gg, k), n in self.leaf.items() if gg == g), reverse=True)[:top]
-            out["groups"][g] = {"engine_frames": [(k, n * self.interval) for n, k in rows],
-                                "leaf_frames": [(k, n * self.interval) for n, k in leaf]}
-            print(f"  [{g}]")
-            for n, k in rows:
-                print(f"    {n * self.interval:7.2f} s  {k}")
-            if leaf:
-                print(f"    innermost: " + "; ".join(f"{k} {n * self.interval:.2f}s" for n, k in leaf[:4]))
-        return out
-
-
-class StageCpu:
-    """CPU seconds per pipeline stage for one run: ``time.thread_time()`` around the functions
-    that do each stage's work, on whatever thread runs them (patched for the run, restored
-    after). Nested stages are reported exclusively (the gate thread's rest is ``_gate`` minus
-    the stages inside it). What no wrapper sees (libav's own decoding threads, the main
-    thread, interpreter switches) is the process CPU minus all of them."""
-
-    WRAPPED = [  # (key, module, attribute path)
-        ("decode_py", "vam_engine.ingest.pyav_decoder", "PyAVDecoder.__iter__"),
-        ("gate", "vam_engine.index.pipeline", "IndexPipeline._gate"),
-        ("stats", "vam_engine.gate.cascade", "GateCascade.run"),
-        ("semantic", "vam_engine.index.stage", "SemanticStage.process"),
-        ("rgb", "vam_engine.ingest.frame", "Frame.rgb"),
-        ("embed", "vam_engine.embed.descriptor", "DescriptorEmbedder.embed_images"),
-        ("present", "vam_engine.reason.working", "WorkingMemory.observe"),
-        ("write", "vam_engine.memory.frames", "FrameFiles.write"),
-        ("jpeg", "vam_engine.memory.frames", "encode_jpeg"),
-        ("commit", "vam_engine.memory.store", "Store.commit"),
-    ]
-    ROWS = [  # (label, key, keys nested inside it)
-        ("gate statistics (GateCascade.run)", "stats", ()),
-        ("RGB of frames past the gates (Frame.rgb)", "rgb", ()),
-        ("embedding (descriptor embed_images)", "embed", ()),
-        ("present copy (WorkingMemory.observe)", "present", ()),
-        ("semantic stage, rest (committer, batch)", "semantic", ("rgb", "embed", "present")),
-        ("gate thread, rest", "gate", ("stats", "semantic")),
-        ("JPEG encoding (encode_jpeg)", "jpeg", ()),
-        ("frame file write, less encoding", "write", ("jpeg",)),
-        ("SQLite commit (Store.commit)", "commit", ()),
-        ("decode threads' Python (decoder iteration)", "decode_py", ()),
-    ]
-
-    def __init__(self):
-        import collections
-        import threading
-
-        self.cpu = collections.Counter()
-        self._lock = threading.Lock()
-        self._saved = []
-
-    def _timed(self, key, fn):
-        import functools
-
-        @functools.wraps(fn)
-        def wrapper(*a, **kw):
-            c = time.thread_time()
-            try:
-                return fn(*a, **kw)
-            finally:
-                with self._lock:
-                    self.cpu[key] += time.thread_time() - c
-        return wrapper
-
-    def _timed_iter(self, key, fn):
-        def wrapper(*a, **kw):
-            it = fn(*a, **kw)
-            while True:
-                c = time.thread_time()
-                try:
-                    item = next(it)
-                except StopIteration:
-                    return
-                finally:
-                    with self._lock:
-                        self.cpu[key] += time.thread_time() - c
-                yield item
-        return wrapper
-
-    def __enter__(self):
-        import importlib
-
-        for key, mod_name, attr in self.WRAPPED:
-            obj = importlib.import_module(mod_name)
-            *owners, name = attr.split(".")
-            for o in owners:
-                obj = getattr(obj, o)
-            fn = getattr(obj, name)
-            self._saved.append((obj, name, fn))
-            setattr(obj, name, (self._timed_iter if name == "__iter__" else self._timed)(key, fn))
-        return self
-
-    def __exit__(self, *exc):
-        for obj, name, fn in reversed(self._saved):
-            setattr(obj, name, fn)
-
-    def report(self, title: str, total_cpu: float, samples: int, kept: int, decode_cpu: float | None) -> dict:
-        rows, seen = [], 0.0
-        for label, key, inner in self.ROWS:
-            v = self.cpu[key] - sum(self.cpu[k] for k in inner)
-            rows.append((label, v))
-            seen += v
-        rows.append(("rest: libav decoding threads, main thread, switches", total_cpu - seen))
-        print(f"\ncpu per stage: {title}; process cpu {total_cpu * 1e3:.0f} ms, {samples} samples, {kept} kept"
-              + (f"; decode-only at this sampling: {decode_cpu * 1e3:.0f} ms cpu" if decode_cpu is not None else ""))
-        table = print_table(["stage", "cpu ms", "ms per sample", "ms per kept frame", "% of cpu"],
-                            [[label, v * 1e3, v * 1e3 / max(1, samples), v * 1e3 / max(1, kept),
-                              100 * v / total_cpu if total_cpu > 0 else 0.0] for label, v in rows])
-        return {"title": title, "total_cpu_s": total_cpu, "samples": samples, "kept": kept,
-                "decode_only_cpu_s": decode_cpu, "stages": {label: v for label, v in rows}, "table": table}
-
-
-# -- driver ------------------------------------------------------------------------------------------
-
-# -- --device cuda rows ----------------------------------------------------------------------------------
-def run_streams(open_one, count_one, n: int, timeout: float) -> dict:
-    """Open n decoders (not timed), then decode them in n threads at once; frames/s overall."""
-    decs = [open_one() for _ in range(n)]
-    counts, errors = [0] * n, []
-    barrier = threading.Barrier(n + 1)
-
-    def work(i):
-        try:
-            barrier.wait()
-            counts[i] = count_one(decs[i])
-        except Exception as e:  # noqa: BLE001
-            errors.append(f"stream {i}: {type(e).__name__}: {e}")
-
-    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join(timeout=max(1.0, timeout - (time.perf_counter() - t0)))
-    wall = time.perf_counter() - t0
-    hung = sum(t.is_alive() for t in threads)
-    for d in decs:
-        try:
-            d.close()
-        except Exception:  # noqa: BLE001
-            pass
-    if hung:
-        errors.append(f"{hung} stream(s) still running after {timeout:.0f} s")
-    total = sum(counts)
-    return {"streams": n, "frames": total, "per_stream": counts, "wall_s": wall,
-            "fps": total / wall if wall > 0 else 0.0, "fps_per_stream": total / wall / n if wall > 0 else 0.0,
-            "errors": errors}
-
-
-def decode_rows(run, st) -> None:
-    a = run.args
-    w, h = (int(v) for v in a.cuda_size.lower().split("x"))
-    w, h, secs = (640, 360, 4.0) if run.plumbing else (w, h, a.seconds or 20.0)
-    clip = st.guard("make clip", write_scene_clip, run.tmp / f"clip_{w}x{h}.mp4", width=w, height=h, fps=30,
-                    seconds=secs, gop_s=a.gop, bframes=a.bframes, seed=run.seed)
-    if clip is None:
-        return
-    st.data["clip"] = dataclasses.asdict(clip)
-    print(f"  clip: {w}x{h} {clip.seconds:g} s 30 fps, {clip.frames} frames, GOP {clip.gop_frames}, "
-          f"{clip.bframes} B-frames", flush=True)
-    path, expect = clip.path, clip.frames
-    streams = [1, 2] if run.plumbing else [int(x) for x in a.streams.split(",")]
-    rows = []
-    bodies = []
-    if run.cuda:
-        from vam_engine.ingest.nvdec_decoder import NvdecDecoder
-
-        import torch
-
-        def nv_open():
-            return NvdecDecoder(path, "cam", fps=1000.0)  # a tick per ms: every frame is sampled
-
-        def nv_count(dec):  # the engine's path: decode, clone the Y plane out (torch), one Frame per frame
-            n = sum(1 for _ in dec)
-            torch.cuda.synchronize()
-            return n
-
-        def nv_raw_count(dec):  # decode only: the decoder's surfaces, nothing cloned
-            return sum(1 for _ in dec._decoded())
-
-        bodies += [("nvdec", nv_open, nv_count), ("nvdec raw", nv_open, nv_raw_count)]
-    else:
-        st.skip("nvdec", "no CUDA")
-
-    from vam_engine.ingest.pyav_decoder import PyAVDecoder
-
-    def av_open():
-        return PyAVDecoder(path, "cam", fps=1000.0)  # thread_type AUTO, FFmpeg's thread count
-
-    def av_count(dec):
-        return sum(1 for _ in dec)
-
-    bodies.append(("pyav", av_open, av_count))
-    for name, opener, counter in bodies:
-        for n in streams:
-            if run.left() < 5:
-                st.skip(f"{name} x{n}", "out of time")
-                continue
-            r = st.guard(f"{name} x{n}", run_streams, opener, counter, n, a.decode_timeout)
-            if r is None:
-                continue
-            r["body"] = name
-            st.data.setdefault("runs", []).append(r)
-            for e in r["errors"]:
-                st.errors.append({"where": f"{name} x{n}", "error": e, "traceback": ""})
-            ok = all(c == expect for c in r["per_stream"])
-            st.check(f"{name} x{n} all frames", ok, f"per stream {r['per_stream']}, expected {expect}")
-            rows.append([name, n, r["frames"], r["wall_s"], r["fps"], r["fps_per_stream"]])
-    if rows:
-        print_table(["body", "streams", "frames", "wall s", "frames/s", "per stream"], rows)
-    by = {(r["body"], r["streams"]): r["fps"] for r in st.data.get("runs", [])}
-    parts = []
-    for name in ("nvdec", "nvdec raw", "pyav"):
-        got = [f"{n}:{fmt(by[(name, n)])}" for n in streams if (name, n) in by]
-        if got:
-            parts.append(f"{name} " + " ".join(got))
-    st.headline = f"{h}p fps by streams: " + "; ".join(parts)
-
-
-def cuda_main(args) -> int:
-    """1080p30 H.264 (20 s, keyframe every 2 s, 2 B-frames): NVDEC (PyNvVideoCodec) frames/s for
-    1, 2, 4, 7 concurrent streams (the H200 has 7 NVDEC engines) against PyAV on the CPUs.
-    --plumbing: PyAV only, on a 4 s 640x360 clip."""
-    run = DeviceRun("bench_ingest", args)
-    st = run.part("decode")
-    st.guard("decode", decode_rows, run, st)
-    return run.finish()
-
-
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clip", help="use this video instead of the generated clip")
     ap.add_argument("--seconds", type=float, default=None, help="generated clip length (default 60; 20 with --quick)")
@@ -538,255 +253,342 @@ def main(argv=None) -> int:
     ap.add_argument("--decode-timeout", type=float, default=60.0, help="--device cuda: seconds per measurement")
     add_device_args(ap, default_budget=120.0)
     args = ap.parse_args(argv)
+    if args.device == "cpu":
+        if args.seconds is None:
+            args.seconds = 20.0 if args.quick else 60.0
+        if args.sources is None:
+            args.sources = "1,2" if args.quick else "1,4"
+        if args.vfr_seconds is None:
+            args.vfr_seconds = 10.0 if args.quick else 30.0
+    return args
+
+
+# -- the CPU table: one job per row, timed in interleaved rounds --------------------------------------
+@dataclass
+class Job:
+    """One row of the table: ``run()`` -> (wall seconds, counts), ``sources`` at ``fps``."""
+    sources: int
+    fps: float | None
+    method: str
+    run: Callable[[], tuple[float, dict]]
+    clip: dict | None = None  # clip_info of the VFR clip; None: the main clip
+
+
+def in_threads(fn, paths: list[str]) -> Callable[[], tuple[float, dict]]:
+    """A decode-only row: fn(path) on every path at once; wall seconds and the summed counts."""
+    def go():
+        wall, outs = run_parallel(fn, paths)
+        merged = {"decoded": sum(o["decoded"] for o in outs),
+                  "sampled": None if outs[0]["sampled"] is None else sum(o["sampled"] for o in outs), "kept": None}
+        if "pict_types" in outs[0]:
+            merged["pict_types"] = outs[0]["pict_types"]
+        return wall, merged
+    return go
+
+
+def alone(fn, path: str) -> Callable[[], tuple[float, dict]]:
+    """A decode-only row of one path: wall seconds and fn's own counts."""
+    def go():
+        wall, outs = run_parallel(fn, [path])
+        return wall, outs[0]
+    return go
+
+
+def rate_jobs(n_src: int, fps: float, paths: list[str], args) -> list[Job]:
+    """The rows of one source count at one sampling rate: decode-only against the pipeline, plain,
+    keyframes only and with the present fed (unless switched off)."""
+    def decode(keyframes: bool, present: bool = False):
+        return in_threads(lambda p: decode_sampled(p, fps, keyframes, present=present), paths)
+
+    def pipe(keyframes: bool, present: bool = False):
+        return lambda: pipeline(paths, fps, keyframes, present=present)
+
+    jobs = [Job(n_src, fps, "decode_sparse", decode(False)), Job(n_src, fps, "pipeline", pipe(False))]
+    if not args.no_keyframes:
+        jobs += [Job(n_src, fps, "decode_keyframes", decode(True)), Job(n_src, fps, "pipeline_keyframes", pipe(True))]
+    if not args.no_present:
+        jobs += [Job(n_src, fps, "decode_present", decode(False, True)),
+                 Job(n_src, fps, "pipeline_present", pipe(False, True))]
+        if not args.no_keyframes:
+            jobs.append(Job(n_src, fps, "pipeline_keyframes_present", pipe(True, True)))
+    return jobs
+
+
+def source_count_jobs(n_src: int, paths: list[str], rates: list[float], args) -> list[Job]:
+    """The rows of one source count: decoding every frame (the baseline), then each rate's rows."""
+    jobs = [Job(n_src, None, "decode_all", in_threads(decode_all, paths))]
+    for fps in rates:
+        jobs += rate_jobs(n_src, fps, paths, args)
+    return jobs
+
+
+def vfr_jobs(seconds: float, fps: float) -> tuple[list[Job], dict]:
+    """The VFR clip's rows (one source at the first rate; the clip is generated and cached once)."""
+    vfr = RESULTS_DIR / "clips" / f"bench_ingest_vfr_v1_1920x1080_{seconds:g}s_gop10s_bf2.mp4"
+    if not vfr.exists():
+        print(f"generating {vfr.name} (cached for later runs) ...", flush=True)
+        make_vfr_clip(vfr, seconds)
+    info = clip_info(str(vfr))
+    print(f"vfr clip: {vfr} ({info['width']}x{info['height']}, {info['frames']} frames in "
+          f"{info['duration_s']:.1f} s, 10 s GOP)", flush=True)
+    path = str(vfr)
+    return [Job(1, None, "decode_all", alone(decode_all, path), info),
+            Job(1, fps, "decode_sparse", alone(lambda p: decode_sampled(p, fps, False), path), info),
+            Job(1, fps, "pipeline", lambda: pipeline([path], fps, False), info)], info
+
+
+def run_jobs(jobs: list[Job], repeats: int, info: dict) -> list[dict]:
+    """Every job once per round, ``repeats`` rounds: a burst of load from elsewhere on a shared
+    machine hits the rows compared with each other alike (A B C, A B C, ...)."""
+    runs = [[] for _ in jobs]
+    for k in range(max(1, repeats)):
+        for job, acc in zip(jobs, runs):
+            c0 = _cpu()
+            wall, out = job.run()
+            acc.append((wall, out.pop("cpu_s", _cpu() - c0), out))
+            print(f"  round {k + 1}: {job.sources} src  fps={job.fps if job.fps is not None else '-':<4} "
+                  f"{job.method:26s} {wall:7.3f} s  decoded {out['decoded']}", flush=True)
+    out = []
+    for job, acc in zip(jobs, runs):
+        walls = [w for w, _, _ in acc]
+        wall = statistics.median(walls)
+        content = (info if job.clip is None else job.clip)["duration_s"] * job.sources
+        out.append({"sources": job.sources, "fps": job.fps, "method": job.method, "wall_s": wall, "walls": walls,
+                    "min_wall_s": min(walls), "cpu_s": statistics.median(c for _, c, _ in acc),
+                    "clip": "main" if job.clip is None else "vfr", "content_s": content,
+                    "x_realtime": content / wall, **acc[-1][2]})
+    return out
+
+
+# -- ratios, targets and summaries, all against rows of this run ---------------------------------------
+PAIRS = {"pipeline": "decode_sparse", "pipeline_keyframes": "decode_keyframes", "pipeline_present": "decode_present"}
+
+
+def find(results: list[dict], n_src: int, fps, method: str, clip: str = "main") -> dict | None:
+    for r in results:
+        if r["sources"] == n_src and r["fps"] == fps and r["method"] == method and r["clip"] == clip:
+            return r
+    return None
+
+
+def add_ratios(results: list[dict]) -> None:
+    """vs decode_all, fewer decoded, and pipe/decode (median walls, min walls, CPU) per row."""
+    for r in results:
+        base = find(results, r["sources"], None, "decode_all", r["clip"])
+        r["vs_decode_all"] = base["wall_s"] / r["wall_s"]
+        r["fewer_decoded_x"] = base["decoded"] / r["decoded"] if r["decoded"] else None
+        dec = find(results, r["sources"], r["fps"], PAIRS[r["method"]], r["clip"]) if r["method"] in PAIRS else None
+        r["pipe_over_decode"] = dec["wall_s"] / r["wall_s"] if dec else None
+        r["pipe_over_decode_min"] = dec["min_wall_s"] / r["min_wall_s"] if dec else None
+        r["pipe_over_decode_cpu"] = dec["cpu_s"] / r["cpu_s"] if dec and r["cpu_s"] > 0 else None
+
+
+def results_table(results: list[dict]) -> str:
+    rows = []
+    for r in results:
+        kept = f"{r['kept']}/{r['sampled']}" if r.get("kept") is not None else (
+            f"-/{r['sampled']}" if r.get("sampled") is not None else "-")
+        rows.append([r["clip"], r["sources"], "-" if r["fps"] is None else f"{r['fps']:g}", r["method"],
+                     r["decoded"], r["wall_s"], r["min_wall_s"], r["cpu_s"], r["x_realtime"], r["vs_decode_all"],
+                     r["pipe_over_decode"], r["pipe_over_decode_min"], r["pipe_over_decode_cpu"],
+                     r["fewer_decoded_x"], kept])
+    print()
+    return print_table(["clip", "sources", "fps", "method", "frames decoded", "wall s", "min wall s", "cpu s",
+                        "x realtime", "vs decode_all", "pipe/decode", "pipe/decode min", "pipe/decode cpu",
+                        "fewer decoded x", "kept/sampled"], rows)
+
+
+def verdict(name: str, value, target: float, cpu_value=None, min_value=None) -> dict:
+    """``value``: from median walls (the verdict); ``min_value``: from the fastest run of each
+    row (the least disturbed by other work on a shared machine), for information."""
+    ok = value is not None and value >= target
+    extra = f"; from min walls {min_value:.2f}" if min_value is not None else ""
+    cpu = f" (cpu-time ratio {cpu_value:.2f}{extra})" if cpu_value is not None else ""
+    print(f"target {name} >= {target:g}: {'-' if value is None else f'{value:.2f}'}{cpu} -> "
+          f"{'met' if ok else 'NOT met'}")
+    return {"target": name, "value": value, "value_from_min_walls": min_value, "cpu_value": cpu_value,
+            "min": target, "met": ok}
+
+
+def keyframe_verdicts(results: list[dict], rates: list[float], counts: list[int], gop: float) -> list[dict]:
+    """Samples sparser than the GOP: pipeline against decoding the keyframes only; and the
+    keyframes_only pipelines never slower than the plain ones."""
+    out = []
+    for fps in rates:
+        if 1 / fps < gop - 1e-9:
+            continue  # samples denser than the GOP: not this target's case
+        p, k = find(results, 1, fps, "pipeline"), find(results, 1, fps, "decode_keyframes")
+        if p and k:
+            out.append(verdict(f"pipeline / decode_keyframes throughput, 1 source, {fps:g} fps",
+                               k["wall_s"] / p["wall_s"], TARGET_PIPE_OVER_KEYFRAMES, k["cpu_s"] / p["cpu_s"],
+                               k["min_wall_s"] / p["min_wall_s"]))
+    for n_src in counts:
+        for fps in rates:
+            for base, kf in (("pipeline", "pipeline_keyframes"), ("pipeline_present", "pipeline_keyframes_present")):
+                p, q = find(results, n_src, fps, base), find(results, n_src, fps, kf)
+                if p and q:
+                    out.append(verdict(f"{kf} not slower than {base}, {n_src} source(s), {fps:g} fps "
+                                       f"({base} wall / {kf} wall)", p["wall_s"] / q["wall_s"], 1.0,
+                                       p["cpu_s"] / q["cpu_s"], p["min_wall_s"] / q["min_wall_s"]))
+    return out
+
+
+def sources_verdicts(results: list[dict], counts: list[int]) -> list[dict]:
+    """4+ sources: the pipeline against decode-only at 0.5 fps; how many fewer frames the
+    sparse decoders decode."""
+    out = []
+    for n_src in counts:
+        r = find(results, n_src, 0.5, "pipeline")
+        if r is not None and r["pipe_over_decode"] is not None and n_src >= 4:
+            out.append(verdict(f"pipeline / decode_sparse throughput, {n_src} sources, 0.5 fps",
+                               r["pipe_over_decode"], TARGET_PIPE_OVER_DECODE, r["pipe_over_decode_cpu"],
+                               r["pipe_over_decode_min"]))
+        for m in ("decode_sparse", "decode_keyframes"):
+            q = find(results, n_src, 0.5, m)
+            if q is not None and n_src == counts[0]:
+                print(f"{m} at 0.5 fps decodes {q['fewer_decoded_x']:.1f}x fewer frames than decode_all")
+    return out
+
+
+def present_costs(results: list[dict], rates: list[float], counts: list[int]) -> list[dict]:
+    """x realtime, frames decoded and CPU without and with the present fed from decode."""
+    out = []
+    for n_src in counts:
+        for fps in rates:
+            for base, fed in (("decode_sparse", "decode_present"), ("pipeline", "pipeline_present"),
+                              ("pipeline_keyframes", "pipeline_keyframes_present")):
+                a, b = find(results, n_src, fps, base), find(results, n_src, fps, fed)
+                if not (a and b):
+                    continue
+                c = {"sources": n_src, "fps": fps, "without": base, "with": fed,
+                     "x_realtime_without": a["x_realtime"], "x_realtime_with": b["x_realtime"],
+                     "decoded_without": a["decoded"], "decoded_with": b["decoded"],
+                     "cpu_ratio": b["cpu_s"] / a["cpu_s"] if a["cpu_s"] > 0 else None}
+                out.append(c)
+                print(f"present cost, {n_src} source(s), {fps:g} fps: {base} {a['x_realtime']:.1f}x realtime "
+                      f"-> {fed} {b['x_realtime']:.1f}x ({a['decoded']} -> {b['decoded']} frames decoded, "
+                      f"cpu x{c['cpu_ratio'] or 0:.2f})")
+    return out
+
+
+def print_vfr(results: list[dict], fps: float) -> None:
+    d, p = find(results, 1, fps, "decode_sparse", "vfr"), find(results, 1, fps, "pipeline", "vfr")
+    print(f"vfr 1080p, 10 s GOP, {fps:g} fps: decode_sparse decodes {d['decoded']} of "
+          f"{find(results, 1, None, 'decode_all', 'vfr')['decoded']} frames; pipeline {p['vs_decode_all']:.2f}x "
+          f"the throughput of decoding every frame, decode_sparse {d['vs_decode_all']:.2f}x")
+
+
+def profile_runs(args, links: list[str], rates: list[float], counts: list[int]) -> list[dict]:
+    """--profile: per source count, one pipeline run's CPU by stage (against decode-only at the
+    same sampling), then the stack sampler's view of the pipeline (and its keyframes variant)."""
+    profiles = []
+    for n_src in counts:  # where the CPU goes, default mode at the first rate
+        c0 = _cpu()
+        run_parallel(lambda p: decode_sampled(p, rates[0], False), links[:n_src])
+        decode_cpu = _cpu() - c0
+        with StageCpu() as stages:
+            _, out = pipeline(links[:n_src], rates[0], False, stages=stages)
+        profiles.append(stages.report(f"pipeline, {n_src} source(s), fps={rates[0]:g}", out["cpu_s"],
+                                      out["sampled"], out["kept"], decode_cpu))
+    for n_src in counts:
+        for kf in ((False, True) if not args.no_keyframes else (False,)):
+            sampler = StackSampler()
+            wall, _ = pipeline(links[:n_src], rates[0], kf, sampler)
+            profiles.append(sampler.report(
+                f"pipeline{'_keyframes' if kf else ''}, {n_src} source(s), fps={rates[0]:g}, "
+                f"wall {wall:.2f} s (under the sampler)"))
+    return profiles
+
+
+# -- the input ---------------------------------------------------------------------------------------
+def source_clip(args) -> tuple[Path, dict | None]:
+    """--clip, or the generated clip (cached under results/clips); (path, what generating it took)."""
+    if args.clip:
+        return Path(args.clip), None
+    src = clip_path(args)
+    if src.exists():
+        return src, None
+    src.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    print(f"generating {src.name} (cached for later runs) ...", flush=True)
+    meta = make_clip(src, width=args.width, height=args.height, fps=args.clip_fps, seconds=args.seconds,
+                     gop_s=args.gop, bframes=args.bframes)
+    gen = {"seconds": time.perf_counter() - t0, **meta}
+    print(f"  generated in {gen['seconds']:.1f} s", flush=True)
+    return src, gen
+
+
+def link_sources(src: Path, n: int, work: Path) -> list[str]:
+    """N sources = N hard links of the clip (copies where links fail), then an untimed warm-up:
+    page cache, codec and store code paths."""
+    from vam_engine.engine import Engine
+
+    links = []
+    for i in range(n):
+        dst = work / f"cam{i}{src.suffix}"
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copyfile(src, dst)
+        links.append(str(dst))
+    with tempfile.TemporaryDirectory() as d:
+        Engine(d, {"ingest": {"fps": 0.5}}, device="cpu").close()
+    decode_all(links[0])
+    return links
+
+
+def print_header(src: Path, info: dict, args) -> None:
+    import av
+
+    print(f"clip: {src} ({info['codec']} {info['width']}x{info['height']} {info['fps']:g} fps, "
+          f"{info['duration_s']:.1f} s, {info['bytes'] / 1e6:.1f} MB); PyAV {av.__version__}; "
+          f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"median of {args.repeats} run(s) per row; N sources = N hard links of the clip, decoded in N "
+          f"threads or indexed by one Engine as N cameras")
+    print(f"targets (information only): samples sparser than the GOP: pipeline >= {TARGET_PIPE_OVER_KEYFRAMES:g}x "
+          f"decode_keyframes throughput; pipeline_keyframes never slower than pipeline; 4 sources: pipeline "
+          f">= {TARGET_PIPE_OVER_DECODE:g}x decode_sparse at 0.5 fps")
+    print(flush=True)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     if args.device == "cuda":
         require_cuda("bench_ingest.py", args)
         return cuda_main(args)
-    if args.seconds is None:
-        args.seconds = 20.0 if args.quick else 60.0
-    if args.sources is None:
-        args.sources = "1,2" if args.quick else "1,4"
-    if args.vfr_seconds is None:
-        args.vfr_seconds = 10.0 if args.quick else 30.0
     rates = [float(x) for x in args.fps.split(",")]
     counts = [int(x) for x in args.sources.split(",")]
     t_start = time.perf_counter()
+    import vam_engine.engine  # noqa: F401  - imports (pydantic, PIL, sqlite) are not timed
 
-    import av
-
-    import vam_engine  # noqa: F401  - imports (pydantic, PIL, sqlite) are not timed
-    from vam_engine.engine import Engine
-    from vam_engine.ingest import PyAVDecoder  # noqa: F401
-
-    gen = None
-    if args.clip:
-        src = Path(args.clip)
-    else:
-        src = clip_path(args)
-        if not src.exists():
-            src.parent.mkdir(parents=True, exist_ok=True)
-            t0 = time.perf_counter()
-            print(f"generating {src.name} (cached for later runs) ...", flush=True)
-            meta = make_clip(src, width=args.width, height=args.height, fps=args.clip_fps, seconds=args.seconds,
-                             gop_s=args.gop, bframes=args.bframes)
-            gen = {"seconds": time.perf_counter() - t0, **meta}
-            print(f"  generated in {gen['seconds']:.1f} s", flush=True)
+    src, gen = source_clip(args)
     info = clip_info(str(src))
-
     work = Path(tempfile.mkdtemp(prefix="vam-bench-ingest-"))
     try:
-        links = []
-        for i in range(max(counts)):
-            dst = work / f"cam{i}{src.suffix}"
-            try:
-                os.link(src, dst)
-            except OSError:
-                shutil.copyfile(src, dst)
-            links.append(str(dst))
-
-        # Warm-up, untimed: page cache, codec and store code paths.
-        with tempfile.TemporaryDirectory() as d:
-            eng = Engine(d, {"ingest": {"fps": 0.5}}, device="cpu")
-            eng.close()
-        decode_all(links[0])
-
-        print(f"clip: {src} ({info['codec']} {info['width']}x{info['height']} {info['fps']:g} fps, "
-              f"{info['duration_s']:.1f} s, {info['bytes'] / 1e6:.1f} MB); PyAV {av.__version__}; "
-              f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print(f"median of {args.repeats} run(s) per row; N sources = N hard links of the clip, decoded in N "
-              f"threads or indexed by one Engine as N cameras")
-        print(f"targets (information only): samples sparser than the GOP: pipeline >= {TARGET_PIPE_OVER_KEYFRAMES:g}x "
-              f"decode_keyframes throughput; pipeline_keyframes never slower than pipeline; 4 sources: pipeline "
-              f">= {TARGET_PIPE_OVER_DECODE:g}x decode_sparse at 0.5 fps")
-        print(flush=True)
-
+        links = link_sources(src, max(counts), work)
+        print_header(src, info, args)
         results = []
-        jobs = []  # (n_src, fps, method, fn, clip): timed in interleaved rounds (run_jobs)
-
-        def measure(n_src, fps, method, fn, clip=None):
-            jobs.append((n_src, fps, method, fn, clip))
-
-        def run_jobs():
-            """Every job once per round, ``--repeats`` rounds: a burst of load from elsewhere on a
-            shared machine hits the rows compared with each other alike (A B C, A B C, ...)."""
-            runs = [[] for _ in jobs]
-            for k in range(max(1, args.repeats)):
-                for (n_src, fps, method, fn, _), acc in zip(jobs, runs):
-                    c0 = _cpu()
-                    wall, out = fn()
-                    acc.append((wall, out.pop("cpu_s", _cpu() - c0), out))
-                    print(f"  round {k + 1}: {n_src} src  fps={fps if fps is not None else '-':<4} {method:26s} "
-                          f"{wall:7.3f} s  decoded {out['decoded']}", flush=True)
-            for (n_src, fps, method, _, clip), acc in zip(jobs, runs):
-                walls = [w for w, _, _ in acc]
-                wall = statistics.median(walls)
-                content = (info if clip is None else clip)["duration_s"] * n_src
-                results.append({"sources": n_src, "fps": fps, "method": method, "wall_s": wall, "walls": walls,
-                                "min_wall_s": min(walls), "cpu_s": statistics.median(c for _, c, _ in acc),
-                                "clip": "main" if clip is None else "vfr", "content_s": content,
-                                "x_realtime": content / wall, **acc[-1][2]})
-            jobs.clear()
-
-        for n_src in counts:
-            paths = links[:n_src]
-
-            def par(fn):
-                def go():
-                    wall, outs = run_parallel(fn, paths)
-                    merged = {"decoded": sum(o["decoded"] for o in outs),
-                              "sampled": None if outs[0]["sampled"] is None else sum(o["sampled"] for o in outs),
-                              "kept": None}
-                    if "pict_types" in outs[0]:
-                        merged["pict_types"] = outs[0]["pict_types"]
-                    return wall, merged
-                return go
-
-            measure(n_src, None, "decode_all", par(decode_all))
-            for fps in rates:
-                measure(n_src, fps, "decode_sparse", par(lambda p, fps=fps: decode_sampled(p, fps, False)))
-                measure(n_src, fps, "pipeline", lambda fps=fps: pipeline(paths, fps, False))
-                if not args.no_keyframes:
-                    measure(n_src, fps, "decode_keyframes", par(lambda p, fps=fps: decode_sampled(p, fps, True)))
-                    measure(n_src, fps, "pipeline_keyframes", lambda fps=fps: pipeline(paths, fps, True))
-                if not args.no_present:
-                    measure(n_src, fps, "decode_present",
-                            par(lambda p, fps=fps: decode_sampled(p, fps, False, present=True)))
-                    measure(n_src, fps, "pipeline_present", lambda fps=fps: pipeline(paths, fps, False, present=True))
-                    if not args.no_keyframes:
-                        measure(n_src, fps, "pipeline_keyframes_present",
-                                lambda fps=fps: pipeline(paths, fps, True, present=True))
-            run_jobs()  # rounds over this source count's rows (their closures read ``paths``)
-
+        for n_src in counts:  # rounds over one source count's rows at a time
+            results += run_jobs(source_count_jobs(n_src, links[:n_src], rates, args), args.repeats, info)
         vfr_info = None
         if args.vfr_seconds > 0:
-            vfr = RESULTS_DIR / "clips" / f"bench_ingest_vfr_v1_1920x1080_{args.vfr_seconds:g}s_gop10s_bf2.mp4"
-            if not vfr.exists():
-                print(f"generating {vfr.name} (cached for later runs) ...", flush=True)
-                make_vfr_clip(vfr, args.vfr_seconds)
-            vfr_info = clip_info(str(vfr))
-            print(f"vfr clip: {vfr} ({vfr_info['width']}x{vfr_info['height']}, {vfr_info['frames']} frames in "
-                  f"{vfr_info['duration_s']:.1f} s, 10 s GOP)", flush=True)
-            vp, fps = [str(vfr)], rates[0]
-
-            def one(fn):
-                def go():
-                    wall, outs = run_parallel(fn, vp)
-                    return wall, outs[0]
-                return go
-
-            measure(1, None, "decode_all", one(decode_all), clip=vfr_info)
-            measure(1, fps, "decode_sparse", one(lambda p: decode_sampled(p, fps, False)), clip=vfr_info)
-            measure(1, fps, "pipeline", lambda: pipeline(vp, fps, False), clip=vfr_info)
-            run_jobs()
-
-        # Ratios, all against rows of this run.
-        def find(n_src, fps, method, clip="main"):
-            for r in results:
-                if r["sources"] == n_src and r["fps"] == fps and r["method"] == method and r["clip"] == clip:
-                    return r
-            return None
-
-        pairs = {"pipeline": "decode_sparse", "pipeline_keyframes": "decode_keyframes",
-                 "pipeline_present": "decode_present"}
-        rows = []
-        for r in results:
-            base = find(r["sources"], None, "decode_all", r["clip"])
-            r["vs_decode_all"] = base["wall_s"] / r["wall_s"]
-            r["fewer_decoded_x"] = base["decoded"] / r["decoded"] if r["decoded"] else None
-            dec = find(r["sources"], r["fps"], pairs[r["method"]], r["clip"]) if r["method"] in pairs else None
-            r["pipe_over_decode"] = dec["wall_s"] / r["wall_s"] if dec else None
-            r["pipe_over_decode_min"] = dec["min_wall_s"] / r["min_wall_s"] if dec else None
-            r["pipe_over_decode_cpu"] = dec["cpu_s"] / r["cpu_s"] if dec and r["cpu_s"] > 0 else None
-            kept = f"{r['kept']}/{r['sampled']}" if r.get("kept") is not None else (
-                f"-/{r['sampled']}" if r.get("sampled") is not None else "-")
-            rows.append([r["clip"], r["sources"], "-" if r["fps"] is None else f"{r['fps']:g}", r["method"],
-                         r["decoded"], r["wall_s"], r["min_wall_s"], r["cpu_s"], r["x_realtime"], r["vs_decode_all"],
-                         r["pipe_over_decode"], r["pipe_over_decode_min"], r["pipe_over_decode_cpu"],
-                         r["fewer_decoded_x"], kept])
-        print()
-        table = print_table(["clip", "sources", "fps", "method", "frames decoded", "wall s", "min wall s", "cpu s",
-                             "x realtime", "vs decode_all", "pipe/decode", "pipe/decode min", "pipe/decode cpu",
-                             "fewer decoded x", "kept/sampled"], rows)
-        pt = find(counts[0], None, "decode_all").get("pict_types", {})
-        print(f"decode_all frame types (one source): {pt}")
-        verdicts = []
-
-        def verdict(name, value, target, cpu_value=None, min_value=None):
-            """``value``: from median walls (the verdict); ``min_value``: from the fastest run of
-            each row (the least disturbed by other work on a shared machine), for information."""
-            ok = value is not None and value >= target
-            verdicts.append({"target": name, "value": value, "value_from_min_walls": min_value, "cpu_value": cpu_value,
-                             "min": target, "met": ok})
-            extra = f"; from min walls {min_value:.2f}" if min_value is not None else ""
-            cpu = f" (cpu-time ratio {cpu_value:.2f}{extra})" if cpu_value is not None else ""
-            print(f"target {name} >= {target:g}: {'-' if value is None else f'{value:.2f}'}{cpu} -> "
-                  f"{'met' if ok else 'NOT met'}")
-
-        for fps in rates:
-            if 1 / fps < args.gop - 1e-9:
-                continue  # samples denser than the GOP: not this target's case
-            p, k = find(1, fps, "pipeline"), find(1, fps, "decode_keyframes")
-            if p and k:
-                verdict(f"pipeline / decode_keyframes throughput, 1 source, {fps:g} fps", k["wall_s"] / p["wall_s"],
-                        TARGET_PIPE_OVER_KEYFRAMES, k["cpu_s"] / p["cpu_s"], k["min_wall_s"] / p["min_wall_s"])
-        for n_src in counts:
-            for fps in rates:
-                for base, kf in (("pipeline", "pipeline_keyframes"), ("pipeline_present", "pipeline_keyframes_present")):
-                    p, q = find(n_src, fps, base), find(n_src, fps, kf)
-                    if p and q:
-                        verdict(f"{kf} not slower than {base}, {n_src} source(s), {fps:g} fps "
-                                f"({base} wall / {kf} wall)", p["wall_s"] / q["wall_s"], 1.0,
-                                p["cpu_s"] / q["cpu_s"], p["min_wall_s"] / q["min_wall_s"])
-        for n_src in counts:
-            r = find(n_src, 0.5, "pipeline")
-            if r is not None and r["pipe_over_decode"] is not None and n_src >= 4:
-                verdict(f"pipeline / decode_sparse throughput, {n_src} sources, 0.5 fps", r["pipe_over_decode"],
-                        TARGET_PIPE_OVER_DECODE, r["pipe_over_decode_cpu"], r["pipe_over_decode_min"])
-            for m in ("decode_sparse", "decode_keyframes"):
-                q = find(n_src, 0.5, m)
-                if q is not None and n_src == counts[0]:
-                    print(f"{m} at 0.5 fps decodes {q['fewer_decoded_x']:.1f}x fewer frames than decode_all")
-        present_cost = []
-        for n_src in counts:
-            for fps in rates:
-                for base, fed in (("decode_sparse", "decode_present"), ("pipeline", "pipeline_present"),
-                                  ("pipeline_keyframes", "pipeline_keyframes_present")):
-                    a, b = find(n_src, fps, base), find(n_src, fps, fed)
-                    if a and b:
-                        present_cost.append({"sources": n_src, "fps": fps, "without": base, "with": fed,
-                                             "x_realtime_without": a["x_realtime"], "x_realtime_with": b["x_realtime"],
-                                             "decoded_without": a["decoded"], "decoded_with": b["decoded"],
-                                             "cpu_ratio": b["cpu_s"] / a["cpu_s"] if a["cpu_s"] > 0 else None})
-                        print(f"present cost, {n_src} source(s), {fps:g} fps: {base} {a['x_realtime']:.1f}x realtime "
-                              f"-> {fed} {b['x_realtime']:.1f}x ({a['decoded']} -> {b['decoded']} frames decoded, "
-                              f"cpu x{present_cost[-1]['cpu_ratio'] or 0:.2f})")
+            jobs, vfr_info = vfr_jobs(args.vfr_seconds, rates[0])
+            results += run_jobs(jobs, args.repeats, info)
+        add_ratios(results)
+        table = results_table(results)
+        types = find(results, counts[0], None, "decode_all").get("pict_types", {})
+        print(f"decode_all frame types (one source): {types}")
+        verdicts = keyframe_verdicts(results, rates, counts, args.gop) + sources_verdicts(results, counts)
+        present_cost = present_costs(results, rates, counts)
         if vfr_info is not None:
-            d, p = find(1, rates[0], "decode_sparse", "vfr"), find(1, rates[0], "pipeline", "vfr")
-            print(f"vfr 1080p, 10 s GOP, {rates[0]:g} fps: decode_sparse decodes {d['decoded']} of "
-                  f"{find(1, None, 'decode_all', 'vfr')['decoded']} frames; pipeline {p['vs_decode_all']:.2f}x "
-                  f"the throughput of decoding every frame, decode_sparse {d['vs_decode_all']:.2f}x")
-        profiles = []
-        if args.profile:
-            for n_src in counts:  # where the CPU goes, default mode at the first rate
-                c0 = _cpu()
-                run_parallel(lambda p: decode_sampled(p, rates[0], False), links[:n_src])
-                decode_cpu = _cpu() - c0
-                with StageCpu() as stages:
-                    _, out = pipeline(links[:n_src], rates[0], False)
-                profiles.append(stages.report(f"pipeline, {n_src} source(s), fps={rates[0]:g}", out["cpu_s"],
-                                              out["sampled"], out["kept"], decode_cpu))
-            for n_src in counts:
-                for kf in ((False, True) if not args.no_keyframes else (False,)):
-                    sampler = StackSampler()
-                    wall, _ = pipeline(links[:n_src], rates[0], kf, sampler)
-                    profiles.append(sampler.report(
-                        f"pipeline{'_keyframes' if kf else ''}, {n_src} source(s), fps={rates[0]:g}, "
-                        f"wall {wall:.2f} s (under the sampler)"))
+            print_vfr(results, rates[0])
+        profiles = profile_runs(args, links, rates, counts) if args.profile else []
         for r in results:
             if r.get("failed"):
                 print(f"NOTE: {r['method']} {r['sources']} src fps={r['fps']}: failures {r['failed']}")
         path = write_json(args.name, {"args": vars(args), "clip": {"path": str(src), **info}, "generated": gen,
-                                      "vfr_clip": vfr_info, "results": results, "targets": verdicts, "profiles": profiles, "table": table,
-                                      "present_cost": present_cost,
+                                      "vfr_clip": vfr_info, "results": results, "targets": verdicts,
+                                      "profiles": profiles, "table": table, "present_cost": present_cost,
                                       "total_s": time.perf_counter() - t_start})
         print(f"wrote {path} ({time.perf_counter() - t_start:.0f} s)")
     finally:

@@ -2,7 +2,7 @@
 back after its server restarts.
 
 Each camera reads a 640x360 25 fps H.264 clip (a new scene every second) over RTSP from
-tests/_servers/rtsp_server.py (GStreamer's RTSP server on the system Python, one process per
+vam_engine.synthetic.rtsp (GStreamer's RTSP server on the system Python, one process per
 camera, played in real time), or, without GStreamer, the clip as a file played at 1x
 (``realtime=True``). Per run: time from ``add_camera`` to the first frame, lag behind live
 (``CameraStatus.lag_s``, sampled every 0.5 s) median and max, input fps, frames decoded /
@@ -18,21 +18,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from fractions import Fraction
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+import av
+import numpy as np
 
-import av  # noqa: E402
-import numpy as np  # noqa: E402
+from _common import print_table, write_json
 
-from _common import print_table, write_json  # noqa: E402
+from vam_engine.synthetic.rtsp import RtspServer, rtsp_server_available
 
 
 def make_clip(path: Path, seconds: float, w: int = 640, h: int = 360, fps: int = 25) -> Path:
@@ -57,7 +53,6 @@ def make_clip(path: Path, seconds: float, w: int = 640, h: int = 360, fps: int =
 
 
 def run(n_cams: int, seconds: float, clip: Path, rtsp: bool, store: Path) -> dict:
-    from _servers.live_helpers import RtspServer
     from vam_engine.engine import Engine
 
     servers = [RtspServer(clip).start() for _ in range(n_cams)] if rtsp else []
@@ -95,7 +90,6 @@ def run(n_cams: int, seconds: float, clip: Path, rtsp: bool, store: Path) -> dic
 
 
 def reconnect(clip: Path, store: Path, backoff_s: float, backoff_max_s: float) -> dict:
-    from _servers.live_helpers import RtspServer
     from vam_engine.engine import Engine
 
     srv = RtspServer(clip).start()
@@ -129,8 +123,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    from _servers.live_helpers import rtsp_server_available
-
     why_not = rtsp_server_available()
     seconds, counts = (10.0, (1, 2)) if args.quick else (30.0, (1, 4))
     with tempfile.TemporaryDirectory() as tmp:

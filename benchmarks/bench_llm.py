@@ -23,19 +23,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from _common import add_device_args, fmt, free_memory, print_table, quiet_hf, require_cuda, run_part
 
-from vam_engine.synthetic import tiny_qwen  # noqa: E402
-
-from _common import DeviceRun, add_device_args, fmt, print_table, quiet_hf, require_cuda  # noqa: E402
+from vam_engine.synthetic import tiny_qwen
 
 
 # Dims of the real checkpoints (their config.json). Qwen2-VL-7B's LLM has the dims of
-# Qwen2.5-VL-7B's (the model DEVICE.md names); the vision towers differ (Qwen2.5-VL's uses window
+# Qwen2.5-VL-7B's (the model benchmarks/GPU.md names); the vision towers differ (Qwen2.5-VL's uses window
 # attention and a gated MLP), and LocalQwenVL is only verified on Qwen2-VL, so Qwen2-VL it is.
 # The vocabulary keeps the real size (the embedding / lm_head bytes and the lm_head FLOPs of the
 # real model); the tokenizer is the tiny one of vam_engine/synthetic/tiny_qwen.py and uses its first ids only.
@@ -137,18 +133,17 @@ def save_qwen(path: Path, size: str, device: str, seed: int) -> dict:
     from transformers import PreTrainedTokenizerFast, Qwen2VLForConditionalGeneration
 
     spec = QWEN_SIZES[size]
-    tiny = tiny_qwen  # its tokenizer and corpus
     t0 = time.perf_counter()
     tok_dir = path.parent / (path.name + "_tokenizer")
     try:
-        tiny.build_tiny_qwen2_vl(tok_dir)  # the tokenizer is written first; only it is used
+        tiny_qwen.build_tiny_qwen2_vl(tok_dir)  # the tokenizer is written first; only it is used
     except Exception:  # noqa: BLE001 - e.g. the tiny config's form in an older transformers
         if not (tok_dir / "tokenizer.json").exists():
             raise
     tok = PreTrainedTokenizerFast.from_pretrained(str(tok_dir))
     vocab = tok.get_vocab()
     n_tok = len(vocab)
-    ids = {s: vocab[s] for s in tiny.SPECIAL_TOKENS}
+    ids = {s: vocab[s] for s in tiny_qwen.SPECIAL_TOKENS}
     cfg = _qwen_config(spec, ids, n_tok)
     torch.manual_seed(seed)
     try:
@@ -218,280 +213,316 @@ def _prefill_gflops(info: dict, prompt_tokens: int, n_images: int, patches_per_i
     return (text + vision) / 1e9
 
 
-def mllm_rows(run, st) -> None:
-    import gc
+class MllmBench:
+    """The rows of one run: the model built, saved and loaded through LocalQwenVL, then the
+    batches' prefill/decode rows and the coarse->fine continuation rows. Each measured
+    configuration is a method; ``mllm_rows`` calls them in order."""
 
-    import torch
+    N_IMAGES, IMAGE_PX, TEXT_TOKENS = 4, 448, 200  # per request
 
-    from vam_engine.llm.base import Image, LLMRequest, Message, Sampling
-    from vam_engine.llm.local_qwen import LocalQwenVL
+    def __init__(self, run, st, size: str, dev: str, dtype: str, reps: int):
+        import torch
 
-    quiet_hf()
-    a = run.args
-    gpu = run.cuda
-    left = run.left
+        self.run, self.st, self.a = run, st, run.args
+        self.torch, self.gpu = torch, run.cuda
+        self.size, self.dev, self.dtype, self.reps = size, dev, dtype, reps
+        self.sync = torch.cuda.synchronize if self.gpu else None
+        self.spec = QWEN_SIZES[size]
+        self.batches = [int(b) for b in self.a.mllm_batches.split(",")]
+        self.max_tokens = self.a.mllm_max_tokens
+        self.mem = st.data["memory_GiB"] = {}
+        self.runs, self.conts = [], []
+        st.data["runs"], st.data["continuation"] = self.runs, self.conts  # filled in place: a watchdog save keeps them
+        self.llm = self.info = None
+        self.rng = np.random.default_rng([run.seed, 9])
+        self.texts: dict = {}
+        self.n_req = 0
 
-    if gpu:
-        size, dev, dtype, reps = a.mllm_size, "cuda", "bfloat16", 2
-        sync = torch.cuda.synchronize
-    else:
-        size, dev, dtype, reps = "tiny", "cpu", "float32", 1
-        sync = None
-        st.skip("cuda", "no CUDA: the tiny Qwen2-VL on the CPU in float32 through the same code (plumbing only)"
-                + ("" if a.mllm_size == "tiny" else f"; --mllm-size {a.mllm_size} needs CUDA"))
-    spec = QWEN_SIZES[size]
-    batches = [int(b) for b in a.mllm_batches.split(",")]
-    n_img, img_px, text_tokens, max_tokens = 4, 448, 200, a.mllm_max_tokens
-    need = {"2b": 45.0, "7b": 120.0}.get(size, 10.0)  # build + save + load, guessed
-    if left() < need:
-        st.skip("mllm", f"out of time: {left():.0f} s left of the step's budget, building and loading a "
-                        f"{size} model needs ~{need:.0f} s (raise --mllm-budget or run --steps mllm)")
-        st.status, st.headline = "skipped", f"skipped: out of time ({left():.0f} s left, {size} needs ~{need:.0f} s)"
-        return
-    st.data.update(model=spec["label"], size=size, device=dev, dtype=dtype, batches=batches,
-                   request=f"system + {n_img} random RGB {img_px}x{img_px} images + ~{text_tokens} text tokens, "
-                           f"greedy, max_tokens {max_tokens}",
-                   weights="random (transformers Qwen2VLForConditionalGeneration from a config of the real dims; "
-                           "real vocab size, the tiny tokenizer of vam_engine/synthetic/tiny_qwen.py uses its first ids; lm_head "
-                           "untied and x8, its rows of unused ids and of the stop tokens zeroed: see save_qwen)",
-                   decode_tok_s="(sum over rows of completion_tokens - 1) / the longest decode_s: the tokens "
-                                "made by decode steps (the first comes from the prefill's logits)",
-                   prefill_tok_s="sum of prompt_tokens / prefill_s (one prefill for the whole batch; it includes "
-                                 "the image preprocessing on the host)")
-    mem = st.data["memory_GiB"] = {}
-    runs, conts = [], []
-    st.data["runs"], st.data["continuation"] = runs, conts  # filled in place: a watchdog save keeps them
+    @classmethod
+    def plan(cls, run, st) -> "MllmBench | None":
+        """The model for this machine (the asked size on CUDA, the tiny one on the CPU); None,
+        recorded as skipped, when the budget cannot build and load it."""
+        a = run.args
+        if run.cuda:
+            size, dev, dtype, reps = a.mllm_size, "cuda", "bfloat16", 2
+        else:
+            size, dev, dtype, reps = "tiny", "cpu", "float32", 1
+            st.skip("cuda", "no CUDA: the tiny Qwen2-VL on the CPU in float32 through the same code (plumbing only)"
+                    + ("" if a.mllm_size == "tiny" else f"; --mllm-size {a.mllm_size} needs CUDA"))
+        need = {"2b": 45.0, "7b": 120.0}.get(size, 10.0)  # build + save + load, guessed
+        if run.left() < need:
+            st.skip("mllm", f"out of time: {run.left():.0f} s left of the step's budget, building and loading a "
+                            f"{size} model needs ~{need:.0f} s (raise --mllm-budget or run --steps mllm)")
+            st.status, st.headline = "skipped", (f"skipped: out of time ({run.left():.0f} s left, {size} needs "
+                                                 f"~{need:.0f} s)")
+            return None
+        b = cls(run, st, size, dev, dtype, reps)
+        st.data.update(
+            model=b.spec["label"], size=size, device=dev, dtype=dtype, batches=b.batches,
+            request=f"system + {cls.N_IMAGES} random RGB {cls.IMAGE_PX}x{cls.IMAGE_PX} images + ~{cls.TEXT_TOKENS} "
+                    f"text tokens, greedy, max_tokens {b.max_tokens}",
+            weights="random (transformers Qwen2VLForConditionalGeneration from a config of the real dims; "
+                    "real vocab size, the tiny tokenizer of vam_engine/synthetic/tiny_qwen.py uses its first ids; "
+                    "lm_head untied and x8, its rows of unused ids and of the stop tokens zeroed: see save_qwen)",
+            decode_tok_s="(sum over rows of completion_tokens - 1) / the longest decode_s: the tokens "
+                         "made by decode steps (the first comes from the prefill's logits)",
+            prefill_tok_s="sum of prompt_tokens / prefill_s (one prefill for the whole batch; it includes "
+                          "the image preprocessing on the host)")
+        return b
 
-    def free():
-        gc.collect()
-        if gpu:
-            torch.cuda.empty_cache()
+    # -- memory ------------------------------------------------------------------------------------
+    def peak_reset(self) -> None:
+        if self.gpu:
+            self.sync()
+            self.torch.cuda.reset_peak_memory_stats()
 
-    def peak_reset():
-        if gpu:
-            sync()
-            torch.cuda.reset_peak_memory_stats()
+    def peak(self):
+        return self.torch.cuda.max_memory_allocated() / 2 ** 30 if self.gpu else None
 
-    def peak():
-        return torch.cuda.max_memory_allocated() / 2 ** 30 if gpu else None
+    # -- the model ---------------------------------------------------------------------------------
+    def build_and_load(self) -> bool:
+        """save_qwen, then LocalQwenVL on it; False (headline set) when either fails."""
+        from vam_engine.llm.local_qwen import LocalQwenVL
 
-    # -- build, save, load ----------------------------------------------------------------------
-    path = run.tmp / f"qwen2vl_{size}"
-    info = st.guard("build + save", save_qwen, path, size, dev, run.seed)
-    free()
-    if info is None:
-        st.headline = f"{spec['label']}: building the model failed"
-        return
-    st.data["model_info"] = info
-    print(f"  {info['label']}: {fmt(info['params_M'])} M params ({fmt(info['vision_params_M'])} M vision), "
-          f"built in {info['build_s']:.1f} s, saved {fmt(info['save_GB'])} GB in {info['save_s']:.1f} s", flush=True)
-    if gpu:
-        mem["before_load"] = torch.cuda.memory_allocated() / 2 ** 30
-        torch.cuda.reset_peak_memory_stats()
+        st = self.st
+        self.info = st.guard("build + save", save_qwen, self.run.tmp / f"qwen2vl_{self.size}", self.size, self.dev,
+                             self.run.seed)
+        free_memory(self.torch, self.gpu)
+        if self.info is None:
+            st.headline = f"{self.spec['label']}: building the model failed"
+            return False
+        info = st.data["model_info"] = self.info
+        print(f"  {info['label']}: {fmt(info['params_M'])} M params ({fmt(info['vision_params_M'])} M vision), "
+              f"built in {info['build_s']:.1f} s, saved {fmt(info['save_GB'])} GB in {info['save_s']:.1f} s",
+              flush=True)
+        if self.gpu:
+            self.mem["before_load"] = self.torch.cuda.memory_allocated() / 2 ** 30
+            self.torch.cuda.reset_peak_memory_stats()
 
-    def load():
-        t0 = time.perf_counter()
-        m = LocalQwenVL(info["path"], device=dev, dtype=dtype, max_batch=max(batches))
-        if sync:
-            sync()
-        return m, time.perf_counter() - t0
+        def load():
+            t0 = time.perf_counter()
+            m = LocalQwenVL(info["path"], device=self.dev, dtype=self.dtype, max_batch=max(self.batches))
+            if self.sync:
+                self.sync()
+            return m, time.perf_counter() - t0
 
-    got = st.guard("load", load)
-    if got is None:
-        st.headline = f"{spec['label']}: LocalQwenVL could not load it"
-        return
-    llm, st.data["load_s"] = got
-    st.data["attn_implementation"] = llm.attn_implementation
-    if gpu:
-        mem["weights"] = torch.cuda.memory_allocated() / 2 ** 30
-        mem["load_peak"] = peak()
+        got = st.guard("load", load)
+        if got is None:
+            st.headline = f"{self.spec['label']}: LocalQwenVL could not load it"
+            return False
+        self.llm, st.data["load_s"] = got
+        st.data["attn_implementation"] = self.llm.attn_implementation
+        if self.gpu:
+            self.mem["weights"] = self.torch.cuda.memory_allocated() / 2 ** 30
+            self.mem["load_peak"] = self.peak()
+        return True
 
-    tiny = tiny_qwen  # its tokenizer and corpus
-    lines = [ln.strip() for ln in tiny._CORPUS.splitlines() if ln.strip()]
-    rng = np.random.default_rng([run.seed, 9])
-    base_len = len(llm.tokenize([Message("user", [""])]))
-    texts: dict = {}
+    # -- requests ----------------------------------------------------------------------------------
+    def prepare_prompts(self) -> None:
+        """The corpus lines for the text, the system message, and how many tokens an image is."""
+        from vam_engine.llm.base import Message, Sampling
 
-    def text(i: int) -> str:
-        """~text_tokens tokens of corpus sentences, different for each i."""
-        if i not in texts:
+        self.lines = [ln.strip() for ln in tiny_qwen.CORPUS.splitlines() if ln.strip()]
+        self.base_len = len(self.llm.tokenize([Message("user", [""])]))
+        self.system = Message("system", ["You are a helpful assistant that watches a video stream and answers "
+                                         "questions about it."])
+        self.greedy = Sampling(temperature=0.0, max_tokens=self.max_tokens)
+        plain = len(self.llm.tokenize([Message("user", ["x"])]))
+        with_image = len(self.llm.tokenize([Message("user", ["x"] + self.images(1))]))
+        self.img_tokens = with_image - plain - 2  # minus vision start/end
+        self.patches = self.img_tokens * 4  # merge_size 2: 2x2 patches per image token
+        self.st.data.update(image_tokens=self.img_tokens, patches_per_image=self.patches)
+
+    def text(self, i: int) -> str:
+        """~TEXT_TOKENS tokens of corpus sentences, different for each i."""
+        from vam_engine.llm.base import Message
+
+        if i not in self.texts:
             s, k = f"Request {i}.", i
-            while len(llm.tokenize([Message("user", [s])])) - base_len < text_tokens:
-                s += " " + lines[k % len(lines)]
+            while len(self.llm.tokenize([Message("user", [s])])) - self.base_len < self.TEXT_TOKENS:
+                s += " " + self.lines[k % len(self.lines)]
                 k += 1
-            texts[i] = s
-        return texts[i]
+            self.texts[i] = s
+        return self.texts[i]
 
-    def images(n: int) -> list:  # fresh pixels every time: no request hits another's cache entry
-        return [Image(rng.integers(0, 256, (img_px, img_px, 3), dtype=np.uint8)) for _ in range(n)]
+    def images(self, n: int) -> list:
+        """Fresh pixels every time: no request hits another's cache entry."""
+        from vam_engine.llm.base import Image
 
-    system = Message("system", ["You are a helpful assistant that watches a video stream and answers questions "
-                                "about it."])
-    greedy = Sampling(temperature=0.0, max_tokens=max_tokens)
-    plain = len(llm.tokenize([Message("user", ["x"])]))
-    img_tokens = len(llm.tokenize([Message("user", ["x"] + images(1))])) - plain - 2  # minus vision start/end
-    patches = img_tokens * 4  # merge_size 2: 2x2 patches per image token
-    st.data.update(image_tokens=img_tokens, patches_per_image=patches)
-    n_req = [0]
+        px = self.IMAGE_PX
+        return [Image(self.rng.integers(0, 256, (px, px, 3), dtype=np.uint8)) for _ in range(n)]
 
-    def request(n_images: int) -> LLMRequest:
-        n_req[0] += 1
+    def request(self, n_images: int):
+        from vam_engine.llm.base import LLMRequest, Message
+
+        self.n_req += 1
         # its own system text too: the body caches every message boundary, and a shared system
         # message would be a (small) hit, not the full prefill this part measures
-        own = Message("system", [f"{system.content[0]} Request {n_req[0]}."])
-        return LLMRequest([own, Message("user", images(n_images) + [text(n_req[0])])], greedy)
+        own = Message("system", [f"{self.system.content[0]} Request {self.n_req}."])
+        return LLMRequest([own, Message("user", self.images(n_images) + [self.text(self.n_req)])], self.greedy)
 
-    # -- warm-up (CUDA context, cuBLAS and SDPA kernels), not measured ---------------------------
-    def warmup():
+    def warmup(self) -> None:
+        """CUDA context, cuBLAS and SDPA kernels; not measured."""
+        from vam_engine.llm.base import LLMRequest, Message, Sampling
+
         t0 = time.perf_counter()
-        llm.generate([LLMRequest([system, Message("user", images(1) + ["Describe the image."])],
-                                 Sampling(max_tokens=4))])
-        st.data["warmup_s"] = time.perf_counter() - t0
+        self.llm.generate([LLMRequest([self.system, Message("user", self.images(1) + ["Describe the image."])],
+                                      Sampling(max_tokens=4))])
+        self.st.data["warmup_s"] = time.perf_counter() - t0
 
-    st.guard("warmup", warmup)
+    # -- prefill / decode tokens/s for batches of 1 and 8 ------------------------------------------
+    def batch_run(self, b: int, rep: int) -> dict:
+        """One generate call of b fresh requests: prefill and decode tokens/s, TFLOPS, GB/s."""
+        info, llm = self.info, self.llm
+        reqs = [self.request(self.N_IMAGES) for _ in range(b)]
+        self.peak_reset()
+        t0 = time.perf_counter()
+        rs = llm.generate(reqs)
+        wall = time.perf_counter() - t0
+        steps = max(x.completion_tokens for x in rs) - 1
+        decode_s = max(x.decode_s for x in rs)
+        prefill_s = max(x.prefill_s for x in rs)  # one group: the same for every row
+        r = {"batch": b, "rep": rep, "prompt_tokens": sum(x.prompt_tokens for x in rs),
+             "completion_tokens": sum(x.completion_tokens for x in rs),
+             "cached_tokens": sum(x.cached_tokens for x in rs),
+             "finish": dict(Counter(x.finish_reason for x in rs)), "prefill_s": prefill_s,
+             "decode_s": decode_s, "wall_s": wall, "peak_GiB": self.peak()}
+        r["prefill_tok_s"] = r["prompt_tokens"] / prefill_s
+        r["decode_tok_s"] = sum(x.completion_tokens - 1 for x in rs) / decode_s if decode_s > 0 else None
+        r["ms_per_step"] = decode_s / steps * 1e3 if steps > 0 else None
+        # each decode step reads the text layers' and lm_head's weights once (the floor of its time)
+        step_bytes = (info["text_layer_params_M"] * 1e6 + info["vocab_size"] * info["hidden_size"]) \
+            * (2 if self.dtype == "bfloat16" else 4)
+        r["decode_weights_GBps"] = step_bytes / (r["ms_per_step"] / 1e3) / 1e9 if steps > 0 else None
+        gfl = sum(_prefill_gflops(info, x.prompt_tokens, self.N_IMAGES, self.patches) for x in rs)
+        r["prefill_TFLOPS"] = gfl / prefill_s / 1e3
+        return r
 
-    # -- prefill / decode tokens/s for batches of 1 and 8 ---------------------------------------
-    rows = []
-    for b in batches:
-        best = None
-        for rep in range(reps):
-            if left() < 8 + 2 * b:
-                st.skip(f"b{b} rep{rep}", f"out of time ({left():.0f} s left)")
+    def batch_rows(self) -> None:
+        """Best of ``reps`` by wall time per batch size; a table."""
+        st, rows = self.st, []
+        for b in self.batches:
+            best = None
+            for rep in range(self.reps):
+                if self.run.left() < 8 + 2 * b:
+                    st.skip(f"b{b} rep{rep}", f"out of time ({self.run.left():.0f} s left)")
+                    continue
+                r = st.guard(f"b{b} rep{rep}", self.batch_run, b, rep)
+                if r is not None and (best is None or r["wall_s"] < best["wall_s"]):
+                    best = r
+            if best is None:
                 continue
+            self.runs.append(best)
+            st.check(f"b{b}: no prefix-cache hit (fresh images)", best["cached_tokens"] == 0,
+                     f"{best['cached_tokens']} cached tokens")
+            rows.append([f"b{b}", best["prompt_tokens"], best["completion_tokens"], best["prefill_s"],
+                         best["prefill_tok_s"], best["prefill_TFLOPS"], best["decode_s"], best["decode_tok_s"],
+                         best["ms_per_step"], best["decode_weights_GBps"], best["peak_GiB"]])
+        if rows:
+            print(f"  {self.info['label']} {self.dtype} on {self.dev}, each request: {st.data['request']} "
+                  f"({self.img_tokens} tokens per image); best of {self.reps} by wall time")
+            print_table(["batch", "prompt tok", "gen tok", "prefill s", "prefill tok/s", "prefill TFLOPS",
+                         "decode s", "decode tok/s", "ms/step", "weights GB/s", "peak GiB"], rows)
+            print("  (prefill TFLOPS: estimated forward FLOPs over prefill_s; weights GB/s: the text layers' and "
+                  "lm_head's bytes once per decode step)")
+        self.mem["kv_cache_after_batches"] = self.llm.cache_info()["bytes"] / 2 ** 30
 
-            def measure():
-                reqs = [request(n_img) for _ in range(b)]
-                peak_reset()
-                t0 = time.perf_counter()
-                rs = llm.generate(reqs)
-                wall = time.perf_counter() - t0
-                steps = max(x.completion_tokens for x in rs) - 1
-                decode_s = max(x.decode_s for x in rs)
-                prefill_s = max(x.prefill_s for x in rs)  # one group: the same for every row
-                r = {"batch": b, "rep": rep, "prompt_tokens": sum(x.prompt_tokens for x in rs),
-                     "completion_tokens": sum(x.completion_tokens for x in rs),
-                     "cached_tokens": sum(x.cached_tokens for x in rs),
-                     "finish": dict(Counter(x.finish_reason for x in rs)), "prefill_s": prefill_s,
-                     "decode_s": decode_s, "wall_s": wall, "peak_GiB": peak()}
-                r["prefill_tok_s"] = r["prompt_tokens"] / prefill_s
-                r["decode_tok_s"] = sum(x.completion_tokens - 1 for x in rs) / decode_s if decode_s > 0 else None
-                r["ms_per_step"] = decode_s / steps * 1e3 if steps > 0 else None
-                # each decode step reads the text layers' and lm_head's weights once (the floor of its time)
-                step_bytes = (info["text_layer_params_M"] * 1e6 + info["vocab_size"] * info["hidden_size"]) \
-                    * (2 if dtype == "bfloat16" else 4)
-                r["decode_weights_GBps"] = step_bytes / (r["ms_per_step"] / 1e3) / 1e9 if steps > 0 else None
-                gfl = sum(_prefill_gflops(info, x.prompt_tokens, n_img, patches) for x in rs)
-                r["prefill_TFLOPS"] = gfl / prefill_s / 1e3
-                return r
+    # -- coarse -> fine: B = A + A's reply + a new user turn with 2 more images --------------------
+    def continuation(self, rnd: int) -> dict:
+        """B's prefill with A's prefix cached, then cold (the same LocalQwenVL, its prefix cache
+        cleared: same weights, same warm kernels); the same greedy tokens both ways."""
+        from vam_engine.llm.base import LLMRequest, Message
 
-            r = st.guard(f"b{b} rep{rep}", measure)
-            if r is not None and (best is None or r["wall_s"] < best["wall_s"]):
-                best = r
-        if best is None:
-            continue
-        runs.append(best)
-        st.check(f"b{b}: no prefix-cache hit (fresh images)", best["cached_tokens"] == 0,
-                 f"{best['cached_tokens']} cached tokens")
-        rows.append([f"b{b}", best["prompt_tokens"], best["completion_tokens"], best["prefill_s"],
-                     best["prefill_tok_s"], best["prefill_TFLOPS"], best["decode_s"], best["decode_tok_s"],
-                     best["ms_per_step"], best["decode_weights_GBps"], best["peak_GiB"]])
-    if rows:
-        print(f"  {info['label']} {dtype} on {dev}, each request: {st.data['request']} "
-              f"({img_tokens} tokens per image); best of {reps} by wall time")
-        print_table(["batch", "prompt tok", "gen tok", "prefill s", "prefill tok/s", "prefill TFLOPS", "decode s",
-               "decode tok/s", "ms/step", "weights GB/s", "peak GiB"], rows)
-        print("  (prefill TFLOPS: estimated forward FLOPs over prefill_s; weights GB/s: the text layers' and "
-              "lm_head's bytes once per decode step)")
-    mem["kv_cache_after_batches"] = llm.cache_info()["bytes"] / 2 ** 30
+        llm, st = self.llm, self.st
+        A = [self.system, Message("user", self.images(self.N_IMAGES) + [self.text(1000 + rnd)])]
+        ra = llm.generate([LLMRequest(A, self.greedy)])[0]
+        L_A = len(llm.tokenize(A))
+        B = A + [Message("assistant", [ra.text]),
+                 Message("user", self.images(2) + ["Look closer at these two frames: what changed since the "
+                                                   "first four?"])]
+        L_B = len(llm.tokenize(B))
+        self.peak_reset()
+        warm = llm.generate([LLMRequest(B, self.greedy)])[0]
+        c = {"round": rnd, "A_prompt_tokens": L_A, "A_prefill_s": ra.prefill_s, "A_decode_s": ra.decode_s,
+             "B_prompt_tokens": L_B, "warm_cached_tokens": warm.cached_tokens,
+             "warm_prefill_s": warm.prefill_s, "warm_decode_s": warm.decode_s, "warm_peak_GiB": self.peak(),
+             "cache_bytes": llm.cache_info()["bytes"], "cache_entries": llm.cache_info()["entries"]}
+        self.peak_reset()
+        llm.clear_prefix_cache()
+        st.data["cold"] = "the same LocalQwenVL, prefix cache cleared"
+        cold = llm.generate([LLMRequest(B, self.greedy)])[0]
+        c.update(cold_cached_tokens=cold.cached_tokens, cold_prefill_s=cold.prefill_s,
+                 cold_decode_s=cold.decode_s, cold_peak_GiB=self.peak(),
+                 prefill_speedup=cold.prefill_s / warm.prefill_s if warm.prefill_s > 0 else None)
+        same = warm.token_ids == cold.token_ids
+        n_same = next((i for i, (x, y) in enumerate(zip(warm.token_ids, cold.token_ids)) if x != y),
+                      min(len(warm.token_ids), len(cold.token_ids)))
+        c.update(same_tokens=same, same_leading_tokens=n_same, completion_tokens=len(warm.token_ids))
+        st.check(f"continuation {rnd}: B hits A's cached prefix", L_A <= warm.cached_tokens < L_B,
+                 f"cached {warm.cached_tokens}, A's prompt {L_A}, B's prompt {L_B}")
+        st.check(f"continuation {rnd}: the cold B is uncached", cold.cached_tokens == 0, f"cached {cold.cached_tokens}")
+        st.check(f"continuation {rnd}: cached and cold B give the same greedy tokens", same,
+                 f"first difference at token {n_same} of {len(warm.token_ids)}", soft=self.gpu)
+        return c
 
-    # -- coarse -> fine: B = A + A's reply + a new user turn with 2 more images -----------------
-    def cold_generate(reqs):
-        """B again without the prefix cache: the same LocalQwenVL (same weights, same warm
-        kernels) with its cache emptied (``_cache.clear()``, what ``close()`` calls; there is no
-        public method), else a second instance with kv_cache_bytes=0."""
-        cache = getattr(llm, "_cache", None)
-        if cache is not None and hasattr(cache, "clear") and hasattr(llm, "_lock"):
-            with llm._lock:
-                cache.clear()
-            st.data["cold"] = "the same LocalQwenVL, prefix cache cleared"
-            return llm.generate(reqs)
-        st.data["cold"] = "a second LocalQwenVL with kv_cache_bytes=0"
-        other = LocalQwenVL(info["path"], device=dev, dtype=dtype, kv_cache_bytes=0)
-        try:
-            return other.generate(reqs)
-        finally:
-            other.close()
+    def continuation_rows(self) -> None:
+        st, rows = self.st, []
+        for rnd in range(self.reps):
+            if self.run.left() < 12:
+                st.skip(f"continuation round {rnd}", f"out of time ({self.run.left():.0f} s left)")
+                continue
+            c = st.guard(f"continuation round {rnd}", self.continuation, rnd)
+            if c is None:
+                continue
+            self.conts.append(c)
+            rows.append([f"{rnd} cached", c["B_prompt_tokens"], c["warm_cached_tokens"], c["warm_prefill_s"],
+                         c["prefill_speedup"], f"{c['same_leading_tokens']}/{c['completion_tokens']}",
+                         c["warm_peak_GiB"]])
+            rows.append([f"{rnd} cold", c["B_prompt_tokens"], c["cold_cached_tokens"], c["cold_prefill_s"], 1.0, "-",
+                         c["cold_peak_GiB"]])
+        if rows:
+            print(f"  coarse->fine: A = system + {self.N_IMAGES} images + ~{self.TEXT_TOKENS} tokens; B = A + A's "
+                  f"reply + a user turn with 2 more images; B's prefill with A's prefix cached vs cold "
+                  f"({st.data.get('cold')})")
+            print_table(["round, B", "prompt tok", "cached tok", "prefill s", "x cold", "same tokens", "peak GiB"],
+                        rows)
 
-    crow = []
-    for rnd in range(reps):
-        if left() < 12:
-            st.skip(f"continuation round {rnd}", f"out of time ({left():.0f} s left)")
-            continue
+    # -- the end -----------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Memory figures, the model closed, the headline."""
+        mem, llm = self.mem, self.llm
+        mem["kv_cache_end"] = llm.cache_info()["bytes"] / 2 ** 30
+        self.st.data["cache_info"] = llm.cache_info()
+        if self.gpu:  # the highest of the measured peaks (loading, the batches, the continuations)
+            mem["peak_overall"] = max([mem.get("load_peak") or 0.0] + [r["peak_GiB"] or 0.0 for r in self.runs]
+                                      + [c[k] or 0.0 for c in self.conts for k in ("warm_peak_GiB", "cold_peak_GiB")])
+        llm.close()
+        self.llm = None
+        free_memory(self.torch, self.gpu)
+        parts = [f"{self.info['label']} {self.dtype} on {self.dev}"]
+        for r in self.runs:
+            parts.append(f"b{r['batch']} prefill {fmt(r['prefill_tok_s'])} tok/s, "
+                         f"decode {fmt(r['decode_tok_s'])} tok/s")
+        if self.conts:
+            c = self.conts[-1]
+            parts.append(f"continuation prefill {fmt(c['warm_prefill_s'])} s cached ({c['warm_cached_tokens']}/"
+                         f"{c['B_prompt_tokens']} tok) vs {fmt(c['cold_prefill_s'])} s cold "
+                         f"(x{fmt(c['prefill_speedup'])}), same tokens {'yes' if c['same_tokens'] else 'no'}")
+        if self.gpu and "weights" in mem:
+            parts.append(f"weights {mem['weights']:.1f} GiB, peak {mem['peak_overall']:.1f} GiB")
+        self.st.headline = "; ".join(parts) + ("" if self.gpu else " (CPU plumbing run, no CUDA)")
 
-        def continuation():
-            A = [system, Message("user", images(n_img) + [text(1000 + rnd)])]
-            ra = llm.generate([LLMRequest(A, greedy)])[0]
-            L_A = len(llm.tokenize(A))
-            B = A + [Message("assistant", [ra.text]),
-                     Message("user", images(2) + ["Look closer at these two frames: what changed since the "
-                                                  "first four?"])]
-            L_B = len(llm.tokenize(B))
-            peak_reset()
-            warm = llm.generate([LLMRequest(B, greedy)])[0]
-            c = {"round": rnd, "A_prompt_tokens": L_A, "A_prefill_s": ra.prefill_s, "A_decode_s": ra.decode_s,
-                 "B_prompt_tokens": L_B, "warm_cached_tokens": warm.cached_tokens,
-                 "warm_prefill_s": warm.prefill_s, "warm_decode_s": warm.decode_s, "warm_peak_GiB": peak(),
-                 "cache_bytes": llm.cache_info()["bytes"], "cache_entries": llm.cache_info()["entries"]}
-            peak_reset()
-            cold = cold_generate([LLMRequest(B, greedy)])[0]
-            c.update(cold_cached_tokens=cold.cached_tokens, cold_prefill_s=cold.prefill_s,
-                     cold_decode_s=cold.decode_s, cold_peak_GiB=peak(),
-                     prefill_speedup=cold.prefill_s / warm.prefill_s if warm.prefill_s > 0 else None)
-            same = warm.token_ids == cold.token_ids
-            n_same = next((i for i, (x, y) in enumerate(zip(warm.token_ids, cold.token_ids)) if x != y),
-                          min(len(warm.token_ids), len(cold.token_ids)))
-            c.update(same_tokens=same, same_leading_tokens=n_same, completion_tokens=len(warm.token_ids))
-            st.check(f"continuation {rnd}: B hits A's cached prefix", L_A <= warm.cached_tokens < L_B,
-                     f"cached {warm.cached_tokens}, A's prompt {L_A}, B's prompt {L_B}")
-            st.check(f"continuation {rnd}: the cold B is uncached", cold.cached_tokens == 0,
-                     f"cached {cold.cached_tokens}")
-            st.check(f"continuation {rnd}: cached and cold B give the same greedy tokens", same,
-                     f"first difference at token {n_same} of {len(warm.token_ids)}", soft=gpu)
-            return c
 
-        c = st.guard(f"continuation round {rnd}", continuation)
-        if c is None:
-            continue
-        conts.append(c)
-        crow.append([f"{rnd} cached", c["B_prompt_tokens"], c["warm_cached_tokens"], c["warm_prefill_s"],
-                     c["prefill_speedup"], f"{c['same_leading_tokens']}/{c['completion_tokens']}", c["warm_peak_GiB"]])
-        crow.append([f"{rnd} cold", c["B_prompt_tokens"], c["cold_cached_tokens"], c["cold_prefill_s"], 1.0, "-",
-                     c["cold_peak_GiB"]])
-    if crow:
-        print(f"  coarse->fine: A = system + {n_img} images + ~{text_tokens} tokens; B = A + A's reply + a user "
-              f"turn with 2 more images; B's prefill with A's prefix cached vs cold ({st.data.get('cold')})")
-        print_table(["round, B", "prompt tok", "cached tok", "prefill s", "x cold", "same tokens", "peak GiB"], crow)
-
-    mem["kv_cache_end"] = llm.cache_info()["bytes"] / 2 ** 30
-    st.data["cache_info"] = llm.cache_info()
-    if gpu:  # the highest of the measured peaks (loading, the batches, the continuations)
-        mem["peak_overall"] = max([mem.get("load_peak") or 0.0] + [r["peak_GiB"] or 0.0 for r in runs]
-                                  + [c[k] or 0.0 for c in conts for k in ("warm_peak_GiB", "cold_peak_GiB")])
-    llm.close()
-    del llm
-    free()
-
-    parts = [f"{info['label']} {dtype} on {dev}"]
-    for r in runs:
-        parts.append(f"b{r['batch']} prefill {fmt(r['prefill_tok_s'])} tok/s, decode {fmt(r['decode_tok_s'])} tok/s")
-    if conts:
-        c = conts[-1]
-        parts.append(f"continuation prefill {fmt(c['warm_prefill_s'])} s cached ({c['warm_cached_tokens']}/"
-                     f"{c['B_prompt_tokens']} tok) vs {fmt(c['cold_prefill_s'])} s cold (x{fmt(c['prefill_speedup'])}), "
-                     f"same tokens {'yes' if c['same_tokens'] else 'no'}")
-    if gpu and "weights" in mem:
-        parts.append(f"weights {mem['weights']:.1f} GiB, peak {mem['peak_overall']:.1f} GiB")
-    st.headline = "; ".join(parts) + ("" if gpu else " (CPU plumbing run, no CUDA)")
+def mllm_rows(run, st) -> None:
+    quiet_hf()
+    bench = MllmBench.plan(run, st)
+    if bench is None or not bench.build_and_load():
+        return
+    bench.prepare_prompts()
+    st.guard("warmup", bench.warmup)
+    bench.batch_rows()
+    bench.continuation_rows()
+    bench.finish()
 
 
 def main(argv=None) -> int:
@@ -505,10 +536,7 @@ def main(argv=None) -> int:
     require_cuda("bench_llm.py", args)
     if args.device == "cpu":
         args.plumbing = True  # the CPU table is the tiny model's run
-    run = DeviceRun("bench_llm", args)
-    st = run.part("mllm")
-    st.guard("mllm", mllm_rows, run, st)
-    return run.finish()
+    return run_part("bench_llm", "mllm", mllm_rows, args)
 
 
 if __name__ == "__main__":

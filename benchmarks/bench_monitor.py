@@ -32,18 +32,16 @@ import argparse
 import json
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_info, print_table, write_json  # noqa: E402
+from _common import machine_info, print_table, write_json
 
-from vam_engine import Engine  # noqa: E402
-from vam_engine.llm.base import Image  # noqa: E402
-from vam_engine.llm.scripted import ScriptedLLM  # noqa: E402
+from vam_engine import Engine
+from vam_engine.llm.base import Image
+from vam_engine.llm.scripted import ScriptedLLM
 
 H, W = 144, 256
 FPS = 2.0

@@ -29,14 +29,11 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from _common import print_table, write_json  # noqa: E402
+from _common import print_table, write_json
 
 TARGET_NOT_TAKEN_P99_MS = 0.1
 TARGET_SAMPLED_P99_MS = 2.0

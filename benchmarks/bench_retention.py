@@ -37,14 +37,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from _common import print_table, write_json  # noqa: E402
-from vam_engine.config import RetentionConfig  # noqa: E402
-from vam_engine.memory.retention import DEFAULT_TIERS, RetentionPass, RetentionRow, Tier, reencode_jpeg  # noqa: E402
+from _common import print_table, write_json
+from vam_engine.config import RetentionConfig
+from vam_engine.memory.retention import DEFAULT_TIERS, RetentionPass, RetentionRow, Tier, reencode_jpeg
 
 PAPER_RAW = 11_406_923  # raw frames of the month split (VAM Table 2)
 PAPER_KEPT = 6_876  # VAM's adaptive output on it

@@ -36,18 +36,15 @@ import argparse
 import heapq
 import sys
 import time
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _common import (add_device_args, fmt, free_memory, host_timed, percentiles, print_table, require_cuda,
+                     run_part, write_json)
 
-from _common import (DeviceRun, add_device_args, fmt, host_timed, print_table, require_cuda,  # noqa: E402
-                     write_json)
-
-from vam_engine.config import VectorConfig  # noqa: E402
-from vam_engine.memory import vector_bodies, vector_index, vectors as V  # noqa: E402
+from vam_engine.config import VectorConfig
+from vam_engine.memory import vector_bodies, vector_index, vectors as V
 
 
 def _unit(a: np.ndarray) -> np.ndarray:
@@ -98,23 +95,26 @@ def python_loop_topk(x: np.ndarray, q: np.ndarray, k: int) -> list[int]:
     return [i for _, i in heapq.nlargest(k, scores)]
 
 
-def recall(found: np.ndarray, truth: np.ndarray) -> float:
-    k = truth.shape[1]
-    return float(np.mean([len(set(f[f >= 0].tolist()) & set(t.tolist())) / k for f, t in zip(found, truth)]))
+def recall(found: np.ndarray, truth: np.ndarray, k: int | None = None) -> float:
+    """Mean share of each query's true top-k (truth's first k columns) among its first k found
+    (padding ids < 0 do not count)."""
+    k = k or truth.shape[1]
+    return float(np.mean([len(set(f[:k][f[:k] >= 0].tolist()) & set(t[:k].tolist())) / k
+                          for f, t in zip(found, truth)]))
 
 
-def latencies(fn, q: np.ndarray, budget_s: float, min_n: int = 5) -> list[float]:
-    """Seconds per single-query call over the queries, stopping after ``budget_s`` (at least
-    ``min_n`` calls), after two untimed warm-up calls."""
-    fn(q[:1])
-    fn(q[1:2] if len(q) > 1 else q[:1])
+def latencies(fn, q: np.ndarray, budget_s: float | None = None, min_n: int = 5, warmup: int = 2) -> list[float]:
+    """Seconds per single-query call over the queries, after ``warmup`` untimed calls on the first
+    ones; with ``budget_s``, stopping once that is spent (after at least ``min_n`` calls)."""
+    for i in range(warmup):
+        fn(q[i:i + 1] if i < len(q) else q[:1])
     out = []
-    end = time.perf_counter() + budget_s
+    end = None if budget_s is None else time.perf_counter() + budget_s
     for i in range(len(q)):
         t0 = time.perf_counter()
         fn(q[i:i + 1])
         out.append(time.perf_counter() - t0)
-        if len(out) >= min_n and time.perf_counter() > end:
+        if end is not None and len(out) >= min_n and time.perf_counter() > end:
             break
     return out
 
@@ -211,156 +211,160 @@ def _blocked_topk(torch, t, n: int, budget: int = 1 << 26):
     return fn
 
 
-def _recall(got: np.ndarray, truth: np.ndarray, k: int) -> float:
-    return float(np.mean([len(set(g[:k].tolist()) & set(t[:k].tolist())) / k for g, t in zip(got, truth)]))
+def latency_ms(fn, qs: np.ndarray, warmup: int = 10) -> dict:
+    """Milliseconds of fn(one query) per query, host to host: p50, p99, mean."""
+    lat = latencies(fn, qs, warmup=min(warmup, len(qs)))
+    p50, p99 = percentiles(lat, 50, 99, scale=1e3)
+    return {"n": len(lat), "p50_ms": p50, "p99_ms": p99, "mean_ms": float(np.mean(lat)) * 1e3}
 
 
-def _latencies(fn, qs: np.ndarray, warmup: int = 10) -> dict:
-    """Seconds of fn(one query) per query, host to host: p50, p99, mean."""
-    for i in range(min(warmup, len(qs))):
-        fn(qs[i:i + 1])
-    ts = []
-    for i in range(len(qs)):
-        t = time.perf_counter()
-        fn(qs[i:i + 1])
-        ts.append(time.perf_counter() - t)
-    a = np.array(ts)
-    return {"n": len(a), "p50_ms": float(np.percentile(a, 50) * 1e3), "p99_ms": float(np.percentile(a, 99) * 1e3),
-            "mean_ms": float(a.mean() * 1e3)}
+class VectorBench:
+    """The --device cuda rows: per size, n random unit rows resident on the device, searched by
+    VectorSpace itself (up to --vec-space-max), its device body and a row-blocked tiling. One
+    method per measured configuration; ``vector_rows`` calls them."""
 
+    DIM, K = 512, 10
 
-def vector_rows(run, st) -> None:
-    import gc
+    def __init__(self, run, st):
+        import torch
 
-    import torch
+        a = run.args
+        self.run, self.st, self.torch, self.gpu = run, st, torch, run.cuda
+        if self.gpu:
+            self.dev, self.space_dev, self.dtype = "cuda", "cuda", torch.float16
+            self.sizes = [int(float(s)) for s in a.vec_sizes.split(",")]
+            self.batches = [int(b) for b in a.vec_batches.split(",")]
+            self.n_single, self.n_truth = 200, 100
+        else:
+            st.skip("cuda", "no CUDA: 1e4 vectors on the CPU through the same code (plumbing only)")
+            # fp16 on the CPU: the re-scoring path runs
+            self.dev, self.space_dev, self.dtype = "cpu", "torch-cpu", torch.float16
+            self.sizes, self.batches, self.n_single, self.n_truth = [10_000], [64], 30, 20
+        rng = np.random.default_rng([run.seed, 42])
+        self.Q = rng.standard_normal((max(max(self.batches), self.n_single, self.n_truth), self.DIM)).astype(np.float32)
+        self.Q /= np.linalg.norm(self.Q, axis=1, keepdims=True)
+        st.data.update(dim=self.DIM, k=self.K, store_dtype=str(self.dtype).replace("torch.", ""), device=self.dev,
+                       queries="random unit vectors, independent of the rows (the smallest score gaps: the "
+                               "hardest case for fp16 scores)",
+                       truth="exact float32 top-10 over the float32 rows (computed while the rows are made)")
+        self.rows, self.parts = [], []
 
-    from vam_engine.config import VectorConfig
-    from vam_engine.memory.vectors import VectorSpace
+    def space(self, n: int, host: np.ndarray, rec: dict):
+        """VectorSpace(device=...) over the same rows (a host float32 copy): the engine's path."""
+        from vam_engine.memory.vectors import VectorSpace
 
-    a = run.args
-    dim, k = 512, 10
-    gpu = run.cuda
-    left = run.left
+        t0 = time.perf_counter()
+        sp = VectorSpace("frame", self.DIM, VectorConfig(index="flat"), device=self.space_dev, torch_dtype=self.dtype,
+                         background_build=False)
+        sp.add(np.arange(n, dtype=np.int64), host)
+        if self.gpu:
+            self.torch.cuda.synchronize()
+        rec["space_build_s"] = time.perf_counter() - t0
+        rec["space_stats"] = {kk: v for kk, v in sp.stats().items() if kk in ("n", "device", "exact_body", "index")}
+        return sp
 
-    if gpu:
-        dev, space_dev, dtype = "cuda", "cuda", torch.float16
-        sizes = [int(float(s)) for s in a.vec_sizes.split(",")]
-        batches = [int(b) for b in a.vec_batches.split(",")]
-        n_single, n_truth = 200, 100
-    else:
-        st.skip("cuda", "no CUDA: 1e4 vectors on the CPU through the same code (plumbing only)")
-        dev, space_dev, dtype = "cpu", "torch-cpu", torch.float16  # fp16 on the CPU: the re-scoring path runs
-        sizes, batches, n_single, n_truth = [10_000], [64], 30, 20
-    rng = np.random.default_rng([run.seed, 42])
-    Q = rng.standard_normal((max(max(batches), n_single, n_truth), dim)).astype(np.float32)
-    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
-    st.data.update(dim=dim, k=k, store_dtype=str(dtype).replace("torch.", ""), device=dev,
-                   queries="random unit vectors, independent of the rows (the smallest score gaps: the "
-                           "hardest case for fp16 scores)",
-                   truth="exact float32 top-10 over the float32 rows (computed while the rows are made)")
-    rows, parts = [], []
+    def measure(self, n: int, name: str, fn, single: bool, truth) -> dict:
+        """recall@10 against the float32 truth, one query's latency (``single``), batched queries/s."""
+        k, Q = self.K, self.Q
+        r = {"n": n, "body": name, "recall@10": recall(fn(Q[:self.n_truth], k)[1], truth[1], k)}
+        if single:
+            r["single"] = latency_ms(lambda q: fn(q, k), Q[:self.n_single])
+            r["scan_GBps"] = n * self.DIM * 2 / (r["single"]["p50_ms"] / 1e3) / 1e9
+        for b in self.batches:
+            if self.run.left() < 3:
+                self.st.skip(f"n={n}: {name} b{b}", "out of time")
+                continue
+            sec = host_timed(lambda: fn(Q[:b], k), None, warmup=1, repeats=3)
+            r[f"b{b}_ms"] = sec * 1e3
+            r[f"b{b}_qps"] = b / sec
+        return r
 
-    def one_size(n: int) -> None:
-        with_space = n <= a.vec_space_max
-        rec = {"n": n, "tensor_GB": n * dim * 2 / 1e9}
+    def record(self, n: int, label: str, name: str, r: dict) -> None:
+        st, last = self.st, self.batches[-1]
+        st.data.setdefault("runs", []).append(r)
+        sg = r.get("single", {})
+        bq = r.get(f"b{last}_qps")
+        self.rows.append([label, name, sg.get("p50_ms"), sg.get("p99_ms"), r.get("scan_GBps")]
+                         + [r.get(f"b{b}_qps") for b in self.batches] + [r["recall@10"]])
+        if name.startswith("VectorSpace"):
+            st.check(f"n={n}: VectorSpace recall@10", r["recall@10"] >= 0.99, f"{r['recall@10']:.4f} < 0.99")
+            self.parts.append(f"{label} VectorSpace p50 {fmt(sg.get('p50_ms'))} ms p99 {fmt(sg.get('p99_ms'))} ms, "
+                              f"b{last} {fmt(bq)} q/s, recall {r['recall@10']:.3f}")
+        elif name.startswith("device body"):
+            st.check(f"n={n}: fp16 recall@10 without re-score", r["recall@10"] >= 0.95,
+                     f"{r['recall@10']:.4f} < 0.95", soft=True)
+            self.parts.append(f"{label} device body p50 {fmt(sg.get('p50_ms'))} ms ({fmt(r.get('scan_GBps'))} GB/s), "
+                              f"b{last} {fmt(bq)} q/s, fp16 recall {r['recall@10']:.3f}")
+        else:
+            self.parts.append(f"{label} row-blocked b{last} {fmt(bq)} q/s")
+
+    def one_size(self, n: int) -> None:
+        torch, st = self.torch, self.st
+        with_space = n <= self.run.args.vec_space_max
+        rec = {"n": n, "tensor_GB": n * self.DIM * 2 / 1e9}
         st.data.setdefault("sizes", []).append(rec)
         label = f"{n:.0e}".replace("+0", "").replace("+", "")
         t0 = time.perf_counter()
-        host = np.empty((n, dim), np.float32) if with_space else None
-        tq = torch.from_numpy(Q[:n_truth]).to(dev)
-        t, truth = _unit_rows(torch, n, dim, dev, run.seed + n, dtype, truth_q=tq, k=k, host=host)
-        if gpu:
+        host = np.empty((n, self.DIM), np.float32) if with_space else None
+        tq = torch.from_numpy(self.Q[:self.n_truth]).to(self.dev)
+        t, truth = _unit_rows(torch, n, self.DIM, self.dev, self.run.seed + n, self.dtype, truth_q=tq, k=self.K,
+                              host=host)
+        if self.gpu:
             torch.cuda.synchronize()
         rec["make_s"] = time.perf_counter() - t0
         mirror, rec["device_body"] = _mirror_topk(torch, t, n)
         bodies = [("device body (fp16, no re-score)", mirror, True),
                   ("row-blocked (alternative)", _blocked_topk(torch, t, n), False)]
         if with_space:
-            def build():
-                t0 = time.perf_counter()
-                sp = VectorSpace("frame", dim, VectorConfig(index="flat"), device=space_dev, torch_dtype=dtype,
-                                 background_build=False)
-                sp.add(np.arange(n, dtype=np.int64), host)
-                if gpu:
-                    torch.cuda.synchronize()
-                rec["space_build_s"] = time.perf_counter() - t0
-                rec["space_stats"] = {kk: v for kk, v in sp.stats().items()
-                                      if kk in ("n", "device", "exact_body", "index")}
-                return sp
-
-            space = st.guard(f"n={n}: VectorSpace.add", build)
+            space = st.guard(f"n={n}: VectorSpace.add", self.space, n, host, rec)
             del host  # the space holds its own float32 copy
             if space is not None:
                 body = rec["space_stats"].get("exact_body", "")
-                st.check(f"n={n}: VectorSpace on the device", body.startswith(f"torch-{dev}"),
-                         f"exact body {body!r}, expected torch-{dev}-...")
-                bodies.insert(0, ("VectorSpace.search (fp16 + fp32 re-score)",
-                                  lambda q, kk: space.search(q, kk), True))
+                st.check(f"n={n}: VectorSpace on the device", body.startswith(f"torch-{self.dev}"),
+                         f"exact body {body!r}, expected torch-{self.dev}-...")
+                bodies.insert(0, ("VectorSpace.search (fp16 + fp32 re-score)", lambda q, kk: space.search(q, kk), True))
         for name, fn, single in bodies:
-            if left() < 5:
+            if self.run.left() < 5:
                 st.skip(f"n={n}: {name}", "out of time")
                 continue
-
-            def measure():
-                r = {"n": n, "body": name}
-                r["recall@10"] = _recall(fn(Q[:n_truth], k)[1], truth[1], k)
-                if single:
-                    r["single"] = _latencies(lambda q: fn(q, k), Q[:n_single])
-                    r["scan_GBps"] = n * dim * 2 / (r["single"]["p50_ms"] / 1e3) / 1e9
-                for b in batches:
-                    if left() < 3:
-                        st.skip(f"n={n}: {name} b{b}", "out of time")
-                        continue
-                    s = host_timed(lambda: fn(Q[:b], k), None, warmup=1, repeats=3)
-                    r[f"b{b}_ms"] = s * 1e3
-                    r[f"b{b}_qps"] = b / s
-                return r
-
-            r = st.guard(f"n={n}: {name}", measure)
-            if r is None:
-                continue
-            st.data.setdefault("runs", []).append(r)
-            sg = r.get("single", {})
-            bq = r.get(f"b{batches[-1]}_qps")
-            rows.append([label, name, sg.get("p50_ms"), sg.get("p99_ms"), r.get("scan_GBps")]
-                        + [r.get(f"b{b}_qps") for b in batches] + [r["recall@10"]])
-            if name.startswith("VectorSpace"):
-                st.check(f"n={n}: VectorSpace recall@10", r["recall@10"] >= 0.99, f"{r['recall@10']:.4f} < 0.99")
-                parts.append(f"{label} VectorSpace p50 {fmt(sg.get('p50_ms'))} ms p99 {fmt(sg.get('p99_ms'))} ms, "
-                             f"b{batches[-1]} {fmt(bq)} q/s, recall {r['recall@10']:.3f}")
-            elif name.startswith("device body"):
-                st.check(f"n={n}: fp16 recall@10 without re-score", r["recall@10"] >= 0.95,
-                         f"{r['recall@10']:.4f} < 0.95", soft=True)
-                parts.append(f"{label} device body p50 {fmt(sg.get('p50_ms'))} ms ({fmt(r.get('scan_GBps'))} GB/s), "
-                             f"b{batches[-1]} {fmt(bq)} q/s, fp16 recall {r['recall@10']:.3f}")
-            else:
-                parts.append(f"{label} row-blocked b{batches[-1]} {fmt(bq)} q/s")
-        if gpu:
+            r = st.guard(f"n={n}: {name}", self.measure, n, name, fn, single, truth)
+            if r is not None:
+                self.record(n, label, name, r)
+        if self.gpu:
             rec["max_mem_GiB"] = torch.cuda.max_memory_allocated() / 2 ** 30
 
-    prev_prec = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")  # the float32 truth without TF32
-    try:
-        for n in sizes:
-            if left() < (40 if n >= 5_000_000 else 15):
-                st.skip(f"n={n}", f"out of time ({left():.0f} s left of the step's budget)")
-                continue
-            if gpu:
-                free = torch.cuda.mem_get_info()[0]
-                if free < n * dim * 2 * 1.3 + (2 << 30):
-                    st.skip(f"n={n}", f"not enough free GPU memory ({free / 2 ** 30:.1f} GiB)")
+    def all_sizes(self) -> None:
+        torch, st = self.torch, self.st
+        prev_prec = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")  # the float32 truth without TF32
+        try:
+            for n in self.sizes:
+                if self.run.left() < (40 if n >= 5_000_000 else 15):
+                    st.skip(f"n={n}", f"out of time ({self.run.left():.0f} s left of the step's budget)")
                     continue
-            st.guard(f"n={n}", one_size, n)
-            gc.collect()  # the size's tensors, space and closures go with one_size's frame
-            if gpu:
-                torch.cuda.empty_cache()
-    finally:
-        torch.set_float32_matmul_precision(prev_prec)
-    if rows:
-        print(f"  top-{k} over n x {dim} {st.data['store_dtype']} on {dev}; latency: one query, host to host; "
-              f"recall@10 against exact float32")
-        print_table(["n", "body", "p50 ms", "p99 ms", "scan GB/s"] + [f"b{b} q/s" for b in batches] + ["recall@10"], rows)
-    st.headline = "; ".join(parts) + ("" if gpu else " (CPU plumbing run, no CUDA)")
+                if self.gpu:
+                    free = torch.cuda.mem_get_info()[0]
+                    if free < n * self.DIM * 2 * 1.3 + (2 << 30):
+                        st.skip(f"n={n}", f"not enough free GPU memory ({free / 2 ** 30:.1f} GiB)")
+                        continue
+                st.guard(f"n={n}", self.one_size, n)
+                free_memory(torch, self.gpu)  # the size's tensors, space and closures go with one_size's frame
+        finally:
+            torch.set_float32_matmul_precision(prev_prec)
+
+    def report(self) -> None:
+        if self.rows:
+            print(f"  top-{self.K} over n x {self.DIM} {self.st.data['store_dtype']} on {self.dev}; latency: one "
+                  f"query, host to host; recall@10 against exact float32")
+            print_table(["n", "body", "p50 ms", "p99 ms", "scan GB/s"] + [f"b{b} q/s" for b in self.batches]
+                        + ["recall@10"], self.rows)
+        self.st.headline = "; ".join(self.parts) + ("" if self.gpu else " (CPU plumbing run, no CUDA)")
+
+
+def vector_rows(run, st) -> None:
+    bench = VectorBench(run, st)
+    bench.all_sizes()
+    bench.report()
 
 
 def cuda_main(args) -> int:
@@ -368,13 +372,10 @@ def cuda_main(args) -> int:
     (the exact float32 top-10 of 100 queries kept as the truth): VectorSpace(device="cuda")
     itself up to --vec-space-max rows, its device body and a row-blocked tiling; p50/p99 latency
     of one query (host to host), queries/s batched, recall@10. --plumbing: 1e4 rows on the CPU."""
-    run = DeviceRun("bench_search", args)
-    st = run.part("vector_search")
-    st.guard("vector_search", vector_rows, run, st)
-    return run.finish()
+    return run_part("bench_search", "vector_search", vector_rows, args)
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max-size", type=float, default=1e5, help="largest store size (1e6 for the full run)")
     ap.add_argument("--sizes", default=None, help="comma-separated sizes instead of 1e3, 1e4, ... up to --max-size")
@@ -394,138 +395,172 @@ def main(argv=None) -> int:
                     help="--device cuda: sizes up to this also go through VectorSpace itself (host float32 copy)")
     add_device_args(ap, default_budget=90.0)
     a = ap.parse_args(argv)
-    if a.device == "cuda":
-        require_cuda("bench_search.py", a)
-        return cuda_main(a)
-    if a.quick:
+    if a.device == "cpu" and a.quick:
         a.max_size, a.queries, a.budget = min(a.max_size, 1e4), min(a.queries, 50), 0.3
-    sizes = [n for n in (1_000, 10_000, 100_000, 1_000_000) if n <= int(a.max_size)]
-    if a.sizes:
-        sizes = [int(float(v)) for v in a.sizes.split(",")]
-    k, d = a.k, a.dim
+    return a
+
+
+# -- the CPU table: rows per store size -----------------------------------------------------------------
+@dataclass
+class SizeRun:
+    """One store size: its data and exact ground truth, and the rows measured on them."""
+    a: argparse.Namespace
+    n: int
+    x: np.ndarray
+    ids: np.ndarray
+    q: np.ndarray
+    truth: np.ndarray
+    rows: list = field(default_factory=list)
+    numpy_p50: float | None = None  # the baseline's p50 (s), once measured
+
+    @classmethod
+    def make(cls, a, n: int) -> "SizeRun":
+        x, ids, q = make_data(n, a.dim, a.queries, a.seed)
+        return cls(a, n, x, ids, q, ids[numpy_topk(x, q, a.k)])
+
+    def lat(self, fn) -> list[float]:
+        return latencies(fn, self.q, self.a.budget)
+
+    def row(self, method: str, param, lat: list, rec: float, build_s=None, scanned=None) -> dict:
+        p50, p99 = percentiles(lat, 50, 99)
+        r = {"n": self.n, "method": method, "param": param, "build_s": build_s, "p50_ms": p50 * 1e3,
+             "p99_ms": p99 * 1e3, "recall@10": rec, "calls": len(lat),
+             "gb_s": None if scanned is None else scanned / p50 / 1e9}
+        if self.numpy_p50 is not None:
+            r["speedup_vs_numpy"] = self.numpy_p50 / p50
+        self.rows.append(r)
+        print(f"  n={self.n:>8,} {method:<34} {str(param):<12} p50 {p50 * 1e3:9.3f} ms  p99 "
+              f"{p99 * 1e3:9.3f} ms  recall {rec:.3f}", flush=True)
+        return r
+
+
+def baseline_rows(sr: SizeRun) -> None:
+    """The reference's Python loop (up to --loop-max), numpy's matmul (the speedups' baseline) and
+    faiss's exact index."""
+    a, x, ids, q, k, n = sr.a, sr.x, sr.ids, sr.q, sr.a.k, sr.n
+    nbytes = n * a.dim * 4
+    if n <= a.loop_max:
+        found = []
+        lat = latencies(lambda qq: found.append(python_loop_topk(x, qq[0], k)), q, a.budget, min_n=3)
+        nq = len(found) - 2
+        sr.row("python loop (reference)", "-", lat, recall(ids[np.array(found[2:2 + nq])], sr.truth[:nq]))
+    lat = sr.lat(lambda qq: numpy_topk(x, qq, k))
+    sr.numpy_p50 = percentiles(lat, 50)[0]
+    sr.row("numpy matmul+argpartition", "-", lat, recall(ids[numpy_topk(x, q, k)], sr.truth), scanned=nbytes)
     faiss = vector_bodies.faiss_module()
-    bw = copy_bandwidth_gbs()
-    print(f"vector search: d={d}, k={k}, sizes={sizes}, {a.queries} queries, faiss threads "
-          f"{faiss.omp_get_max_threads()}, memory copy bandwidth {bw:.1f} GB/s (read + write)", flush=True)
-    rows, summary = [], []
-    t_start = time.perf_counter()
+    t0 = time.perf_counter()
+    fi = faiss.IndexIDMap2(faiss.IndexFlatIP(a.dim))
+    fi.add_with_ids(x, ids)
+    bs = time.perf_counter() - t0
+    lat = sr.lat(lambda qq: fi.search(qq, k))
+    sr.row("faiss IndexFlatIP+IDMap2", "-", lat, recall(fi.search(q, k)[1], sr.truth), bs, scanned=nbytes)
 
-    for n in sizes:
-        x, ids, q = make_data(n, d, a.queries, a.seed)
-        truth_rows = numpy_topk(x, q, k)
-        truth = ids[truth_rows]
-        base = {}
 
-        def row(method, param, lat, rec, build_s=None, scanned=None):
-            p50, p99 = float(np.percentile(lat, 50)), float(np.percentile(lat, 99))
-            r = {"n": n, "method": method, "param": param, "build_s": build_s, "p50_ms": p50 * 1e3,
-                 "p99_ms": p99 * 1e3, "recall@10": rec, "calls": len(lat),
-                 "gb_s": None if scanned is None else scanned / p50 / 1e9}
-            if "numpy" in base:
-                r["speedup_vs_numpy"] = base["numpy"] / p50
-            rows.append(r)
-            print(f"  n={n:>8,} {method:<34} {str(param):<12} p50 {p50 * 1e3:9.3f} ms  p99 "
-                  f"{p99 * 1e3:9.3f} ms  recall {rec:.3f}", flush=True)
-            return r
+def allowed_rows(sr: SizeRun, sp, method: str) -> None:
+    """Filtered searches (allowed = a random 1% and 20% of the ids), recall against the exact
+    search over that subset."""
+    k = sr.a.k
+    for frac in (0.01, 0.2):
+        allowed = np.sort(np.random.default_rng(1).choice(sr.n, max(k, int(frac * sr.n)), replace=False))
+        tr = sr.ids[numpy_topk(sr.x, sr.q, k, rows=allowed)]
+        al = sr.ids[allowed]
+        lat = sr.lat(lambda qq: sp.search(qq, k, allowed=al))
+        sr.row(method, f"{frac:.0%}", lat, recall(sp.search(sr.q, k, allowed=al)[1], tr))
 
-        nbytes = n * d * 4
-        # baselines
-        if n <= a.loop_max:
-            found = []
 
-            def loop(qq):
-                found.append(python_loop_topk(x, qq[0], k))
-            lat = latencies(loop, q, a.budget, min_n=3)
-            nq = len(found) - 2
-            got = ids[np.array(found[2:2 + nq])]
-            row("python loop (reference)", "-", lat, recall(got, truth[:nq]))
-        lat = latencies(lambda qq: numpy_topk(x, qq, k), q, a.budget)
-        base["numpy"] = float(np.percentile(lat, 50))
-        row("numpy matmul+argpartition", "-", lat, recall(ids[numpy_topk(x, q, k)], truth), scanned=nbytes)
+def exact_rows(sr: SizeRun) -> None:
+    """Our exact search: the numpy body (and its filtered searches) and torch-cpu up to --torch-max."""
+    a, k = sr.a, sr.a.k
+    for dev in ["cpu"] + (["torch-cpu"] if sr.n <= a.torch_max else []):
         t0 = time.perf_counter()
-        fi = faiss.IndexIDMap2(faiss.IndexFlatIP(d))
-        fi.add_with_ids(x, ids)
+        sp = V.VectorSpace("bench", a.dim, VectorConfig(index="flat"), device=dev)
+        sp.add(sr.ids, sr.x)
         bs = time.perf_counter() - t0
-        lat = latencies(lambda qq: fi.search(qq, k), q, a.budget)
-        row("faiss IndexFlatIP+IDMap2", "-", lat, recall(fi.search(q, k)[1], truth), bs, scanned=nbytes)
-        del fi
+        lat = sr.lat(lambda qq: sp.search(qq, k))
+        sr.row(f"VectorSpace flat ({dev})", "-", lat, recall(sp.search(sr.q, k)[1], sr.truth), bs,
+               scanned=sr.n * a.dim * 4)
+        if dev == "cpu":
+            allowed_rows(sr, sp, "VectorSpace flat +allowed")
 
-        # ours, exact
-        bodies = ["cpu"] + (["torch-cpu"] if n <= a.torch_max else [])
-        for dev in bodies:
-            t0 = time.perf_counter()
-            sp = V.VectorSpace("bench", d, VectorConfig(index="flat"), device=dev)
-            sp.add(ids, x)
-            bs = time.perf_counter() - t0
-            lat = latencies(lambda qq: sp.search(qq, k), q, a.budget)
-            row(f"VectorSpace flat ({dev})", "-", lat, recall(sp.search(q, k)[1], truth), bs, scanned=nbytes)
-            if dev == "cpu":
-                for frac in (0.01, 0.2):
-                    allowed = np.sort(np.random.default_rng(1).choice(n, max(k, int(frac * n)), replace=False))
-                    tr = ids[numpy_topk(x, q, k, rows=allowed)]
-                    al = ids[allowed]
-                    lat = latencies(lambda qq: sp.search(qq, k, allowed=al), q, a.budget)
-                    row("VectorSpace flat +allowed", f"{frac:.0%}", lat, recall(sp.search(q, k, allowed=al)[1], tr))
-            del sp
 
-        # ours, ANN
-        for kind in ("ivf", "hnsw"):
-            cfg = VectorConfig(index=kind, ann_min_size=1)
-            t0 = time.perf_counter()
-            sp = V.VectorSpace("bench", d, cfg, background_build=False)
-            sp.add(ids, x)
-            bs = time.perf_counter() - t0
-            if kind == "ivf":
-                nlist = sp.stats()["nlist"]
-                default = vector_index.ivf_nprobe(nlist)
-                sweep = sorted({p for p in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if p <= nlist} | {default})
-                attr, label = "nprobe", "nprobe"
-            else:
-                default = V.HNSW_EF_SEARCH
-                sweep = sorted({16, 32, 64, 128, 256, 512, default})
-                attr, label = "ef_search", "ef"
-            reached = None
-            for p in sweep:
-                setattr(sp, attr, p)
-                rec = recall(sp.search(q, k)[1], truth)
-                if p != default and reached is not None and p > reached:
-                    continue
-                lat = latencies(lambda qq: sp.search(qq, k), q, a.budget)
-                r = row(f"VectorSpace {kind}" + (" (default)" if p == default else ""), f"{label}={p}", lat, rec,
-                        bs if p == sweep[0] else None)
-                if reached is None and rec >= a.target_recall:
-                    reached = p
-                    summary.append({"n": n, "kind": kind, "param": f"{label}={p}", "p50_ms": r["p50_ms"],
-                                    "p99_ms": r["p99_ms"], "recall@10": rec, "build_s": bs,
-                                    "speedup_vs_numpy": r.get("speedup_vs_numpy")})
-            setattr(sp, attr, default)
-            if kind == "hnsw":
-                for frac in (0.01, 0.2):
-                    allowed = np.sort(np.random.default_rng(1).choice(n, max(k, int(frac * n)), replace=False))
-                    tr = ids[numpy_topk(x, q, k, rows=allowed)]
-                    al = ids[allowed]
-                    lat = latencies(lambda qq: sp.search(qq, k, allowed=al), q, a.budget)
-                    row("VectorSpace hnsw +allowed", f"{frac:.0%}", lat, recall(sp.search(q, k, allowed=al)[1], tr))
-            sp.close()
-            del sp
-        del x
-        print(f"  [{time.perf_counter() - t_start:.0f} s]", flush=True)
+def ann_rows(sr: SizeRun, kind: str) -> dict | None:
+    """An ANN index swept over nprobe / efSearch up to the first value reaching --target-recall
+    (and the engine's default); hnsw also filtered. Returns the first setting reaching it."""
+    a, k = sr.a, sr.a.k
+    t0 = time.perf_counter()
+    sp = V.VectorSpace("bench", a.dim, VectorConfig(index=kind, ann_min_size=1), background_build=False)
+    sp.add(sr.ids, sr.x)
+    bs = time.perf_counter() - t0
+    if kind == "ivf":
+        nlist = sp.stats()["nlist"]
+        default = vector_index.ivf_nprobe(nlist)
+        sweep = sorted({p for p in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if p <= nlist} | {default})
+        attr, label = "nprobe", "nprobe"
+    else:
+        default = V.HNSW_EF_SEARCH
+        sweep = sorted({16, 32, 64, 128, 256, 512, default})
+        attr, label = "ef_search", "ef"
+    reached, summary = None, None
+    for p in sweep:
+        setattr(sp, attr, p)
+        rec = recall(sp.search(sr.q, k)[1], sr.truth)
+        if p != default and reached is not None and p > reached:
+            continue
+        r = sr.row(f"VectorSpace {kind}" + (" (default)" if p == default else ""), f"{label}={p}",
+                   sr.lat(lambda qq: sp.search(qq, k)), rec, bs if p == sweep[0] else None)
+        if reached is None and rec >= a.target_recall:
+            reached = p
+            summary = {"n": sr.n, "kind": kind, "param": f"{label}={p}", "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"],
+                       "recall@10": rec, "build_s": bs, "speedup_vs_numpy": r.get("speedup_vs_numpy")}
+    setattr(sp, attr, default)
+    if kind == "hnsw":
+        allowed_rows(sr, sp, "VectorSpace hnsw +allowed")
+    sp.close()
+    return summary
 
+
+def print_tables(a, rows: list, summary: list, bw: float) -> tuple[str, str]:
     print()
-    headers = ["n", "method", "param", "build s", "p50 ms", "p99 ms", "recall@10", "x numpy", "GB/s"]
-    table = print_table(headers, [[r["n"], r["method"], r["param"], r["build_s"], r["p50_ms"], r["p99_ms"],
-                                   f"{r['recall@10']:.3f}", r.get("speedup_vs_numpy"), r["gb_s"]] for r in rows])
+    table = print_table(["n", "method", "param", "build s", "p50 ms", "p99 ms", "recall@10", "x numpy", "GB/s"],
+                        [[r["n"], r["method"], r["param"], r["build_s"], r["p50_ms"], r["p99_ms"],
+                          f"{r['recall@10']:.3f}", r.get("speedup_vs_numpy"), r["gb_s"]] for r in rows])
     print(f"\nmemory copy bandwidth {bw:.1f} GB/s (read + write; the GB/s column is vectors read per "
           f"second by one exact query)\n")
     print(f"first ANN setting reaching recall@10 >= {a.target_recall}:")
-    stable = print_table(["n", "index", "param", "build s", "p50 ms", "p99 ms", "recall@10", "x numpy"],
+    target = print_table(["n", "index", "param", "build s", "p50 ms", "p99 ms", "recall@10", "x numpy"],
                          [[s["n"], s["kind"], s["param"], s["build_s"], s["p50_ms"], s["p99_ms"],
                            f"{s['recall@10']:.3f}", s["speedup_vs_numpy"]] for s in summary])
+    return table, target
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    if a.device == "cuda":
+        require_cuda("bench_search.py", a)
+        return cuda_main(a)
+    sizes = [n for n in (1_000, 10_000, 100_000, 1_000_000) if n <= int(a.max_size)]
+    if a.sizes:
+        sizes = [int(float(v)) for v in a.sizes.split(",")]
+    bw = copy_bandwidth_gbs()
+    print(f"vector search: d={a.dim}, k={a.k}, sizes={sizes}, {a.queries} queries, faiss threads "
+          f"{vector_bodies.faiss_module().omp_get_max_threads()}, memory copy bandwidth {bw:.1f} GB/s (read + write)",
+          flush=True)
+    rows, summary = [], []
+    t_start = time.perf_counter()
+    for n in sizes:
+        sr = SizeRun.make(a, n)
+        baseline_rows(sr)
+        exact_rows(sr)
+        summary += [s for s in (ann_rows(sr, kind) for kind in ("ivf", "hnsw")) if s is not None]
+        rows += sr.rows
+        del sr
+        print(f"  [{time.perf_counter() - t_start:.0f} s]", flush=True)
+    table, target = print_tables(a, rows, summary, bw)
     path = write_json(a.json, {"args": vars(a), "memory_copy_gb_s": bw, "rows": rows, "target": summary,
-                               "table": table, "target_table": stable,
-                               "defaults": {"hnsw_M": vector_index.HNSW_M, "hnsw_ef_construction": vector_index.HNSW_EF_CONSTRUCTION,
-                                            "hnsw_ef_search": V.HNSW_EF_SEARCH,
-                                            "ivf_nprobe": "max(16, nlist/64)"},
+                               "table": table, "target_table": target,
+                               "defaults": {"hnsw_M": vector_index.HNSW_M,
+                                            "hnsw_ef_construction": vector_index.HNSW_EF_CONSTRUCTION,
+                                            "hnsw_ef_search": V.HNSW_EF_SEARCH, "ivf_nprobe": "max(16, nlist/64)"},
                                "wall_s": time.perf_counter() - t_start})
     print(f"\nwrote {path} ({time.perf_counter() - t_start:.0f} s)")
     return 0

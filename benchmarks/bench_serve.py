@@ -38,8 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_info, print_table, write_json  # noqa: E402
+from _common import machine_info, percentiles, print_table, write_json
 
 ENDPOINTS = ("moments", "search", "frame")
 
@@ -81,13 +80,6 @@ class CpuWatch:
         return {"server_cores": (cpu_seconds(self.pid) - self.server) / wall,
                 "client_cores": (cpu_seconds() - self.client) / wall,
                 "machine_cores": (machine_busy()[0] - self.busy) / wall, "machine_cpus": os.cpu_count()}
-
-
-def pct(xs, q):
-    if not xs:
-        return None
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
 
 
 class Phase:
@@ -278,6 +270,17 @@ def ingest_figures(samples):
     return out
 
 
+async def timed_phase(name: str, state: dict, server_pid: int, seconds: float) -> Phase:
+    """The clients' requests for ``seconds`` recorded as one phase, with the CPU it used."""
+    phase = Phase(name)
+    state["phase"] = phase
+    cpu = CpuWatch(server_pid)
+    await asyncio.sleep(seconds)
+    phase.cpu = cpu.stop()
+    state["phase"] = None
+    return phase
+
+
 async def run(args, url, cams, query_jpeg, server_pid):
     import httpx
     from urllib.parse import urlsplit
@@ -296,22 +299,11 @@ async def run(args, url, cams, query_jpeg, server_pid):
         clients = [asyncio.create_task(client(LeanHTTP(u.hostname, u.port) if args.http_client == "lean"
                                               else HttpxHTTP(http), k, state, query_jpeg, args.think_s))
                    for k in range(args.clients)]
-        phases = []
-        loaded = Phase("loaded")
-        state["phase"] = loaded
-        cpu = CpuWatch(server_pid)
-        await asyncio.sleep(args.seconds)
-        loaded.cpu = cpu.stop()
-        phases.append(loaded)
-        state["phase"] = None
+        loaded = await timed_phase("loaded", state, server_pid, args.seconds)
         for cam in cams:  # the baseline: the same server, nothing ingesting
             await http.delete(f"/api/cameras/{cam}")
-        idle = Phase("idle")
-        state["phase"] = idle
-        cpu = CpuWatch(server_pid)
-        await asyncio.sleep(args.idle_seconds)
-        idle.cpu = cpu.stop()
-        phases.append(idle)
+        idle = await timed_phase("idle", state, server_pid, args.idle_seconds)
+        phases = [loaded, idle]
         state["stop"] = True
         for t in clients + [watcher]:
             t.cancel()
@@ -321,7 +313,7 @@ async def run(args, url, cams, query_jpeg, server_pid):
     return phases, ingest_figures(samples), state
 
 
-def main() -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--sources", type=int, default=1)
@@ -337,14 +329,16 @@ def main() -> int:
                     help="the clients' HTTP: lean (a minimal keep-alive client, so the client's own CPU does not "
                          "crowd the server on a small machine) or httpx (one shared AsyncClient)")
     ap.add_argument("--json", default="bench_serve", help="results file name under benchmarks/results/")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else max(5.0, args.seconds / 2)
+    return args
 
-    from PIL import Image
 
+def write_sources(args, work: Path) -> list[str]:
+    """One generated clip per source, long enough that none ends during the run, and the
+    cameras file naming them (played as live)."""
     from vam_engine.synthetic import write_scene_clip
 
-    work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     length = args.seconds + 90  # warm-up and start-up included: no source ends during the run
     cams, lines = [], ["[defaults]", f"fps = {args.fps}", "realtime = true"]
     for k in range(args.sources):
@@ -353,60 +347,65 @@ def main() -> int:
         cams.append(f"cam{k}")
         lines += [f"[cameras.cam{k}]", f'url = "{clip.path}"']
     (work / "cameras.toml").write_text("\n".join(lines) + "\n")
-    q = io.BytesIO()
-    Image.new("RGB", (320, 180), (120, 80, 40)).save(q, format="JPEG")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                       os.environ.get("PYTHONPATH", "")]))
+    return cams
+
+
+def start_server(args, work: Path, port: int) -> subprocess.Popen:
+    """``python -m vam_engine.cli serve`` on the cameras file; returns once /api/health answers."""
+    import httpx
+
     server = subprocess.Popen([sys.executable, "-m", "vam_engine.cli", "serve", "--store", str(work / "store"),
                                "--cameras", str(work / "cameras.toml"), "--port", str(port), "--device", args.device,
-                               "--log-level", "warning"], env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        import httpx
-
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"serve did not start: {server.stderr.read()[-2000:]}")
-            time.sleep(0.3)
-        phases, ingest, state = asyncio.run(run(args, url, cams, q.getvalue(), server.pid))
-    finally:
-        server.send_signal(signal.SIGTERM)
+                               "--log-level", "warning"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while True:
         try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            stop_server(server)
+            raise SystemExit(f"serve did not start: {server.stderr.read()[-2000:]}")
+        time.sleep(0.3)
 
-    loaded, idle = phases
+
+def stop_server(server: subprocess.Popen) -> None:
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
+def endpoint_rows(loaded: Phase, idle: Phase, seconds: float) -> tuple[list, dict]:
+    """Per endpoint: requests, errors, p50/p99 loaded and idle (ms), p99 over idle, req/s."""
     rows, results = [], {}
     for e in ENDPOINTS:
-        a, b = loaded.lat[e], idle.lat[e]
-        p99a, p99b = pct(a, 99), pct(b, 99)
-        results[e] = {"requests": len(a) + loaded.errors[e], "errors": loaded.errors[e],
-                      "p50_ms": None if not a else 1e3 * pct(a, 50), "p99_ms": None if p99a is None else 1e3 * p99a,
-                      "idle_requests": len(b) + idle.errors[e], "idle_errors": idle.errors[e],
-                      "idle_p50_ms": None if not b else 1e3 * pct(b, 50),
-                      "idle_p99_ms": None if p99b is None else 1e3 * p99b,
-                      "p99_x_idle": p99a / p99b if p99a and p99b else None,
-                      "req_per_s": len(a) / args.seconds}
-        r = results[e]
+        p50a, p99a = percentiles(loaded.lat[e], 50, 99, scale=1e3)
+        p50b, p99b = percentiles(idle.lat[e], 50, 99, scale=1e3)
+        r = results[e] = {"requests": len(loaded.lat[e]) + loaded.errors[e], "errors": loaded.errors[e],
+                          "p50_ms": p50a, "p99_ms": p99a, "idle_requests": len(idle.lat[e]) + idle.errors[e],
+                          "idle_errors": idle.errors[e], "idle_p50_ms": p50b, "idle_p99_ms": p99b,
+                          "p99_x_idle": p99a / p99b if p99a and p99b else None,
+                          "req_per_s": len(loaded.lat[e]) / seconds}
         rows.append([e, r["requests"], r["errors"], r["req_per_s"], r["p50_ms"], r["p99_ms"], r["idle_p50_ms"],
                      r["idle_p99_ms"], r["p99_x_idle"]])
+    return rows, results
+
+
+def print_report(args, rows: list, phases: list, ingest: dict, state: dict) -> bool:
+    """The endpoint, ingest and CPU tables; whether ingest kept real time."""
+    loaded, idle = phases
     print(f"\nbench_serve: {args.clients} clients (+1 SSE stream each), {args.sources} live {args.width}x{args.height} "
           f"sources at {args.source_fps} fps sampled at {args.fps} fps, {args.seconds:g} s loaded + "
           f"{args.idle_seconds:g} s idle, think {args.think_s:g} s, {args.http_client} HTTP client")
     print_table(["endpoint", "requests", "errors", "req/s", "p50 ms", "p99 ms", "idle p50", "idle p99", "p99 x idle"],
                 rows)
-    irows = [[cam, f["x_realtime"], f["lag_end_s"], f["lag_slope"], f["dropped"], ",".join(f["states"])]
-             for cam, f in sorted(ingest.items())]
     print()
-    print_table(["camera", "x realtime", "lag end s", "lag growth s/s", "dropped", "states"], irows)
+    print_table(["camera", "x realtime", "lag end s", "lag growth s/s", "dropped", "states"],
+                [[cam, f["x_realtime"], f["lag_end_s"], f["lag_slope"], f["dropped"], ",".join(f["states"])]
+                 for cam, f in sorted(ingest.items())])
     keeps = bool(ingest) and all(f["x_realtime"] is not None and f["x_realtime"] >= 0.95 and
                                  (f["lag_slope"] is None or f["lag_slope"] < 0.05) for f in ingest.values())
     print()
@@ -416,9 +415,28 @@ def main() -> int:
     print(f"\ningest keeps real time: {'yes' if keeps else 'no'}; SSE streams opened {state['sse_open']} of "
           f"{args.clients}, dropped {state['sse_dropped']}; errors by kind: "
           f"{dict(loaded.error_kinds, **{'idle ' + k: v for k, v in idle.error_kinds.items()}) or 'none'}")
+    return keeps
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from PIL import Image
+
+    work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    cams = write_sources(args, work)
+    q = io.BytesIO()
+    Image.new("RGB", (320, 180), (120, 80, 40)).save(q, format="JPEG")
+    port = free_port()
+    server = start_server(args, work, port)
+    try:
+        phases, ingest, state = asyncio.run(run(args, f"http://127.0.0.1:{port}", cams, q.getvalue(), server.pid))
+    finally:
+        stop_server(server)
+    rows, results = endpoint_rows(*phases, args.seconds)
+    keeps = print_report(args, rows, phases, ingest, state)
     path = write_json(args.json, {"args": vars(args), "endpoints": results, "ingest": ingest,
                                   "ingest_keeps_real_time": keeps, "sse_opened": state["sse_open"],
-                                  "sse_dropped": state["sse_dropped"], "errors_by_kind": loaded.error_kinds,
+                                  "sse_dropped": state["sse_dropped"], "errors_by_kind": phases[0].error_kinds,
                                   "cpu": {ph.name: ph.cpu for ph in phases},
                                   "machine": machine_info()})
     print(f"results: {path}")

@@ -66,12 +66,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from _common import print_table, write_json  # noqa: E402
+from _common import print_table, write_json
 
 CAMERA = "c"
 DT = 2.0  # seconds between moments (0.5 fps)
@@ -112,6 +109,17 @@ def next_batch(n: int, batch: int, checkpoints, max_size: int) -> int:
     return min(batch, nxt - n)
 
 
+def batches(args, checkpoints: list[int], rng):
+    """(moments committed before it, its embeddings) of each batch up to --max-size: ``--batch``
+    moments, cut short so that a batch ends at each checkpoint. Embeddings are made here,
+    outside the timed regions."""
+    n = 0
+    while n < args.max_size:
+        m = next_batch(n, args.batch, checkpoints, args.max_size)
+        yield n, embeddings(rng, m, args.dim)
+        n += m
+
+
 def window(size: int, batch: int, cap: int) -> tuple[int, int]:
     """Moment range (lo, hi] of the window ending at ``size``: half the size, at most ``cap``,
     at least one batch."""
@@ -136,13 +144,11 @@ def run_full_rewrite(args, checkpoints: list[int]) -> dict:
     records: list[dict] = []
     ends, secs, reopen, last = [], [], {}, {}
     stopped = None
-    n = 0
     event_id = 0
     t_start = time.perf_counter()
     try:
-        while n < args.max_size:
-            m = next_batch(n, args.batch, checkpoints, args.max_size)
-            embs = embeddings(rng, m, args.dim)
+        for n, embs in batches(args, checkpoints, rng):
+            m = len(embs)
             t0 = time.perf_counter()
             for j in range(m):
                 i = n + j
@@ -193,13 +199,86 @@ PLAN_QUERIES = {  # the store's per-moment / per-event lookups whose plans the J
 }
 
 
+SPACES = ("frame", "event")  # the vector spaces these moments fill
+
+
+class StoreTimers:
+    """Timing hooks on one store's instances (no engine code changed): the in-memory index update
+    (the store's on_vectors callback), automatic snapshots, and the committer's event close.
+    ``snapshot`` stays the unwrapped one, for the checkpoints' own snapshot."""
+
+    def __init__(self, store, vm):
+        self.acc = {"apply": 0.0, "snapshot": 0.0, "close_event": 0.0}
+        self.natural_snaps: list[dict] = []
+        self.n_committed = 0
+        self.apply, self.snapshot, self.close_event = vm.apply, vm.snapshot, store.committer.close_open_event
+        store.db.on_vectors = self.timed("apply", self.apply)
+        vm.snapshot = self.timed_snapshot
+        store.committer.close_open_event = self.timed("close_event", self.close_event)
+
+    def timed(self, key: str, fn):
+        def go(*a):
+            t0 = time.perf_counter()
+            fn(*a)
+            self.acc[key] += time.perf_counter() - t0
+        return go
+
+    def timed_snapshot(self) -> None:
+        t0 = time.perf_counter()
+        self.snapshot()
+        dt = time.perf_counter() - t0
+        self.acc["snapshot"] += dt
+        self.natural_snaps.append({"moments": self.n_committed, "s": dt})
+
+    def reset(self) -> None:
+        for k in self.acc:
+            self.acc[k] = 0.0
+
+
+def commit_batch(store, src, root: Path, blob: bytes, n: int, embs: np.ndarray,
+                 event_every: int) -> tuple[float, float]:
+    """Moments n .. n + len(embs) in one CommitBatch, with their frame stubs written first:
+    (seconds writing the stubs, seconds in Store.commit)."""
+    from vam_engine.memory.commit import CommitBatch
+    from vam_engine.memory.records import GateRecord, GateSample, PendingMoment
+
+    m, gate = len(embs), GateRecord(100.0, 30.0, 0.5, 0.7, None)
+    t0 = time.perf_counter()
+    refs = []
+    for j in range(m):
+        ref = store.frames.ref(CAMERA, src.source_id, (n + j) * DT)
+        write_stub(root, ref, blob)
+        refs.append(ref)
+    frame_s = time.perf_counter() - t0
+    batch = CommitBatch()
+    for j in range(m):
+        i = n + j
+        batch.moments.append(PendingMoment(CAMERA, src.source_id, i * DT, None, i, refs[j], 1280, 720, gate,
+                                           embedding=embs[j], event_start=(i % event_every == 0 and i > 0)))
+        batch.samples.append(GateSample(CAMERA, src.source_id, i * DT, gate))
+    batch.progress[src.source_id] = (n + m - 1) * DT
+    t0 = time.perf_counter()
+    store.commit(batch)
+    return frame_s, time.perf_counter() - t0
+
+
+def close_spaces(vm) -> None:
+    """Stop each space's background ANN build (the reopen or the writer may have started one)."""
+    for name in SPACES:
+        sp = vm.space(name)
+        if sp is not None:
+            sp.close()
+
+
+def index_kinds(vm) -> dict:
+    return {name: vm.space(name).index_kind for name in SPACES if vm.space(name) is not None}
+
+
 def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dict:
     """``what_if``: the benchmark adds two indexes (moments.event_id; events(camera_id, closed))
     and runs ANALYZE after the first checkpoint, so the store's event lookups stop scanning; no
     engine code is changed, only the database."""
     from vam_engine.config import VectorConfig
-    from vam_engine.memory.commit import CommitBatch
-    from vam_engine.memory.records import GateRecord, GateSample, PendingMoment
     from vam_engine.memory.store import Store
     from vam_engine.memory.vector_memory import VectorMemory
 
@@ -215,73 +294,23 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
             for sql in WHAT_IF_SQL:
                 c.execute(sql)
     vm = VectorMemory(store.vector_table, store.root / "vectors", cfg)
-
-    # Timing hooks (instance attributes, no engine code changed): the in-memory index update
-    # (the store's on_vectors callback), snapshots, and the store's event close.
-    acc = {"apply": 0.0, "snapshot": 0.0, "close_event": 0.0}
-    natural_snaps: list[dict] = []
-    apply, snapshot, close_event = vm.apply, vm.snapshot, store._committer._close_open_event
-    n_committed = [0]
-
-    def timed_apply(changes):
-        t0 = time.perf_counter()
-        apply(changes)
-        acc["apply"] += time.perf_counter() - t0
-
-    def timed_snapshot():
-        t0 = time.perf_counter()
-        snapshot()
-        dt = time.perf_counter() - t0
-        acc["snapshot"] += dt
-        natural_snaps.append({"moments": n_committed[0], "s": dt})
-
-    def timed_close(conn, cam, changes):
-        t0 = time.perf_counter()
-        close_event(conn, cam, changes)
-        acc["close_event"] += time.perf_counter() - t0
-
-    store.db.on_vectors = timed_apply
-    vm.snapshot = timed_snapshot
-    store._committer._close_open_event = timed_close
-
+    timers = StoreTimers(store, vm)
     src = store.sources.open(CAMERA, "bench://c", "fingerprint", "fps=0.5")
-    gate = GateRecord(100.0, 30.0, 0.5, 0.7, None)
     n_batches = args.max_size // args.batch + len(checkpoints) + 1
     cols = {k: np.zeros(n_batches) for k in ("commit", "apply", "snapshot", "close_event", "frame")}
-    ends = np.zeros(n_batches, np.int64)
-    counts = np.zeros(n_batches, np.int64)
+    ends, counts = np.zeros(n_batches, np.int64), np.zeros(n_batches, np.int64)
     at: dict[int, dict] = {}
-    n = 0
     b = 0
-    t_start = time.perf_counter()
-    last_print = t_start
+    t_start = last_print = time.perf_counter()
     try:
-        while n < args.max_size:
-            m = next_batch(n, args.batch, checkpoints, args.max_size)
-            embs = embeddings(rng, m, args.dim)
-            batch = CommitBatch()
-            t0 = time.perf_counter()
-            refs = []
-            for j in range(m):
-                ref = store.frames.ref(CAMERA, src.source_id, (n + j) * DT)
-                write_stub(root, ref, blob)
-                refs.append(ref)
-            cols["frame"][b] = time.perf_counter() - t0
-            for j in range(m):
-                i = n + j
-                batch.moments.append(PendingMoment(CAMERA, src.source_id, i * DT, None, i, refs[j], 1280, 720, gate,
-                                                   embedding=embs[j], event_start=(i % args.event_every == 0 and i > 0)))
-                batch.samples.append(GateSample(CAMERA, src.source_id, i * DT, gate))
-            batch.progress[src.source_id] = (n + m - 1) * DT
-            for k in acc:
-                acc[k] = 0.0
-            t0 = time.perf_counter()
-            store.commit(batch)
-            cols["commit"][b] = time.perf_counter() - t0
-            for k in acc:
-                cols[k][b] = acc[k]
+        for n, embs in batches(args, checkpoints, rng):
+            m = len(embs)
+            timers.reset()
+            cols["frame"][b], cols["commit"][b] = commit_batch(store, src, root, blob, n, embs, args.event_every)
+            for k, v in timers.acc.items():
+                cols[k][b] = v
             n += m
-            n_committed[0] = n
+            timers.n_committed = n
             ends[b], counts[b] = n, m
             b += 1
             now = time.perf_counter()
@@ -289,14 +318,13 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
                 last_print = now
                 print(f"  {label} {n:>9,} moments, {now - t_start:.0f} s", flush=True)
             if n in checkpoints:
-                at[n] = checkpoint(store, vm, snapshot, root, cfg, n)
+                at[n] = checkpoint(store, vm, timers.snapshot, root, cfg, n)
                 if what_if and n == checkpoints[0]:
                     store.db.conn().execute("ANALYZE")
                 print(f"  {label} {n:>9,} moments: reopen {at[n]['reopen_s']:.2f} s "
                       f"({at[n]['replayed']:,} log entries replayed), snapshot {at[n]['snapshot_s']:.2f} s, "
                       f"db {at[n]['db_bytes'] / 1e6:,.0f} MB, {now - t_start:.0f} s so far", flush=True)
-        for sp in vm._spaces.values():
-            sp.close()
+        close_spaces(vm)
         store.close()
     finally:
         if not args.keep:
@@ -304,7 +332,7 @@ def run_moment_store(args, checkpoints: list[int], what_if: bool = False) -> dic
         else:
             print(f"  kept the store at {root}")
     per = {k: v[:b] / np.maximum(counts[:b], 1) for k, v in cols.items()}
-    return {"ends": ends[:b], "counts": counts[:b], "per": per, "at": at, "natural_snapshots": natural_snaps,
+    return {"ends": ends[:b], "counts": counts[:b], "per": per, "at": at, "natural_snapshots": timers.natural_snaps,
             "wall_s": time.perf_counter() - t_start, "blob_bytes": len(blob), "config": cfg.model_dump()}
 
 
@@ -322,10 +350,9 @@ def checkpoint(store, vm, snapshot, root: Path, cfg, n: int) -> dict:
     s2 = Store(root, create=False)
     vm2 = VectorMemory(s2.vector_table, s2.root / "vectors", cfg)
     reopen = time.perf_counter() - t0
-    sizes = {name: vm2.size(name) for name in ("frame", "event")}
-    kinds = {name: sp.index_kind for name, sp in vm2._spaces.items()}
-    for sp in vm2._spaces.values():
-        sp.close()  # stops a background ANN build the reopen may have started
+    sizes = {name: vm2.size(name) for name in SPACES}
+    kinds = index_kinds(vm2)
+    close_spaces(vm2)
     s2.close()
     del vm2, s2
     if sizes["frame"] != n or sizes["frame"] != vm.size("frame"):
@@ -342,7 +369,7 @@ def checkpoint(store, vm, snapshot, root: Path, cfg, n: int) -> dict:
     db = sum(p.stat().st_size for p in root.glob("store.sqlite*"))
     idx = sum(p.stat().st_size for p in (root / "vectors").glob("*.index"))
     return {"reopen_s": reopen, "replayed": replayed, "events": events, "reopen_sizes": sizes,
-            "reopen_index": kinds, "writer_index": {k: sp.index_kind for k, sp in vm._spaces.items()},
+            "reopen_index": kinds, "writer_index": index_kinds(vm),
             "snapshot_s": snap, "changes_per_moment": changes_per_moment,
             "snapshot_us_per_moment": 1e6 * snap * changes_per_moment / cfg.snapshot_every,
             "db_bytes": db, "index_bytes": idx, "query_plans": plans}
@@ -379,7 +406,7 @@ def slowest_batches(ms: dict, k: int = 20) -> list[dict]:
     return out
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--max-size", type=int, default=None, help="moments committed (default 100000; 10000 with --quick)")
     ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)} (default all)")
@@ -400,33 +427,31 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.max_size is None:
         args.max_size = 10_000 if args.quick else 100_000
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    bad = [m for m in methods if m not in METHODS]
+    bad = [m for m in method_list(args) if m not in METHODS]
     if bad:
         ap.error(f"unknown methods {bad}; choose from {', '.join(METHODS)}")
-    t_start = time.perf_counter()
-    import vam_engine.memory.store  # noqa: F401 - imports are not timed
+    return args
 
-    base_sizes = [s for s in (1_000, 10_000, 100_000, 1_000_000, 10_000_000) if s <= args.max_size]
-    ckpts = sorted(set(base_sizes) | {args.max_size})
-    print(f"moments: camera {CAMERA!r}, one source, batches of {args.batch}, {args.dim}-d float32 embeddings, "
-          f"an event every {args.event_every} moments; frames: one fixed {len(tiny_jpeg())}-byte JPEG written per "
-          f"moment (no encoding; timed apart, not in us/moment); {os.cpu_count()} CPUs, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
-    rewrite = None
-    if "full_rewrite" in methods:
-        print("full_rewrite (JSON of every record + embedding, rewritten per batch):", flush=True)
-        rewrite = run_full_rewrite(args, ckpts)
-        if rewrite["stopped_at"]:
-            ckpts = sorted(set(ckpts) | {rewrite["stopped_at"]})
-    stores = {}
-    for m in ("moment_store", "moment_store_indexed"):
-        if m in methods:
-            print(f"{m} (Store + VectorMemory" + (", + 2 indexes and ANALYZE added by the benchmark"
-                                                       if m.endswith("indexed") else "") + "):", flush=True)
-            stores[m] = run_moment_store(args, ckpts, what_if=m.endswith("indexed"))
+def method_list(args) -> list[str]:
+    return [m.strip() for m in args.methods.split(",") if m.strip()]
 
+
+def rewrite_record(rewrite: dict, s: int, ref: float | None, args) -> tuple[dict, list]:
+    """full_rewrite's record and table row at size s (its mean rewrite cost over the window)."""
+    lo, hi = window(s, args.batch, args.window)
+    e = np.array(rewrite["ends"])
+    us = 1e6 * window_mean(e, np.array(rewrite["secs_per_moment"]), np.diff(e, prepend=0), lo, hi)
+    r = {"size": s, "method": "full_rewrite", "window": [lo, hi], "us_per_moment": us,
+         "vs_moment_store": None if ref is None else us / ref, "reopen_s": rewrite["reopen_s"][s],
+         "last_rewrite_s": rewrite["last_rewrite_s"][s]}
+    row = [s, "full_rewrite" + (" (stopped)" if s == rewrite["stopped_at"] else ""), us, r["vs_moment_store"],
+           "-", "-", "-", "-", "-", "-", r["last_rewrite_s"], r["reopen_s"], "-"]
+    return r, row
+
+
+def size_records(stores: dict, rewrite: dict | None, ckpts: list[int], args) -> tuple[list, list]:
+    """(table rows, records) per checkpoint size and method, "vs moment_store" against the shipped store."""
     rows, records = [], []
     for s in ckpts:
         ref = None
@@ -441,15 +466,35 @@ def main(argv=None) -> int:
                          rec["event_close_us"], rec["index_apply_us"], rec["snapshot_us_per_moment"],
                          rec["frame_stub_us"], rec["worst_commit_s"], rec["reopen_s"], rec["replayed"]])
         if rewrite is not None and s in rewrite["reopen_s"]:
-            lo, hi = window(s, args.batch, args.window)
-            e = np.array(rewrite["ends"])
-            us = 1e6 * window_mean(e, np.array(rewrite["secs_per_moment"]), np.diff(e, prepend=0), lo, hi)
-            r = {"size": s, "method": "full_rewrite", "window": [lo, hi], "us_per_moment": us,
-                 "vs_moment_store": None if ref is None else us / ref, "reopen_s": rewrite["reopen_s"][s],
-                 "last_rewrite_s": rewrite["last_rewrite_s"][s]}
+            r, row = rewrite_record(rewrite, s, ref, args)
             records.append(r)
-            rows.append([s, "full_rewrite" + (" (stopped)" if s == rewrite["stopped_at"] else ""), us,
-                         r["vs_moment_store"], "-", "-", "-", "-", "-", "-", r["last_rewrite_s"], r["reopen_s"], "-"])
+            rows.append(row)
+    return rows, records
+
+
+def print_growth(m: str, ms: dict, records: list) -> None:
+    """How a store's costs grew from the first checkpoint to the last, its slowest commit and plans."""
+    rs = [r for r in records if r["method"] == m]
+    if len(rs) < 2:
+        return
+    a, z = rs[0], rs[-1]
+    print(f"{m} growth {a['size']:,} -> {z['size']:,} moments: us/moment x"
+          f"{z['us_per_moment'] / a['us_per_moment']:.2f} (sqlite without event close x"
+          f"{(z['sqlite_us'] - z['event_close_us']) / (a['sqlite_us'] - a['event_close_us']):.2f}, "
+          f"event close x{z['event_close_us'] / max(a['event_close_us'], 1e-9):.1f}, index update x"
+          f"{z['index_apply_us'] / a['index_apply_us']:.2f}, snapshot x"
+          f"{z['snapshot_us_per_moment'] / max(a['snapshot_us_per_moment'], 1e-9):.1f}); reopen "
+          f"{a['reopen_s']:.2f} -> {z['reopen_s']:.2f} s; index {z['writer_index']['frame']}")
+    w = slowest_batches(ms, 1)[0]
+    snaps = ms["natural_snapshots"]
+    print(f"  slowest commit of the run: {w['commit_s']:.2f} s, the batch ending at {w['end']:,} moments "
+          f"(index update {w['apply_s']:.2f} s of it, snapshot {w['snapshot_s']:.2f} s, event close "
+          f"{w['close_event_s']:.2f} s); {len(snaps)} automatic snapshots"
+          + (f", the last at {snaps[-1]['moments']:,} moments took {snaps[-1]['s']:.2f} s" if snaps else ""))
+    print(f"  query plans at {z['size']:,}: " + "; ".join(f"{k}: {v}" for k, v in z["query_plans"].items()))
+
+
+def print_summary(rows: list, records: list, stores: dict, rewrite: dict | None, args) -> str:
     print()
     table = print_table(["size", "method", "us/moment", "vs moment_store", "commit us", "sqlite us",
                          "event close us", "index us", "snapshot us", "frame stub us", "worst commit s", "reopen s",
@@ -459,47 +504,61 @@ def main(argv=None) -> int:
           "written per moment, not in us/moment; worst commit s: the longest single batch commit in the window "
           "(snapshots included; full_rewrite: its last rewrite); window: the last min(size/2, "
           f"{args.window:,}) moments before the size")
-    for m in stores:
-        rs = [r for r in records if r["method"] == m]
-        if len(rs) >= 2:
-            a, z = rs[0], rs[-1]
-            print(f"{m} growth {a['size']:,} -> {z['size']:,} moments: us/moment x"
-                  f"{z['us_per_moment'] / a['us_per_moment']:.2f} (sqlite without event close x"
-                  f"{(z['sqlite_us'] - z['event_close_us']) / (a['sqlite_us'] - a['event_close_us']):.2f}, "
-                  f"event close x{z['event_close_us'] / max(a['event_close_us'], 1e-9):.1f}, index update x"
-                  f"{z['index_apply_us'] / a['index_apply_us']:.2f}, snapshot x"
-                  f"{z['snapshot_us_per_moment'] / max(a['snapshot_us_per_moment'], 1e-9):.1f}); reopen "
-                  f"{a['reopen_s']:.2f} -> {z['reopen_s']:.2f} s; index {z['writer_index']['frame']}")
-            w = slowest_batches(stores[m], 1)[0]
-            snaps = stores[m]["natural_snapshots"]
-            print(f"  slowest commit of the run: {w['commit_s']:.2f} s, the batch ending at {w['end']:,} moments "
-                  f"(index update {w['apply_s']:.2f} s of it, snapshot {w['snapshot_s']:.2f} s, event close "
-                  f"{w['close_event_s']:.2f} s); {len(snaps)} automatic snapshots"
-                  + (f", the last at {snaps[-1]['moments']:,} moments took {snaps[-1]['s']:.2f} s" if snaps else ""))
-            print(f"  query plans at {z['size']:,}: " + "; ".join(f"{k}: {v}" for k, v in z["query_plans"].items()))
+    for m, ms in stores.items():
+        print_growth(m, ms, records)
     if rewrite is not None:
         st = rewrite["stopped_at"]
         print("full_rewrite: " + (f"stopped at {st:,} moments (one rewrite {rewrite['last_rewrite_s'][st]:.2f} s > "
                                   f"{args.rewrite_limit_s:g} s, file {rewrite['file_bytes'] / 1e6:,.0f} MB); "
                                   f"its cost per moment grows with the size from there on"
                                   if st else f"reached {rewrite['ends'][-1]:,} moments"))
-    wall = time.perf_counter() - t_start
+    return table
 
+
+def store_json(ms: dict) -> dict:
     def thin(v):
         return v[::max(1, len(v) // 2000)]
 
+    return {"wall_s": ms["wall_s"], "frame_blob_bytes": ms["blob_bytes"], "natural_snapshots": ms["natural_snapshots"],
+            "slowest_batches": slowest_batches(ms),
+            "batches_us_per_moment": {"ends": thin(ms["ends"]).tolist(),
+                                      **{k: (1e6 * thin(v)).round(2).tolist() for k, v in ms["per"].items()}}}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    methods = method_list(args)
+    t_start = time.perf_counter()
+    import vam_engine.memory.store  # noqa: F401 - imports are not timed
+
+    base_sizes = [s for s in (1_000, 10_000, 100_000, 1_000_000, 10_000_000) if s <= args.max_size]
+    ckpts = sorted(set(base_sizes) | {args.max_size})
+    print(f"moments: camera {CAMERA!r}, one source, batches of {args.batch}, {args.dim}-d float32 embeddings, "
+          f"an event every {args.event_every} moments; frames: one fixed {len(tiny_jpeg())}-byte JPEG written per "
+          f"moment (no encoding; timed apart, not in us/moment); {os.cpu_count()} CPUs, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    rewrite = None
+    if "full_rewrite" in methods:
+        print("full_rewrite (JSON of every record + embedding, rewritten per batch):", flush=True)
+        rewrite = run_full_rewrite(args, ckpts)
+        if rewrite["stopped_at"]:
+            ckpts = sorted(set(ckpts) | {rewrite["stopped_at"]})
+    stores = {}
+    for m in ("moment_store", "moment_store_indexed"):
+        if m in methods:
+            print(f"{m} (Store + VectorMemory" + (", + 2 indexes and ANALYZE added by the benchmark"
+                                                   if m.endswith("indexed") else "") + "):", flush=True)
+            stores[m] = run_moment_store(args, ckpts, what_if=m.endswith("indexed"))
+    rows, records = size_records(stores, rewrite, ckpts, args)
+    table = print_summary(rows, records, stores, rewrite, args)
+    wall = time.perf_counter() - t_start
     path = write_json(args.name, {
         "args": vars(args), "checkpoints": ckpts, "records": records, "table": table,
         "vector_config": next(iter(stores.values()))["config"] if stores else None,
         "frames": "one fixed tiny JPEG's bytes written per moment (temporary name + rename), no encoding; "
                   "timed apart (frame_stub_us), not in us_per_moment",
         "what_if_sql": list(WHAT_IF_SQL) + ["ANALYZE (after the first checkpoint)"],
-        "stores": {m: {"wall_s": ms["wall_s"], "frame_blob_bytes": ms["blob_bytes"],
-                       "natural_snapshots": ms["natural_snapshots"], "slowest_batches": slowest_batches(ms),
-                       "batches_us_per_moment": {"ends": thin(ms["ends"]).tolist(),
-                                                 **{k: (1e6 * thin(v)).round(2).tolist() for k, v in ms["per"].items()}}}
-                   for m, ms in stores.items()},
-        "full_rewrite": rewrite, "wall_s": wall})
+        "stores": {m: store_json(ms) for m, ms in stores.items()}, "full_rewrite": rewrite, "wall_s": wall})
     print(f"\n{wall:.1f} s; wrote {path}")
     return 0
 

@@ -25,29 +25,24 @@ call), reported as the share of that ceiling the writer reaches counting every t
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
-import threading
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _common import machine_info, print_table, write_json  # noqa: E402
+from _common import machine_info, percentiles, print_table, write_json
 
-from vam_engine.config import EngineConfig  # noqa: E402
-from vam_engine.embed.text import SentenceTransformerEmbedder  # noqa: E402
-from vam_engine.llm import ScriptedLLM  # noqa: E402
+from vam_engine.config import EngineConfig
+from vam_engine.embed.text import SentenceTransformerEmbedder
+from vam_engine.llm import ScriptedLLM
 from vam_engine.memory.forest import EventForest
-from vam_engine.memory.forest_nodes import ForestNodeRepository  # noqa: E402
-from vam_engine.memory.records import GateRecord  # noqa: E402
+from vam_engine.memory.forest_nodes import ForestNodeRepository
+from vam_engine.memory.records import GateRecord
 from vam_engine.memory.commit import CommitBatch
-from vam_engine.memory.records import PendingMoment  # noqa: E402
-from vam_engine.memory.store import Store  # noqa: E402
-from vam_engine.memory.vector_memory import VectorMemory  # noqa: E402
-from vam_engine.reason.writer import MemoryWriter, WriterMemory  # noqa: E402
+from vam_engine.memory.records import PendingMoment
+from vam_engine.memory.store import Store
+from vam_engine.memory.vector_memory import VectorMemory
+from vam_engine.reason.writer import MemoryWriter, WriterMemory
 
 DOC = " ".join(f"word{i % 37}" for i in range(60))
 GATE = GateRecord(100.0, 40.0, 0.2, float("nan"), None)
@@ -104,7 +99,7 @@ def run_rate(body: str, rate: float, seconds: float, batch: int, llm, texts) -> 
     return {"body": body, "rate": rate, "events": n, "docs_per_s": s.documents / total_s,
             "texts_per_s": (s.documents + s.merges) / total_s,
             "arrivals_s": arrivals_s, "drain_s": total_s - arrivals_s, "backlog_at_end": backlog,
-            "lag_p50_s": float(np.nanpercentile(lags, 50)), "lag_p95_s": float(np.nanpercentile(lags, 95)),
+            "lag_p50_s": percentiles(lags, 50)[0], "lag_p95_s": percentiles(lags, 95)[0],
             "lag_max_s": float(np.nanmax(lags)), "model_s": s.model_s, "merges": s.merges, "forest_depth": depth,
             "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens}
 

@@ -1,35 +1,13 @@
 #!/usr/bin/env python3
-"""The one runner for the lent GPU machine (one H200, no network, a short budget: see
-shared/DEVICE.md): installs the carried wheels and the package, runs ``pytest -m gpu`` (and
-tests/test_gate_triton.py natively), then the ``--device cuda`` rows of the benchmarks, each
-within its share of the time budget; every result is JSON under ``$OUT``, a short table last.
+"""The one runner for the borrowed GPU machine: installs the carried wheels and the package,
+runs the GPU tests, then the ``--device cuda`` rows of the benchmarks, each step within its share
+of the time budget; every result is JSON under ``$OUT``, a short table last.
 
-On the GPU machine, from the repository root, in one call of at most 600 s:
+    python3 benchmarks/device_run.py            # on the GPU machine, in one call of at most 600 s
+    python benchmarks/device_run.py --dry-run   # anywhere: every step on the CPU, tiny sizes
 
-    python3 benchmarks/device_run.py            # about 8 minutes: install, tests, benchmark rows
-
-Anywhere, without a GPU (about a minute): every step on the CPU, tiny sizes, nothing installed:
-
-    python benchmarks/device_run.py --dry-run
-
-Install step (skipped with --dry-run or --no-install): each wheel of the ignored ``.whl/``
-folder that the machine lacks (av, PyNvVideoCodec, pybind11, pydantic, tqdm) with
-``pip install --no-index --find-links .whl``, then ``pip install -e . --no-build-isolation
---no-deps`` (the C++ module compiles with the machine's gcc); the log is ``$OUT/install.log``.
-Fill ``.whl/`` (at most 64 MiB can be carried; these are about 62 MiB) where PyPI is reachable:
-
-    pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \\
-        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \\
-        -d .whl av PyNvVideoCodec pybind11 pydantic tqdm
-
-(all three platform tags: pip does not widen manylinux_2_28 to older tags, and pydantic-core only
-ships manylinux_2_17/manylinux2014 wheels.)
-
-Steps and their default shares of ``--budget`` (480 s): install 90 s, tests 150 s, then the
-benchmark rows in order (gate, search, ingest, embed, llm), each given what is left of its share
-(``--only gate,llm`` runs a subset; a step that would start with under 15 s left is skipped).
-Each step is a subprocess with a timeout, so a hang costs its share, not the run. The exit code
-is 1 when a step failed, else 0.
+How to prepare the machine (the ``.whl/`` folder), the steps and their budgets, and what each
+script's rows measure: benchmarks/GPU.md.
 """
 from __future__ import annotations
 
@@ -43,11 +21,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from _common import print_table
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import print_table  # noqa: E402
-
 WHEELS = ("av", "PyNvVideoCodec", "pybind11", "pydantic", "tqdm")
 
 

@@ -64,7 +64,7 @@ def test_pan_and_crossing_segments(bf):
         bf.pan(canvas, 40, 64, 100.0, speed=12.8)
     bg = np.full((40, 100, 3), 50, np.uint8)
     spr = np.full((10, 10, 3), 250, np.uint8)
-    c = bf._crossing(bg, spr, 11.0, 5, park_s=2.0)  # 110 px in 9 s of motion, parked mid-frame 2 s
+    c = bf.crossing(bg, spr, 11.0, 5, park_s=2.0)  # 110 px in 9 s of motion, parked mid-frame 2 s
     (seg,) = c.segments
     for t in np.linspace(0, 11.0, 111, endpoint=False):
         whole = int((c.render(t) == 250).all(-1).sum()) == 100

@@ -27,3 +27,16 @@ def load():
             f"vam_engine's compiled module (vam_engine._C) cannot be loaded ({e}): reinstall with "
             f"'pip install .', or in a source checkout run 'python setup.py build_ext --inplace'") from None
     return _C
+
+
+def gate_row_pass(frames, ref=None, *, lap: bool = True, hist: bool = True, tile: int = 16):
+    """The gate kernel's row pass alone, one thread, no per-frame finish: the thumbnail always,
+    the Laplacian sums with ``lap``, the histogram with ``hist``, sum |F - R| and its tiles with
+    ``ref``. Returns (thumb f32[N, 64, 64], sum |F - R| i64[N]). For benchmarks' time breakdown."""
+    return load()._gate_rows(frames, ref, lap=lap, hist=hist, tile=tile)
+
+
+def set_adaptive_threads(on: bool) -> None:
+    """Whether gate calls may fall back to one thread when their calls with helpers have been
+    slower (the default, True); False makes every call use the helpers. For tests and benchmarks."""
+    load()._set_adaptive_threads(bool(on))

@@ -43,9 +43,10 @@ _OPP = np.array([[1 / np.sqrt(2), -1 / np.sqrt(2), 0.0],
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 
 
-def working_image(frames: np.ndarray) -> np.ndarray:
+def working_image(frames: np.ndarray, box_sums=None) -> np.ndarray:
     """uint8 N x H x W x 3 -> float32 N x h x w x 3 in [0, 1]: an area resize by the integer
-    factor f = max(1, long side // 128), centre-cropping the H % f, W % f remainder."""
+    factor f = max(1, long side // 128), centre-cropping the H % f, W % f remainder.
+    ``box_sums``: the block sums' body (default the native one; ``box_sums_reference``)."""
     n, H, W, _ = frames.shape
     f = max(1, max(H, W) // WORK_LONG)
     h, w = H // f, W // f
@@ -53,7 +54,7 @@ def working_image(frames: np.ndarray) -> np.ndarray:
     if f == 1:
         work = frames[:, y0:y0 + h, x0:x0 + w].astype(np.float32) * np.float32(1 / 255)
     else:
-        s = _box_sums(frames, f, y0, x0, h, w)
+        s = (box_sums or _box_sums)(frames, f, y0, x0, h, w)
         work = s.astype(np.float32) * np.float32(1 / (255 * f * f))
     if h < MIN_SIDE or w < MIN_SIDE:
         work = work.repeat(-(-MIN_SIDE // h), axis=1).repeat(-(-MIN_SIDE // w), axis=2)
@@ -114,10 +115,11 @@ def _orientation_grid(mag: np.ndarray, ang: np.ndarray, bins: int, g: int) -> np
     return (hist.reshape(n, g, g, bins) / counts[None, :, :, None]).astype(np.float32)
 
 
-def describe(frames: np.ndarray) -> np.ndarray:
-    """The raw (unchecked) descriptor of an N x H x W x 3 uint8 batch: float32 N x DIM, unit rows."""
+def describe(frames: np.ndarray, box_sums=None) -> np.ndarray:
+    """The raw (unchecked) descriptor of an N x H x W x 3 uint8 batch: float32 N x DIM, unit rows.
+    ``box_sums``: as for ``working_image``."""
     n = len(frames)
-    work = working_image(frames)
+    work = working_image(frames, box_sums)
 
     # colour layout
     mean_rgb = work.mean(axis=(1, 2))                                  # N x 3
@@ -157,10 +159,13 @@ class DescriptorEmbedder:
     dim = DIM
     has_text = False
 
-    def __init__(self, batch_size: int = 32):
+    def __init__(self, batch_size: int = 32, *, box_sums=None):
+        """``box_sums``: the area resize's block sums (default the native ``_C.box_sums``;
+        ``box_sums_reference``, the numpy definition, is the benchmarks' baseline)."""
         if int(batch_size) < 1:
             raise ValueError(f"descriptor: batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
+        self.box_sums = box_sums
 
     def embed_images(self, frames: np.ndarray) -> np.ndarray:
         check_frames(frames, self.name)
@@ -168,7 +173,7 @@ class DescriptorEmbedder:
             return empty(self.dim)
         out = np.empty((len(frames), self.dim), np.float32)
         for sl in batches(len(frames), self.batch_size):
-            out[sl] = describe(frames[sl])
+            out[sl] = describe(frames[sl], self.box_sums)
         return finish(out, self.name)
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:

@@ -76,7 +76,21 @@ class TorchImageEmbedder:
             raise EmbedError(f"{self.name}: the image tower returned shape {tuple(y.shape)}, expected 1 x dim")
         return int(y.shape[1])
 
-    def _run_image(self, x):
+    @property
+    def compiled(self) -> bool:
+        """Whether the image tower runs through torch.compile's CUDA graphs (False when not asked
+        for, off CUDA, or after a compile failure fell back to eager)."""
+        return self._compiled is not None
+
+    @property
+    def attn_implementation(self) -> str | None:
+        """The attention implementation of the loaded transformers model, when it says."""
+        owner = getattr(self._image, "owner", None)
+        return getattr(getattr(owner, "config", None), "_attn_implementation", None)
+
+    def run_image(self, x):
+        """The image tower alone on preprocessed input already on the device (``preprocess``):
+        what ``embed_images`` runs per batch, without the preprocessing and the copy back."""
         if self._compiled is not None:
             import torch
 
@@ -102,7 +116,7 @@ class TorchImageEmbedder:
         with torch.inference_mode():
             for sl in batches(len(frames), self.batch_size):
                 x = preprocess(frames[sl], self.source.spec, self.device, self.dtype)
-                out[sl] = self._run_image(x).float().cpu().numpy()
+                out[sl] = self.run_image(x).float().cpu().numpy()
         return finish(out, self.name)
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:

@@ -365,6 +365,12 @@ class NvdecDecoder(DecoderBody):
     def __iter__(self) -> Iterator[Frame]:
         yield from self._sample(self._timed(), self._make, self._hold)
 
+    def surfaces(self) -> Iterator[tuple[Any, int | None]]:
+        """Every decoded frame as the decoder's own surface with its PTS, in display order:
+        nothing sampled, cloned or counted (a surface is valid until the next Decode call).
+        The raw decode rate, for benchmarks."""
+        return self._decoded()
+
     def close(self) -> None:
         self._dec = None
         self._demux = None

@@ -229,6 +229,17 @@ class LocalQwenVL:
         with self._lock:  # the tokenizer's split-special-tokens switch is shared state
             return list(self._render(messages, "messages").ids)
 
+    def render(self, messages: Sequence[Message]) -> Prompt:
+        """The prompt ``generate`` would feed for these messages: token ids, and each image's
+        token span and content digest (what the prefix cache compares)."""
+        with self._lock:
+            return self._render(messages, "messages")
+
+    def clear_prefix_cache(self) -> None:
+        """Drop every cached prefix, the model kept: the next requests prefill from the start."""
+        with self._lock:
+            self._cache.clear()
+
     def cache_info(self) -> dict:
         """The prefix cache's state: entries, addressable prefixes (marks), bytes and budget."""
         return {"entries": len(self._cache), "marks": len(self._cache._index),

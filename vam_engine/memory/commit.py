@@ -88,7 +88,7 @@ class Committer:
         for cam, state in batch.commit_states.items():
             conn.execute("INSERT OR REPLACE INTO commit_state VALUES (?, ?)", (cam, json.dumps(state.to_json())))
         for cam in batch.close_events:
-            self._close_open_event(conn, cam, changes)
+            self.close_open_event(conn, cam, changes)
         for sid, t in batch.progress.items():
             conn.execute("UPDATE sources SET progress_t=MAX(COALESCE(progress_t, -1e300), ?) WHERE source_id=?",
                          (t, sid))
@@ -101,7 +101,7 @@ class Committer:
                              (m.camera_id, mid)).fetchone() is None
         open_ev = conn.execute("SELECT event_id FROM events WHERE camera_id=? AND closed=0", (m.camera_id,)).fetchone()
         if open_ev is not None and m.event_start:
-            self._close_open_event(conn, m.camera_id, changes)
+            self.close_open_event(conn, m.camera_id, changes)
             open_ev = None
         if open_ev is None:
             eid = conn.execute("INSERT INTO events (camera_id, t_start, t_end) VALUES (?,?,?)",
@@ -116,7 +116,7 @@ class Committer:
         conn.execute("UPDATE moments SET event_id=?, embedding_id=?, protected=? WHERE moment_id=?",
                      (eid, emb_id, 1 if first else 0, mid))
 
-    def _close_open_event(self, conn, cam: str, changes: list) -> None:
+    def close_open_event(self, conn, cam: str, changes: list) -> None:
         """Close the camera's open event: pick its keyframes spread over it (protected from
         retention for good) and index its mean frame embedding in the "event" space."""
         row = conn.execute("SELECT event_id, t_start, t_end FROM events WHERE camera_id=? AND closed=0",

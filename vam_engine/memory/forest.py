@@ -606,6 +606,15 @@ class EventForest:
                 picks = picks[:k]
             return [(_public(self._nodes[nid]), s) for nid, s in picks]
 
+    def node_embeddings(self, camera_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """(node ids, embeddings) of a camera's nodes as ``retrieve`` scores them (a pending node
+        by its placeholder), copies in one order; empty for an unknown camera. For baselines."""
+        with self._lock:
+            idx = self._index.get(camera_id)
+            if idx is None:
+                return np.empty(0, np.int64), np.empty((0, self._dim or 0), np.float32)
+            return idx.ids[:idx.n].copy(), idx.emb[:idx.n].copy()
+
     # -- invariants ------------------------------------------------------------------------------
     def check(self) -> None:
         """Verify every structural invariant; AssertionError with a message on the first broken

@@ -46,12 +46,12 @@ class Store:
         self.summaries = SummaryRepository(self.db)
         self.qa = QAHistory(self.db)
         self.monitors = MonitorRepository(self.db, self.frames)
-        self._committer = Committer(self.db, self.frames, keyframes_per_event)
+        self.committer = Committer(self.db, self.frames, keyframes_per_event)
         self.frames.sweep_temporaries()
 
     def commit(self, batch: CommitBatch):
         """One ingest transaction (memory/commit.py)."""
-        return self._committer.commit(batch)
+        return self.committer.commit(batch)
 
     def delete(self, cameras=None, t0: float | None = None, t1: float | None = None) -> Deletion:
         """Remove moments (rows, files, vectors), overlapping events and summaries, samples and

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from ..errors import VamError
@@ -107,9 +107,12 @@ def _rank(f: Found) -> float:
 
 
 class AgenticAnswerer:
-    def __init__(self, llm, *, max_turns: int = 6, dialogue_turns: int = 3):
+    def __init__(self, llm, *, max_turns: int = 6, dialogue_turns: int = 3, stage_clock=None):
         """``dialogue_turns``: how many of the last question/answer pairs in view the router
-        and the planner see (a follow-up question refers to them)."""
+        and the planner see (a follow-up question refers to them). ``stage_clock(name)``: a
+        context manager around the router step ("route"), each search action ("search"), its
+        look-ahead inspections ("inspect_many") and each inspect action ("inspect"), model calls
+        inside included: how a benchmark times the stages."""
         if llm is None:
             raise VamError("the agentic answerer needs an LLM: set llm.backend (local or openai) or pass llm=...")
         if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
@@ -119,6 +122,7 @@ class AgenticAnswerer:
         self.llm = llm
         self.max_turns = max_turns
         self.dialogue_turns = dialogue_turns
+        self.stage_clock = stage_clock or (lambda name: nullcontext())
 
     @property
     def max_calls(self) -> int:
@@ -149,7 +153,9 @@ class AgenticAnswerer:
         return run.out
 
     def _route_and_plan(self, run: _Run) -> None:
-        if self._route(run):
+        with self.stage_clock("route"):
+            routed = self._route(run)
+        if routed:
             return
         stale = 0  # consecutive turns without new evidence
         for turn in range(1, self.max_turns + 1):
@@ -250,9 +256,11 @@ class AgenticAnswerer:
         """Run one search / inspect / summarize action; its new results become the next
         context turn. Returns how many results are new."""
         if isinstance(action, SearchAction):
-            found = self._guarded(run, entry, lambda: self._search(run, action, entry))
+            with self.stage_clock("search"):
+                found = self._guarded(run, entry, lambda: self._search(run, action, entry))
         elif isinstance(action, InspectAction):
-            found = self._guarded(run, entry, lambda: self._inspect(run, action, entry))
+            with self.stage_clock("inspect"):
+                found = self._guarded(run, entry, lambda: self._inspect(run, action, entry))
         else:
             found = self._guarded(run, entry, lambda: self._summarize(
                 run, action.time_range, action.granularity_seconds, action.prompt, action.summary_structure, entry))
@@ -324,8 +332,9 @@ class AgenticAnswerer:
         picks = [i for i, (h, qi, rank) in enumerate(new) if rank < action.queries[qi].inspect_k]
         picks = sorted(picks, key=lambda i: (new[i][2], new[i][1]))[:MAX_INSPECTIONS_PER_TURN]
         try:
-            notes = self._inspect_many(run, [new[i][0] for i in picks], action.inspection_prompt or run.goal,
-                                       joint=action.joint_inspection)
+            with self.stage_clock("inspect_many"):
+                notes = self._inspect_many(run, [new[i][0] for i in picks], action.inspection_prompt or run.goal,
+                                           joint=action.joint_inspection)
         except _ModelDown as e:  # keep the hits found; the loop ends once they are in the context
             run.failure, notes = e, {}
         out = []

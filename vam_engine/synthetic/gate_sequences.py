@@ -15,11 +15,15 @@ import numpy as np
 from .scenes import box_blur, gray_frame, gray_scene
 
 
-def _noisy(rng, img: np.ndarray, sigma: float) -> np.ndarray:
+def noisy(rng, img: np.ndarray, sigma: float) -> np.ndarray:
+    """``img`` through Gaussian sensor noise of ``sigma`` gray levels, rounded to uint8."""
     out = img.astype(np.float32)
     if sigma > 0:
         out = out + rng.standard_normal(img.shape, dtype=np.float32) * np.float32(sigma)
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+_noisy = noisy  # the name tests/test_cascade.py uses
 
 
 def jpeg_roundtrip(gray: np.ndarray, quality: int) -> np.ndarray:
@@ -57,7 +61,7 @@ def static_scene(rng, n: int, h: int, w: int, sigma: float, codec: str | None = 
     """n frames of one still textured scene, fresh sensor noise of std ``sigma`` in each; codec
     None, "jpeg" (at ``quality``) or "h264". Every frame after the first must be dropped."""
     scene = gray_scene(rng, h, w)
-    return through_codec([_noisy(rng, scene, sigma) for _ in range(n)], codec, quality)
+    return through_codec([noisy(rng, scene, sigma) for _ in range(n)], codec, quality)
 
 
 def sprite(rng, n: int, h: int, w: int, size: int = 16, sigma: float = 3.0, step: int = 24,
@@ -75,7 +79,7 @@ def sprite(rng, n: int, h: int, w: int, size: int = 16, sigma: float = 3.0, step
         if x0 + size > w:
             raise ValueError(f"sprite: {n} steps of {step} px do not fit {w} px")
         img[y0:y0 + size, x0:x0 + size] = spr
-        frames.append(_noisy(rng, img, sigma))
+        frames.append(noisy(rng, img, sigma))
     return through_codec(frames, codec)
 
 
@@ -124,7 +128,7 @@ def digits(rng, n: int, h: int, w: int, sigma: float = 2.0, codec: str | None = 
         img = page.copy()
         for k, ch in enumerate(f"{start + i:04d}"):
             _digit(img, y0, x0 + pitch * k, int(ch), hgt, stroke)
-        frames.append(_noisy(rng, img, sigma))
+        frames.append(noisy(rng, img, sigma))
     return through_codec(frames, codec)
 
 
@@ -146,7 +150,7 @@ def low_texture(rng, h: int, w: int, level: float | None = None, sigma: float = 
     for _ in range(3):  # faint discs with hard edges: sharp, but few edge pixels
         cy, cx, r = rng.uniform(0, h), rng.uniform(0, w), rng.uniform(min(h, w) / 10, min(h, w) / 4)
         img[(yy - cy) ** 2 + (xx - cx) ** 2 < r * r] += float(rng.choice([-1, 1])) * 6.0
-    return _noisy(noise_rng, img, sigma)
+    return noisy(noise_rng, img, sigma)
 
 
 def textured(rng, h: int, w: int, sigma: float = 3.0) -> np.ndarray:

@@ -38,7 +38,7 @@ CHAT_TEMPLATE = (
 )
 
 # Training text for the tokenizer: enough varied English that merges cover common words.
-_CORPUS = """\
+CORPUS = """\
 You are a helpful assistant that watches a video stream and answers questions about it.
 Describe the image. What is happening in the frame? A person walks across the street.
 The red car stops at the light, then turns left. Two dogs play in the park near a tree.
@@ -70,7 +70,7 @@ def build_tiny_qwen2_vl(path) -> str:
     trainer = trainers.BpeTrainer(
         vocab_size=420, min_frequency=2, special_tokens=SPECIAL_TOKENS, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(_CORPUS.splitlines() * 4, trainer=trainer)
+    tok.train_from_iterator(CORPUS.splitlines() * 4, trainer=trainer)
     vocab_size = tok.get_vocab_size()
     ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
 
