@@ -150,6 +150,25 @@ class LocalQwenVL:
                                       "(no get_rope_index for M-RoPE positions)")
 
         self._config = config
+        self._special_tokens(config, path)
+        ip = self._improc
+        self._patch = int(ip.patch_size)
+        self._merge = int(ip.merge_size)
+        self._min_pixels = int(ip.size.shortest_edge)
+        self._max_pixels = int(ip.size.longest_edge)
+
+        # transformers renamed `past_key_values` to `cache`; pass whichever this version takes.
+        params = inspect.signature(self._model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+
+        text_config = config.get_text_config()
+        sliding = "sliding_attention" in (getattr(text_config, "layer_types", None) or [])
+        self._cache = PrefixCache(0 if sliding else int(kv_cache_bytes))
+        self.max_batch = int(max_batch)
+        self._lock = threading.Lock()
+
+    def _special_tokens(self, config, path: str) -> None:
+        """The ids of Qwen's vision and chat tokens, the stop ids and the ids never sampled."""
         vocab = self._tok.get_vocab()
 
         def token_id(attr, text):
@@ -170,22 +189,6 @@ class LocalQwenVL:
         self._banned = sorted({vocab[t] for t in ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
                                                    "<|image_pad|>", "<|video_pad|>") if t in vocab}
                               | {self._image_pad, self._vision_start, self._vision_end})
-
-        ip = self._improc
-        self._patch = int(ip.patch_size)
-        self._merge = int(ip.merge_size)
-        self._min_pixels = int(ip.size.shortest_edge)
-        self._max_pixels = int(ip.size.longest_edge)
-
-        # transformers renamed `past_key_values` to `cache`; pass whichever this version takes.
-        params = inspect.signature(self._model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
-
-        text_config = config.get_text_config()
-        sliding = "sliding_attention" in (getattr(text_config, "layer_types", None) or [])
-        self._cache = PrefixCache(0 if sliding else int(kv_cache_bytes))
-        self.max_batch = int(max_batch)
-        self._lock = threading.Lock()
 
     # ---- public ----------------------------------------------------------------------------
 

@@ -56,15 +56,13 @@ in vectors.py, BLAS above ``SINGLE_THREAD_MAX`` multiply-adds).
 """
 from __future__ import annotations
 
-import bisect
 import math
 import threading
-from dataclasses import replace
 
 import numpy as np
 
 from ..config import ForestConfig
-from .forest_index import CameraIndex, mean_direction, frozen_unit
+from .forest_index import CameraIndex, clip_text, frozen_unit, mean_direction, public_copy, spread_in_time
 from .forest_nodes import ForestNodeRepository
 from .records import ForestNode
 
@@ -72,39 +70,6 @@ from .records import ForestNode
 # Placeholder summaries of pending nodes are the children's summaries joined, cut to this size.
 PLACEHOLDER_CHARS = 1000
 _SEP = " / "
-
-
-def _public(n: ForestNode) -> ForestNode:
-    """A copy callers may keep and mutate without touching the forest (embeddings are
-    read-only arrays, shared)."""
-    return replace(n, keyframes=list(n.keyframes), keyframe_times=list(n.keyframe_times))
-
-
-def _spread(times: list[float], budget: int) -> list[int]:
-    """Indices of at most ``budget`` of the sorted ``times``, spread evenly in time: for each of
-    ``budget`` evenly spaced target times, the nearest candidate that keeps the picks strictly
-    increasing and leaves enough candidates for the targets after it. (Pure Python: it runs on
-    ~32 candidates for every changed node, where numpy's call overhead dominates.)"""
-    n = len(times)
-    if n <= budget:
-        return list(range(n))
-    if budget == 1:
-        return [0]
-    t0, step = times[0], (times[-1] - times[0]) / (budget - 1)
-    picks, prev = [], -1
-    for i in range(budget):
-        tt = t0 + step * i
-        j = bisect.bisect_left(times, tt, prev + 1)
-        if j > prev + 1 and (j == n or tt - times[j - 1] <= times[j] - tt):
-            j -= 1
-        j = min(max(j, prev + 1), n - (budget - i))
-        picks.append(j)
-        prev = j
-    return picks
-
-
-def _clip(s: str, n: int) -> str:
-    return s if len(s) <= n else s[: max(0, n - 1)] + "\u2026"
 
 
 class EventForest:
@@ -228,7 +193,7 @@ class EventForest:
                 raise ValueError(f"{what}: keyframe {mid_i} at t={t_f} lies outside the event [{t0}, {t1}]")
             pairs.append((t_f, mid_i))
         pairs.sort()
-        pairs = [pairs[i] for i in _spread([p[0] for p in pairs], self.cfg.keyframes)]
+        pairs = [pairs[i] for i in spread_in_time([p[0] for p in pairs], self.cfg.keyframes)]
         if not isinstance(summary, str):
             raise ValueError(f"{what}: summary must be a string, got {type(summary).__name__}")
         if embedding is None:
@@ -391,12 +356,12 @@ class EventForest:
         # keyframes lie inside their leaves (checked on insert) and the children are ordered
         # in time, so the concatenation is sorted
         times, ids = l.keyframe_times + r.keyframe_times, l.keyframes + r.keyframes
-        picks = _spread(times, self.cfg.keyframes)
+        picks = spread_in_time(times, self.cfg.keyframes)
         n.keyframe_times = [times[i] for i in picks]
         n.keyframes = [ids[i] for i in picks]
         if n.written_version == 0:  # never written: the children's summaries stand in for it
             half = (PLACEHOLDER_CHARS - len(_SEP)) // 2
-            n.summary = _clip(l.summary, half) + _SEP + _clip(r.summary, half)
+            n.summary = clip_text(l.summary, half) + _SEP + clip_text(r.summary, half)
         # else keep the last written summary as the placeholder: closer than a concatenation
         n.embedding = None
         if nid not in self._changed_set:  # one version per change, however many steps it took
@@ -519,28 +484,28 @@ class EventForest:
             n = self._nodes.get(node_id)
             if n is None:
                 raise KeyError(f"no forest node {node_id}")
-            return _public(n)
+            return public_copy(n)
 
     def leaf_for_event(self, event_id: int) -> ForestNode | None:
         with self._lock:
             nid = self._by_event.get(event_id)
-            return None if nid is None else _public(self._nodes[nid])
+            return None if nid is None else public_copy(self._nodes[nid])
 
     def roots(self, camera_id: str) -> list[ForestNode]:
         """The camera's roots, oldest first."""
         with self._lock:
-            return [_public(self._nodes[i]) for i in self._roots.get(camera_id, [])]
+            return [public_copy(self._nodes[i]) for i in self._roots.get(camera_id, [])]
 
     def children(self, node_id: int) -> list[ForestNode]:
         with self._lock:
-            return [_public(self._nodes[c]) for c in self.node(node_id).children]
+            return [public_copy(self._nodes[c]) for c in self.node(node_id).children]
 
     def ancestors(self, node_id: int) -> list[ForestNode]:
         """Parent first, root last."""
         with self._lock:
             out, p = [], self.node(node_id).parent
             while p is not None:
-                out.append(_public(self._nodes[p]))
+                out.append(public_copy(self._nodes[p]))
                 p = self._nodes[p].parent
             return out
 
@@ -555,7 +520,7 @@ class EventForest:
                     stack.append(n.children[1])   # popped after the whole left subtree
                     stack.append(n.children[0])
                 else:
-                    out.append(_public(n))
+                    out.append(public_copy(n))
             return out
 
     def cameras(self) -> list[str]:
@@ -579,7 +544,7 @@ class EventForest:
             ready.sort(key=lambda n: (n.height, n.camera_id, n.t_start, n.node_id))
             if limit is not None:
                 ready = ready[: max(0, limit)]
-            return [_public(n) for n in ready]
+            return [public_copy(n) for n in ready]
 
     def retrieve(self, query_emb, k: int = 2, camera_id: str | None = None,
                  as_of: float | None = None) -> list[tuple[ForestNode, float]]:
@@ -604,7 +569,7 @@ class EventForest:
                     picks.extend(idx.greedy(q, k, as_of))
                 picks.sort(key=lambda p: -p[1])
                 picks = picks[:k]
-            return [(_public(self._nodes[nid]), s) for nid, s in picks]
+            return [(public_copy(self._nodes[nid]), s) for nid, s in picks]
 
     def node_embeddings(self, camera_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(node ids, embeddings) of a camera's nodes as ``retrieve`` scores them (a pending node

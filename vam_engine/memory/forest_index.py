@@ -1,8 +1,12 @@
 """Vector side of the event forest: node embeddings (unit vectors, children's weighted mean
-directions) and each camera's retrieval matrix with its greedy lineage-pruned top-k."""
+directions) and each camera's retrieval matrix with its greedy lineage-pruned top-k; and the
+small helpers forest.py applies to nodes (copies handed out, keyframes spread in time, text
+clipped)."""
 from __future__ import annotations
 
+import bisect
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -91,3 +95,36 @@ class CameraIndex:
             out.append((int(self.ids[j]), float(s[j])))
             s[(lo <= hi[j]) & (hi >= lo[j])] = -np.inf
         return out
+
+
+def public_copy(n: ForestNode) -> ForestNode:
+    """A copy callers may keep and mutate without touching the forest (embeddings are
+    read-only arrays, shared)."""
+    return replace(n, keyframes=list(n.keyframes), keyframe_times=list(n.keyframe_times))
+
+
+def spread_in_time(times: list[float], budget: int) -> list[int]:
+    """Indices of at most ``budget`` of the sorted ``times``, spread evenly in time: for each of
+    ``budget`` evenly spaced target times, the nearest candidate that keeps the picks strictly
+    increasing and leaves enough candidates for the targets after it. (Pure Python: it runs on
+    ~32 candidates for every changed node, where numpy's call overhead dominates.)"""
+    n = len(times)
+    if n <= budget:
+        return list(range(n))
+    if budget == 1:
+        return [0]
+    t0, step = times[0], (times[-1] - times[0]) / (budget - 1)
+    picks, prev = [], -1
+    for i in range(budget):
+        tt = t0 + step * i
+        j = bisect.bisect_left(times, tt, prev + 1)
+        if j > prev + 1 and (j == n or tt - times[j - 1] <= times[j] - tt):
+            j -= 1
+        j = min(max(j, prev + 1), n - (budget - i))
+        picks.append(j)
+        prev = j
+    return picks
+
+
+def clip_text(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: max(0, n - 1)] + "\u2026"

@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
 
 from ..errors import VamError
 from ..llm import prompts
@@ -38,7 +37,7 @@ from ..memory.records import Evidence
 from ..memory.view import MemoryView
 from ..numerics import spread_evenly
 from .answer import Answer
-from .planner_context import CONTEXT_TEXT_CHARS, Found, render_block
+from .planner_context import CONTEXT_TEXT_CHARS, Found, PlannerRun, evidence_key, found_rank, render_block
 from .turn import ModelTurns, TraceEntry
 
 NOT_FOUND = "Not found:"
@@ -71,41 +70,6 @@ class _ModelDown(Exception):
         super().__init__(f"{stage}: {error}")
 
 
-@dataclass
-class _Run:
-    """The state of one question."""
-    question: str
-    goal: str
-    view: MemoryView
-    out: Answer
-    blocks: list = field(default_factory=list)    # per context turn: list[Found]
-    context: list = field(default_factory=list)   # rendered text per context turn (append-only: prefix-stable)
-    seen: set = field(default_factory=set)        # dedupe keys of every result so far
-    turns: ModelTurns | None = None               # the question's model requests (set by answer())
-    dialogue: list = field(default_factory=list)  # the last question/answer pairs in view, oldest first
-    origin: float | None = None                   # "relative" time zero, computed when first needed
-    failure: Exception | None = None              # a model failure to raise once the turn's results are kept
-
-    def findings(self) -> list[Found]:
-        return [f for b in self.blocks for f in b]
-
-    def lookup(self, turn_idx: int, result_idx: int) -> Found | None:
-        if 1 <= turn_idx <= len(self.blocks) and 0 <= result_idx < len(self.blocks[turn_idx - 1]):
-            return self.blocks[turn_idx - 1][result_idx]
-        return None
-
-
-def _key(ev: Evidence, kind: str | None = None, extra: str = "") -> tuple:
-    """Results are the same evidence when source, camera and interval agree (ms precision)."""
-    return (kind or ev.source, ev.camera_id, round(ev.t_start, 3), round(ev.t_end, 3), extra)
-
-
-def _rank(f: Found) -> float:
-    """The fallback order: highest similarity first; results without one (inspections,
-    summaries) after every scored result."""
-    return f.evidence.similarity if f.evidence.similarity is not None else -math.inf
-
-
 class AgenticAnswerer:
     def __init__(self, llm, *, max_turns: int = 6, dialogue_turns: int = 3, stage_clock=None):
         """``dialogue_turns``: how many of the last question/answer pairs in view the router
@@ -136,7 +100,7 @@ class AgenticAnswerer:
             raise VamError("the question must be a non-empty string")
         start = time.perf_counter()
         question = question.strip()
-        run = _Run(question, question, view, Answer("", False, [], "agentic"))
+        run = PlannerRun(question, question, view, Answer("", False, [], "agentic"))
         run.turns = ModelTurns(self.llm, run.out)
         run.out.asked_at = view.now()
         try:
@@ -152,7 +116,7 @@ class AgenticAnswerer:
         run.out.timings["total"] = time.perf_counter() - start
         return run.out
 
-    def _route_and_plan(self, run: _Run) -> None:
+    def _route_and_plan(self, run: PlannerRun) -> None:
         with self.stage_clock("route"):
             routed = self._route(run)
         if routed:
@@ -187,28 +151,28 @@ class AgenticAnswerer:
 
     # -- model calls ---------------------------------------------------------------------------
     @contextmanager
-    def _timed(self, run: _Run, stage: str):
+    def _timed(self, run: PlannerRun, stage: str):
         t0 = time.perf_counter()
         try:
             yield
         finally:
             run.out.add_time(stage, time.perf_counter() - t0)
 
-    def _call(self, run: _Run, stage: str, requests: list) -> list[str]:
+    def _call(self, run: PlannerRun, stage: str, requests: list) -> list[str]:
         """Reply texts, in order. Any model failure becomes _ModelDown."""
         try:
             return run.turns.send(requests, stage)
         except LLMError as e:
             raise _ModelDown(stage, e) from None
 
-    def _ask(self, run: _Run, stage: str, request, parse, entry: TraceEntry, *, repair: bool = True):
+    def _ask(self, run: PlannerRun, stage: str, request, parse, entry: TraceEntry, *, repair: bool = True):
         """A parsed reply, with one repair request when the first is invalid; None when both are."""
         try:
             return run.turns.ask(request, parse, stage, entry, repair=repair).parsed
         except LLMError as e:
             raise _ModelDown(stage, e) from None
 
-    def _parse_action(self, run: _Run, text: str):
+    def _parse_action(self, run: PlannerRun, text: str):
         """A planner action whose references exist (a dangling inspect ref is an invalid action)."""
         action = parse_action(text)
         if isinstance(action, InspectAction) and action.ref is not None:
@@ -226,7 +190,7 @@ class AgenticAnswerer:
         return action
 
     # -- router --------------------------------------------------------------------------------
-    def _route(self, run: _Run) -> bool:
+    def _route(self, run: PlannerRun) -> bool:
         """True when the router answered by itself."""
         entry = TraceEntry("router")
         run.out.trace.append(entry)
@@ -252,7 +216,7 @@ class AgenticAnswerer:
         return False
 
     # -- actions -------------------------------------------------------------------------------
-    def _execute(self, run: _Run, action, entry: TraceEntry) -> int:
+    def _execute(self, run: PlannerRun, action, entry: TraceEntry) -> int:
         """Run one search / inspect / summarize action; its new results become the next
         context turn. Returns how many results are new."""
         if isinstance(action, SearchAction):
@@ -269,7 +233,7 @@ class AgenticAnswerer:
             raise run.failure
         return len(found)
 
-    def _guarded(self, run: _Run, entry: TraceEntry, fn) -> list:
+    def _guarded(self, run: PlannerRun, entry: TraceEntry, fn) -> list:
         """An action's results; a memory-side failure (bad range, missing file) becomes a note
         the planner sees instead of an exception."""
         try:
@@ -282,7 +246,7 @@ class AgenticAnswerer:
             entry.notes.append(f"failed: {e}"[:300])
             return []
 
-    def _add_block(self, run: _Run, label: str, found: list, entry: TraceEntry) -> None:
+    def _add_block(self, run: PlannerRun, label: str, found: list, entry: TraceEntry) -> None:
         turn_idx = len(run.blocks) + 1
         block = []
         for i, (ev, via, note, key) in enumerate(found):
@@ -294,7 +258,7 @@ class AgenticAnswerer:
         entry.inspections = {f.ref: f.note for f in block if f.note}
         run.context.append(render_block(turn_idx, label, block, entry.notes))
 
-    def _search(self, run: _Run, action: SearchAction, entry: TraceEntry) -> list:
+    def _search(self, run: PlannerRun, action: SearchAction, entry: TraceEntry) -> list:
         rng = self._resolve(run, action.time_range, entry) if action.time_range is not None else (None, None)
         if rng is None:
             return []
@@ -316,7 +280,7 @@ class AgenticAnswerer:
                     continue
                 if h.source == "summary" and allowed is not None and (h.camera_id, h.t_start, h.t_end) not in allowed:
                     continue
-                key = _key(h)
+                key = evidence_key(h)
                 if key in run.seen or key in keys:
                     continue
                 keys.add(key)
@@ -340,10 +304,10 @@ class AgenticAnswerer:
         out = []
         for i, (h, _, _) in enumerate(new):
             note = notes.get(picks.index(i)) if i in picks else None
-            out.append((h, "search", note, _key(h)))
+            out.append((h, "search", note, evidence_key(h)))
         return out
 
-    def _summary_filter(self, run: _Run, flt) -> set | None:
+    def _summary_filter(self, run: PlannerRun, flt) -> set | None:
         """(camera, t0, t1) of the summaries that pass ``summary_filter`` (None: no filter)."""
         if flt is None or (flt.summary_structure is None and flt.granularity_seconds is None):
             return None
@@ -356,7 +320,7 @@ class AgenticAnswerer:
             out.add((s.camera_id or "*", s.t0, s.t1))
         return out
 
-    def _inspect_many(self, run: _Run, hits: list, prompt: str, *, joint: bool = False) -> dict:
+    def _inspect_many(self, run: PlannerRun, hits: list, prompt: str, *, joint: bool = False) -> dict:
         """Inspector notes {index in hits: text} for search hits, in one batch: one request per
         hit, or (``joint``) one request showing every hit's frames (JOINT_FRAMES in all, shared
         evenly) whose note every hit gets."""
@@ -374,7 +338,7 @@ class AgenticAnswerer:
         texts = self._call(run, "inspection", [prompts.inspect(prompt, g) for g in groups])
         return {i: t.strip()[:MAX_NOTE_CHARS] for i, t in zip(idx, texts) if t.strip()}
 
-    def _frames(self, run: _Run, t0: float, t1: float | None, n: int, camera: str | None = None) -> list:
+    def _frames(self, run: PlannerRun, t0: float, t1: float | None, n: int, camera: str | None = None) -> list:
         """Up to ``n`` moments of [t0, t1] (None: up to now) in time order, through the view.
         A single instant is widened a little: one frame alone rarely shows an action."""
         if t1 is None:
@@ -389,7 +353,7 @@ class AgenticAnswerer:
             ms = [ms[i] for i in spread_evenly(len(ms), n)]
         return sorted(ms, key=lambda m: m.t)
 
-    def _inspect(self, run: _Run, action: InspectAction, entry: TraceEntry) -> list:
+    def _inspect(self, run: PlannerRun, action: InspectAction, entry: TraceEntry) -> list:
         if action.ref is not None:
             ev = run.lookup(action.ref.turn_idx, action.ref.result_idx).evidence
             t0, t1, camera = ev.t_start, ev.t_end, ev.camera_id
@@ -414,12 +378,12 @@ class AgenticAnswerer:
             ts = [m.t for m in mine]
             ev = Evidence(cam, min(ts), max(ts), tuple(m.moment_id for m in mine), tuple(m.frame_path for m in mine),
                           0.0, "frame", text)
-            key = _key(ev, "inspect", action.prompt.lower())  # the same look with the same question is nothing new
+            key = evidence_key(ev, "inspect", action.prompt.lower())  # the same look with the same question is nothing new
             if key not in run.seen:
                 out.append((ev, "inspect", text, key))
         return out
 
-    def _summarize(self, run: _Run, rng: TimeRange, granularity: float, prompt: str, structure,
+    def _summarize(self, run: PlannerRun, rng: TimeRange, granularity: float, prompt: str, structure,
                    entry: TraceEntry) -> list:
         resolved = self._resolve(run, rng, entry)
         if resolved is None:
@@ -457,13 +421,13 @@ class AgenticAnswerer:
             ms = [moments[m] for m in d.moment_ids if m in moments]
             ev = Evidence(d.camera_id or "*", d.t0, d.t1, tuple(m.moment_id for m in ms),
                           tuple(m.frame_path for m in ms), 0.0, "summary", d.text)
-            key = _key(ev)
+            key = evidence_key(ev)
             if key not in run.seen:
                 out.append((ev, "summarize", None, key))
         return out
 
     # -- time ranges ---------------------------------------------------------------------------
-    def _resolve(self, run: _Run, rng: TimeRange, entry: TraceEntry):
+    def _resolve(self, run: PlannerRun, rng: TimeRange, entry: TraceEntry):
         """(t0, t1 or None for "until now") on the cameras' axis, or None when an anchor cannot
         be found (the reason goes to the entry's notes)."""
         if rng.anchor is not None:
@@ -483,14 +447,14 @@ class AgenticAnswerer:
         off = self._origin(run) if rng.mode == "relative" else 0.0
         return rng.start + off, None if rng.end is None else rng.end + off
 
-    def _origin(self, run: _Run) -> float:
+    def _origin(self, run: PlannerRun) -> float:
         """Time zero of "relative" times: 0 on a relative axis; on an absolute (unix) axis, the
         first moment in view (no later than ``as_of``)."""
         if run.origin is None:
             run.origin = run.view.origin()
         return run.origin
 
-    def _anchor(self, run: _Run, anchor, entry: TraceEntry):
+    def _anchor(self, run: PlannerRun, anchor, entry: TraceEntry):
         """(t0, t1) of the anchor's occurrence_index-th occurrence, or None.
 
         Candidates: a search for the description; hits scoring below ANCHOR_RELATIVE_FLOOR of
@@ -526,7 +490,7 @@ class AgenticAnswerer:
         notes.append(f"{label} #{anchor.occurrence_index} at {t0:.2f}-{t1:.2f} s")
         return t0, t1
 
-    def _verify(self, run: _Run, anchor, occurrences: list, notes: list) -> list:
+    def _verify(self, run: PlannerRun, anchor, occurrences: list, notes: list) -> list:
         """True / False / None (no frames or an unreadable verdict) per occurrence."""
         target = anchor.description
         if anchor.verification_prompt:
@@ -547,7 +511,7 @@ class AgenticAnswerer:
         return out
 
     # -- endings -------------------------------------------------------------------------------
-    def _answer(self, run: _Run, action: AnswerAction, entry: TraceEntry) -> None:
+    def _answer(self, run: PlannerRun, action: AnswerAction, entry: TraceEntry) -> None:
         found = run.findings()
         if not found:
             entry.notes.append("answer without any evidence")
@@ -559,17 +523,17 @@ class AgenticAnswerer:
         if action.best_ref is not None:
             best = run.lookup(action.best_ref.turn_idx, action.best_ref.result_idx)
         if best is None:
-            best = max(found, key=_rank)
+            best = max(found, key=found_rank)
             entry.fallback = "best_ref is not a result: the best-ranked result is cited"
         entry.best_ref = best.ref
         run.out.text, run.out.found = action.response, True
         run.out.evidence = self._cite(run, best)
 
-    def _cite(self, run: _Run, best: Found) -> list[Evidence]:
-        rest = sorted((f for f in run.findings() if f is not best), key=_rank, reverse=True)
+    def _cite(self, run: PlannerRun, best: Found) -> list[Evidence]:
+        rest = sorted((f for f in run.findings() if f is not best), key=found_rank, reverse=True)
         return [best.evidence] + [f.evidence for f in rest[:MAX_CITED - 1]]
 
-    def _finish(self, run: _Run, reason: str) -> None:
+    def _finish(self, run: PlannerRun, reason: str) -> None:
         """Forced end: one final answer request when there is evidence, else not found."""
         entry = TraceEntry("final", reason=reason)
         run.out.trace.append(entry)
@@ -586,14 +550,14 @@ class AgenticAnswerer:
                 entry.error = f"expected an answer, got {getattr(action, 'action', None)}"
             self._best_effort(run, reason)
 
-    def _best_effort(self, run: _Run, reason: str) -> None:
+    def _best_effort(self, run: PlannerRun, reason: str) -> None:
         """An ending with no model answer: the best evidence as the answer, or not found."""
         found = run.findings()
         if not found:
             run.out.text, run.out.found, run.out.evidence = (f"{NOT_FOUND} no evidence in memory supports an "
                                                              f"answer ({reason})"), False, []
             return
-        best = max(found, key=_rank)
+        best = max(found, key=found_rank)
         ev = best.evidence
         what = (best.note or ev.text or f"{len(ev.moment_ids)} frame(s)")[:CONTEXT_TEXT_CHARS]
         run.out.text = (f"Best evidence ({reason}): camera {ev.camera_id}, {ev.t_start:.2f}-{ev.t_end:.2f} s, "
@@ -602,10 +566,10 @@ class AgenticAnswerer:
         run.out.evidence = self._cite(run, best)
 
     # -- context -------------------------------------------------------------------------------
-    def _context(self, run: _Run) -> str:
+    def _context(self, run: PlannerRun) -> str:
         return "\n".join(run.context)
 
-    def _plan(self, run: _Run, turns_left: int):
+    def _plan(self, run: PlannerRun, turns_left: int):
         """One planner request: the dialogue, the goal, the context, and the kinds of summary
         documents in view (read each turn: a summarize action adds some)."""
         try:

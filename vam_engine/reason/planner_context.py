@@ -1,11 +1,16 @@
-"""The agentic planner's context: the results found so far, numbered [turn_idx.result_idx], and
-how one context turn is rendered for the planner. Turns are rendered once and only appended,
-so every planner request's context is a prefix of the next one's (prefix caches hit)."""
+"""The agentic planner's state: one question's run (``PlannerRun``), the results found so far,
+numbered [turn_idx.result_idx], and how one context turn is rendered for the planner. Turns are
+rendered once and only appended, so every planner request's context is a prefix of the next
+one's (prefix caches hit)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 from ..memory.records import Evidence
+from ..memory.view import MemoryView
+from .answer import Answer
+from .turn import ModelTurns
 
 CONTEXT_TEXT_CHARS = 300  # of each result's text shown to the planner
 
@@ -41,3 +46,38 @@ def render_block(turn_idx: int, label: str, block: list[Found], notes: list[str]
         if f.note:
             lines.append(f"    looked at: {f.note.replace(chr(10), ' ')[:CONTEXT_TEXT_CHARS]}")
     return "\n".join(lines)
+
+
+@dataclass
+class PlannerRun:
+    """The state of one question."""
+    question: str
+    goal: str
+    view: MemoryView
+    out: Answer
+    blocks: list = field(default_factory=list)    # per context turn: list[Found]
+    context: list = field(default_factory=list)   # rendered text per context turn (append-only: prefix-stable)
+    seen: set = field(default_factory=set)        # dedupe keys of every result so far
+    turns: ModelTurns | None = None               # the question's model requests (set by answer())
+    dialogue: list = field(default_factory=list)  # the last question/answer pairs in view, oldest first
+    origin: float | None = None                   # "relative" time zero, computed when first needed
+    failure: Exception | None = None              # a model failure to raise once the turn's results are kept
+
+    def findings(self) -> list[Found]:
+        return [f for b in self.blocks for f in b]
+
+    def lookup(self, turn_idx: int, result_idx: int) -> Found | None:
+        if 1 <= turn_idx <= len(self.blocks) and 0 <= result_idx < len(self.blocks[turn_idx - 1]):
+            return self.blocks[turn_idx - 1][result_idx]
+        return None
+
+
+def evidence_key(ev: Evidence, kind: str | None = None, extra: str = "") -> tuple:
+    """Results are the same evidence when source, camera and interval agree (ms precision)."""
+    return (kind or ev.source, ev.camera_id, round(ev.t_start, 3), round(ev.t_end, 3), extra)
+
+
+def found_rank(f: Found) -> float:
+    """The fallback order: highest similarity first; results without one (inspections,
+    summaries) after every scored result."""
+    return f.evidence.similarity if f.evidence.similarity is not None else -math.inf

@@ -125,8 +125,30 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.add_middleware(SecurityHeaders)
     app.add_middleware(Timing, metrics=metrics)
 
+    _error_statuses(app)
+    _service_routes(app, engine, backend, metrics, hub)
+    app.include_router(memory_router)
+    app.include_router(live_router)
+
+    app.mount("/static", StaticFiles(directory=WEB), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def index():
+        return FileResponse(WEB / "index.html", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/docs", include_in_schema=False)
+    def docs():
+        """The API's endpoints, read from /openapi.json by a script of this server (no CDN)."""
+        return FileResponse(WEB / "docs.html", headers={"Cache-Control": "no-cache"})
+
+    return app
+
+
+def _error_statuses(app: FastAPI) -> None:
+    """Errors as statuses: malformed bodies 422 naming the field, the engine's own errors and
+    argument checks by kind, and input no parser should have let through as 400."""
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request, exc: RequestValidationError):
+    async def invalid(request, exc: RequestValidationError):
         problems = []
         for e in exc.errors():
             where = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
@@ -151,6 +173,9 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
             return JSONResponse({"detail": f"malformed request: it {what}"}, status_code=400)
         app.add_exception_handler(exc_type, refused)
 
+
+def _service_routes(app: FastAPI, engine, backend, metrics: Metrics, hub: AlertHub) -> None:
+    """Health (no token) and the Prometheus metrics."""
     @app.get("/api/health", tags=["service"])
     def health():
         """Liveness; no token needed. Says whether tokens are required (never which)."""
@@ -165,19 +190,3 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
             raise HTTPException(403, "metrics cover every camera; use a token without a camera limit")
         text = metrics.render(backend) + "\n".join(process_lines() + app.state.lanes.metric_lines()) + "\n"
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
-
-    app.include_router(memory_router)
-    app.include_router(live_router)
-
-    app.mount("/static", StaticFiles(directory=WEB), name="static")
-
-    @app.get("/", include_in_schema=False)
-    def index():
-        return FileResponse(WEB / "index.html", headers={"Cache-Control": "no-cache"})
-
-    @app.get("/docs", include_in_schema=False)
-    def docs():
-        """The API's endpoints, read from /openapi.json by a script of this server (no CDN)."""
-        return FileResponse(WEB / "docs.html", headers={"Cache-Control": "no-cache"})
-
-    return app
