@@ -57,7 +57,7 @@ def make_clip(path: Path, seconds: float, w: int = 640, h: int = 360, fps: int =
 
 
 def run(n_cams: int, seconds: float, clip: Path, rtsp: bool, store: Path) -> dict:
-    from _servers.live_helpers import RtspServer
+    from support.live import RtspServer
     from vam_engine.engine import Engine
 
     servers = [RtspServer(clip).start() for _ in range(n_cams)] if rtsp else []
@@ -95,7 +95,7 @@ def run(n_cams: int, seconds: float, clip: Path, rtsp: bool, store: Path) -> dic
 
 
 def reconnect(clip: Path, store: Path, backoff_s: float, backoff_max_s: float) -> dict:
-    from _servers.live_helpers import RtspServer
+    from support.live import RtspServer
     from vam_engine.engine import Engine
 
     srv = RtspServer(clip).start()
@@ -129,7 +129,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    from _servers.live_helpers import rtsp_server_available
+    from support.live import rtsp_server_available
 
     why_not = rtsp_server_available()
     seconds, counts = (10.0, (1, 2)) if args.quick else (30.0, (1, 4))
