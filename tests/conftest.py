@@ -7,19 +7,15 @@ import signal
 import numpy as np
 import pytest
 
+from vam_engine import device
+
 GPU_SKIP_REASON = "needs a CUDA device (torch is not installed or torch.cuda.is_available() is False)"
 SEED_ENV = "VAM_TEST_SEED"
 
 
-@functools.lru_cache(maxsize=1)
-def cuda_available() -> bool:
-    """Whether torch sees a CUDA device; False without torch. Asked once per session, and only
-    when a gpu-marked test was collected (importing torch costs seconds)."""
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
+# whether torch sees a CUDA device: asked once per session, and only when a gpu-marked test was
+# collected (importing torch costs seconds)
+cuda_available = functools.lru_cache(maxsize=1)(device.cuda_available)
 
 
 def pytest_collection_modifyitems(config, items):

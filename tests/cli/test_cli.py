@@ -1,7 +1,6 @@
 """The ``vam-engine`` command as a user meets it: per-command options, one-line errors, progress
 in log files, the package's public names."""
 import os
-import socket
 import subprocess
 import sys
 import types
@@ -9,6 +8,7 @@ import types
 import pytest
 
 from support.clips import code_frame, write_clip
+from support.net import free_port
 from support.paths import REPO
 from vam_engine import Engine
 from vam_engine.cli import build_parser, main
@@ -80,10 +80,7 @@ def test_ask_against_an_unreachable_server_fails_at_once(tmp_path, capsys, monke
     fake.sleep = slept.append  # no real waiting; what the retries would have waited is recorded
     monkeypatch.setattr(openai_http, "time", fake)
     _store(tmp_path / "s")
-    with socket.socket() as s:  # a port nothing listens on once this closes
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     rc = main(["ask", "what is there?", "--store", str(tmp_path / "s"), "--device", "cpu",
                "--llm", f"openai:{url}#m", "--text-model", "minilm"])
     err = capsys.readouterr().err.strip().splitlines()[-1]

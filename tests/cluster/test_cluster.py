@@ -6,7 +6,7 @@ query while a shard is down names the cameras it cannot see.
 One Ray (2 CPUs, loopback) and one pair of shards for the module; the plain engine gets the
 very same pushed frames. Frames: a seeded random pattern per camera that changes every few
 seconds (so the gates keep several moments per camera), plus a bright square in the top-left
-corner during the alert test's event span (the scripted judge of tests/test_monitors.py).
+corner during the alert test's event span (the scripted judge of tests/support/monitors.py).
 """
 import json
 import os
@@ -19,10 +19,11 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the cluster tests need ray (pip install vam-engine[cluster])")
 
+import support.scripted  # noqa: E402
+from support.scripted import images, scripted_llm, texts, verdict  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from vam_engine import Engine  # noqa: E402
 from vam_engine.cluster import ShardDown, connect, split_id  # noqa: E402
-from vam_engine.llm.base import Image  # noqa: E402
-from vam_engine.llm.scripted import ScriptedLLM  # noqa: E402
 
 H, W = 48, 64
 CFG = {"ingest": {"fps": 1.0}, "writer": {"enabled": False}, "retention": {"enabled": False}}
@@ -38,53 +39,47 @@ def frame(cam: str, t: float, event: bool = False) -> np.ndarray:
     return f
 
 
-def _shows_event(img: np.ndarray) -> bool:
-    h, w = img.shape[:2]
-    return bool(img[4:20, 4:24].mean() > 240)
-
-
-def _judge(req):
-    if req.tag != "monitor":
-        return "{}"
-    img = [p for m in req.messages for p in m.content if isinstance(p, Image)][-1].array()
-    match = _shows_event(img)
-    return json.dumps({"match": match, "confidence": 0.9, "observed_event": "a bright square" if match
-                       else "an empty scene", "reason": "the top-left corner"})
+def _monitor_verdict(req) -> str:
+    match = bool(images(req)[-1].array()[4:20, 4:24].mean() > 240)  # the bright square
+    return verdict(match, 0.9, "a bright square" if match else "an empty scene", "the top-left corner")
 
 
 def make_llm():
-    return ScriptedLLM(_judge)
+    """The shards' model: a monitor judge (made on each shard from this function)."""
+    return scripted_llm({"monitor": _monitor_verdict}, default="{}")
 
 
-def _asker(req):
+def _inspect(req) -> str:
+    times = [t for t in texts(req) if t.startswith("t=")]
+    return "NOTE " + " ".join(f"{t}:{img.array().mean():.3f}" for t, img in zip(times, images(req))) + " END"
+
+
+def _plan(req) -> str:
+    notes = [t[t.index("NOTE "):t.index(" END")] for t in texts(req) if "NOTE " in t and " END" in t]
+    if not notes:
+        return json.dumps({"action": "inspect", "prompt": "what is there", "max_frames": 16,
+                           "time_range": {"start": 0.0, "end": 12.0}, "thought": "look"})
+    return json.dumps({"action": "answer", "response": notes[0], "thought": "done"})
+
+
+def _asker():
     """The agentic loop, scripted: route to the planner, inspect the first 12 s of every camera in
     view, answer with what the inspector saw (each frame's time and mean level: equal answers
     mean equal frames were shown)."""
-    texts = [p for m in req.messages for p in m.content if isinstance(p, str)]
-    if req.tag == "router":
-        return json.dumps({"type": "tool", "name": "retrieve", "args": {"question": "what is there"}})
-    if req.tag == "inspector":
-        imgs = [p for m in req.messages for p in m.content if isinstance(p, Image)]
-        times = [t for t in texts if t.startswith("t=")]
-        return "NOTE " + " ".join(f"{t}:{img.array().mean():.3f}" for t, img in zip(times, imgs)) + " END"
-    if req.tag == "planner":
-        notes = [t[t.index("NOTE "):t.index(" END")] for t in texts if "NOTE " in t and " END" in t]
-        if not notes:
-            return json.dumps({"action": "inspect", "prompt": "what is there", "max_frames": 16,
-                               "time_range": {"start": 0.0, "end": 12.0}, "thought": "look"})
-        return json.dumps({"action": "answer", "response": notes[0], "thought": "done"})
-    return "{}"
+    return scripted_llm({"router": {"type": "tool", "name": "retrieve", "args": {"question": "what is there"}},
+                         "inspector": _inspect, "planner": _plan}, default="{}")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the shards unpickle make_llm
+    ray.cloudpickle.register_pickle_by_value(support.scripted)  # and what it uses from tests/support
     ray.init(num_cpus=2, include_dashboard=False, namespace="vam_engine", object_store_memory=80 << 20,
              log_to_driver=False, _node_ip_address="127.0.0.1")
     root = tmp_path_factory.mktemp("cluster")
     plain = Engine(tmp_path_factory.mktemp("plain"), CFG, device="cpu")
     router = connect(None, root=root, shards=2, config=CFG, llm_factory=make_llm, device="cpu",
-                     llm=ScriptedLLM(_asker))
+                     llm=_asker())
     for cam in CAMS:
         for k in range(int(T_END * 2)):
             t = k / 2
@@ -166,7 +161,7 @@ def test_as_of_and_camera_scope_hold_across_shards(cluster):
 
 def test_ask_through_the_router_equals_one_engine(cluster, tmp_path):
     router, plain, _ = cluster
-    with Engine(plain.store.root, CFG, device="cpu", llm=ScriptedLLM(_asker)) as asker:  # a reader of it
+    with Engine(plain.store.root, CFG, device="cpu", llm=_asker()) as asker:  # a reader of it
         for kw in ({}, {"as_of": 5.0}, {"camera": ["cam-b", "cam-c"]}):
             want = asker.ask("what is there?", mode="agentic", **kw)
             got = router.ask("what is there?", mode="agentic", **kw)
@@ -468,13 +463,9 @@ def test_delete_reaches_every_shard_holding_the_range(cluster):
 
 
 def _wait_alive(router, name, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = {s.name: s for s in router.info().shards}[name]
-        if st.alive:
-            return st.status
-        time.sleep(0.5)
-    raise AssertionError(f"{name} did not come back in {timeout} s")
+    """The shard's status once Ray has it alive."""
+    return wait_for(f"{name} to come back", lambda: (st := {s.name: s for s in router.info().shards}[name]).alive
+                    and st, timeout, every=0.5).status
 
 
 def test_kill_9_during_ingest_ray_restarts_the_shard_and_the_store_equals_an_uninterrupted_run(cluster):
@@ -581,15 +572,11 @@ def test_a_monitor_of_every_camera_reaches_a_shard_added_later(cluster):
 
 
 def test_an_unreachable_cluster_address_is_an_error_in_seconds():
-    import socket
-
+    from support.net import free_port
     from vam_engine.cluster.router import _check_reachable
     from vam_engine.errors import VamError
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there now
+    port = free_port()  # nothing listens there
     t0 = time.monotonic()
     with pytest.raises(VamError, match=f"127.0.0.1:{port}.*no Ray head answers"):
         _check_reachable(f"127.0.0.1:{port}")

@@ -13,7 +13,8 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the cluster tests need ray (pip install vam-engine[cluster])")
 
-from support.live import changing_clip, wait_for  # noqa: E402
+from support.clips import changing_clip  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from vam_engine.cluster import connect  # noqa: E402
 
 CFG = {"ingest": {"fps": 2.0}, "writer": {"enabled": False}, "retention": {"enabled": False}}

@@ -6,6 +6,7 @@ import threading
 import numpy as np
 import pytest
 
+from support.scripted import TagScript
 from vam_engine.engine import Engine
 from vam_engine.errors import VamError
 from vam_engine.llm import LLMError, ScriptedLLM
@@ -20,50 +21,37 @@ def _texture(i: int) -> np.ndarray:
     return np.repeat(np.repeat(rng.integers(30, 226, (6, 8, 3), dtype=np.uint8), 30, 0), 30, 1)
 
 
-def _task(req) -> str:
-    content = req.messages[-1].content
-    first = content[0] if content and isinstance(content[0], str) else ""
-    try:
-        return json.loads(first).get("task", req.tag)
-    except (ValueError, AttributeError):
-        return req.tag
+class Model(TagScript):
+    """Documents events; answers the coarse stage directly when ``direct`` (fails it when None),
+    else asks for retrieval and answers the fine stage; the agentic planner searches once then
+    answers."""
 
-
-class Model:
-    """Documents events; answers the coarse stage directly when ``direct``, else asks for
-    retrieval and answers the fine stage; the agentic planner searches once then answers."""
-
-    def __init__(self, direct: bool):
+    def __init__(self, direct: bool | None):
+        super().__init__({"event_writer": "a textured scene on the robot camera",
+                          "node_merger": "merged textured scenes",
+                          "two_phase_coarse": self._coarse, "two_phase_fine": self._fine,
+                          "qa_summarizer": "asked about the scene",
+                          "router": {"type": "tool", "name": "retrieve", "args": {"question": "textured scene"}},
+                          "planner": self._plan}, default="ok")
         self.direct = direct
         self.planned = 0
         self.sufficient = None
 
-    def __call__(self, req) -> str:
-        tag = req.tag
-        if tag == "event_writer":
-            return "a textured scene on the robot camera"
-        if tag == "node_merger":
-            return "merged textured scenes"
-        if tag == "two_phase_coarse" and self.direct is None:
+    def _coarse(self, req):
+        if self.direct is None:
             raise LLMError("scripted", "the coarse stage is down")
-        if tag == "two_phase_coarse":
-            return json.dumps({"answer": "a textured scene"} if self.direct else {"retrieve": "textured scene"})
-        if tag == "two_phase_fine":  # "sufficient" only when told: without it two-phase has not found it
-            return json.dumps({"answer": "seen", **({"sufficient": self.sufficient} if self.sufficient is not None
-                                                   else {})})
-        if tag == "qa_summarizer":
-            return "asked about the scene"
-        if tag == "router":
-            return json.dumps({"type": "tool", "name": "retrieve", "args": {"question": "textured scene"}})
-        if tag == "planner":
-            self.planned += 1
-            if self.planned == 1:
-                return json.dumps({"action": "search", "queries": [{"q": "textured scene", "top_k": 5,
-                                                                    "inspect_k": 0, "threshold": 0.0}],
-                                   "thought": "look first"})
-            return json.dumps({"action": "answer", "response": "agentic: a textured scene",
-                               "best_ref": {"turn_idx": 1, "result_idx": 0}, "thought": "t"})
-        return "ok"
+        return {"answer": "a textured scene"} if self.direct else {"retrieve": "textured scene"}
+
+    def _fine(self, req):  # "sufficient" only when told: without it two-phase has not found it
+        return {"answer": "seen", **({"sufficient": self.sufficient} if self.sufficient is not None else {})}
+
+    def _plan(self, req):
+        self.planned += 1
+        if self.planned == 1:
+            return {"action": "search", "queries": [{"q": "textured scene", "top_k": 5, "inspect_k": 0,
+                                                     "threshold": 0.0}], "thought": "look first"}
+        return {"action": "answer", "response": "agentic: a textured scene",
+                "best_ref": {"turn_idx": 1, "result_idx": 0}, "thought": "t"}
 
 
 def _engine(path, model):
@@ -198,13 +186,12 @@ class GatedSummarizer(Model):
         super().__init__(direct=True)
         self.gate = threading.Event()
         self.summaries = 0
+        self.replies["qa_summarizer"] = self._summary
 
-    def __call__(self, req) -> str:
-        if req.tag == "qa_summarizer":
-            assert self.gate.wait(60)
-            self.summaries += 1
-            return f"summary {self.summaries}"
-        return super().__call__(req)
+    def _summary(self, req) -> str:
+        assert self.gate.wait(60)
+        self.summaries += 1
+        return f"summary {self.summaries}"
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ import threading
 from collections import defaultdict
 
 import pytest
-from support.clips import read_code, write_clip
 
+from support.clips import read_code, write_clip
+from support.scripted import TagScript, images, texts, verdict
 from vam_engine.eval.driver import Driver, DriverConfig, EngineHost, ResultLog
 from vam_engine.eval.records import EvalQuestion, EvalResult, EvalVideo, Segment
 from vam_engine.llm import ScriptedLLM
-from vam_engine.llm.base import Image
 
 pytestmark = pytest.mark.usefixtures("watchdog")
 WATCHDOG_S = 240
@@ -29,12 +29,22 @@ def clip(tmp_path_factory):
     return EvalVideo("coded", (Segment(str(p)),))
 
 
-class Model:
+def _latest(req) -> float | None:
+    """The latest frame time any image of the request shows (each frame carries its index)."""
+    times = [read_code(p.array()) * STEP_S for p in images(req)]
+    return round(max(times), 3) if times else None
+
+
+class Model(TagScript):
     """Replies by tag; records, per question a request is about (the question text that comes
     last in its last message: earlier turns of the dialogue come before it), the latest frame
     time any of its images shows; fires a monitor once its latest frame is at or after the event."""
 
     def __init__(self, questions, events=None):
+        super().__init__({"monitor": self._monitor,
+                          "two_phase_coarse": lambda req: {"answer": f"latest frame {_latest(req)}"},
+                          "eval_baseline": lambda req: f"baseline saw up to {_latest(req)}"},
+                         default="a coded test scene")
         self.questions = list(questions)
         self.events = events or {}  # monitor condition -> event time
         self.seen = defaultdict(list)  # question text -> [(tag, latest frame time | None)]
@@ -42,27 +52,22 @@ class Model:
         self.lock = threading.Lock()
 
     def __call__(self, req):
-        texts = [p for m in req.messages for p in m.content if isinstance(p, str)]
-        times = [read_code(p.array()) * STEP_S for m in req.messages for p in m.content if isinstance(p, Image)]
-        latest = round(max(times), 3) if times else None
+        latest = _latest(req)
         with self.lock:
-            self.texts += [t for t in texts if not (t.startswith("t=") and t.endswith("s"))]
+            self.texts += [t for t in texts(req) if not (t.startswith("t=") and t.endswith("s"))]
             last = "\n".join(p for p in req.messages[-1].content if isinstance(p, str))
             at = {q: last.rfind(q) for q in self.questions if q in last}
             if at and (req.tag in ANSWERING or req.tag == "monitor"):
                 self.seen[max(at, key=at.get)].append((req.tag, latest))
             elif req.tag in ANSWERING:
                 self.seen["?"].append((req.tag, latest))
-        if req.tag == "monitor":
-            cond = json.loads(req.messages[-1].content[0])["condition"]
-            hit = latest is not None and latest >= self.events.get(cond, float("inf"))
-            return json.dumps({"match": hit, "confidence": 0.9 if hit else 0.1,
-                               "observed_event": f"seen at {latest}" if hit else "", "reason": "scripted"})
-        if req.tag == "two_phase_coarse":
-            return json.dumps({"answer": f"latest frame {latest}"})
-        if req.tag == "eval_baseline":
-            return f"baseline saw up to {latest}"
-        return "a coded test scene"
+        return super().__call__(req)
+
+    def _monitor(self, req) -> str:
+        cond = json.loads(req.messages[-1].content[0])["condition"]
+        latest = _latest(req)
+        hit = latest is not None and latest >= self.events.get(cond, float("inf"))
+        return verdict(hit, 0.9 if hit else 0.1, f"seen at {latest}" if hit else "")
 
 
 def _run(tmp_path, clip, questions, model, cfg=None, results=None, **kw):

@@ -5,8 +5,8 @@ from its cache on a re-run."""
 import json
 
 import pytest
-from support.eval_sample_model import sample_model
 
+from support.eval_sample_model import sample_model
 from vam_engine import cli
 from vam_engine.cli import eval as eval_cli
 from vam_engine.llm import ScriptedLLM

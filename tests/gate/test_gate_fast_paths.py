@@ -8,8 +8,8 @@ import threading
 
 import numpy as np
 import pytest
-from support.gate_isas import ISAS, restore_isa_and_threads  # noqa: F401 (an autouse fixture)
 
+from support.gate_isas import ISAS, restore_isa_and_threads  # noqa: F401 (an autouse fixture)
 from vam_engine import _C
 from vam_engine.gate import reference as R
 from vam_engine.gate.bodies import CpuBody, Tiles, reduce_tiles

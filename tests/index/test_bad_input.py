@@ -5,7 +5,6 @@ import hashlib
 import os
 import subprocess
 import sys
-from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -13,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from support.clips import code_frame, read_code, write_clip
+from support.clips import read_code, write_clip
 from support.paths import REPO
 from vam_engine.engine import Engine
 from vam_engine.errors import SourceError
@@ -30,23 +29,6 @@ pytestmark = pytest.mark.usefixtures("watchdog")  # a hang fails the test (tests
 # -- inputs -------------------------------------------------------------------------------------
 def _pts(n=100):
     return [i * STEP_MS for i in range(n)]
-
-
-def _mp4(path, movflags=None, n=100):
-    """A 10 s clip; ``movflags`` e.g. "faststart" (index first) or fragmented."""
-    with av.open(str(path), "w", format="mp4", options={"movflags": movflags} if movflags else {}) as out:
-        s = out.add_stream("libx264", rate=10)
-        s.width, s.height, s.pix_fmt = 128, 96, "yuv420p"
-        s.codec_context.time_base = s.time_base = Fraction(1, 1000)
-        s.options = {"g": "10", "bf": "0", "preset": "ultrafast", "crf": "18"}
-        for i in range(n):
-            f = av.VideoFrame.from_ndarray(code_frame(i), format="rgb24")
-            f.pts, f.time_base = i * STEP_MS, Fraction(1, 1000)
-            for p in s.encode(f):
-                out.mux(p)
-        for p in s.encode():
-            out.mux(p)
-    return path
 
 
 def _packets(path):
@@ -87,7 +69,7 @@ def clips(tmp_path_factory):
     d = tmp_path_factory.mktemp("clips")
     write_clip(d / "good.mp4", _pts())
     write_clip(d / "good.ts", _pts(), container="mpegts")
-    _mp4(d / "faststart.mp4", "faststart")
+    write_clip(d / "faststart.mp4", _pts(), container="mp4", container_options={"movflags": "faststart"}, rate=10)
     return d
 
 

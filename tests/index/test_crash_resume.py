@@ -16,14 +16,13 @@ import signal
 import subprocess
 import sys
 import time
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 from PIL import Image
 
+from support.clips import write_clip
 from support.legacy_state import V1_STATE
 from support.paths import REPO as ROOT
 from vam_engine.engine import Engine
@@ -76,18 +75,7 @@ def pts_ms(i: int) -> int:
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
     path = tmp_path_factory.mktemp("crash") / "long.mp4"
-    with av.open(str(path), "w") as out:
-        s = out.add_stream("libx264", rate=FPS)
-        s.width, s.height, s.pix_fmt = W, H, "yuv420p"
-        s.codec_context.time_base = s.time_base = Fraction(1, 1000)
-        s.options = {"g": str(FPS), "bf": "0", "preset": "ultrafast", "crf": "23"}
-        for i in range(SECONDS * FPS):
-            f = av.VideoFrame.from_ndarray(frame_image(i), format="rgb24")
-            f.pts, f.time_base = pts_ms(i), Fraction(1, 1000)
-            for p in s.encode(f):
-                out.mux(p)
-        for p in s.encode():
-            out.mux(p)
+    write_clip(path, [pts_ms(i) for i in range(SECONDS * FPS)], frames=frame_image, gop=FPS, crf=23, rate=FPS)
     return path
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
 
 import numpy as np
 import pytest
 
 from support.legacy_state import V1_EMBS, V1_STATE
+from vam_engine import numerics
 from vam_engine.config import CommitConfig
 from vam_engine.index import CommitInputError, CommitterState, Decision, OnlineCommitter, otsu_threshold
 
@@ -105,8 +107,7 @@ def simulate(ts, embs, cfg):
 
 
 # -- sequences ----------------------------------------------------------------------------------
-def unit(v):
-    return v / np.linalg.norm(v)
+unit = partial(numerics.unit, what="a test embedding")  # float32, as embedders give them
 
 
 def orthonormal(rng, k):

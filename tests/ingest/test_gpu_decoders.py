@@ -10,12 +10,12 @@ import contextlib
 import importlib.util
 import sys
 import types
-from fractions import Fraction
 
 import av
 import numpy as np
 import pytest
 
+from support.clips import write_clip
 from vam_engine.device import cuda_available
 from vam_engine.errors import SourceError
 from vam_engine.ingest import nvdec_decoder
@@ -36,23 +36,9 @@ def _image(i: int) -> np.ndarray:
     return img
 
 
-def _encode(path, codec: str, pts_ms, *, pix_fmt="yuv420p", gop: int | None = None, options=None) -> str:
-    with av.open(str(path), "w") as c:
-        s = c.add_stream(codec, rate=25)
-        s.width, s.height, s.pix_fmt = W, H, pix_fmt
-        s.time_base = Fraction(1, 1000)
-        s.codec_context.time_base = Fraction(1, 1000)
-        if gop:
-            s.codec_context.gop_size = gop
-        if options:
-            s.options = options
-        for i, p in enumerate(pts_ms):
-            f = av.VideoFrame.from_ndarray(_image(i), format="rgb24").reformat(format=pix_fmt)
-            f.pts, f.time_base = p, Fraction(1, 1000)
-            for pk in s.encode(f):
-                c.mux(pk)
-        for pk in s.encode():
-            c.mux(pk)
+def _encode(path, codec: str, pts_ms, *, pix_fmt="yuv420p", gop: int = 12, options=None) -> str:
+    """A W x H clip of ``_image`` frames at ``pts_ms`` (GOP 12: FFmpeg's default where none is asked)."""
+    write_clip(path, pts_ms, frames=_image, w=W, h=H, codec=codec, pix_fmt=pix_fmt, gop=gop, options=options, rate=25)
     return str(path)
 
 
@@ -70,7 +56,7 @@ def clips(tmp_path_factory):
 @pytest.fixture(scope="module")
 def h264_clip(tmp_path_factory):
     d = tmp_path_factory.mktemp("gpu_h264")
-    return _encode(d / "vfr.mp4", "libx264", PTS_MS, gop=6, options={"bf": "2"})
+    return _encode(d / "vfr.mp4", "libx264", PTS_MS, gop=6, options={"bf": "2", "preset": "medium"})
 
 
 def truth(path):

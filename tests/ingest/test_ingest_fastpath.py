@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from support.clips import code_frame
 
+from support.clips import code_frame
 from vam_engine.engine import Engine
 from vam_engine.errors import FrameError
 from vam_engine.ingest.buffers import BufferPool

@@ -2,13 +2,15 @@
 fail fast and clearly, giving up after max_retries, per-camera gate overrides, and the cameras
 file (TOML): validation that names camera and field, and a reload that applies its diff."""
 import json
-import socket
 import time
 
 import pytest
 
+from support.clips import changing_clip
+from support.live import codes, status_of
+from support.net import free_port, silent_listener
 from support.paths import REPO
-from support.live import changing_clip, codes, free_port, status_of, wait_for
+from support.waiting import wait_for
 from vam_engine.engine import Engine
 from vam_engine.ingest.cameras_file import CamerasFileError, CameraSpec, diff_cameras, load_cameras
 from vam_engine.ingest.live import redact
@@ -63,9 +65,7 @@ def test_a_file_camera_not_realtime_runs_at_full_speed_and_ends(tmp_path, clips)
 
 def test_an_unreachable_server_is_an_error_within_seconds(tmp_path):
     port = free_port()  # nothing listens there: refused
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(4)  # accepts (the kernel does) and never answers
+    silent = silent_listener()  # accepts (the kernel does) and never answers
     with Engine(tmp_path / "store", device="cpu") as eng:
         t0 = time.monotonic()
         eng.add_camera("refused", f"rtsp://127.0.0.1:{port}/cam", stall_s=1.0, backoff_s=0.1, backoff_max_s=0.2)
@@ -272,9 +272,7 @@ def test_cameras_file_monitors_are_watched_once_and_ended_when_gone(tmp_path, cl
 
 
 def test_failing_cameras_never_slow_a_healthy_one(tmp_path, clips):
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(8)
+    silent = silent_listener()
     with Engine(tmp_path / "store", {"ingest": {"fps": 2.0}}, device="cpu") as eng:
         for k in range(3):  # connections that hang until their timeout, again and again
             eng.add_camera(f"hang{k}", f"rtsp://127.0.0.1:{silent.getsockname()[1]}/cam", stall_s=1.0,

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from support.clips import code_frame
-from support.live import (HttpServer, TsServer, changing_clip, codes, hls_from, mjpeg_handler, status_of,
-                                   wait_for)
+from support.clips import changing_clip, code_frame
+from support.live import HttpServer, TsServer, codes, hls_from, mjpeg_handler, status_of
+from support.waiting import wait_for
 from vam_engine.engine import Engine
 
 

@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from support.live import RtspServer, changing_clip, codes, rtsp_server_available, status_of, wait_for
+from support.clips import changing_clip
+from support.live import RtspServer, codes, rtsp_server_available, status_of
+from support.waiting import wait_for
 from vam_engine.engine import Engine
 
 _WHY_NOT = rtsp_server_available()

@@ -9,8 +9,8 @@ import threading
 
 import numpy as np
 import pytest
-from support.clips import read_code, write_clip
 
+from support.clips import read_code, write_clip
 from vam_engine.engine import Engine
 from vam_engine.ingest import PyAVDecoder
 from vam_engine.ingest.frame import PresentFrame

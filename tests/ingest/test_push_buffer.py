@@ -2,9 +2,9 @@
 pushed, and frames the sampler rejects cost no copy and no conversion."""
 import numpy as np
 import pytest
-from support.clips import code_frame, read_code
 from PIL import Image
 
+from support.clips import code_frame, read_code
 from vam_engine.engine import pushed as pushed_cameras_module
 from vam_engine.ingest import pushed as pushed_module
 from vam_engine.engine import Engine

@@ -3,7 +3,6 @@ behaviour each test scripts, ScriptedLLM, the image/clip encoders, and the facto
 import base64
 import io
 import json
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,13 +12,14 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
+from support.net import free_port
 from vam_engine.config import EngineConfig, LLMConfig
 from vam_engine.errors import VamError
 from vam_engine.llm import (Clip, Image, LLMError, LLMRequest, Message, OpenAIChat, Sampling, ScriptedLLM,
                             make_llm, parse_llm_spec)
 from vam_engine.llm.images import clip_to_mp4_data_uri, to_jpeg_data_uri
 
-WATCHDOG_S = 30
+WATCHDOG_S = 120  # a hang detector: the CLI tests index the demo clip, ~30 s on a loaded machine
 pytestmark = pytest.mark.usefixtures("watchdog")
 
 FAST = dict(backoff_base_s=0.01, backoff_max_s=0.05)  # retries in milliseconds, not seconds
@@ -267,24 +267,26 @@ def test_500_until_retries_run_out(server, client_for):
     assert len(server.calls) == 3
 
 
-def test_401_is_not_retried(server, client_for):
-    server.script = lambda n, body: raw(401, '{"error": "bad key"}')
-    llm = client_for(api_key="wrong", api_key_env="VAM_TEST_KEY", max_retries=3)
-    with pytest.raises(LLMError, match="authentication failed") as e:
+def _refused_once(server, client_for, status: int, reply: str, match: str, **client) -> LLMError:
+    """The error of a request the server refuses with ``status``: not retryable, sent once."""
+    server.script = lambda n, body: raw(status, reply)
+    llm = client_for(max_retries=3, **client)
+    with pytest.raises(LLMError, match=match) as e:
         llm.generate([ask()])
-    assert "$VAM_TEST_KEY" in str(e.value)
     assert e.value.retryable is False
     assert len(server.calls) == 1
+    return e.value
+
+
+def test_401_is_not_retried(server, client_for):
+    err = _refused_once(server, client_for, 401, '{"error": "bad key"}', "authentication failed", api_key="wrong",
+                        api_key_env="VAM_TEST_KEY")
+    assert "$VAM_TEST_KEY" in str(err)
 
 
 def test_other_4xx_names_status_and_body(server, client_for):
-    server.script = lambda n, body: raw(404, '{"error": "model test-model does not exist"}')
-    llm = client_for(max_retries=3)
-    with pytest.raises(LLMError, match="HTTP 404") as e:
-        llm.generate([ask()])
-    assert "does not exist" in str(e.value)
-    assert e.value.retryable is False
-    assert len(server.calls) == 1
+    err = _refused_once(server, client_for, 404, '{"error": "model test-model does not exist"}', "HTTP 404")
+    assert "does not exist" in str(err)
 
 
 def test_timeout_is_retried_then_error(server, client_for):
@@ -301,10 +303,7 @@ def test_timeout_is_retried_then_error(server, client_for):
 
 
 def test_connection_refused_is_retryable():
-    with socket.socket() as s:  # a port nothing listens on once this closes
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    llm = OpenAIChat(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, **FAST)
+    llm = OpenAIChat(f"http://127.0.0.1:{free_port()}/v1", "m", max_retries=1, **FAST)
     try:
         with pytest.raises(LLMError, match="cannot reach") as e:
             llm.generate([ask()])

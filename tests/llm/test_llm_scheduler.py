@@ -3,10 +3,10 @@
 Ordering is controlled, never timed: the body's generate blocks on an event until the test has
 queued what it needs, and the body records the order in which batches reached it."""
 import threading
-import time
 
 import pytest
 
+from support.waiting import wait_for
 from vam_engine.config import EngineConfig, LLMConfig
 from vam_engine.errors import VamError
 from vam_engine.llm import (LLMError, LLMRequest, LLMResponse, Message, PriorityScheduler, RoleRouter,
@@ -62,10 +62,15 @@ class GatedBody:
 
 
 def until(cond, what: str):
-    deadline = time.monotonic() + WAIT_S
-    while not cond():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.002)
+    wait_for(what, cond, WAIT_S, every=0.002)
+
+
+def holding(body, llm, text: str) -> "Caller":
+    """A backend call whose batch has reached ``body`` and waits there on its gate."""
+    hold = Caller(llm, [req("event_writer", text)])
+    hold.start()
+    until(lambda: body.flight(BACKEND) == 1, "a backend batch holding the body")
+    return hold
 
 
 class Caller(threading.Thread):
@@ -101,9 +106,7 @@ def test_frontend_request_behind_50_queued_backend_requests_finishes_first():
     body = GatedBody()
     llm = schedule_local(body, max_batch=8)
     try:
-        first = Caller(llm, [req("event_writer", "in-flight")])
-        first.start()
-        until(lambda: body.flight(BACKEND) == 1, "the first backend batch reached the body")
+        first = holding(body, llm, "in-flight")
         backend = [Caller(llm, [req("event_writer", f"b{i}-{j}") for j in range(10)]) for i in range(5)]
         for c in backend:
             c.start()
@@ -238,9 +241,7 @@ def test_a_failing_shared_batch_fails_only_the_caller_with_the_bad_request():
     body = GatedBody()
     llm = schedule_local(body, max_batch=8)
     try:
-        hold = Caller(llm, [req("event_writer", "hold")])
-        hold.start()
-        until(lambda: body.flight(BACKEND) == 1, "holding batch in flight")
+        hold = holding(body, llm, "hold")
         bad = Caller(llm, [LLMRequest([Message("user", ["bad"])], tag="bad")])
         good = Caller(llm, [req("planner", "good")])
         bad.start()
@@ -258,9 +259,7 @@ def test_a_failing_shared_batch_fails_only_the_caller_with_the_bad_request():
 def test_close_fails_what_is_queued_and_refuses_new_requests():
     body = GatedBody()
     llm = schedule_local(body, max_batch=1)
-    hold = Caller(llm, [req("event_writer", "hold")])
-    hold.start()
-    until(lambda: body.flight(BACKEND) == 1, "holding batch in flight")
+    hold = holding(body, llm, "hold")
     queued = Caller(llm, [req("event_writer", "later")])
     queued.start()
     until(lambda: llm.stats().queued[BACKEND] == 1, "queued")

@@ -120,7 +120,7 @@ def test_vector_memory_survives_reopen_and_a_corrupt_index(tmp_path, demo):
 
 def test_a_store_refuses_a_different_embedder(tmp_path, demo, monkeypatch):
     indexed(tmp_path, demo).close()
-    import vam_engine.engine as E
+    import vam_engine.engine.core as E  # where the engine looks its image embedder up
 
     real = E.make_image_embedder
 

@@ -2,16 +2,14 @@
 in spaces whose raw cosines sit in different ranges; small, scoped and degenerate spaces; the
 cached background sample; the agentic loop cutting on relevance rather than on a raw cosine."""
 import itertools
-import json
 import math
 
 import numpy as np
 import pytest
 
-from support.demo_store import writer_reply
-from vam_engine.synthetic.demo import make_demo_clip
-from vam_engine.engine import Engine
-from vam_engine.llm import ScriptedLLM
+from support.demo_store import documented_demo
+from support.scripted import scripted_llm
+from support.vectors import unit_rows
 from vam_engine.memory import search as search_mod
 from vam_engine.memory.search import BACKGROUND_SAMPLE, SPREAD_FLOOR, background_z, relevance
 from vam_engine.memory.vectors import VectorSpace
@@ -26,16 +24,12 @@ N_BACKGROUND = 600  # more than the sample: the background is a sample of the sp
 N_RELEVANT = 3
 
 
-def _unit(x):
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
 def _clip_like(rng):
     """A space like CLIP text-to-image: background cosines ~0 +- 0.044, relevant ones 0.25."""
-    q = _unit(rng.standard_normal(D))
-    bg = _unit(rng.standard_normal((N_BACKGROUND, D)))
-    perp = _unit(rng.standard_normal((N_RELEVANT, D)))
-    perp = _unit(perp - np.outer(perp @ q, q))
+    q = unit_rows(rng.standard_normal(D))
+    bg = unit_rows(rng.standard_normal((N_BACKGROUND, D)))
+    perp = unit_rows(rng.standard_normal((N_RELEVANT, D)))
+    perp = unit_rows(perp - np.outer(perp @ q, q))
     rel = 0.25 * q + math.sqrt(1 - 0.25 ** 2) * perp
     return q, np.vstack([rel, bg])
 
@@ -100,20 +94,20 @@ def test_relevance_is_the_normal_cdf_of_the_background_z():
 
 
 def test_empty_lone_and_two_vector_spaces():
-    q = _unit(np.arange(1, 9, dtype=np.float32))
+    q = unit_rows(np.arange(1, 9, dtype=np.float32))
     assert background_z(None, q, np.array([0.5])) is None
     empty = VectorSpace("empty", 8, background_build=False)
     assert background_z(empty, q, np.array([0.5])) is None
     lone = _space("lone", q[None, :])
     assert background_z(lone, q, np.array([1.0])) is None  # nothing to compare with
     # two vectors: the hit is its own background, so the better one sits 1/sqrt(2) sd above the mean
-    two = _space("two", np.vstack([q, _unit(np.ones(8))]))
+    two = _space("two", np.vstack([q, unit_rows(np.ones(8))]))
     _, _, rel = _scored(two, q)
     assert rel[0] == pytest.approx(relevance(1 / math.sqrt(2)), abs=1e-6)
     assert rel[1] == pytest.approx(1 - rel[0], abs=1e-6)
     # a scope of one id in a larger space has nothing to compare with either
     rng = np.random.default_rng(1)
-    big = _space("big", _unit(rng.standard_normal((50, 8))))
+    big = _space("big", unit_rows(rng.standard_normal((50, 8))))
     assert background_z(big, q, np.array([0.3]), scope=np.array([4])) is None
     assert background_z(big, q, np.array([0.3]), scope=np.array([4, 999])) is None  # 999 is not there
     assert background_z(big, np.zeros(8), np.array([0.3])) is None  # a query that cannot be normalized
@@ -122,9 +116,9 @@ def test_empty_lone_and_two_vector_spaces():
 
 def test_zero_spread_uses_the_floor():
     rng = np.random.default_rng(2)
-    v = _unit(rng.standard_normal(16))
+    v = unit_rows(rng.standard_normal(16))
     same = _space("same", np.tile(v, (20, 1)))
-    q = _unit(v + 0.5 * _unit(rng.standard_normal(16)))
+    q = unit_rows(v + 0.5 * unit_rows(rng.standard_normal(16)))
     c = float(v @ q)
     z = background_z(same, q, np.array([c, c + 0.01, c - 0.01]))
     assert np.all(np.isfinite(z)) and abs(z[0]) < 1e-3  # at the background's level: relevance 0.5
@@ -151,19 +145,19 @@ def test_scope_is_the_background():
 
 def test_the_sample_is_cached_and_redrawn_as_the_space_grows():
     rng = np.random.default_rng(4)
-    sp = _space("grow", _unit(rng.standard_normal((1000, 32))))
+    sp = _space("grow", unit_rows(rng.standard_normal((1000, 32))))
     s1 = search_mod.whole_space_sample(sp)
     assert s1.shape == (BACKGROUND_SAMPLE, 32)
     assert search_mod.whole_space_sample(sp) is s1  # cached
-    sp.add(np.arange(1000, 1050), _unit(rng.standard_normal((50, 32))))
+    sp.add(np.arange(1000, 1050), unit_rows(rng.standard_normal((50, 32))))
     assert search_mod.whole_space_sample(sp) is s1  # 5% larger: still representative
-    sp.add(np.arange(1050, 1200), _unit(rng.standard_normal((150, 32))))
+    sp.add(np.arange(1050, 1200), unit_rows(rng.standard_normal((150, 32))))
     s2 = search_mod.whole_space_sample(sp)
     assert s2 is not s1 and s2.shape == (BACKGROUND_SAMPLE, 32)  # 20% larger: redrawn
     # a space smaller than the sample is its own background: any change is seen at once
-    small = _space("small", _unit(rng.standard_normal((10, 32))))
+    small = _space("small", unit_rows(rng.standard_normal((10, 32))))
     assert search_mod.whole_space_sample(small).shape == (10, 32)
-    small.add(np.array([10]), _unit(rng.standard_normal((1, 32))))
+    small.add(np.array([10]), unit_rows(rng.standard_normal((1, 32))))
     assert search_mod.whole_space_sample(small).shape == (11, 32)
     small.remove(np.arange(10))
     assert search_mod.whole_space_sample(small) is None  # one vector left
@@ -172,12 +166,7 @@ def test_the_sample_is_cached_and_redrawn_as_the_space_grows():
 # -- through the engine and the agentic loop ---------------------------------------------------
 @pytest.fixture(scope="module")
 def eng(tmp_path_factory):
-    d = tmp_path_factory.mktemp("calib")
-    clip = make_demo_clip(d / "demo.mp4")
-    e = Engine(d / "store", {"ingest": {"fps": 2.0}, "embed": {"text_model": "minilm"}}, device="cpu",
-               llm=ScriptedLLM(writer_reply))
-    e.index_file(clip["path"], camera_id="cam")
-    assert e.wait_for_documents(timeout=90)
+    e = documented_demo(tmp_path_factory.mktemp("calib"))
     yield e
     e.close()
 
@@ -196,15 +185,8 @@ def test_search_sets_relevance_in_every_space(eng):
 def _agent_search(view, q, threshold):
     plan = [{"action": "search", "queries": [{"q": q, "top_k": 10, "threshold": threshold}], "sources": ["event"]},
             {"action": "answer", "response": "x", "best_ref": {"turn_idx": 1, "result_idx": 0}}]
-
-    def reply(req):
-        if req.tag.startswith("router"):
-            return json.dumps({"type": "tool", "name": "retrieve", "args": {"question": q}})
-        if req.tag.startswith("planner"):
-            return json.dumps(plan.pop(0))
-        raise AssertionError(f"unexpected request {req.tag}")
-
-    return AgenticAnswerer(ScriptedLLM(reply), max_turns=3).answer(q, view)
+    llm = scripted_llm({"router*": {"type": "tool", "name": "retrieve", "args": {"question": q}}, "planner*": plan})
+    return AgenticAnswerer(llm, max_turns=3).answer(q, view)
 
 
 def test_agentic_search_cuts_on_relevance_not_on_the_raw_cosine(eng):

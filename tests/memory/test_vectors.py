@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from support.tolerances import VECTOR_RECALL_AT_10, VECTOR_TOP1_SCORE_ATOL
+from support.vectors import unit_rows
 from vam_engine.config import VectorConfig
 from vam_engine.device import cuda_available
 from vam_engine.errors import VamError
@@ -21,22 +22,18 @@ except ImportError:  # pragma: no cover
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
 
-def unit(a):
-    a = np.asarray(a, np.float32)
-    return a / np.linalg.norm(a, axis=1, keepdims=True)
-
-
 def data(n, d, rng, nq=40, clusters=0):
     """Random unit vectors (with ``clusters`` > 0: around that many centers), random distinct
     non-contiguous ids, and queries near stored vectors."""
     if clusters:
-        c = unit(rng.standard_normal((clusters, d)))
-        x = unit(c[rng.integers(0, clusters, n)] + 0.7 * unit(rng.standard_normal((n, d))))
+        c = unit_rows(rng.standard_normal((clusters, d)), np.float32)
+        spread = 0.7 * unit_rows(rng.standard_normal((n, d)), np.float32)
+        x = unit_rows(c[rng.integers(0, clusters, n)] + spread, np.float32)
     else:
-        x = unit(rng.standard_normal((n, d)))
+        x = unit_rows(rng.standard_normal((n, d)), np.float32)
     ids = np.sort(rng.choice(10 * n, n, replace=False)).astype(np.int64)
     ids = rng.permutation(ids)
-    q = unit(x[rng.integers(0, n, nq)] + 0.2 * rng.standard_normal((nq, d)))
+    q = unit_rows(x[rng.integers(0, n, nq)] + 0.2 * rng.standard_normal((nq, d)), np.float32)
     return x, ids, q
 
 
@@ -436,7 +433,7 @@ def test_id_map_dense_sparse_and_rolling_ids(rng):
     # sparse 62-bit ids: the map becomes a dict
     sp = space("flat", d)
     big = rng.choice(2**62, 300, replace=False).astype(np.int64)
-    x = unit(rng.standard_normal((300, d)))
+    x = unit_rows(rng.standard_normal((300, d)), np.float32)
     sp.add(big, x)
     assert sp._map.d is not None
     check_exact(sp, x, big, x[:5], 3)
@@ -449,7 +446,7 @@ def test_id_map_dense_sparse_and_rolling_ids(rng):
     for _ in range(30):
         new = np.arange(next_id, next_id + 5000, dtype=np.int64)
         next_id += 5000
-        nx = unit(rng.standard_normal((5000, d)))
+        nx = unit_rows(rng.standard_normal((5000, d)), np.float32)
         sp.add(new, nx)
         live_ids, live_x = np.concatenate([live_ids, new]), np.concatenate([live_x, nx])
         old = live_ids[:-20_000]
@@ -522,9 +519,9 @@ def test_cuda_body_recall_at_real_width_against_float32(rng):
     """200k x 512 random unit rows (fp16 on the device, re-scored in fp32) with queries drawn
     independently of the rows: the smallest score gaps, the hardest case for fp16 scores."""
     n, d = 200_000, 512
-    x = unit(rng.standard_normal((n, d), dtype=np.float32))
+    x = unit_rows(rng.standard_normal((n, d), dtype=np.float32), np.float32)
     ids = np.arange(n, dtype=np.int64)
-    q = unit(rng.standard_normal((100, d), dtype=np.float32))
+    q = unit_rows(rng.standard_normal((100, d), dtype=np.float32), np.float32)
     gpu = VectorSpace("frame", d, VectorConfig(index="flat"), device="cuda", background_build=False)
     assert gpu.stats()["exact_body"].startswith("torch-cuda")
     gpu.add(ids, x)

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from support.demo_store import DOOR, writer_reply
-from vam_engine.synthetic.demo import make_demo_clip
+from support.demo_store import DOOR, documented_demo
+from support.scripted import TagScript, verdict
 from vam_engine.engine import Engine
 from vam_engine.errors import VamError
 from vam_engine.llm import LLMError, ScriptedLLM
@@ -23,20 +23,10 @@ pytestmark = pytest.mark.usefixtures("watchdog")
 WATCHDOG_S = 120
 
 
-def _build(tmp_path_factory, name):
-    d = tmp_path_factory.mktemp(name)
-    clip = make_demo_clip(d / "demo.mp4")
-    eng = Engine(d / "store", {"ingest": {"fps": 2.0}, "embed": {"text_model": "minilm"}}, device="cpu",
-                 llm=ScriptedLLM(writer_reply))
-    eng.index_file(clip["path"], camera_id="cam")
-    assert eng.wait_for_documents(timeout=90)
-    return eng
-
-
 @pytest.fixture(scope="module")
 def eng(tmp_path_factory):
     """The shared store: never written to by these tests (views over it have no writer)."""
-    e = _build(tmp_path_factory, "agent")
+    e = documented_demo(tmp_path_factory.mktemp("agent"))
     yield e
     e.close()
 
@@ -44,7 +34,7 @@ def eng(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sum_eng(tmp_path_factory):
     """A second store for the tests that write summary documents."""
-    e = _build(tmp_path_factory, "agent_sum")
+    e = documented_demo(tmp_path_factory.mktemp("agent_sum"))
     yield e
     e.close()
 
@@ -61,43 +51,29 @@ def _times(req) -> list[float]:
         r"t=-?[0-9.]+s", p)]
 
 
-class Script:
-    """Replies by role: router and planner replies (planner repairs and final requests too) in
-    order from lists; the inspector says which frames it saw; the anchor verifier replies
-    from ``verdicts`` (in order; default: a match)."""
+def _retrieve_as_asked(req) -> str:
+    q = json.loads(req.messages[1].content[0])["request"]
+    return json.dumps({"type": "tool", "name": "retrieve", "args": {"question": q}})
 
-    def __init__(self, planner=(), router=None, verdicts=()):
-        self.router = list(router) if router is not None else None
-        self.planner = list(planner)
-        self.verdicts = list(verdicts)
 
-    def __call__(self, req) -> str:
-        if req.tag.startswith("router"):
-            if self.router is None:  # default: retrieve the question as asked
-                q = json.loads(req.messages[1].content[0])["request"]
-                return json.dumps({"type": "tool", "name": "retrieve", "args": {"question": q}})
-            return self._next(self.router, req)
-        if req.tag.startswith("planner"):
-            return self._next(self.planner, req)
-        if req.tag == "inspector":
-            return f"inspected frames at {_times(req)}"
-        if req.tag == "anchor_adjudicator":
-            if self.verdicts:
-                return self.verdicts.pop(0)
-            return json.dumps({"match": True, "confidence": 0.9, "observed_event": "the door", "reason": "seen"})
-        raise AssertionError(f"unexpected request {req.tag}")
+MATCH = verdict(True, 0.9, "the door", "seen")
 
-    @staticmethod
-    def _next(queue, req):
-        if not queue:
-            raise AssertionError(f"no scripted reply left for {req.tag}")
-        item = queue.pop(0)
-        return item(req) if callable(item) else (item if isinstance(item, str) else json.dumps(item))
+
+def script(planner=(), router=None, verdicts=()) -> TagScript:
+    """Replies by role: router and planner replies (their repairs and the planner's final request
+    too) in order from lists, the router retrieving the question as asked when not given; the
+    inspector says which frames it saw; the anchor verifier replies from ``verdicts`` in order,
+    then a match."""
+    verdicts = list(verdicts)
+    return TagScript({"router*": list(router) if router is not None else _retrieve_as_asked,
+                      "planner*": list(planner),
+                      "inspector": lambda req: f"inspected frames at {_times(req)}",
+                      "anchor_adjudicator": lambda req: verdicts.pop(0) if verdicts else MATCH})
 
 
 def _ask(view, planner=(), *, router=None, verdicts=(), max_turns=6, question="Who opened the blue door?",
          fail=None):
-    llm = ScriptedLLM(Script(planner, router, verdicts), fail=fail)
+    llm = ScriptedLLM(script(planner, router, verdicts), fail=fail)
     agent = AgenticAnswerer(llm, max_turns=max_turns)
     ans = agent.answer(question, view)
     assert len(llm.sent) <= agent.max_calls
@@ -580,33 +556,25 @@ def test_fuzzed_planner_replies_never_escape_and_always_end(eng):
     while planner_replies < 1200:
         runs += 1
         max_turns = rng.randint(1, 4)
-        counts = {"planner": 0}
-
-        def reply(req, counts=counts):
-            if req.tag.startswith("router"):
-                retrieve = json.dumps({"type": "tool", "name": "retrieve", "args": {"question": "the door?"}})
-                return rng.choice([retrieve] * 6
-                                  + ['{"type": "final", "text": ""}', "garbage",
-                                     json.dumps({"type": "tool", "name": "summarize", "args": {
-                                         "min_time": 0, "granularity_seconds": 5, "prompt": "p"}})])
-            if req.tag.startswith("planner"):
-                counts["planner"] += 1
-                return _fuzz_reply(rng)
-            if req.tag == "inspector":
-                return rng.choice(["", "a door", "y" * 100_000])
-            return rng.choice(['{"match": true, "confidence": 0.9, "observed_event": "d", "reason": "r"}', "[[[",
-                               '{"match": false, "confidence": 0.9, "observed_event": "d", "reason": "r"}'])
+        routes = [json.dumps({"type": "tool", "name": "retrieve", "args": {"question": "the door?"}})] * 6 + [
+            '{"type": "final", "text": ""}', "garbage",
+            json.dumps({"type": "tool", "name": "summarize", "args": {"min_time": 0, "granularity_seconds": 5,
+                                                                      "prompt": "p"}})]
+        verdicts = [verdict(True, 0.9, "d", "r"), "[[[", verdict(False, 0.9, "d", "r")]
+        fuzz = TagScript({"router*": lambda req: rng.choice(routes), "planner*": lambda req: _fuzz_reply(rng),
+                          "inspector": lambda req: rng.choice(["", "a door", "y" * 100_000])},
+                         default=lambda req: rng.choice(verdicts))
 
         fail = None
         if rng.random() < 0.03:
             fail = lambda req: LLMError("fuzz", "down") if rng.random() < 0.2 else None  # noqa: E731
-        llm = ScriptedLLM(reply, fail=fail)
+        llm = ScriptedLLM(fuzz, fail=fail)
         agent = AgenticAnswerer(llm, max_turns=max_turns)
         view = rng.choice(views)
         ans = agent.answer("Who opened the blue door?", view)
-        planner_replies += counts["planner"]
+        planner_replies += fuzz.asked_like("planner")
         # bounded: every planner turn is at most a reply and a repair, plus one final request
-        assert counts["planner"] <= 2 + 2 * max_turns + 1 - 2  # the router's two calls are not planner calls
+        assert fuzz.asked_like("planner") <= 2 + 2 * max_turns + 1 - 2  # the router's two calls are not planner calls
         assert len(llm.sent) <= max_model_calls(max_turns)
         assert len([e for e in ans.trace if e.stage == "planner"]) <= max_turns
         assert ans.trace[-1].stage == "done" and ans.mode == "agentic"

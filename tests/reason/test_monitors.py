@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support.monitors import CFG, frame, judge, latest_image, push_stream, shows_event, verdict
+from support.monitors import CFG, frame, judge, latest_image, push_stream, shows_event, square_verdict
+from support.scripted import images
 from vam_engine import Engine
 from vam_engine.errors import VamError
-from vam_engine.llm.base import Image
 from vam_engine.llm.scripted import ScriptedLLM
 
 
@@ -68,7 +68,7 @@ def test_trigger_time_is_the_last_observed_frame(make_engine):
     def reply(req):
         times = [float(p[2:-1]) for m in req.messages for p in m.content if isinstance(p, str) and p.startswith("t=")]
         seen.append(times)
-        return verdict(shows_event(latest_image(req)))
+        return square_verdict(shows_event(latest_image(req)))
     eng = make_engine(ScriptedLLM(reply), monitors={"vigilance": False})
     eng.watch("square", frames=3, every_s=1.5)
     push_stream(eng, "cam", 0.0, 12.0, event_spans=[(6.2, 12.0)])
@@ -153,7 +153,7 @@ def test_vigilance_skips_unchanged_frames(make_engine):
 def test_vigilance_sees_a_small_local_change(make_engine):
     def reply(req):
         img = latest_image(req)
-        return verdict(bool(img[-6:, -6:].mean() > 120))
+        return square_verdict(bool(img[-6:, -6:].mean() > 120))
     llm = ScriptedLLM(reply)
     eng = make_engine(llm)
     eng.watch("a small light in the corner")
@@ -245,9 +245,9 @@ def test_reference_images_reach_the_model(make_engine):
     ref = frame(0, True)
     eng.watch("this square", images=[ref])
     push_stream(eng, "cam", 0.0, 2.0)
-    images = [p for m in llm.sent[0].messages for p in m.content if isinstance(p, Image)]
-    assert len(images) == 2  # the reference, then the one frame the present holds at t=0
-    assert np.abs(images[0].array().astype(int) - ref).mean() < 8  # JPEG round trip of the reference
+    shown = images(llm.sent[0])
+    assert len(shown) == 2  # the reference, then the one frame the present holds at t=0
+    assert np.abs(shown[0].array().astype(int) - ref).mean() < 8  # JPEG round trip of the reference
 
 
 def test_alerts_go_with_their_camera_and_time_range(make_engine):
@@ -278,7 +278,7 @@ def test_checks_never_block_ingest(make_engine):
 
     def slow(req):
         release.wait(10)
-        return verdict(False)
+        return square_verdict(False)
     eng = make_engine(ScriptedLLM(slow), monitors={"vigilance": False, "max_pending": 2})
     eng.watch("square", every_s=0.5)
     push_stream(eng, "cam", 0.0, 10.0, wait=False)  # 20 frames while the model is stuck

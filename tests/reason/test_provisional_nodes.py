@@ -7,6 +7,7 @@ import zlib
 import numpy as np
 import pytest
 
+from support.scripted import scripted_llm
 from vam_engine.config import WriterConfig
 from vam_engine.llm import ScriptedLLM
 from vam_engine.llm.base import Image
@@ -101,8 +102,7 @@ def _write_documents(mem):
 
 
 def _coarse(view, **kw):
-    llm = ScriptedLLM(lambda req: '{"answer": "seen", "sufficient": true}'
-                      if req.tag.startswith("two_phase_coarse") else "summary")
+    llm = scripted_llm({"two_phase_coarse*": {"answer": "seen", "sufficient": True}}, default="summary")
     ans = TwoPhaseAnswerer(llm, None, TextSpace(), update_qa=False, use_qa=False, **kw).answer("What happened?", view)
     assert ans.found
     return ans, llm.sent[0]
@@ -233,9 +233,8 @@ def test_camera_scope_holds(mem):
 def test_nodes_left_off_the_coarse_prompt_are_ranked_for_the_fine_stage(mem):
     store, _ = mem
     ev = _events(store, "a")
-    replies = {"two_phase_coarse": '{"retrieve": "the green scene"}',
-               "two_phase_fine": '{"answer": "green, from 12 s", "sufficient": true}'}
-    llm = ScriptedLLM(lambda req: replies[req.tag])
+    llm = scripted_llm({"two_phase_coarse": {"retrieve": "the green scene"},
+                        "two_phase_fine": {"answer": "green, from 12 s", "sufficient": True}})
     view = _view(mem)
     ans = TwoPhaseAnswerer(llm, None, TextSpace(), use_qa=False, update_qa=False, provisional_per_camera=1,
                            k_p=1).answer("When was it green?", view)

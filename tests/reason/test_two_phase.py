@@ -2,12 +2,12 @@
 answerer with a scripted model (direct answers, retrieval, repairs, failures, causality), and
 end to end with a tiny random Qwen2-VL (the fine stage continues from the coarse KV cache, the
 next question from the system prompt, roots and frames it shares)."""
-import json
 import threading
 
 import numpy as np
 import pytest
 
+from support.scripted import TagScript, event_of, joined_parts, scripted_llm, texts
 from vam_engine.synthetic.tiny_qwen import build_tiny_qwen2_vl
 from vam_engine.synthetic.demo import make_demo_clip
 from vam_engine.engine import Engine
@@ -147,15 +147,13 @@ def test_qa_history_persists_and_reads_as_of(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # the answerer with a scripted model, over a real engine's memory
 
-def describe(req) -> str:
-    """The memory writer's replies: event documents and merged summaries."""
-    p = json.loads(req.messages[1].content[0])
-    if p["task"] == "event_document":
-        r = p["time_range"]
-        return f"camera {p['camera']} from {r['start_s']} to {r['end_s']}: a textured scene"
-    if p["task"] == "merge_summaries":
-        return "merged: " + " | ".join(part["summary"][:60] for part in p["parts"])
-    raise AssertionError(f"unexpected task {p['task']}")
+def _document(req) -> str:
+    cam, t0, t1 = event_of(req)
+    return f"camera {cam} from {t0} to {t1}: a textured scene"
+
+
+# the memory writer's replies: event documents and merged summaries
+describe = TagScript({"event_writer": _document, "node_merger": lambda req: "merged: " + joined_parts(req, 60)})
 
 
 @pytest.fixture(scope="module")
@@ -189,23 +187,10 @@ def _same(a: Message, b: Message) -> bool:
     return True
 
 
-def _texts(req) -> list:
-    return [p for m in req.messages for p in m.content if isinstance(p, str)]
-
-
 def _scripted(coarse, fine='{"answer": "from memory", "sufficient": true}', summary="rolling summary"):
     """A model whose reply depends on the request's role: coarse (and its repair), fine (and its
-    repair), the QA summarizer. A list gives successive replies."""
-    queues = {k: list(v) if isinstance(v, list) else [v] for k, v in
-              (("coarse", coarse), ("fine", fine), ("qa", summary))}
-
-    def reply(req):
-        key = {"two_phase_coarse": "coarse", "two_phase_coarse_repair": "coarse", "two_phase_fine": "fine",
-               "two_phase_fine_repair": "fine", "qa_summarizer": "qa"}[req.tag]
-        q = queues[key]
-        return q.pop(0) if len(q) > 1 else q[0]
-
-    return ScriptedLLM(reply)
+    repair), the QA summarizer. A list gives the replies in order."""
+    return scripted_llm({"two_phase_coarse*": coarse, "two_phase_fine*": fine, "qa_summarizer": summary})
 
 
 def _stage(ans, stage):
@@ -381,9 +366,9 @@ def test_as_of_hides_everything_later_from_every_request(mem):
         "What did the scene look like?", _view(mem, as_of=as_of))
     coarse, fine = llm.sent[:2]
     assert _stage(ans, "coarse")[0].detail["frames"]["cam"]["from"] == "store"  # the ring buffers no longer cover t=20
-    text = "\n".join(_texts(fine))
+    text = "\n".join(texts(fine))
     assert "FUTURE" not in text and "PAST SUMMARY" in text and "PAST ANSWER" in text
-    times = [float(p[2:-1]) for p in _texts(fine) if p.startswith("t=")]
+    times = [float(p[2:-1]) for p in texts(fine) if p.startswith("t=")]
     assert times and max(times) <= as_of
     # every image is a stored frame no later than as_of
     paths = [p.data for m in fine.messages for p in m.content if isinstance(p, Image)]

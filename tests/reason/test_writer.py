@@ -1,39 +1,35 @@
 """The memory writer: event documents, forest summaries, summary windows, retries, restarts and
 backpressure, with a scripted model (tests/test_llm_*.py cover the real bodies)."""
-import json
 import threading
 import time
 
 import numpy as np
 import pytest
 
+from support.scripted import TagScript, event_of, images, joined_parts, payload
 from vam_engine.synthetic.demo import make_demo_clip
 from vam_engine.engine import Engine
 from vam_engine.errors import VamError
 from vam_engine.llm import LLMError, ScriptedLLM
-from vam_engine.llm.base import Image
 
 pytestmark = pytest.mark.usefixtures("watchdog")
 WATCHDOG_S = 240
 TEXT = {"embed": {"text_model": "minilm"}, "writer": {"retry_base_s": 0.05, "retry_max_s": 0.2}}
 
 
-def _payload(req) -> dict:
-    return json.loads(req.messages[1].content[0])
+def _document(req) -> str:
+    cam, t0, t1 = event_of(req)
+    return f"camera {cam} from {t0} to {t1}: {len(images(req))} frames of a textured scene"
 
 
-def describe(req) -> str:
-    """A reply that names what the request was about, so tests can check where it went."""
-    p = _payload(req)
-    if p["task"] == "event_document":
-        r = p["time_range"]
-        n = sum(isinstance(x, Image) for x in req.messages[1].content)
-        return f"camera {p['camera']} from {r['start_s']} to {r['end_s']}: {n} frames of a textured scene"
-    if p["task"] == "merge_summaries":
-        return "merged: " + " | ".join(part["summary"][:60] for part in p["parts"])
-    if p["task"] == "window_summary":
-        return f"window {p['window']['start_s']}..{p['window']['end_s']} with {len(p['event_documents'])} documents"
-    raise AssertionError(f"unexpected task {p['task']}")
+def _window(req) -> str:
+    p = payload(req)
+    return f"window {p['window']['start_s']}..{p['window']['end_s']} with {len(p['event_documents'])} documents"
+
+
+# replies that name what each request was about, so tests can check where they went
+describe = TagScript({"event_writer": _document, "node_merger": lambda req: "merged: " + joined_parts(req, 60),
+                      "summary_writer": _window})
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +194,7 @@ def test_an_event_the_model_keeps_failing_gets_a_placeholder_and_the_forest_goes
     first = {}
 
     def fails_first_event(req):
-        p = _payload(req)
+        p = payload(req)
         if p["task"] == "event_document":
             key = p["time_range"]["start_s"]
             first.setdefault("t", key)
@@ -257,9 +253,9 @@ def test_summarize_writes_searchable_window_documents(clip, tmp_path):
         for d in docs:
             assert d.text.startswith(f"window {d.t0}") and d.moment_ids
         reqs = [r for r in llm.sent if r.tag == "summary_writer"]
-        assert _payload(reqs[0])["focus"] == "what changes in the scene"
+        assert payload(reqs[0])["focus"] == "what changes in the scene"
         # the event documents that overlap a window go with it
-        assert all(len(_payload(r)["event_documents"]) >= 1 for r in reqs)
+        assert all(len(payload(r)["event_documents"]) >= 1 for r in reqs)
         hit = eng.search("window with documents", sources=("summary",), top_k=2).evidence
         assert hit and hit[0].source == "summary" and hit[0].frame_paths
         # written again: replaced, not duplicated

@@ -4,17 +4,17 @@ the kill is lost; a second writer on the store is refused with an error naming t
 server stops cleanly on SIGTERM."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from support.net import free_port
 from support.paths import REPO as ROOT
+from support.waiting import wait_for
 from vam_engine.memory.store import Store
 
 pytestmark = pytest.mark.usefixtures("watchdog")
@@ -42,12 +42,6 @@ INGESTING_SERVER = textwrap.dedent("""
 """)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def env():
     e = dict(os.environ)
     e["PYTHONPATH"] = os.pathsep.join([str(ROOT), e.get("PYTHONPATH", "")])
@@ -55,17 +49,19 @@ def env():
     return e
 
 
+def stop(proc) -> None:
+    """SIGTERM, then kill -9 if it has not exited 30 s later."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def wait_until(fn, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            got = fn()
-            if got:
-                return got
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    """``fn()`` once it is truthy; a server that does not answer yet is not there yet."""
+    return wait_for(what, fn, timeout, every=0.2, ignore=(httpx.HTTPError,))
 
 
 def moments(url):
@@ -119,12 +115,7 @@ def test_kill_9_while_ingesting_then_serve_again(tmp_path):
                                 timeout=120)
         assert second.returncode == 2 and "writ" in second.stderr and str(serve.pid) in second.stderr
     finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(30)
-        finally:
-            if serve.poll() is None:
-                serve.kill()
+        stop(serve)
     assert serve.returncode == 0, serve.stderr.read()
 
 
@@ -134,7 +125,7 @@ def test_kill_9_of_serve_with_two_live_cameras_then_restart(tmp_path):
     if not hasattr(Engine, "reload_cameras"):
         pytest.skip("this build has no live cameras")
     sys.path.insert(0, str(ROOT / "tests"))
-    from support.live import changing_clip
+    from support.clips import changing_clip
 
     cams = {name: changing_clip(tmp_path / f"{name}.mp4", 60.0, seed=k) for k, name in enumerate(("door", "yard"))}
     cameras = tmp_path / "cameras.toml"
@@ -183,10 +174,5 @@ def test_kill_9_of_serve_with_two_live_cameras_then_restart(tmp_path):
                             httpx.get(f"{url}/api/cameras", timeout=5).json()["cameras"]}
                    == {"door": "online", "yard": None}, 30, "yard removed by the reload")
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(30)
-        finally:
-            if p.poll() is None:
-                p.kill()
+        stop(p)
     assert p.returncode == 0, p.stderr.read()

@@ -165,7 +165,7 @@ def test_live_cameras_added_watched_and_removed_over_http(served, tmp_path):
     eng, srv, tokens, _ = served
     if not hasattr(eng, "add_camera"):
         pytest.skip("this build has no live cameras")
-    from support.live import changing_clip
+    from support.clips import changing_clip
 
     clip = changing_clip(tmp_path / "lobby.mp4", 20.0)
     with httpx.Client(base_url=srv.url, headers=auth(tokens["write"]), timeout=30) as c:

@@ -1,8 +1,11 @@
 """A store of the demo clip whose event documents say what each scene shows (a scripted writer),
 for the tests that search, plan and calibrate over real documents."""
-import json
+from pathlib import Path
 
-from vam_engine.synthetic.demo import DEMO_SCENES
+from support.scripted import TagScript, event_of, joined_parts, payload
+from vam_engine.engine import Engine
+from vam_engine.llm import ScriptedLLM
+from vam_engine.synthetic.demo import DEMO_SCENES, make_demo_clip
 
 # what each demo scene's event document says: two door events let anchors count occurrences
 TOPICS = ["a person opens the blue door and walks into the kitchen",
@@ -22,14 +25,28 @@ def _scene(t: float) -> int:
     return idx
 
 
-def writer_reply(req) -> str:
-    p = json.loads(req.messages[1].content[0])
-    if p["task"] == "event_document":
-        r = p["time_range"]
-        return f"{TOPICS[_scene(r['start_s'])]} (camera {p['camera']}, {r['start_s']}-{r['end_s']} s)"
-    if p["task"] == "merge_summaries":
-        return " | ".join(part["summary"][:80] for part in p["parts"])
-    if p["task"] == "window_summary":
-        w = p["window"]
-        return f"window summary {w['start_s']}-{w['end_s']}: {len(p['event_documents'])} events, focus {p['focus']}"
-    raise AssertionError(f"unexpected writer task {p['task']}")
+def _document(req) -> str:
+    cam, t0, t1 = event_of(req)
+    return f"{TOPICS[_scene(t0)]} (camera {cam}, {t0}-{t1} s)"
+
+
+def _window(req) -> str:
+    p = payload(req)
+    w = p["window"]
+    return f"window summary {w['start_s']}-{w['end_s']}: {len(p['event_documents'])} events, focus {p['focus']}"
+
+
+# the memory writer's model: each event document says what its scene shows
+writer_reply = TagScript({"event_writer": _document, "node_merger": lambda req: joined_parts(req, 80),
+                          "summary_writer": _window})
+
+
+def documented_demo(directory: Path) -> Engine:
+    """An engine over the demo clip indexed as camera "cam" at 2 fps in ``directory``/store, every
+    event documented by ``writer_reply`` (minilm text vectors)."""
+    clip = make_demo_clip(directory / "demo.mp4")
+    eng = Engine(directory / "store", {"ingest": {"fps": 2.0}, "embed": {"text_model": "minilm"}}, device="cpu",
+                 llm=ScriptedLLM(writer_reply))
+    eng.index_file(clip["path"], camera_id="cam")
+    assert eng.wait_for_documents(timeout=90)
+    return eng

@@ -1,10 +1,9 @@
-"""What the live tests share: free loopback ports, waiting on a camera's status, test clips,
-and the servers they read from (an RTSP server process, HTTP MPEG-TS servers in a thread)."""
+"""What the live tests share: a camera's status, the frame numbers its moments show, and the
+servers they read from (an RTSP server process, HTTP MPEG-TS, HLS and MJPEG servers in a thread)."""
 from __future__ import annotations
 
 import http.server
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -13,39 +12,15 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from support.clips import read_code, write_clip
+from support.clips import read_code
+from support.net import free_port
 
 HERE = Path(__file__).resolve().parent
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what: str, cond, timeout: float, every: float = 0.05):
-    """Poll ``cond()`` until it returns something truthy; AssertionError naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(every)
-
-
 def status_of(eng, cam: str):
     return eng.status(cam)[0]
-
-
-def changing_clip(path, seconds: float, fps: int = 10, container=None, seed: int = 0) -> Path:
-    """Every frame a new random texture carrying its index code (every sample is kept); GOP 1 s."""
-    write_clip(path, [int(i * 1000 / fps) for i in range(int(seconds * fps))], gop=fps, container=container,
-               seed=seed)
-    return Path(path)
 
 
 def codes(moments) -> list[int]:
@@ -114,52 +89,6 @@ class RtspServer:
         self.kill()
 
 
-class TsServer:
-    """An HTTP server on loopback sending an MPEG-TS file as one response per connection,
-    as fast as the client reads it. ``hold_after``: a fraction of the file after which the
-    first connection stops sending but stays open (a stalled camera); later ones send it all."""
-
-    def __init__(self, ts_path: Path, hold_after: float | None = None):
-        data = Path(ts_path).read_bytes()
-        self.connections = 0
-        self.release = threading.Event()
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - the http.server API
-                server.connections += 1
-                first = server.connections == 1
-                self.send_response(200)
-                self.send_header("Content-Type", "video/mp2t")
-                self.end_headers()
-                cut = len(data) if hold_after is None or not first else int(len(data) * hold_after) // 188 * 188
-                try:
-                    for k in range(0, cut, 188 * 64):
-                        self.wfile.write(data[k:min(cut, k + 188 * 64)])
-                    self.wfile.flush()
-                    if cut < len(data):
-                        server.release.wait(30)  # the connection stays open, silent
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/live.ts"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def hls_from(clip: Path, out_dir: Path) -> Path:
     """Remux an H.264 clip into a VOD HLS playlist of 1 s MPEG-TS segments; returns the playlist."""
     import av
@@ -178,6 +107,11 @@ def hls_from(clip: Path, out_dir: Path) -> Path:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class _QuietHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
@@ -203,6 +137,42 @@ class HttpServer:
         self.httpd.server_close()
 
 
+class TsServer(HttpServer):
+    """An HTTP server on loopback sending an MPEG-TS file as one response per connection,
+    as fast as the client reads it. ``hold_after``: a fraction of the file after which the
+    first connection stops sending but stays open (a stalled camera); later ones send it all."""
+
+    def __init__(self, ts_path: Path, hold_after: float | None = None):
+        data = Path(ts_path).read_bytes()
+        self.connections = 0
+        self.release = threading.Event()
+        server = self
+
+        class Handler(_QuietHandler):
+            def do_GET(self):  # noqa: N802 - the http.server API
+                server.connections += 1
+                first = server.connections == 1
+                self.send_response(200)
+                self.send_header("Content-Type", "video/mp2t")
+                self.end_headers()
+                cut = len(data) if hold_after is None or not first else int(len(data) * hold_after) // 188 * 188
+                try:
+                    for k in range(0, cut, 188 * 64):
+                        self.wfile.write(data[k:min(cut, k + 188 * 64)])
+                    self.wfile.flush()
+                    if cut < len(data):
+                        server.release.wait(30)  # the connection stays open, silent
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        super().__init__(handler=Handler)
+        self.url = f"{self.base}/live.ts"
+
+    def __exit__(self, *exc):
+        self.release.set()
+        super().__exit__(*exc)
+
+
 def mjpeg_handler(frames: list[np.ndarray], fps: float):
     """A multipart/x-mixed-replace MJPEG camera sending ``frames`` at ``fps``, as IP cameras do."""
     import io
@@ -213,7 +183,7 @@ def mjpeg_handler(frames: list[np.ndarray], fps: float):
         Image.fromarray(f).save(b, "JPEG", quality=90)
         jpegs.append(b.getvalue())
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(_QuietHandler):
         def do_GET(self):  # noqa: N802 - the http.server API
             self.send_response(200)
             self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
@@ -227,8 +197,5 @@ def mjpeg_handler(frames: list[np.ndarray], fps: float):
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     return
-
-        def log_message(self, *args):
-            pass
 
     return Handler

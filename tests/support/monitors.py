@@ -1,11 +1,9 @@
 """The monitor tests' stream and judge: frames of a static dark noisy camera in which "the
 event" is a bright square in the top-left corner, pushed at 2 fps, and a scripted monitor model
 that looks at the latest frame it is shown and says whether the square is there."""
-import json
-
 import numpy as np
 
-from vam_engine.llm.base import Image
+from support.scripted import TagScript, images, verdict
 
 H, W = 48, 64
 CFG = {"ingest": {"fps": 0.5}, "writer": {"enabled": False}, "retention": {"enabled": False}}
@@ -20,8 +18,7 @@ def frame(t: float, event: bool, seed: int = 0) -> np.ndarray:
 
 
 def latest_image(req) -> np.ndarray:
-    images = [p for m in req.messages for p in m.content if isinstance(p, Image)]
-    return images[-1].array()
+    return images(req)[-1].array()
 
 
 def shows_event(img: np.ndarray) -> bool:
@@ -29,16 +26,13 @@ def shows_event(img: np.ndarray) -> bool:
     return bool(img[: h // 3, : w // 3].mean() > 120)
 
 
-def verdict(match: bool, confidence: float = 0.9) -> str:
-    return json.dumps({"match": match, "confidence": confidence, "observed_event": "a bright square" if match
-                       else "an empty scene", "reason": "the top-left corner"})
+def square_verdict(match: bool, confidence: float = 0.9) -> str:
+    return verdict(match, confidence, "a bright square" if match else "an empty scene", "the top-left corner")
 
 
-def judge(confidence: float = 0.9):
-    def reply(req):
-        assert req.tag == "monitor"
-        return verdict(shows_event(latest_image(req)), confidence)
-    return reply
+def judge(confidence: float = 0.9) -> TagScript:
+    """A monitor model (no other role) that matches when the latest frame shows the square."""
+    return TagScript({"monitor": lambda req: square_verdict(shows_event(latest_image(req)), confidence)})
 
 
 def push_stream(eng, cam: str, t0: float, t1: float, event_spans=(), fps: float = 2.0, wait=True):

@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 
+from support.scripted import TagScript, images, texts, verdict
 from vam_engine.engine import Engine
 from vam_engine.llm import ScriptedLLM
 
@@ -22,30 +23,25 @@ def texture(i: int, cam: str) -> np.ndarray:
     return img
 
 
-class Model:
+def _event_document(req) -> str:
+    text = " ".join(texts(req))
+    cam = next((c for c in CAMERAS if c in text), "front")
+    return f"a {COLOURS[cam]} textured scene seen by the {cam} camera"
+
+
+def monitor_verdict(req) -> str:
+    """The monitor's verdict: a match when the latest frame shown is mostly white (the test's event)."""
+    shown = images(req)
+    bright = bool(shown) and float(shown[-1].array().mean()) > 200
+    return verdict(bright, 0.9 if bright else 0.1, "a white flash" if bright else "the usual scene", "brightness")
+
+
+def model() -> TagScript:
     """Documents each event by its camera's colour; answers the coarse stage directly."""
-
-    def __init__(self):
-        self.asked = 0
-
-    def __call__(self, req) -> str:
-        tag = req.tag
-        if tag == "event_writer":
-            text = " ".join(p for m in req.messages for p in m.content if isinstance(p, str))
-            cam = next((c for c in CAMERAS if c in text), "front")
-            return f"a {COLOURS[cam]} textured scene seen by the {cam} camera"
-        if tag == "node_merger":
-            return "merged textured scenes"
-        if tag == "two_phase_coarse":
-            self.asked += 1
-            return json.dumps({"answer": "a red textured scene"})
-        if tag == "two_phase_fine":
-            return json.dumps({"answer": "seen", "sufficient": True})
-        if tag == "qa_summarizer":
-            return "asked about the scene"
-        if tag == "monitor":
-            return monitor_verdict(req)
-        return "ok"
+    return TagScript({"event_writer": _event_document, "node_merger": "merged textured scenes",
+                      "two_phase_coarse": {"answer": "a red textured scene"},
+                      "two_phase_fine": {"answer": "seen", "sufficient": True},
+                      "qa_summarizer": "asked about the scene", "monitor": monitor_verdict}, default="ok")
 
 
 def config() -> dict:
@@ -55,7 +51,7 @@ def config() -> dict:
 
 def build_engine(path, n: int = 36, cameras=CAMERAS) -> Engine:
     """An engine over a fresh store holding ``n`` pushed frames per camera, documents written."""
-    eng = Engine(path, config(), device="cpu", llm=ScriptedLLM(Model()))
+    eng = Engine(path, config(), device="cpu", llm=ScriptedLLM(model()))
     for cam in cameras:
         for i in range(n):
             eng.push(cam, texture(i, cam), i * 0.5)
@@ -64,22 +60,11 @@ def build_engine(path, n: int = 36, cameras=CAMERAS) -> Engine:
     return eng
 
 
-def monitor_verdict(req) -> str:
-    """The monitor's verdict: a match when the latest frame shown is mostly white (the test's event)."""
-    from vam_engine.llm.base import Image
-
-    images = [p for m in req.messages for p in m.content if isinstance(p, Image)]
-    bright = bool(images) and float(images[-1].array().mean()) > 200
-    return json.dumps({"match": bright, "confidence": 0.9 if bright else 0.1,
-                       "observed_event": "a white flash" if bright else "the usual scene", "reason": "brightness"})
-
-
 class ServerThread:
     """uvicorn serving an app on a free loopback port, in a daemon thread (tests only)."""
 
     def __init__(self, app, log_config=None):
         import socket
-        import threading
 
         import uvicorn
 
