@@ -341,33 +341,23 @@ def test_camera_limited_tokens_hold_across_shards_over_http(cluster, served):
         tokens.revoke(info.token_id)
 
 
+@pytest.mark.browser
 def test_the_web_page_over_the_router(cluster, served):
     """The single engine's page, served by the router: the timeline of cameras on both shards
     with their thumbnails (fetched from the shards), and the live WebSocket."""
-    if not (os.path.exists("/usr/bin/chromium") and os.path.exists("/usr/bin/chromedriver")):
-        pytest.skip("needs Debian's chromium and chromium-driver")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = "/usr/bin/chromium"
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900"):
-        opts.add_argument(a)
-    d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    from support.browser import chrome, until
+
+    d = chrome()
     try:
         d.get(served[1] + "/")
-
-        def until(cond, what):
-            return WebDriverWait(d, 30, poll_frequency=0.2).until(lambda _: cond(), message=what)
-
-        until(lambda: set(CAMS) <= {e.text for e in d.find_elements(By.CSS_SELECTOR, ".cam .label .name")},
+        until(d, lambda: set(CAMS) <= {e.text for e in d.find_elements(By.CSS_SELECTOR, ".cam .label .name")},
               "the cameras of both shards")
-        until(lambda: d.execute_script(
+        until(d, lambda: d.execute_script(
             "return [...document.querySelectorAll('.track .mt img')].filter(i => i.src.startsWith('blob:') && "
             "i.complete && i.naturalWidth > 0).length") >= 8, "timeline thumbnails")
-        until(lambda: "live" in d.find_element(By.ID, "conn").text, "the WebSocket")
+        until(d, lambda: "live" in d.find_element(By.ID, "conn").text, "the WebSocket")
     finally:
         d.quit()
 

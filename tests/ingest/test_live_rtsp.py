@@ -8,12 +8,11 @@ import time
 import pytest
 
 from support.clips import changing_clip
-from support.live import RtspServer, codes, rtsp_server_available, status_of
+from support.live import RtspServer, codes, status_of
 from support.waiting import wait_for
 from vam_engine.engine import Engine
 
-_WHY_NOT = rtsp_server_available()
-pytestmark = pytest.mark.skipif(_WHY_NOT is not None, reason=f"no RTSP server to test against: {_WHY_NOT}")
+pytestmark = pytest.mark.rtsp  # tests/conftest.py skips it without GStreamer's RTSP server
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The web page in a real headless Chromium (selenium, /usr/bin/chromium + chromedriver) against
+"""The web page in a real headless Chromium (selenium; tests/support/browser.py finds it) against
 a real server with a token: it loads without console errors, shows the store's timeline with
 thumbnails, a search shows thumbnail results, an answer shows citations that open their frames,
 and a monitor added from the page raises an alert that appears without a reload. Screenshots
@@ -9,34 +9,19 @@ import time
 
 import pytest
 
+from support.browser import chrome, until
 from support.server import WHITE, Door, ServerThread, build_engine, texture
 from vam_engine.server import ServeOptions, TokenStore, create_app
 
-pytestmark = pytest.mark.usefixtures("watchdog")
+pytestmark = [pytest.mark.usefixtures("watchdog"), pytest.mark.browser]
 WATCHDOG_S = 300
-CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-webdriver = pytest.importorskip("selenium.webdriver")
-if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
-    pytest.skip("needs Debian's chromium and chromium-driver", allow_module_level=True)
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
 @pytest.fixture
 def browser():
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    d = chrome(console_log=True)
     yield d
     d.quit()
-
-
-def wait(d, cond, timeout=30, what=""):
-    return WebDriverWait(d, timeout, poll_frequency=0.2).until(lambda _: cond(), message=what)
 
 
 def loaded_images(d, css):
@@ -47,6 +32,9 @@ def loaded_images(d, css):
 
 
 def test_the_page(tmp_path, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
     eng = build_engine(tmp_path / "store", n=48)
     door = Door(eng)  # a third camera, watched later: one frame so far
     door.push(texture(0, "front"))
@@ -65,37 +53,37 @@ def test_the_page(tmp_path, browser):
         with ServerThread(create_app(eng, ServeOptions(status_poll_s=0.5))) as srv:
             d = browser
             d.get(f"{srv.url}/#token={token}")  # the fragment never reaches the server
-            wait(d, lambda: loaded_images(d, ".track .mt img") >= 6, what="timeline thumbnails")
+            until(d, lambda: loaded_images(d, ".track .mt img") >= 6, "timeline thumbnails")
             assert "token=" not in d.current_url  # taken from the address bar into local storage
             cams = [e.text for e in d.find_elements(By.CSS_SELECTOR, ".cam .label .name")]
             assert cams == ["door", "front", "yard"]
             assert len(d.find_elements(By.CSS_SELECTOR, ".track .ev")) >= 4  # events as bars
-            wait(d, lambda: "live" in d.find_element(By.ID, "conn").text, what="WebSocket up")
+            until(d, lambda: "live" in d.find_element(By.ID, "conn").text, "WebSocket up")
             shot("timeline")
 
             d.find_element(By.ID, "search-text").send_keys("green textured scene seen by the yard camera")
             d.find_element(By.CSS_SELECTOR, "#search-form button").click()
-            wait(d, lambda: loaded_images(d, "#search-results .thumb img") >= 3, what="search thumbnails")
+            until(d, lambda: loaded_images(d, "#search-results .thumb img") >= 3, "search thumbnails")
             first_caption = d.find_element(By.CSS_SELECTOR, "#search-results .thumb .cap").text
             assert first_caption.startswith("yard")
             d.find_element(By.CSS_SELECTOR, "#search-results .thumb").click()  # jumps to its time
-            wait(d, lambda: d.find_element(By.ID, "viewer").is_displayed(), what="viewer")
-            wait(d, lambda: loaded_images(d, "#viewer-main img") == 1, what="the result's frame")
+            until(d, lambda: d.find_element(By.ID, "viewer").is_displayed(), "viewer")
+            until(d, lambda: loaded_images(d, "#viewer-main img") == 1, "the result's frame")
             shot("search")
 
             d.find_element(By.ID, "ask-text").send_keys("what did the front camera see?")
             d.find_element(By.CSS_SELECTOR, "#ask-form button").click()
-            wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#ask-answer .cite"), what="citations")
+            until(d, lambda: d.find_elements(By.CSS_SELECTOR, "#ask-answer .cite"), "citations")
             assert d.find_element(By.CSS_SELECTOR, "#ask-answer .text").text == "a red textured scene"
             d.find_element(By.CSS_SELECTOR, "#ask-answer .cite").click()  # its frames
-            wait(d, lambda: "[1]" in d.find_element(By.ID, "viewer-title").text, what="the citation's viewer")
-            wait(d, lambda: loaded_images(d, "#viewer-main img") == 1, what="the cited frames")
+            until(d, lambda: "[1]" in d.find_element(By.ID, "viewer-title").text, "the citation's viewer")
+            until(d, lambda: loaded_images(d, "#viewer-main img") == 1, "the cited frames")
             shot("ask")
 
             d.find_element(By.ID, "monitor-condition").send_keys("a white flash")
             Select(d.find_element(By.ID, "monitor-camera")).select_by_value("door")
             d.find_element(By.CSS_SELECTOR, "#monitor-form button").click()
-            wait(d, lambda: "a white flash" in d.find_element(By.ID, "monitor-list").text, what="monitor listed")
+            until(d, lambda: "a white flash" in d.find_element(By.ID, "monitor-list").text, "monitor listed")
             mon = eng.monitors()[0]
             assert mon.cameras == ("door",) and mon.mode == "repeat"
             assert not d.find_elements(By.CSS_SELECTOR, "#alert-list li .d")
@@ -105,17 +93,17 @@ def test_the_page(tmp_path, browser):
                 if eng.alerts():
                     break
             assert eng.alerts(), "the monitor did not fire"
-            wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#alert-list li .d"), what="the alert, live")
+            until(d, lambda: d.find_elements(By.CSS_SELECTOR, "#alert-list li .d"), "the alert, live")
             assert "door" in d.find_element(By.CSS_SELECTOR, "#alert-list li .d b").text
-            wait(d, lambda: d.find_elements(By.CSS_SELECTOR, ".track[data-camera=door] .al"), what="alert marker")
-            wait(d, lambda: loaded_images(d, "#alert-list .thumb img") >= 1, what="the alert's frame")
+            until(d, lambda: d.find_elements(By.CSS_SELECTOR, ".track[data-camera=door] .al"), "alert marker")
+            until(d, lambda: loaded_images(d, "#alert-list .thumb img") >= 1, "the alert's frame")
             d.find_element(By.ID, "viewer-close").click()
             d.execute_script("document.getElementById('alert-list').scrollIntoView()")
             time.sleep(0.5)
             shot("alert")
             d.find_element(By.CSS_SELECTOR, "#alert-list li").click()  # the alert's frames, at its time
-            wait(d, lambda: d.find_element(By.ID, "viewer-title").text.startswith("alert"), what="alert viewer")
-            wait(d, lambda: loaded_images(d, "#viewer-main img") == 1, what="the alert's frame, large")
+            until(d, lambda: d.find_element(By.ID, "viewer-title").text.startswith("alert"), "alert viewer")
+            until(d, lambda: loaded_images(d, "#viewer-main img") == 1, "the alert's frame, large")
             shot("alert_open")
 
             severe = [e for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
