@@ -166,7 +166,7 @@ def test_search_threshold_inspect_k_and_cited_ref(eng):
     assert 1 <= len(ts) <= 8 and all(top.t_start - 1.0 <= t <= top.t_end + 1.0 for t in ts)
     assert "looked at: inspected frames" in state
     assert ans.found and DOOR in top.text and top.similarity >= 0.5
-    assert ans.timings["retrieval"] > 0 and ans.timings["inspection"] >= 0 and ans.timings["planning"] >= 0
+    assert all(0 < ans.timings[k] <= ans.timings["total"] for k in ("retrieval", "inspection", "planning"))
 
 
 def test_search_results_are_deduplicated_across_turns(eng):

@@ -1,5 +1,6 @@
 """The reasoning layer's model turn: send, parse, one repair, timings, usage and the typed trace."""
 import json
+import time
 
 import pytest
 
@@ -22,14 +23,16 @@ def _request():
 
 
 def test_a_valid_reply_needs_no_repair():
-    llm, ans, turns = _setup(['{"answer": "yes"}'])
+    llm, ans, turns = _setup(['{"answer": "yes"}'], delay_s=0.02)
     entry = TraceEntry("fine")
+    t0 = time.perf_counter()
     turn = turns.ask(_request(), parse_fine, "fine", entry)
+    wall = time.perf_counter() - t0
     assert turn.parsed.answer == "yes" and turn.request.tag == "two_phase_fine" and turn.reply == '{"answer": "yes"}'
     assert [r.tag for r in llm.sent] == ["two_phase_fine"] and turns.calls == 1
     assert entry.reply == '{"answer": "yes"}' and entry.error is None and entry.repair_reply is None
     assert not entry.repaired and [c.tag for c in entry.calls] == ["two_phase_fine"]
-    assert entry.calls[0].prompt_tokens > 0 and entry.seconds >= 0
+    assert entry.calls[0].prompt_tokens > 0 and 0.02 <= entry.seconds <= wall  # the model call, timed
     assert ans.tokens["prompt"] == entry.calls[0].prompt_tokens and "fine" in ans.timings
     assert "fine_prefill" in ans.timings
 
