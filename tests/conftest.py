@@ -85,7 +85,7 @@ def rng(rng_seed) -> np.random.Generator:
 @pytest.fixture(autouse=True)
 def _no_background_retention(monkeypatch):
     """Engines in tests run no retention thread (it would thin frames less than 1 s apart at a
-    time of its choosing); tests/test_retention.py drives retention passes directly."""
+    time of its choosing); tests/memory/test_retention.py drives retention passes directly."""
     monkeypatch.setenv("VAM_RETENTION__ENABLED", "0")
 
 

@@ -4,7 +4,7 @@ running for its length); ``kill -9`` of the shard's process; Ray restarts it, it
 and re-adds the camera, whose status and gaps show the time it was down; what was committed before
 the kill is all still there, once, and ingest goes on after the restart.
 
-One Ray (2 CPUs, loopback) with one shard, as tests/test_cluster.py sets it up."""
+One Ray (2 CPUs, loopback) with one shard, as tests/cluster/test_cluster.py sets it up."""
 import os
 import signal
 import time

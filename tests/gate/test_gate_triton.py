@@ -311,7 +311,9 @@ def test_batch_size_does_not_change_results(rng, rng_seed):
         np.testing.assert_array_equal(tiled[q], np.concatenate([one[q]] * 8), err_msg=f"{q}, seed={rng_seed}")
 
 
-@pytest.mark.slow  # ~70 s under the Triton interpreter on a CPU; seconds natively (tests/test_gate_triton.py runs whole on the GPU machine)
+# ~70 s under the Triton interpreter on a CPU; seconds natively (tests/gate/test_gate_triton.py runs whole on
+# the GPU machine)
+@pytest.mark.slow
 def test_cascade_through_the_cuda_body_matches_frame_by_frame(rng, rng_seed):
     """The dispatch layer (gate.bodies.CudaBody) and the cascade's redo path on this body."""
     from support.cascade_rules import sequential, structured_sequence

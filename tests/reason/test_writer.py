@@ -1,5 +1,5 @@
 """The memory writer: event documents, forest summaries, summary windows, retries, restarts and
-backpressure, with a scripted model (tests/test_llm_*.py cover the real bodies)."""
+backpressure, with a scripted model (tests/llm/ covers the real bodies)."""
 import threading
 import time
 

@@ -3,7 +3,7 @@ the CPU tests and the gpu-marked tests import them (so a tolerance is never copi
 
 Gate statistics: (rtol, atol) per statistic of a body computed in float32 on a device (Triton)
 against vam_engine/gate/reference.py in float64; the C++ body is held to tighter, per-test bounds
-in tests/test_gate_cpu.py (it is exact but for summation order)."""
+in tests/gate/test_gate_cpu.py (it is exact but for summation order)."""
 from __future__ import annotations
 
 import numpy as np
