@@ -7,33 +7,57 @@ import signal
 import numpy as np
 import pytest
 
+from vam_engine import device
+
 GPU_SKIP_REASON = "needs a CUDA device (torch is not installed or torch.cuda.is_available() is False)"
 SEED_ENV = "VAM_TEST_SEED"
 
 
-@functools.lru_cache(maxsize=1)
-def cuda_available() -> bool:
-    """Whether torch sees a CUDA device; False without torch. Asked once per session, and only
-    when a gpu-marked test was collected (importing torch costs seconds)."""
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
+# whether torch sees a CUDA device: asked once per session, and only when a gpu-marked test was
+# collected (importing torch costs seconds)
+cuda_available = functools.lru_cache(maxsize=1)(device.cuda_available)
+
+
+def _missing_gpu() -> str | None:
+    return None if cuda_available() else GPU_SKIP_REASON
+
+
+def _missing_browser() -> str | None:
+    from support.browser import missing_browser
+
+    return missing_browser()
+
+
+def _missing_rtsp_server() -> str | None:
+    from support.live import rtsp_server_available
+
+    why = rtsp_server_available()
+    return f"no RTSP server to test against: {why}" if why else None
+
+
+# marker -> (why its tests cannot run here, or None; the switch that turns that into an error)
+NEEDS = {"gpu": (_missing_gpu, "VAM_TEST_REQUIRE_GPU"),
+         "browser": (_missing_browser, "VAM_TEST_REQUIRE_BROWSER"),
+         "rtsp": (_missing_rtsp_server, "VAM_TEST_REQUIRE_RTSP")}
 
 
 def pytest_collection_modifyitems(config, items):
-    """The one place gpu-marked tests are skipped without CUDA (tests do not check for CUDA
-    themselves). Set VAM_TEST_REQUIRE_GPU=1 on a GPU machine to turn a missing device into
-    failures instead of skips, so a broken CUDA set-up cannot pass silently."""
-    gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]
-    if not gpu_items or cuda_available():
-        return
-    if os.environ.get("VAM_TEST_REQUIRE_GPU") == "1":
-        raise pytest.UsageError(f"VAM_TEST_REQUIRE_GPU=1 but torch sees no CUDA device ({len(gpu_items)} gpu tests)")
-    skip = pytest.mark.skip(reason=GPU_SKIP_REASON)
-    for it in gpu_items:
-        it.add_marker(skip)
+    """The one place tests that need something this machine may lack are skipped (tests do not
+    check for it themselves): ``gpu`` a CUDA device, ``browser`` a Chromium with chromedriver
+    (and selenium), ``rtsp`` GStreamer's RTSP server on the system Python. Each is asked only
+    when a test carrying its marker was collected. Set the marker's switch to 1 (e.g.
+    VAM_TEST_REQUIRE_GPU=1 on a GPU machine, VAM_TEST_REQUIRE_BROWSER=1 in CI) to turn a missing
+    one into an error instead of skips, so a broken set-up cannot pass silently."""
+    for marker, (missing, switch) in NEEDS.items():
+        marked = [it for it in items if it.get_closest_marker(marker) is not None]
+        why = missing() if marked else None
+        if why is None:
+            continue
+        if os.environ.get(switch) == "1":
+            raise pytest.UsageError(f"{switch}=1 but {why} ({len(marked)} {marker} tests)")
+        skip = pytest.mark.skip(reason=why)
+        for it in marked:
+            it.add_marker(skip)
 
 
 @pytest.fixture
@@ -61,7 +85,7 @@ def rng(rng_seed) -> np.random.Generator:
 @pytest.fixture(autouse=True)
 def _no_background_retention(monkeypatch):
     """Engines in tests run no retention thread (it would thin frames less than 1 s apart at a
-    time of its choosing); tests/test_retention.py drives retention passes directly."""
+    time of its choosing); tests/memory/test_retention.py drives retention passes directly."""
     monkeypatch.setenv("VAM_RETENTION__ENABLED", "0")
 
 

@@ -1,7 +1,7 @@
 """The one device resolver, and decoder options a body cannot honour: clear errors, not silence."""
 import pytest
 
-from _clips import write_clip
+from support.clips import write_clip
 from vam_engine.device import DeviceError, cuda_available, resolve_device
 from vam_engine.errors import VamError
 from vam_engine.ingest import PyAVDecoder, decoder_options, open_decoder

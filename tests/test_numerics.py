@@ -1,11 +1,11 @@
 """Shared helpers: spreading picks evenly, unit vectors, camera-axis time, and the gate record's home."""
 import ast
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from support.paths import REPO
 from vam_engine.memory.records import ABSOLUTE_TIME_MIN, camera_time, is_absolute_time
 from vam_engine.numerics import spread_evenly, unit
 
@@ -87,7 +87,7 @@ def test_is_absolute_time_is_one_threshold():
 
 # -- data flows forward: the gates do not import the memory ----------------------------------------
 def test_gate_package_does_not_import_memory():
-    root = Path(__file__).resolve().parents[1] / "vam_engine" / "gate"
+    root = REPO / "vam_engine" / "gate"
     for path in root.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):

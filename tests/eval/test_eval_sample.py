@@ -1,12 +1,12 @@
 """The sample suite end to end through ``vam-engine eval sample`` with a scripted model whose
-replies are known (tests/_eval_sample_model.py): the final tables' numbers are the ones worked
+replies are known (tests/support/eval_sample_model.py): the final tables' numbers are the ones worked
 out by hand from those replies; exit codes for unreadable records; the judge's verdicts come
 from its cache on a re-run."""
 import json
 
 import pytest
-from _eval_sample_model import sample_model
 
+from support.eval_sample_model import sample_model
 from vam_engine import cli
 from vam_engine.cli import eval as eval_cli
 from vam_engine.llm import ScriptedLLM

@@ -1,5 +1,5 @@
 """Synthetic gray sequences with a known right answer for the gate decisions, shared by
-tests/test_cascade.py and the calibration table of benchmarks/bench_gate.py (``--calibrate``),
+tests/gate/test_cascade.py and the calibration table of benchmarks/bench_gate.py (``--calibrate``),
 so the defaults are chosen on the same inputs the tests hold them to.
 
 Each sequence starts with the camera's first frame (kept: nothing to compare with) and then

@@ -358,10 +358,15 @@ def vfr_pts(rng: np.random.Generator, seconds: float, *, start_s: float = 0.0,
 
 
 def write_rgb_clip(path: str | Path, frames, pts, time_base: Fraction, *, rate: int = 30, gop: int = 60,
-                   bframes: int = 2, crf: int = 23, preset: str = "ultrafast") -> WrittenClip:
-    """Encode RGB frames (an iterable of H x W x 3 uint8, one per entry of ``pts``) as H.264 in an
-    MP4 at exactly the PTS given (strictly increasing, in ``time_base``); ``rate`` is only the
-    encoder's rate-control hint. The file appears only when complete."""
+                   bframes: int = 2, crf: int = 23, preset: str = "ultrafast", codec: str = "libx264",
+                   pix_fmt: str = "yuv420p", options: dict | None = None, container: str | None = None,
+                   container_options: dict | None = None) -> WrittenClip:
+    """Encode RGB frames (an iterable of H x W x 3 uint8, one per entry of ``pts``) at exactly the
+    PTS given (strictly increasing, in ``time_base``); ``rate`` is only the encoder's rate-control
+    hint. H.264 in an MP4 by default (fixed GOPs of ``gop`` frames); another ``codec`` (VP9, MJPEG,
+    ...) gets only its GOP size, ``options`` are the encoder's own (``x264-params``, ...) over these,
+    ``container`` a format name where the suffix does not say it, ``container_options`` the muxer's
+    (``movflags``). The file appears only when complete."""
     import av
 
     pts = [int(p) for p in pts]
@@ -371,19 +376,23 @@ def write_rgb_clip(path: str | Path, frames, pts, time_base: Fraction, *, rate: 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp" + path.suffix)
     n, shape = 0, None
-    with av.open(str(tmp), "w") as out:
+    with av.open(str(tmp), "w", format=container, options=container_options or {}) as out:
         s = None
         for img, p in zip(frames, pts):
             if s is None:
                 shape = img.shape
                 if img.ndim != 3 or img.shape[2] != 3 or img.shape[0] % 2 or img.shape[1] % 2:
                     raise ValueError(f"write_rgb_clip: frames must be H x W x 3 with even sides, got {img.shape}")
-                s = out.add_stream("libx264", rate=rate)
-                s.width, s.height, s.pix_fmt = img.shape[1], img.shape[0], "yuv420p"
+                s = out.add_stream(codec, rate=rate)
+                s.width, s.height, s.pix_fmt = img.shape[1], img.shape[0], pix_fmt
                 s.codec_context.time_base = time_base
                 s.time_base = time_base
-                s.options = {"preset": preset, "crf": str(crf), "g": str(gop), "keyint_min": str(gop),
-                             "sc_threshold": "0", "bf": str(bframes)}
+                if codec == "libx264":
+                    s.options = {"preset": preset, "crf": str(crf), "g": str(gop), "keyint_min": str(gop),
+                                 "sc_threshold": "0", "bf": str(bframes), **(options or {})}
+                else:
+                    s.codec_context.gop_size = gop
+                    s.options = dict(options or {})
             elif img.shape != shape:
                 raise ValueError(f"write_rgb_clip: frame {n} is {img.shape}, the clip is {shape}")
             f = av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")
