@@ -219,8 +219,9 @@ class AudioConfig(_Section):
     language: str | None = Field(None, description="ISO 639-1 code of the speech; None: detected per camera")
     chunk_s: float = Field(20.0, gt=1, le=30, description="longest speech chunk sent to ASR (Whisper's window "
                                                          "is 30 s); longer utterances are cut with overlap")
-    overlap_s: float = Field(1.0, ge=0, le=5, description="audio two consecutive chunks of one utterance share; "
-                                                         "each word of it is kept once")
+    overlap_s: float = Field(2.0, ge=0, le=5, description="audio two consecutive chunks of one utterance share; "
+                                                         "each word of it is kept once (the cut is its middle, "
+                                                         "away from the chunk edges where word times are rough)")
     vad_threshold: float = Field(0.5, gt=0, lt=1, description="Silero speech probability at which speech starts")
     vad_energy_floor: float = Field(0.003, ge=0, description="RMS (of full scale 1.0) under which a 32 ms window "
                                                              "is silence without running the VAD model "

@@ -1,4 +1,5 @@
-"""The audio track of a file or live URL, decoded with PyAV and resampled to 16 kHz mono float32.
+"""The audio track of a file or live URL, decoded with PyAV and resampled to 16 kHz mono float32
+(channels averaged).
 
 The time axis. A sample's time is on the same axis as the video frames of its source: the
 video decoder (ingest/pyav_decoder.py) times a frame ``(pts - video.start_time) * time_base``,
@@ -127,7 +128,8 @@ class TrackDecoder:
         if fmt != self._fmt or (t is not None and expected is not None and abs(t - expected) > RESYNC_S):
             out += self.flush()  # the run ends: its tail keeps the old count
             if fmt != self._fmt:
-                self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+                # planar, every channel kept: averaged here (FFmpeg's own downmix sums 5.1 past full scale)
+                self._resampler = av.AudioResampler(format="fltp", rate=SAMPLE_RATE)
                 self._fmt = fmt
             self._anchor, self._in, self._out = None, 0, 0
         if self._anchor is None:
@@ -140,7 +142,8 @@ class TrackDecoder:
     def _emit(self, frames) -> list[tuple[float, np.ndarray]]:
         out = []
         for f in frames:
-            x = f.to_ndarray().reshape(-1).astype(np.float32, copy=False)
+            x = f.to_ndarray()
+            x = (x[0] if len(x) == 1 else x.mean(axis=0, dtype=np.float32)).astype(np.float32, copy=False)
             if len(x):
                 out.append((self._anchor + self._out / SAMPLE_RATE, x))
                 self._out += len(x)
@@ -181,13 +184,27 @@ def _blocks(container, stream, dec: TrackDecoder, path, camera_id, offset, realt
     pending: list[np.ndarray] = []
     pending_t: float | None = None
     pending_n = 0
-    wall0 = t0 = None
+    clock: list[float] = []  # realtime: (wall, t) of the first block
 
     def take():
         nonlocal pending, pending_t, pending_n
         block = AudioBlock(camera_id, pending_t + offset, np.concatenate(pending))
         pending, pending_t, pending_n = [], None, 0
         return block
+
+    def due(block) -> bool:
+        """realtime: wait until the block's last sample is due (as a live source delivers it);
+        False when stopped meanwhile."""
+        if not realtime:
+            return True
+        if not clock:
+            clock.extend((time.monotonic(), block.t))
+        ahead = (block.t_end - clock[1]) - (time.monotonic() - clock[0])
+        if ahead > 0.005:
+            if stop is not None:
+                return not stop.wait(ahead)
+            time.sleep(ahead)
+        return True
 
     def pieces():
         try:
@@ -210,25 +227,24 @@ def _blocks(container, stream, dec: TrackDecoder, path, camera_id, offset, realt
                                         f"({dec.errors[0] if dec.errors else 'no detail'})")
 
     for t, x in pieces():
-        if pending_t is not None and abs(pending_t + pending_n / SAMPLE_RATE - t) > 1.0 / SAMPLE_RATE * 2:
-            yield take()  # a new run: blocks never span a gap
+        if pending_t is not None and abs(pending_t + pending_n / SAMPLE_RATE - t) > 2.0 / SAMPLE_RATE:
+            block = take()  # a new run: blocks never span a gap
+            if not due(block):
+                return
+            yield block
         if pending_t is None:
             pending_t = t
         pending.append(x)
         pending_n += len(x)
         if pending_n >= BLOCK_S * SAMPLE_RATE:
             block = take()
-            if realtime:
-                if wall0 is None:
-                    wall0, t0 = time.monotonic(), block.t
-                ahead = (block.t - t0) - (time.monotonic() - wall0)
-                if ahead > 0.005 and stop is not None and stop.wait(ahead):
-                    return
-                if ahead > 0.005 and stop is None:
-                    time.sleep(ahead)
+            if not due(block):
+                return
             yield block
     if pending_n:
-        yield take()
+        block = take()
+        if due(block):
+            yield block
 
 
 class AudioReader:

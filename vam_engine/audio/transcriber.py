@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -42,6 +42,11 @@ from .asr import MAX_PIECE_S, SpeechRecognizer
 from .records import SAMPLE_RATE, Recognition, RecognizedWord, SpeechChunk, TranscriptSegment
 
 SENTENCE_END = (".", "?", "!", "。", "？", "！")
+SEAM_S = 0.6  # a repeated word this close across a cut between chunks is one word (_seam)
+
+
+def _norm(word: str) -> str:
+    return "".join(ch for ch in word.lower() if ch.isalnum())
 
 
 @dataclass
@@ -58,6 +63,7 @@ class CameraCounters:
     last_asr_error: str | None = None
     language: str | None = None
     chunks_since_detect: int = 0
+    last_word: tuple | None = None  # (chunk seq, word, t_end) of the last word emitted (_seam)
 
 
 @dataclass
@@ -80,14 +86,16 @@ def words_to_segments(chunk: SpeechChunk, words: Sequence[RecognizedWord], offse
                       split_pause_s: float) -> list[TranscriptSegment]:
     """The words of one chunk (times relative to a piece in which the chunk starts at
     ``offset``) kept by its keep range, as segments split at sentence ends and pauses."""
-    lo = chunk.voice_start if chunk.voice_start is not None else chunk.t_start
-    hi = chunk.voice_end if chunk.voice_end is not None else chunk.t_end
+    # kept words are pulled into the keep range (segments of consecutive chunks never overlap)
+    # and out of the padding, which is silence
+    lo = max(chunk.voice_start if chunk.voice_start is not None else chunk.t_start, chunk.keep_from)
+    hi = min(chunk.voice_end if chunk.voice_end is not None else chunk.t_end, chunk.keep_until)
     kept = []
     for w in words:
         a = chunk.t_start + min(max(w.start - offset, 0.0), chunk.duration)
         b = chunk.t_start + min(max(w.end - offset, 0.0), chunk.duration)
         if chunk.keep_from <= (a + b) / 2 < chunk.keep_until and w.text.strip():
-            a, b = min(max(a, lo), hi), max(min(b, hi), lo)  # out of the padding, which is silence
+            a, b = min(max(a, lo), hi), max(min(b, hi), lo)
             kept.append((a, max(a, b), w.text, w.probability))
     segments, current = [], []
 
@@ -233,8 +241,11 @@ class Transcriber:
                 continue
             alone = not packs or language is None
             last = pieces[-1] if pieces else None
+            # never two chunks of one utterance in a piece: the audio they share, said twice in a
+            # row, makes Whisper skip (tiny.en kept 1 of 4 sentences packed that way here)
             if (last is not None and not alone
-                    and last.length_s + self.gap_s + chunk.duration <= self.window_s):
+                    and last.length_s + self.gap_s + chunk.duration <= self.window_s
+                    and not any(c.camera_id == chunk.camera_id and c.t_end > chunk.t_start for c, _ in last.parts)):
                 last.parts.append((chunk, last.length_s + self.gap_s))
                 last.length_s += self.gap_s + chunk.duration
             elif len(pieces) < self.recognizer.max_batch:
@@ -292,7 +303,8 @@ class Transcriber:
         hi = offset + chunk.duration + (self.gap_s / 2 if k + 1 < len(piece.parts) else float("inf"))
         words = [w for s in rec.segments for w in s.words if lo <= (w.start + w.end) / 2 < hi]
         if words:
-            return words_to_segments(chunk, words, offset, rec.language, self.split_pause_s)
+            segs = words_to_segments(chunk, words, offset, rec.language, self.split_pause_s)
+            return self._seam(chunk, segs)
         out = []
         for s in rec.segments:  # no word times (one chunk per piece): whole segments by their middle
             if s.words or not s.text.strip():
@@ -303,6 +315,26 @@ class Transcriber:
                 out.append(TranscriptSegment(chunk.camera_id, a, max(a, b), s.text.strip(), rec.language,
                                              s.confidence))
         return out
+
+    def _seam(self, chunk: SpeechChunk, segs: list[TranscriptSegment]) -> list[TranscriptSegment]:
+        """At the cut between two chunks of one utterance, word times near the chunks' edges are
+        rough: both copies of a word may land on their own side of the cut. The continuing
+        chunk's first word is dropped when it repeats the previous chunk's last word and starts
+        within ``SEAM_S`` of it (a real "no, no" across a cut is rarer than that error)."""
+        with self._cond:
+            c = self._cam(chunk.camera_id)
+            last, c.last_word = c.last_word, None
+            if segs:
+                c.last_word = (chunk.seq, _norm(segs[-1].text.split()[-1]), segs[-1].t_end)
+        if (not segs or last is None or last[0] != chunk.seq - 1 or chunk.keep_from <= chunk.t_start + 1e-9):
+            return segs
+        head = segs[0]
+        first, *rest = head.text.split(" ", 1)
+        if _norm(first) != last[1] or head.t_start - last[2] > SEAM_S:
+            return segs
+        if not rest:
+            return segs[1:]
+        return [replace(head, text=rest[0])] + segs[1:]
 
     def _done(self, chunk: SpeechChunk, rec: Recognition, n_segments: int) -> None:
         with self._cond:

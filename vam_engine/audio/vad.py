@@ -81,7 +81,7 @@ class SpeechChunker:
     mono float32 starting at camera-axis time ``t``; ``end()`` flushes speech in progress."""
 
     def __init__(self, camera_id: str, *, threshold: float = 0.5, energy_floor: float = 0.003,
-                 chunk_s: float = 20.0, overlap_s: float = 1.0, min_silence_s: float = 0.8, pad_s: float = 0.4,
+                 chunk_s: float = 20.0, overlap_s: float = 2.0, min_silence_s: float = 0.8, pad_s: float = 0.4,
                  min_speech_s: float = 0.25):
         if not 0 < threshold < 1:
             raise ValueError(f"VAD threshold must be in (0, 1), got {threshold}")
