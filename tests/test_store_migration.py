@@ -30,7 +30,7 @@ def test_schema_2_store_migrates_in_place_and_keeps_everything(v2_store):
     s = Store(v2_store, create=False)
     try:
         version = s.db.conn().execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-        assert int(version) == SCHEMA_VERSION == 6
+        assert int(version) == SCHEMA_VERSION == 7
         info = s.info()
         assert info["moments"] == 12 and info["events"] == 7 and info["documented_events"] == 7
         assert info["summaries"] == 2 and info["vectors"] == {"frame": 12, "event": 7, "event_doc": 7, "summary": 2}
