@@ -188,3 +188,42 @@ class TranscriptRepository:
         if camera_id is None:
             return self.db.conn().execute("SELECT COUNT(*) FROM transcripts").fetchone()[0]
         return self.db.conn().execute("SELECT COUNT(*) FROM transcripts WHERE camera_id=?", (camera_id,)).fetchone()[0]
+
+
+class TranscriptWriter:
+    """What an engine hands ``AudioHub`` as ``on_segments``: embeds each batch's texts with the
+    text embedder (None: stored without vectors, found by words only until ``backfill``) and
+    appends them. Runs on the transcriber's thread; an embedder failure stores the segments
+    without vectors (counted in ``embed_failures``, the error kept in ``last_error``)."""
+
+    def __init__(self, transcripts: TranscriptRepository, text_embedder=None):
+        self.transcripts = transcripts
+        self.text_embedder = text_embedder
+        self.stored = 0
+        self.embed_failures = 0
+        self.last_error: str | None = None
+
+    def __call__(self, segments: Sequence[TranscriptSegment]) -> list[Transcript]:
+        segments = [s for s in segments if s.text.strip()]
+        if not segments:
+            return []
+        vectors = None
+        if self.text_embedder is not None:
+            try:
+                vectors = self.text_embedder.embed_texts([s.text for s in segments])
+            except Exception as e:  # noqa: BLE001 - the text is kept; its vector can come later
+                self.embed_failures += 1
+                self.last_error = f"{type(e).__name__}: {e}"
+        stored = self.transcripts.append(segments, vectors)
+        self.stored += len(stored)
+        return stored
+
+    def backfill(self, limit: int = 1000) -> int:
+        """Embed stored segments that have no vector yet; returns how many got one."""
+        if self.text_embedder is None:
+            return 0
+        todo = self.transcripts.without_vectors(limit)
+        if not todo:
+            return 0
+        vecs = self.text_embedder.embed_texts([t.text for t in todo])
+        return self.transcripts.set_vectors(list(zip([t.segment_id for t in todo], vecs)))
