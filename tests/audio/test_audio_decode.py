@@ -8,6 +8,7 @@ import av
 import numpy as np
 import pytest
 
+from _servers.live_helpers import TsServer
 from support import speech
 from vam_engine.audio import (AudioInputError, AudioReader, AudioTrackError, NoAudioTrack, PushResampler, read_audio,
                               to_mono_float)
@@ -160,3 +161,13 @@ def test_realtime_paces_a_file_at_1x():
     fast = time.monotonic() - started
     span = blocks[-1].t_end - blocks[0].t_end  # each block is handed on when its last sample is due
     assert paced >= span * 0.95 and fast < span * 0.5
+
+
+def test_a_live_http_stream_is_read_on_the_same_axis_as_its_file():
+    path = speech.speech_video(((1.0, speech.PLANTS),), 4.0, video_start_s=1.0, audio_start_s=0.3,
+                               container="mpegts", suffix=".ts")
+    from_file = _onset(list(read_audio(str(path), "cam")))
+    with TsServer(path) as server:
+        blocks = list(read_audio(server.url, "cam", timeout_s=5.0))
+    assert _onset(blocks) == pytest.approx(from_file, abs=0.002)
+    assert blocks[-1].t_end == pytest.approx(0.3 - 1.0 + 4.0, abs=0.1)

@@ -2,6 +2,8 @@
 through the audio path (tiny.en) into the store (MiniLM vectors, FTS5); a phrase finds each
 sentence at its time, a paraphrase finds it by meaning, ``as_of`` before a sentence hides it,
 deletion removes it everywhere, and transcribing the same audio again duplicates nothing."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -87,4 +89,72 @@ def test_spoken_sentences_are_found_by_phrase_and_by_meaning_at_their_times(tmp_
         assert vm.size("speech") == 1
     finally:
         vm.close()
+        store.close()
+
+
+CHILD = """
+import sys, time
+from vam_engine.audio import AudioHub
+from vam_engine.config import AudioConfig
+from vam_engine.memory.store import Store
+from vam_engine.memory.transcripts import TranscriptWriter
+
+store = Store(sys.argv[1])
+hub = AudioHub(AudioConfig(model=sys.argv[3], device="cpu", cpu_threads=1), TranscriptWriter(store.transcripts))
+hub.open_source("door", sys.argv[2], realtime=True)  # at 1x: killed while it still has speech to hear
+hub.flush()
+time.sleep(600)
+"""
+
+
+def test_killed_while_transcribing_then_resumed_gives_each_segment_once(tmp_path, body):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    said = ((0.5, speech.KEYS), (5.0, speech.TRUCK), (9.5, speech.WAREHOUSE))
+    path = speech.speech_video(said, 13.0)
+    root = tmp_path / "store"
+    Store(root).close()
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": repo}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(path), str(MODEL)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            s = Store(root, create=False)
+            n = s.transcripts.count()
+            s.close()
+            if n >= 1:
+                break
+            assert child.poll() is None, "the transcribing process ended early"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)  # kill -9 mid-run: the later sentences are not transcribed yet
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    store = Store(root, create=False)
+    try:
+        before = store.transcripts.list()
+        assert 1 <= len(before) < len(said)
+        progress = store.transcripts.progress("door")
+        writer = TranscriptWriter(store.transcripts)
+        hub = AudioHub(AudioConfig(model=str(MODEL), device="cpu"), writer, recognizer=body)
+        try:
+            hub.open_source("door", str(path), resume_after=progress)
+            assert hub.flush(120)
+        finally:
+            hub.transcriber.close()
+        after = store.transcripts.list()
+        assert after[:len(before)] == before  # what was committed stays as it was
+        assert len(after) == len(said) and store.fulltext.count("speech") == len(said)
+        for seg, (t, text) in zip(after, said):  # each sentence once, none lost (this video's audio starts at 0)
+            onset = _when(t, text)[0] - AUDIO_START
+            assert speech.word_error_rate(text, seg.text) <= 0.25, seg.text
+            assert abs(seg.t_start - onset) < 0.6
+        assert all(a.t_end <= b.t_start for a, b in zip(after, after[1:]))
+    finally:
         store.close()

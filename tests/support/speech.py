@@ -29,6 +29,15 @@ PLANTS = "Please remember to water the plants in the kitchen tomorrow morning."
 TRUCK = "The delivery truck arrived at the loading dock at noon."
 KEYS = "I left my keys on the table by the window."
 WAREHOUSE = "Someone opened the back door and walked into the warehouse."
+# A fixed mix for word error rates (benchmarks/bench_audio.py): the four above and six not chosen
+# for how well tiny.en hears them.
+SENTENCES = (PLANTS, TRUCK, KEYS, WAREHOUSE,
+             "The red car is parked next to the blue door.",
+             "Help me, there is a fire in the garage.",
+             "The meeting starts at nine o'clock in the main office.",
+             "Turn off the lights before you leave the building.",
+             "A small dog is running across the parking lot.",
+             "Can you bring two boxes of paper to the second floor?")
 
 
 def cache_dir() -> Path:

@@ -37,6 +37,7 @@ from .records import SAMPLE_RATE, AudioBlock
 RESYNC_S = 0.1  # a frame this far from where the sample count says it should be restarts the count
 MAX_BAD_PACKETS = 50  # undecodable packets in a row: the track is broken
 BLOCK_S = 0.5  # decoded audio is handed on in blocks of about this length
+RESUME_PREROLL_S = 1.0  # audio read before a resume point: the VAD and ASR get context
 
 
 class NoAudioTrack(VamError):
@@ -160,10 +161,12 @@ def _open(path: str, timeout_s: float):
 
 
 def read_audio(path: str, camera_id: str, *, start_time_abs: float | None = None, realtime: bool = False,
-               stop: threading.Event | None = None, timeout_s: float = 10.0,
+               stop: threading.Event | None = None, timeout_s: float = 10.0, resume_after: float | None = None,
                on_open: Callable[[TrackDecoder], None] | None = None) -> Iterator[AudioBlock]:
     """The audio of ``path`` (a file or URL) as 16 kHz mono blocks on the video's axis (module
-    doc). ``realtime`` paces a file at 1x (a network source is paced by its sender). Raises
+    doc). ``realtime`` paces a file at 1x (a network source is paced by its sender).
+    ``resume_after`` (camera axis: where a crashed run's transcripts end) starts there, less
+    ``RESUME_PREROLL_S`` of context (the store skips a segment it already has). Raises
     NoAudioTrack or AudioTrackError; stops early when ``stop`` is set."""
     path = str(path)
     container = _open(path, timeout_s)
@@ -175,7 +178,19 @@ def read_audio(path: str, camera_id: str, *, start_time_abs: float | None = None
         dec = TrackDecoder(stream)
         if on_open is not None:
             on_open(dec)
-        yield from _blocks(container, stream, dec, path, camera_id, offset, realtime, stop)
+        blocks = _blocks(container, stream, dec, path, camera_id, offset, realtime, stop)
+        if resume_after is None:
+            yield from blocks
+            return
+        start = resume_after - RESUME_PREROLL_S
+        if not _is_url(path):  # seek near it (to a packet at or before it), then drop what comes before
+            try:
+                container.seek(max(0, int((start - offset) / stream.time_base)), stream=stream, backward=True)
+            except av.error.FFmpegError:
+                pass  # unseekable: decode from the start
+        for block in blocks:
+            if block.t_end > start:
+                yield block
     finally:
         container.close()
 
@@ -255,8 +270,9 @@ class AudioReader:
 
     def __init__(self, path: str, camera_id: str, sink: Callable[[AudioBlock], None], *,
                  start_time_abs: float | None = None, realtime: bool = False, timeout_s: float = 10.0,
-                 on_end: Callable[[str], None] | None = None):
+                 resume_after: float | None = None, on_end: Callable[[str], None] | None = None):
         self.path, self.camera_id = str(path), camera_id
+        self.resume_after = resume_after
         self.sink, self.on_end = sink, on_end
         self.start_time_abs, self.realtime, self.timeout_s = start_time_abs, realtime, timeout_s
         self.state = "starting"
@@ -277,7 +293,7 @@ class AudioReader:
         try:
             for block in read_audio(self.path, self.camera_id, start_time_abs=self.start_time_abs,
                                     realtime=self.realtime, stop=self._stop, timeout_s=self.timeout_s,
-                                    on_open=self._opened):
+                                    resume_after=self.resume_after, on_open=self._opened):
                 self.sink(block)
             self.state = "stopped" if self._stop.is_set() else "ended"
         except NoAudioTrack:

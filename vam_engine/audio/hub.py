@@ -77,10 +77,12 @@ class AudioHub:
             return cam
 
     def open_source(self, camera_id: str, path: str, *, realtime: bool = False,
-                    start_time_abs: float | None = None) -> None:
+                    start_time_abs: float | None = None, resume_after: float | None = None) -> None:
         """Start reading the audio of a file or URL on the camera's own thread (decode.py says how
         its times are put on the video's axis). A source without audio ends as "no_audio", a
-        broken track as "error": neither raises, neither touches the video."""
+        broken track as "error": neither raises, neither touches the video. ``resume_after``: a
+        resumed run starts where the camera's stored transcripts end
+        (``store.transcripts.progress(camera_id)``)."""
         cam = self._camera(camera_id, "starting")
         if cam.reader is not None and cam.reader.alive:
             raise VamError(f"camera {camera_id!r} already has an audio source running")
@@ -93,7 +95,7 @@ class AudioHub:
 
         cam.reader = AudioReader(path, camera_id, lambda block, cam=cam: self._feed(cam, block.t, block.samples),
                                  start_time_abs=start_time_abs, realtime=realtime, timeout_s=self.cfg.timeout_s,
-                                 on_end=on_end)
+                                 resume_after=resume_after, on_end=on_end)
         cam.reader.start()
 
     def feed(self, camera_id: str, t: float, samples: np.ndarray) -> None:
