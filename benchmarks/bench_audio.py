@@ -16,15 +16,19 @@ Rows:
   thread, one shared transcriber packing and batching what waits), on one core: CPU seconds of
   the process over N x stream seconds is the RTF per stream (>= 10 streams per core needs RTF
   <= 0.1); a row keeps up when no speech was dropped and the end lag (from the streams' end to
-  the last segment) stays within a few seconds. Baseline, same streams, same core:
+  the last segment) stays within a few seconds. "core got": CPU seconds over wall seconds, the
+  share of the pinned core the process had (other processes on a shared machine take the rest:
+  then speech waits, and beyond ``audio.max_backlog_s`` is dropped, though the CPU it needs
+  would fit in the core). Baseline, same streams, same core:
   faster-whisper's own path (``WhisperModel.transcribe`` with its Silero VAD, greedy) on each
   stream's decoded audio, one after another (its RTF: wall over N x stream seconds).
 - ``silence``: streams of silence (-70 dBFS hiss) through decode, resampling and the VAD, CPU
   seconds over stream seconds = share of a core per stream (target < 1 %); against the same
   audio with the energy check off (Silero on every window), and a row of loud noise (-26 dBFS)
   where the model must run.
-- ``WER``: word error rate of the segments against the spoken sentences (all streams of the
-  largest N), ours and the baseline's.
+- ``WER``: word error rate of the segments against the spoken sentences (each stream's words in
+  time order against its sentences in order; speech dropped counts as deleted words), ours and
+  the baseline's, per row.
 - ``video throughput with audio on vs off``: NOT MEASURED here: it needs the engine wiring of
   the next phase (``row_video_with_audio`` is its placeholder and says so in the table).
 
@@ -241,7 +245,7 @@ def main(argv=None) -> int:
     # 1. ASR alone, one utterance per call
     alone = row_asr_alone(body, streams[:1], cfg)
     rows = [["asr alone (1 utterance per call)", 1, alone["asr_s"] / args.seconds, alone["asr_s"] / alone["speech_s"],
-             args.seconds / alone["asr_s"], "-", "-", "-", "-"]]
+             args.seconds / alone["asr_s"], "-", "-", "-", "-", "-", "-", "-"]]
     # 2. the whole path at N streams, and the baseline at the same N
     from faster_whisper import WhisperModel
 
@@ -250,11 +254,15 @@ def main(argv=None) -> int:
     for n in ns:
         paths[n] = p = row_audio_path(body, cfg, streams[:n], args.seconds)
         bases[n] = b = row_baseline(baseline_model, streams[:n], args.seconds)
+        plans = [s["plan"] for s in streams[:n]]
+        p["wer"] = wer_of(plans, [[(x.t_start, x.t_end, x.text) for x in p["segments"] if x.camera_id == s["camera"]]
+                                  for s in streams[:n]])
+        b["wer"] = wer_of(plans, b["texts"])
         rows.append([f"audio path at 1x, {n} streams", n, p["rtf_per_stream"], p["cpu_s"] / p["speech_s"],
-                     p["streams_per_core"], p["dropped"], p["lag_s"], b["rtf_per_stream"],
-                     b["rtf_per_stream"] / p["rtf_per_stream"]])
-    print_table(["row", "streams", "RTF per stream", "per speech s", "streams/core", "dropped", "end lag s",
-                 "baseline RTF", "x baseline"], rows)
+                     p["streams_per_core"], p["cpu_s"] / p["wall_s"], p["dropped"], p["lag_s"], p["wer"],
+                     b["rtf_per_stream"], b["wer"], b["rtf_per_stream"] / p["rtf_per_stream"]])
+    print_table(["row", "streams", "RTF per stream", "per speech s", "streams/core", "core got", "dropped",
+                 "end lag s", "WER", "baseline RTF", "baseline WER", "x baseline"], rows)
     top = max(ns)
     p = paths[top]
     print(f"at {top} streams: {p['batches']} ASR calls, ASR busy {p['asr_busy_s']:.1f} s of {p['wall_s']:.1f} s wall, "
@@ -275,11 +283,8 @@ def main(argv=None) -> int:
     print()
     print_table(["silence row", "streams", "% of a core per stream", "VAD model s", "chunks to ASR"], srows)
 
-    # 4. WER
-    plans = [s["plan"] for s in streams[:top]]
-    ours = [[(x.t_start, x.t_end, x.text) for x in p["segments"] if x.camera_id == s["camera"]] for s in streams[:top]]
-    wer = wer_of(plans, ours)
-    wer_base = wer_of(plans, bases[top]["texts"])
+    # 4. WER (also per row above), and what this phase cannot measure
+    wer, wer_base = p["wer"], bases[top]["wer"]
     print()
     video = row_video_with_audio()
     print_table(["quality / pending", "value"],

@@ -230,8 +230,9 @@ class AudioConfig(_Section):
     speech_pad_s: float = Field(0.4, ge=0, description="audio kept before and after each utterance (Whisper "
                                 "mishears a last word cut short: 0.2 s turned 'at noon.' into 'at U.' here)")
     split_pause_s: float = Field(0.8, gt=0, description="a pause this long between words starts a new segment")
-    max_backlog_s: float = Field(120.0, ge=30, description="speech waiting for ASR at most; beyond it the "
-                                                           "oldest is dropped (counted in the camera's status)")
+    max_backlog_s: float = Field(300.0, ge=30, description="speech waiting for ASR at most (all cameras; 19 MB "
+                                                           "at 300 s); beyond it the oldest is dropped (counted in "
+                                                           "the camera's status)")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="ASR device; auto: the engine's device")
     compute_type: str = Field("auto", description="CTranslate2 compute type; auto: int8 on CPU, float16 on CUDA")
     cpu_threads: int = Field(0, ge=0, description="CTranslate2 threads on the CPU; 0: its default")

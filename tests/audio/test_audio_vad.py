@@ -9,13 +9,6 @@ from vam_engine.audio import SpeechChunker, read_audio
 pytestmark = pytest.mark.skipif(not speech.have_espeak(), reason="espeak-ng is not installed")
 
 
-def _feed_all(chunker, path, block_s=None):
-    chunks = []
-    for block in read_audio(str(path), "cam"):
-        chunks += chunker.feed(block.t, block.samples)
-    return chunks + chunker.end()
-
-
 def _feed_array(chunker, x, t0=0.0, block=8000):
     chunks = []
     for a in range(0, len(x), block):

@@ -118,7 +118,7 @@ def words_to_segments(chunk: SpeechChunk, words: Sequence[RecognizedWord], offse
 
 class Transcriber:
     def __init__(self, recognizer: SpeechRecognizer, on_segments: Callable[[list[TranscriptSegment]], None], *,
-                 language: str | None = None, max_backlog_s: float = 120.0, window_s: float = MAX_PIECE_S,
+                 language: str | None = None, max_backlog_s: float = 300.0, window_s: float = MAX_PIECE_S,
                  gap_s: float = 0.5, split_pause_s: float = 0.8, redetect_every: int = 50, start: bool = True):
         if not 0 < window_s <= MAX_PIECE_S:
             raise ValueError(f"window_s must be in (0, {MAX_PIECE_S:g}], got {window_s}")
@@ -179,6 +179,8 @@ class Transcriber:
         end = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._queue or self._in_flight:
+                if self._closed and not self._in_flight:
+                    return False  # closed with speech left: it will never be transcribed
                 left = None if end is None else end - time.monotonic()
                 if left is not None and left <= 0:
                     return False
@@ -239,15 +241,15 @@ class Transcriber:
         for i, chunk in enumerate(self._queue):
             if self._language_of(chunk.camera_id) != language:
                 continue
-            alone = not packs or language is None
-            last = pieces[-1] if pieces else None
-            # never two chunks of one utterance in a piece: the audio they share, said twice in a
-            # row, makes Whisper skip (tiny.en kept 1 of 4 sentences packed that way here)
-            if (last is not None and not alone
-                    and last.length_s + self.gap_s + chunk.duration <= self.window_s
-                    and not any(c.camera_id == chunk.camera_id and c.t_end > chunk.t_start for c, _ in last.parts)):
-                last.parts.append((chunk, last.length_s + self.gap_s))
-                last.length_s += self.gap_s + chunk.duration
+            # the first piece it fits in; never two chunks of one utterance in a piece: the audio
+            # they share, said twice in a row, makes Whisper skip (tiny.en kept 1 of 4 sentences
+            # packed that way here)
+            room = None if not packs or language is None else next(
+                (p for p in pieces if p.length_s + self.gap_s + chunk.duration <= self.window_s
+                 and not any(c.camera_id == chunk.camera_id and c.t_end > chunk.t_start for c, _ in p.parts)), None)
+            if room is not None:
+                room.parts.append((chunk, room.length_s + self.gap_s))
+                room.length_s += self.gap_s + chunk.duration
             elif len(pieces) < self.recognizer.max_batch:
                 pieces.append(_Piece([(chunk, 0.0)], chunk.duration))
             else:
