@@ -15,7 +15,7 @@ RATE = 16000
 
 def _chunk(cam: str, seq: int, t: float, level: float, seconds: float = 2.0) -> SpeechChunk:
     samples = np.full(int(seconds * RATE), level, np.float32)
-    return SpeechChunk(cam, seq, t, samples, t, t + seconds, t, t + seconds)
+    return SpeechChunk(cam, seq, t, samples, t, t + seconds, t, t + seconds, utterance=seq)  # each its own
 
 
 class ScriptedBody:
@@ -117,17 +117,21 @@ def test_a_failing_consumer_is_reported_and_the_worker_goes_on():
 def test_submit_never_waits_for_a_busy_body():
     release = threading.Event()
 
+    inside = threading.Event()
+
     class SlowBody(ScriptedBody):
         def recognize(self, pieces, language):
+            inside.set()
             release.wait(10)
             return super().recognize(pieces, language)
 
     tr = Transcriber(SlowBody(), lambda s: None, language="en", max_backlog_s=30.0)
-    tr.submit(_chunk("a", 0, 0.0, 0.3))  # the worker takes it and blocks in the body
+    tr.submit(_chunk("a", 0, 0.0, 0.3))
+    assert inside.wait(10)  # the worker took it and is blocked in the body
     for k in range(1, 40):  # 78 s of speech offered while it is blocked: returns at once, drops the oldest
         tr.submit(_chunk("a", k, 10.0 * k, 0.3))
     c = tr.counters("a")
-    assert c.pending_s <= 30.0 and c.chunks_dropped >= 39 - 15
+    assert c.pending_s == pytest.approx(30.0) and c.chunks_dropped == 39 - 15
     release.set()
     assert tr.flush(10)
     tr.close()
@@ -146,3 +150,19 @@ def test_words_are_kept_by_their_chunks_keep_range_and_split_into_sentences():
     assert segs[0].t_start == pytest.approx(101.0) and segs[0].t_end == pytest.approx(101.8)
     assert segs[0].confidence == pytest.approx(0.7) and segs[-1].t_end == pytest.approx(103.9)
     assert all(s.camera_id == "a" and s.language == "en" for s in segs)
+
+
+def test_chunks_of_one_utterance_never_share_a_piece():
+    body = ScriptedBody()
+    tr = Transcriber(body, lambda s: None, language="en", start=False)
+    for k in range(3):  # one long utterance cut in three (its own pieces), and two short ones (packed)
+        tr.submit(SpeechChunk("a", k, 4.0 * k, np.full(4 * RATE, 0.2, np.float32), 4.0 * k, 4.0 * k + 4,
+                              utterance=7))
+    tr.submit(_chunk("a", 3, 20.0, 0.3))
+    tr.submit(_chunk("a", 4, 25.0, 0.3))
+    tr.start()
+    assert tr.flush(10)
+    tr.close()
+    ((sizes, _),) = body.calls
+    # three pieces, one per cut of the long utterance; the short ones joined the first (0.5 s gaps)
+    assert sorted(sizes) == [4 * RATE, 4 * RATE, 4 * RATE + 2 * (8000 + 2 * RATE)]

@@ -48,6 +48,7 @@ class SpeechChunk:
     # in the padding are pulled in to these (Whisper tends to start a first word at the audio's start)
     voice_start: float | None = None
     voice_end: float | None = None
+    utterance: int = 0  # numbers a camera's utterances: the chunks one long utterance was cut into share it
 
     @property
     def duration(self) -> float:

@@ -25,8 +25,8 @@ Falling behind. The queue holds at most ``max_backlog_s`` of speech; beyond it t
 chunks are dropped (counted per camera: ``chunks_dropped``, ``seconds_dropped``). A batch the
 body fails on is dropped the same way and counted in ``asr_errors`` with the error's text.
 
-``on_segments(list[TranscriptSegment])`` runs on the worker thread after each batch, with the
-segments of each chunk in time order; it should be quick (commit and return).
+``on_segments(list[TranscriptSegment])`` runs on the worker thread after each batch, with its
+segments in time order; it should be quick (commit and return).
 """
 from __future__ import annotations
 
@@ -241,12 +241,14 @@ class Transcriber:
         for i, chunk in enumerate(self._queue):
             if self._language_of(chunk.camera_id) != language:
                 continue
-            # the first piece it fits in; never two chunks of one utterance in a piece: the audio
-            # they share, said twice in a row, makes Whisper skip (tiny.en kept 1 of 4 sentences
-            # packed that way here)
+            # the first piece it fits in; never two chunks of one utterance in a piece: stitched
+            # together, its pieces make Whisper skip (the audio two neighbours share said twice
+            # in a row: tiny.en kept 1 of 4 sentences; parts of it with a jump between them: the
+            # last part was dropped)
             room = None if not packs or language is None else next(
                 (p for p in pieces if p.length_s + self.gap_s + chunk.duration <= self.window_s
-                 and not any(c.camera_id == chunk.camera_id and c.t_end > chunk.t_start for c, _ in p.parts)), None)
+                 and not any(c.camera_id == chunk.camera_id and c.utterance == chunk.utterance for c, _ in p.parts)),
+                None)
             if room is not None:
                 room.parts.append((chunk, room.length_s + self.gap_s))
                 room.length_s += self.gap_s + chunk.duration
@@ -292,6 +294,7 @@ class Transcriber:
                 out += segs
                 self._done(chunk, rec, len(segs))
         if out:
+            out.sort(key=lambda seg: (seg.t_start, seg.camera_id))  # pieces hold chunks in any order
             try:
                 self.on_segments(out)
             except Exception as e:  # noqa: BLE001 - the consumer's failure is reported, the worker lives on

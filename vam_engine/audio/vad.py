@@ -99,6 +99,7 @@ class SpeechChunker:
         self.pad_n = int(pad_s * SAMPLE_RATE)
         self.min_speech_n = int(min_speech_s * SAMPLE_RATE)
         self.seq = 0
+        self.utterances = 0
         self.chunks = 0
         self.seconds_speech = 0.0
         self._kept_until: float | None = None  # keep_until of the last chunk: the next keeps from there
@@ -163,6 +164,7 @@ class SpeechChunker:
     def _step(self, idx: int, p: float) -> list[SpeechChunk]:
         if self._speech_start is None:
             if p >= self.threshold:
+                self.utterances += 1
                 self._speech_start = idx
                 self._chunk_start = max(idx - self.pad_n, self._base)
                 self._silence_at = None
@@ -202,7 +204,7 @@ class SpeechChunker:
             keep_from = max(keep_from, self._kept_until)
         self._kept_until = keep_until
         chunk = SpeechChunk(self.camera_id, self.seq, t_start, self._slice(a, b), keep_from, keep_until,
-                            self._time(voice_a), self._time(max(voice_a, voice_b)))
+                            self._time(voice_a), self._time(max(voice_a, voice_b)), self.utterances)
         self.seq += 1
         self.chunks += 1
         self.seconds_speech += chunk.duration
