@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -216,6 +216,36 @@ CREATE TABLE IF NOT EXISTS gaps (
     closed_at REAL
 );
 CREATE INDEX IF NOT EXISTS gaps_camera_t ON gaps (camera_id, t_start);
+
+-- transcript segments: what was said, when, on which camera (memory/transcripts.py; schema 7)
+CREATE TABLE IF NOT EXISTS transcripts (
+    segment_id INTEGER PRIMARY KEY,  -- also its id in the "speech" vector space and its fulltext ref_id
+    camera_id TEXT NOT NULL,
+    t_start REAL NOT NULL,       -- camera axis
+    t_end REAL NOT NULL,
+    start_ms INTEGER NOT NULL,   -- round(t_start * 1000): with the camera, the key a resumed run's repeat meets
+    text TEXT NOT NULL,
+    language TEXT,               -- ISO 639-1 when known
+    confidence REAL,             -- in [0, 1], NULL when the recogniser gave none
+    created_at REAL NOT NULL,
+    UNIQUE (camera_id, start_ms)
+);
+CREATE INDEX IF NOT EXISTS transcripts_camera_t ON transcripts (camera_id, t_start);
+
+-- one full-text index for the whole store (memory/fulltext.py; schema 7): a document is a text
+-- of some kind ("speech" now; OCR text, labels, event and summary documents may follow) keyed by
+-- (kind, ref_id), the id of its row in that kind's table
+CREATE TABLE IF NOT EXISTS fulltext_docs (
+    doc_id INTEGER PRIMARY KEY,  -- its rowid in fulltext
+    kind TEXT NOT NULL,
+    ref_id INTEGER NOT NULL,
+    camera_id TEXT NOT NULL,     -- '*': every camera (as in the vectors table)
+    t_start REAL NOT NULL,       -- camera axis
+    t_end REAL NOT NULL,
+    UNIQUE (kind, ref_id)
+);
+CREATE INDEX IF NOT EXISTS fulltext_docs_filter ON fulltext_docs (kind, camera_id, t_end, t_start);
+CREATE VIRTUAL TABLE IF NOT EXISTS fulltext USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');
 """
 
 
@@ -256,8 +286,12 @@ def _migrate_6_to_7(conn) -> None:
     conn.execute("UPDATE qa_summary SET key='|*' WHERE key='rolling'")
 
 
+def _migrate_7_to_8(conn) -> None:
+    """Version 8 keeps transcripts and the full-text index: new tables, which SCHEMA creates."""
+
+
 MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
-              5: _migrate_5_to_6, 6: _migrate_6_to_7}  # from version -> step to the next
+              5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999
@@ -299,7 +333,13 @@ class Database:
             while version is not None and version < SCHEMA_VERSION:
                 MIGRATIONS[version](conn)
                 version += 1
-            conn.executescript(SCHEMA)
+            try:
+                conn.executescript(SCHEMA)
+            except sqlite3.OperationalError as e:
+                if "fts5" in str(e).lower():
+                    raise StoreError(f"{self.path}: the sqlite3 of this Python ({sqlite3.sqlite_version}) has no FTS5 "
+                                     f"full-text module, which the store's transcripts need ({e})") from None
+                raise
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     @staticmethod

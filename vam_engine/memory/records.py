@@ -10,7 +10,7 @@ from ..gate.records import GateRecord
 
 __all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary", "SummaryKind",
            "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "GateSample",
-           "GateReference", "camera_time", "is_absolute_time"]
+           "GateReference", "Transcript", "camera_time", "is_absolute_time"]
 
 
 # -- camera-axis time -----------------------------------------------------------------------------
@@ -65,8 +65,8 @@ class Evidence:
     moment_ids: tuple[int, ...]
     frame_paths: tuple[str, ...]
     score: float  # fused rank score (reciprocal rank fusion): comparable within one result list only
-    source: str  # "frame" | "event" | "summary"
-    text: str | None = None  # the document, for event/summary hits that have one
+    source: str  # "frame" | "event" | "summary" | "speech"
+    text: str | None = None  # the document (event/summary hits that have one), or what was said (speech)
     similarity: float | None = None  # the best cosine with the query in any space that found it
     # calibrated per space, in [0, 1]: the share of that space's vectors the hit outscores for the
     # query, estimated (memory/search.py); None when nothing could be compared (a lone vector)
@@ -219,6 +219,20 @@ class Deletion:
     cameras: tuple[str, ...]  # the cameras whose references restart
     alerts: int = 0
     monitors: int = 0  # ended with their cameras
+    transcripts: int = 0  # segments (with their full-text rows and vectors)
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A stored transcript segment: what was said on a camera between two times."""
+
+    segment_id: int
+    camera_id: str
+    t_start: float  # camera axis
+    t_end: float
+    text: str
+    language: str | None
+    confidence: float | None
 
 
 @dataclass(frozen=True)

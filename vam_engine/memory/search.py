@@ -1,4 +1,5 @@
-"""Search over the three vector spaces, fused by rank, with a relevance calibrated per space.
+"""Search over the vector spaces and the full-text index, fused by rank, with a relevance
+calibrated per space.
 
 Frames and events are searched in the image embedder's space (by an image, or by text through
 the embedder's text tower); event documents and summary documents in the text embedder's space.
@@ -7,6 +8,15 @@ rank only: reciprocal rank fusion, score = sum over lists of 1 / (RRF_K + rank).
 both by its frames and by its document counts once, with both ranks summed.
 Filters (cameras, time range, ``as_of``) are resolved in SQLite into the ids a space may return,
 so a query never sees evidence outside them (``as_of``: nothing that ends after it).
+
+Speech (source "speech", asked for explicitly: not in the default ``SOURCES``). Transcript
+segments are found two ways, each one ranked list in the fusion: by meaning, in the "speech"
+space of the text embedder (as event documents are), and by words, in the full-text index
+(memory/fulltext.py: quoted parts of the query are phrases that must occur; else any of its
+words, ranked by bm25). A segment found both ways counts once with both ranks summed. A
+segment found by words only is still given its cosine and relevance from its vector, so one
+threshold cuts speech hits as it cuts the others. Evidence of a segment carries its text and
+the camera's moments during it (at most ``SPEECH_FRAMES``).
 
 Relevance (``Evidence.relevance``, what a retrieval threshold cuts on). A raw cosine means
 different things in different spaces (CLIP text-to-image cosines sit near 0.2-0.35, sentence
@@ -53,7 +63,10 @@ if TYPE_CHECKING:
     from .vectors import VectorSpace
 
 RRF_K = 60
-SOURCES = ("frame", "event", "summary")
+SOURCES = ("frame", "event", "summary")  # the default
+SPEECH = "speech"
+KNOWN_SOURCES = SOURCES + (SPEECH,)
+SPEECH_FRAMES = 4  # moments cited with a speech hit, spread over it
 
 # relevance calibration (see the module doc)
 BACKGROUND_SAMPLE = 256  # vectors a query's background is estimated from: the mean and spread to ~5%
@@ -99,7 +112,8 @@ def space_queries(embedder, text_embedder, text, image, sources) -> tuple[list[t
                 queries += [(s, q) for s in image_spaces]
             else:
                 notes.append(f"the image embedder ({embedder.name}) has no text side: text searched documents only")
-        doc_spaces = [s for s, src in (("event_doc", "event"), ("summary", "summary")) if src in sources]
+        doc_spaces = [s for s, src in (("event_doc", "event"), ("summary", "summary"), (SPEECH, SPEECH))
+                      if src in sources]
         if doc_spaces:
             if text_embedder is None:
                 notes.append("no text embedder is configured: documents were not searched")
@@ -115,9 +129,9 @@ def check_search(text, image, top_k, sources) -> None:
         raise VamError("search needs text=... or image=...")
     if not 1 <= int(top_k) <= 1000:
         raise VamError(f"top_k must be in 1..1000, got {top_k}")
-    unknown = set(sources) - set(SOURCES)
+    unknown = set(sources) - set(KNOWN_SOURCES)
     if unknown:
-        raise VamError(f"unknown search sources {sorted(unknown)}; use {list(SOURCES)}")
+        raise VamError(f"unknown search sources {sorted(unknown)}; use {list(KNOWN_SOURCES)}")
 
 
 def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=None, top_k=10, time_range=None,
@@ -144,8 +158,33 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
             cosine[(kind, vid)] = max(cosine.get((kind, vid), -1.0), float(sim))
             if zs is not None:
                 zscore[(kind, vid)] = max(zscore.get((kind, vid), -math.inf), float(zs[rank]))
+    if text is not None and SPEECH in sources:
+        speech_q = next((q for space, q in queries if space == SPEECH), None)
+        _speech_words(store, vectors, text, speech_q, (cameras, t0, t1, as_of), fetch, fused, cosine, zscore)
     best = sorted(fused.items(), key=lambda kv: -kv[1])[:top_k]
     return SearchResult(_evidence(store, best, cosine, zscore), notes)
+
+
+def _speech_words(store, vectors, text, q, scope, fetch, fused, cosine, zscore) -> None:
+    """The full-text list of transcript segments, fused into ``fused``; hits the speech vectors
+    did not rank get their cosine and relevance from their own vectors (module doc)."""
+    cameras, t0, t1, as_of = scope
+    hits = store.fulltext.search(text, kinds=(SPEECH,), cameras=cameras, t0=t0, t1=t1, as_of=as_of, limit=fetch)
+    for rank, hit in enumerate(hits):
+        key = (SPEECH, hit.ref_id)
+        fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+    missing = np.array([h.ref_id for h in hits if (SPEECH, h.ref_id) not in cosine], np.int64)
+    if q is None or not len(missing):
+        return
+    sims, ids = vectors.search(SPEECH, q, len(missing), missing)
+    if not len(ids):
+        return
+    background = store.vector_table.allowed_ids(SPEECH, cameras, None, None, as_of)
+    zs = background_z(_space(vectors, SPEECH), q, sims, background)
+    for i, (sim, vid) in enumerate(zip(sims.tolist(), ids.tolist())):
+        cosine[(SPEECH, vid)] = float(sim)
+        if zs is not None:
+            zscore[(SPEECH, vid)] = float(zs[i])
 
 
 # -- relevance calibration ---------------------------------------------------------------------
@@ -252,10 +291,20 @@ def _evidence(store, best, cosine, zscore) -> list[Evidence]:
     moments = store.moments.by_id([vid for (space, vid), _ in best if space == "frame"])
     events = store.events.by_id([vid for (space, vid), _ in best if space == "event"])
     summaries = store.summaries.by_id([vid for (space, vid), _ in best if space == "summary"])
+    said = store.transcripts.by_id([vid for (space, vid), _ in best if space == SPEECH])
     key_moments = store.moments.by_id([k for e in events.values() for k in e.keyframes] +
                                       [k for s in summaries.values() for k in s.moment_ids])
     out = []
     for (space, vid), score in best:
+        if space == SPEECH and vid in said:
+            seg = said[vid]
+            ms = store.moments.on_axis(seg.camera_id, seg.t_start, seg.t_end + 1e-6)
+            if len(ms) > SPEECH_FRAMES:  # spread over the segment
+                ms = [ms[round(i * (len(ms) - 1) / (SPEECH_FRAMES - 1))] for i in range(SPEECH_FRAMES)]
+            out.append(Evidence(seg.camera_id, seg.t_start, seg.t_end, tuple(m.moment_id for m in ms),
+                                tuple(m.frame_path for m in ms), score, SPEECH, seg.text, cosine.get((space, vid)),
+                                relevance(zscore.get((space, vid)))))
+            continue
         if space == "frame" and vid in moments:
             m = moments[vid]
             out.append(Evidence(m.camera_id, m.t, m.t, (vid,), (m.frame_path,), score, "frame",

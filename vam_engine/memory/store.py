@@ -15,12 +15,14 @@ from .db import SCHEMA_VERSION, Database, placeholders
 from .doc_queue import DocumentQueue
 from .events import EventRepository
 from .frames import FrameFiles
+from .fulltext import FullTextIndex
 from .moments import MomentRepository
 from .monitors import MonitorRepository
 from .qa import QAHistory
 from .records import Deletion
 from .sources import SourceRepository
 from .summaries import SummaryRepository
+from .transcripts import TranscriptRepository
 from .vector_table import VectorTable, drop_vectors
 
 
@@ -46,6 +48,8 @@ class Store:
         self.summaries = SummaryRepository(self.db)
         self.qa = QAHistory(self.db)
         self.monitors = MonitorRepository(self.db, self.frames)
+        self.transcripts = TranscriptRepository(self.db)
+        self.fulltext = FullTextIndex(self.db)
         self.committer = Committer(self.db, self.frames, keyframes_per_event)
         self.frames.sweep_temporaries()
 
@@ -54,9 +58,10 @@ class Store:
         return self.committer.commit(batch)
 
     def delete(self, cameras=None, t0: float | None = None, t1: float | None = None) -> Deletion:
-        """Remove moments (rows, files, vectors), overlapping events and summaries, samples and
-        alerts of the given cameras (all when None) in [t0, t1] on the camera axis (everything
-        when both None; then also the monitors that watched only those cameras)."""
+        """Remove moments (rows, files, vectors), overlapping events, summaries and transcript
+        segments (with their full-text rows and vectors), samples and alerts of the given cameras
+        (all when None) in [t0, t1] on the camera axis (everything when both None; then also the
+        monitors that watched only those cameras)."""
         where, args = [], []
         if cameras:
             where.append(f"camera_id IN ({placeholders(cameras)})")
@@ -104,10 +109,11 @@ class Store:
                              " WHERE camera_id=?",
                              [(c,) for c in cams])
             gone = self.monitors.delete_in(conn, cameras, t0, t1)
+            said = self.transcripts.delete_in(conn, changes, cameras, t0, t1)
         for ref in [r[1] for r in rows] + gone.files:
             self.frames.unlink(ref)
         return Deletion(len(rows), len(events), len(summaries), len(changes), tuple(sorted(cams)), gone.alerts,
-                        gone.monitors)
+                        gone.monitors, said)
 
     def info(self) -> dict:
         """What the store holds, for reports (``vam-engine info``)."""
@@ -117,6 +123,7 @@ class Store:
                 "moments": sum(v["moments"] for v in counts["cameras"].values()), "samples": counts["samples"],
                 "events": events, "documented_events": documented, "summaries": self.summaries.count(),
                 "monitors": self.monitors.count_active(), "alerts": self.monitors.count_alerts(),
+                "transcripts": self.transcripts.count(),
                 "vectors": self.vector_table.counts(), "tiers": counts["tiers"], "sources": self.sources.all(),
                 "frame_bytes": self.moments.frame_bytes()}
 

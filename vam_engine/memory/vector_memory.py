@@ -19,7 +19,7 @@ from ..config import VectorConfig
 from .vector_table import VectorTable
 from .vectors import VectorError, VectorSpace
 
-SPACES = ("frame", "event", "event_doc", "summary")  # event_doc, summary: the text embedder's space
+SPACES = ("frame", "event", "event_doc", "summary", "speech")  # event_doc, summary, speech: the text embedder's
 
 
 class VectorMemory:

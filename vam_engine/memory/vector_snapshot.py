@@ -43,7 +43,7 @@ def save(space, path, seq: int) -> None:
                 f.write(_MAGIC)
 
                 def put(name: str, arr: np.ndarray) -> None:
-                    mv = memoryview(np.ascontiguousarray(arr)).cast("B")
+                    mv = memoryview(np.ascontiguousarray(arr).reshape(-1)).cast("B")  # 1-D: an emptied space (0 x dim) too
                     sections.append({"name": name, "offset": f.tell(), "nbytes": mv.nbytes,
                                      "crc32": zlib.crc32(mv)})
                     f.write(mv)
@@ -176,7 +176,7 @@ def _load(cls, f, path, cfg, device, name, dim, model_id, background_build):
             raise corrupt(f"{key}: {s['nbytes']} bytes, expected {need}")
         arr = np.empty(shape, dtype)
         f.seek(s["offset"])
-        mv = memoryview(arr).cast("B")
+        mv = memoryview(arr.reshape(-1)).cast("B")  # a view: 1-D casts for an emptied space (0 x dim) too
         got = f.readinto(mv)
         if got != arr.nbytes:
             raise corrupt(f"{key}: truncated")

@@ -1,0 +1,137 @@
+"""The store's one full-text index (SQLite FTS5), for every kind of text it keeps.
+
+A document is a text of some ``kind`` ("speech": a transcript segment; other kinds, such as OCR
+text, object labels or event and summary documents, go in the same index) keyed by ``(kind,
+ref_id)``, the id of its row in that kind's own table, with the camera and the interval it
+covers on the camera's axis. The text lives in the FTS5 table ``fulltext`` (tokenizer
+unicode61: case and diacritics folded, split at anything not a letter or digit); its key,
+camera and times in ``fulltext_docs``, whose ``doc_id`` is the FTS rowid. Both are written in
+the caller's transaction (``put``, ``drop``), so a document and the row it indexes commit
+together or not at all.
+
+Queries are built here from untrusted text, never passed to FTS5 as syntax: each word is
+quoted as an FTS5 string. ``search`` ranks with bm25 (FTS5's ``bm25()``: lower is better;
+hits carry ``score = -bm25``, higher is better) and filters by kinds, cameras (exactly those
+cameras: a '*' document is not in a camera's scope), a time range (overlap) and ``as_of``
+(nothing that ends after it, as the vector filters). Modes: "phrase" (the words adjacent, in
+order), "all" (every word, anywhere), "any" (at least one word; ranked by how many and how
+rare). ``match_query`` turns a user's search text into an expression: quoted parts are
+phrases that must all occur; without quotes any word may match.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .db import Database, placeholders, select_in
+
+MODES = ("phrase", "all", "any")
+MAX_TERMS = 64  # words of a query used at most
+_WORD = re.compile(r"[^\W_]+")  # what unicode61 calls a token: letters and digits
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+@dataclass(frozen=True)
+class FullTextHit:
+    kind: str
+    ref_id: int
+    camera_id: str
+    t_start: float
+    t_end: float
+    score: float  # -bm25: higher is better, comparable within one result list only
+
+
+def terms(text: str) -> list[str]:
+    """The words of ``text`` as the index tokenizes them (lower case; at most MAX_TERMS)."""
+    return _WORD.findall(str(text).lower())[:MAX_TERMS]
+
+
+def _quote(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
+
+def expression(text: str, mode: str = "any") -> str | None:
+    """An FTS5 MATCH expression for ``text`` in ``mode``; None when it has no word."""
+    if mode not in MODES:
+        raise ValueError(f"full-text mode must be one of {MODES}, got {mode!r}")
+    words = terms(text)
+    if not words:
+        return None
+    if mode == "phrase":
+        return _quote(" ".join(words))
+    unique = list(dict.fromkeys(words))
+    return (" AND " if mode == "all" else " OR ").join(_quote(w) for w in unique)
+
+
+def match_query(text: str) -> str | None:
+    """A user's search text as an expression: its quoted parts as phrases that must all occur;
+    without quotes, any of its words (ranked by bm25)."""
+    phrases = [expression(p, "phrase") for p in _QUOTED.findall(str(text))]
+    phrases = [p for p in phrases if p]
+    if phrases:
+        return " AND ".join(phrases)
+    return expression(text, "any")
+
+
+def put(conn, kind: str, ref_id: int, camera_id: str, t_start: float, t_end: float, text: str) -> None:
+    """Inside a transaction: index (or re-index) one document."""
+    old = conn.execute("SELECT doc_id FROM fulltext_docs WHERE kind=? AND ref_id=?", (kind, int(ref_id))).fetchone()
+    if old is not None:
+        conn.execute("DELETE FROM fulltext WHERE rowid=?", (old[0],))
+        conn.execute("DELETE FROM fulltext_docs WHERE doc_id=?", (old[0],))
+    doc = conn.execute("INSERT INTO fulltext_docs (kind, ref_id, camera_id, t_start, t_end) VALUES (?,?,?,?,?)",
+                       (kind, int(ref_id), camera_id, float(t_start), float(t_end))).lastrowid
+    conn.execute("INSERT INTO fulltext (rowid, text) VALUES (?,?)", (doc, str(text)))
+
+
+def drop(conn, kind: str, ref_ids) -> int:
+    """Inside a transaction: remove the documents of some rows of one kind. Returns how many."""
+    docs = [r[0] for r in select_in(conn, "SELECT doc_id FROM fulltext_docs WHERE kind=? AND ref_id IN ({ids})",
+                                    ref_ids, kind)]
+    conn.executemany("DELETE FROM fulltext WHERE rowid=?", [(d,) for d in docs])
+    conn.executemany("DELETE FROM fulltext_docs WHERE doc_id=?", [(d,) for d in docs])
+    return len(docs)
+
+
+class FullTextIndex:
+    def __init__(self, db: Database):
+        self.db = db
+
+    def search(self, query: str, *, mode: str | None = None, kinds=None, cameras=None, t0: float | None = None,
+               t1: float | None = None, as_of: float | None = None, limit: int = 50) -> list[FullTextHit]:
+        """Documents matching ``query``, best first. ``mode`` None: ``match_query`` (quoted
+        phrases, else any word); else "phrase", "all" or "any" over the whole text."""
+        expr = match_query(query) if mode is None else expression(query, mode)
+        if expr is None or int(limit) < 1:
+            return []
+        where, args = ["fulltext MATCH ?"], [expr]
+        if kinds:
+            where.append(f"d.kind IN ({placeholders(kinds)})")
+            args += list(kinds)
+        if cameras:
+            where.append(f"d.camera_id IN ({placeholders(cameras)})")
+            args += list(cameras)
+        if t0 is not None:
+            where.append("d.t_end >= ?")
+            args.append(float(t0))
+        if t1 is not None:
+            where.append("d.t_start <= ?")
+            args.append(float(t1))
+        if as_of is not None:
+            where.append("d.t_end <= ?")
+            args.append(float(as_of))
+        rows = self.db.conn().execute(
+            "SELECT d.kind, d.ref_id, d.camera_id, d.t_start, d.t_end, bm25(fulltext) AS rank FROM fulltext "
+            f"JOIN fulltext_docs d ON d.doc_id = fulltext.rowid WHERE {' AND '.join(where)} "
+            "ORDER BY rank, d.t_start LIMIT ?", [*args, int(limit)]).fetchall()
+        return [FullTextHit(k, int(r), c, a, b, -float(s)) for k, r, c, a, b, s in rows]
+
+    def count(self, kind: str | None = None) -> int:
+        if kind is None:
+            return self.db.conn().execute("SELECT COUNT(*) FROM fulltext_docs").fetchone()[0]
+        return self.db.conn().execute("SELECT COUNT(*) FROM fulltext_docs WHERE kind=?", (kind,)).fetchone()[0]
+
+    def text(self, kind: str, ref_id: int) -> str | None:
+        row = self.db.conn().execute("SELECT f.text FROM fulltext_docs d JOIN fulltext f ON f.rowid = d.doc_id "
+                                     "WHERE d.kind=? AND d.ref_id=?", (kind, int(ref_id))).fetchone()
+        return None if row is None else row[0]
