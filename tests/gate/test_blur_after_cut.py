@@ -38,11 +38,13 @@ def _gray(rgb) -> np.ndarray:
     return cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY)
 
 
+WALLS = ([["chelsea", "coins", "grass", "clock"], ["brick", "text", "gravel", "hubble_deep_field"]],
+         [["astronaut", "camera", "cat", "page"], ["retina", "coffee", "rocket", "moon"]])
+
+
 def _walls(h: int):
     """Two photo walls with rows of half the frame height: crops of them are sharp views at any size."""
-    return (_gray(syn.photo_wall([["chelsea", "coins", "grass", "clock"], ["brick", "text", "gravel", "hubble_deep_field"]],
-                                 h // 2)),
-            _gray(syn.photo_wall([["astronaut", "camera", "cat", "page"], ["retina", "coffee", "rocket", "moon"]], h // 2)))
+    return tuple(_gray(syn.photo_wall(rows, h // 2)) for rows in WALLS)
 
 
 def _cover(name: str, h: int, w: int, zoom: float = 1.0) -> np.ndarray:
