@@ -36,7 +36,7 @@ included), low-texture recall >= 0.9, 0 blurred frames kept, every kept timestam
 and no more frames kept per minute than the seed on clips with no small change and no
 low-texture scene (on those the seed keeps nothing by construction).
 
-    python benchmarks/bench_fidelity.py              # all clips (~9 min of video), ~3-5 min on 2 cores
+    python benchmarks/bench_fidelity.py              # all clips (~12 min of video), ~3-5 min on 2 cores
     python benchmarks/bench_fidelity.py --quick      # smoke run
     python benchmarks/bench_fidelity.py --clips digits,sprite --fps 1
 
@@ -509,7 +509,7 @@ def shots_cut_defocus(p: Params) -> list:
     a, b = crop(w1, h, w), crop(w2, h, w)
     c, e = crop(w1, h, w, w1.shape[1] - w), crop(w2, h, w, w2.shape[1] - w)
     k = h / 360
-    lead = d(9) if p.name == "cut_defocus_360p" else d(10)  # the first cut at an odd or an even second
+    lead = d(10) - (1 if p.name == "cut_defocus_360p" else 0)  # the first cut at an odd or an even second
     return [still(a, lead, note="A"),
             still(syn.defocus(b, 4.5 * k), d(6), BLUR, "cut to B, sigma 4.5"), still(b, d(8), note="B in focus"),
             still(syn.defocus(c, 6.0 * k), d(6), BLUR, "cut to C, sigma 6"), still(c, d(8), note="C in focus"),
