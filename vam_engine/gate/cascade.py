@@ -63,8 +63,9 @@ def coarse_sharpness(thumb, height: int, width: int) -> float:
     frame's shorter side (where a thumbnail cell spans the fewest pixels) over that of the
     thumbnail halved (2 x 2 means, 32 x 32). Halving a picture with edges at the thumbnail's
     scale leaves it about the same (0.4 and more on the fidelity clips: photographs, the moon,
-    fog, night, a retina); halving one smooth at that scale (defocused by about a cell or more:
-    sigma 4.5 px at 360p, 13.5 at 1080p) divides it by up to 16 (0.21 and less). The cells
+    fog, night, a retina); halving one smooth at that scale (defocused by a cell or more: sigma
+    6 px at 360p, 18 at 1080p) divides it by up to 16 (0.20 and less; sigma 4.5 px: 0.15-0.29).
+    Smooth sharp content reads low too (a brick wall's soft mortar zoomed in: 0.29). The cells
     average sensor and codec noise away and the thumbnail is the same picture at any frame size,
     so unlike detail_ratio it holds from 180p to 1080p; inf for a thumbnail without second
     differences along that side (a flat view)."""
