@@ -278,17 +278,50 @@ def shots_vfr(p: Params) -> list:
             still(crop(wall, h, w, span // 2, 0), d(8), note="wall, other view")]
 
 
+def shots_cut_defocus(p: Params) -> list:
+    """Cuts from a sharp view straight into a different view heavily out of focus (6 s), which
+    then comes into focus: four cuts, sigma 4.5 to 9 at 360p (scaled with the height). Views are
+    crops of photo walls with rows of half the frame height (photographs near their own
+    resolution at 1080p, so the views in focus are sharp at every size). In the VFR clips a sample
+    lands on each cut's first frame (the codec's P-frame at the cut: the most noise); at 360p
+    (CFR, keyframes every 250 frames) the cuts fall between samples, 1 s before the next one: a
+    sample on a P-coded cut frame there carries blocking over the absolute threshold (Laplacian
+    variance 21), which the seed's rule keeps too and no relative rule can see."""
+    h, w, d = p.height, p.width, lambda s: _sec(p, s)
+    w1 = syn.photo_wall([["chelsea", "coins", "grass", "clock"], ["brick", "text", "gravel", "hubble_deep_field"]],
+                        h // 2)
+    w2 = syn.photo_wall([["astronaut", "camera", "cat", "page"], ["retina", "coffee", "rocket", "moon"]], h // 2)
+    a, b = crop(w1, h, w), crop(w2, h, w)
+    c, e = crop(w1, h, w, w1.shape[1] - w), crop(w2, h, w, w2.shape[1] - w)
+    k = h / 360
+    lead = d(10) - (1 if p.name == "cut_defocus_360p" else 0)  # the first cut at an odd or an even second
+    return [still(a, lead, note="A"),
+            still(syn.defocus(b, 4.5 * k), d(6), BLUR, "cut to B, sigma 4.5"), still(b, d(8), note="B in focus"),
+            still(syn.defocus(c, 6.0 * k), d(6), BLUR, "cut to C, sigma 6"), still(c, d(8), note="C in focus"),
+            still(syn.defocus(e, 9.0 * k), d(6), BLUR, "cut to D, sigma 9"), still(e, d(8), note="D in focus"),
+            still(syn.defocus(a, 6.0 * k), d(6), BLUR, "cut to A, sigma 6"), still(a, d(8), note="A in focus")]
+
+
 CLIPS = {"pans_static": shots_pans_static, "defocus": shots_defocus, "digits": shots_digits,
          "sprite": shots_sprite, "low_texture": shots_low_texture, "low_texture_only": shots_low_texture_only,
-         "vfr_1080p": shots_vfr}
+         "vfr_1080p": shots_vfr, "cut_defocus_360p": shots_cut_defocus,
+         "cut_defocus_720p_vfr": shots_cut_defocus, "cut_defocus_1080p_vfr": shots_cut_defocus}
 VFR_START_S = 3600.0
+# clips other than 640x360 at 30 fps: (width, height, --quick width, --quick height); VFR_CLIPS: variable rate
+SIZES = {"vfr_1080p": (1920, 1080, 640, 360), "cut_defocus_720p_vfr": (1280, 720, 640, 360),
+         "cut_defocus_1080p_vfr": (1920, 1080, 640, 360)}
+VFR_CLIPS = ("vfr_1080p", "cut_defocus_720p_vfr", "cut_defocus_1080p_vfr")
+# keyframe interval in frames where not 2 s (which puts a keyframe on every sample at 0.5 fps): x264's
+# default, so the cuts and the samples after them are P-frames, as in a stream the sampling does not line up with
+GOP_FRAMES = {"cut_defocus_360p": 250}
 
 
 def params_for(name: str, quick: bool, seed: int = 0) -> Params:
     if name not in CLIPS:
         raise ValueError(f"unknown clip {name!r}; clips: {', '.join(CLIPS)}")
-    if name == "vfr_1080p":
-        return Params(name, 640 if quick else 1920, 360 if quick else 1080, 30, quick, seed)
+    if name in SIZES:
+        w, h, qw, qh = SIZES[name]
+        return Params(name, qw if quick else w, qh if quick else h, 30, quick, seed)
     return Params(name, 320 if quick else 640, 180 if quick else 360, 15 if quick else 30, quick, seed)
 
 
@@ -312,7 +345,7 @@ def make_clip(p: Params, cache_dir: Path) -> Clip:
                 for a, s in zip(starts, shots) for g in s.segments]
     path = cache_dir / f"{p.name}-{p.width}x{p.height}-{_key(p)}.mp4"
     meta = path.with_suffix(".json")
-    vfr = p.name == "vfr_1080p"
+    vfr = p.name in VFR_CLIPS
     start = VFR_START_S if vfr else 0.0
     if path.exists() and meta.exists():
         times = json.loads(meta.read_text())["frame_times"]
@@ -329,7 +362,7 @@ def make_clip(p: Params, cache_dir: Path) -> Clip:
             for t in rel:
                 i = min(len(shots) - 1, bisect.bisect_right(starts, t) - 1)
                 yield np.ascontiguousarray(shots[i].render(t - starts[i]))
-        wc = syn.write_rgb_clip(path, frames(), pts, tb, rate=p.fps, gop=2 * p.fps)
+        wc = syn.write_rgb_clip(path, frames(), pts, tb, rate=p.fps, gop=GOP_FRAMES.get(p.name, 2 * p.fps))
         decoded = syn.frame_times(path)
         if len(decoded) != len(pts) or any(abs(a - b) > PTS_TOL for a, b in zip(decoded, wc.times())):
             path.unlink()

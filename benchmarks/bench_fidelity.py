@@ -12,6 +12,9 @@ Clips (640x360 at 30 fps unless said; ``--quick``: 320x180 at 15 fps, shorter sh
 - ``low_texture_only``: a camera that only ever sees low-texture scenes, with one defocus;
 - ``vfr_1080p``: 1920x1080, variable frame rate (10-30 fps runs, jitter, stalls), PTS starting at
   t = 3600 s: a photo wall, its pan, a retina image, a sprite, a defocus.
+- ``cut_defocus_360p``, ``cut_defocus_720p_vfr`` (1280x720), ``cut_defocus_1080p_vfr`` (1920x1080,
+  both variable frame rate as above): cuts from a sharp view straight into another view heavily
+  out of focus for 6 s, which then comes into focus.
 
 Segments (clip-relative seconds, the engine's ``t_rel``): must-keep ``scene`` (a new view),
 ``pan`` (each stretch over which the view moved by half a frame), ``digits`` (each value shown),
@@ -33,7 +36,7 @@ included), low-texture recall >= 0.9, 0 blurred frames kept, every kept timestam
 and no more frames kept per minute than the seed on clips with no small change and no
 low-texture scene (on those the seed keeps nothing by construction).
 
-    python benchmarks/bench_fidelity.py              # all clips (~9 min of video), ~3-5 min on 2 cores
+    python benchmarks/bench_fidelity.py              # all clips (~12 min of video), ~3-5 min on 2 cores
     python benchmarks/bench_fidelity.py --quick      # smoke run
     python benchmarks/bench_fidelity.py --clips digits,sprite --fps 1
 

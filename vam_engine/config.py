@@ -46,8 +46,16 @@ class GateConfig(_Section):
     blur_detail_ratio: float = Field(0.6, ge=0, description="... and when its detail ratio (cascade.detail_ratio: "
                                      "Laplacian variance above the uint8 rounding floor over the thumbnail's, times "
                                      "the pixels per thumbnail cell) is below this: a defocused view measures "
-                                     "0.01-0.25 (180p to 1080p), a sharp low-texture view with coarse structure "
-                                     "(the moon, fog, a retina) 1.2 and more")
+                                     "0.01-0.25 (180p to 1080p) without noise, a sharp low-texture view with coarse "
+                                     "structure (the moon, fog, a retina) 1.2 and more; sensor or codec noise lifts a "
+                                     "defocused 720p or 1080p frame to 1-2, which blur_coarse_sharpness catches")
+    blur_coarse_sharpness: float = Field(0.3, ge=0, description="... or when its thumbnail is smooth itself: "
+                                         "cascade.coarse_sharpness (the thumbnail's second-difference variance "
+                                         "along the frame's shorter side over that of the thumbnail halved) below "
+                                         "this. A view defocused by a thumbnail cell or more (sigma 6 px at 360p, 18 "
+                                         "at 1080p) measures 0.20 and less at any frame size, whatever the noise "
+                                         "(the cells average it away), by sigma 4.5 px 0.15-0.29; sharp views, "
+                                         "low-texture ones included, 0.4 and more on the fidelity clips")
     diff_min_mad: float = Field(20.0, ge=0, description="redundant when mean abs gray diff vs last kept is below "
                                                         "this and no tile changed locally (tile_min_mad)")
     diff_min_contrast_frac: float = Field(0.8, ge=0, description="under diff_min_mad, a wide change (more tiles "

@@ -114,3 +114,29 @@ def test_both_methods_on_a_tiny_clip(bf, tmp_path):
     assert {m["kind"] for m in r["missed"]} == {"digits"} and r["dropped_by"]["low_change"] == len(seed.samples) - 1
     eng = bf.score(clip, bf.run_engine(clip.path, None))
     assert eng["pts_ok"] and eng["kept"] >= 1 and eng["sampled"] == len(seed.samples)
+
+
+def test_the_cut_into_defocus_clips(bf):
+    """Three sizes (360p CFR with keyframes off the samples, 720p and 1080p VFR); each defocused
+    shot is a cut from the sharp shot before it (a new view: thumbnail SSIM under the gate's
+    blur_view_ssim) and under the absolute blur threshold, and comes into focus after 6 s."""
+    import cv2
+
+    import _fidelity_clips as fc  # beside bench_fidelity (the bf fixture put its folder on the path)
+    from vam_engine.config import GateConfig
+    from vam_engine.gate import reference as R
+
+    sizes = {n: (fc.params_for(n, False), n in fc.VFR_CLIPS) for n in
+             ("cut_defocus_360p", "cut_defocus_720p_vfr", "cut_defocus_1080p_vfr")}
+    assert [(p.width, p.height, vfr) for p, vfr in sizes.values()] == [(640, 360, False), (1280, 720, True),
+                                                                        (1920, 1080, True)]
+    assert fc.GOP_FRAMES["cut_defocus_360p"] % 60  # no keyframe at every 2 s sample
+    shots = fc.shots_cut_defocus(sizes["cut_defocus_360p"][0])
+    assert [s.segments[0].kind for s in shots] == ["scene"] + ["blur", "scene"] * 4
+    gray = [cv2.cvtColor(s.render(0.0), cv2.COLOR_RGB2GRAY) for s in shots]
+    cfg = GateConfig()
+    for i in range(1, len(shots), 2):
+        assert shots[i].seconds == 6.0
+        assert R.laplacian_var(gray[i]) < cfg.blur_min_lap_var <= R.laplacian_var(gray[i - 1])
+        assert R.ssim(R.thumbnail(gray[i]), R.thumbnail(gray[i - 1])) < cfg.blur_view_ssim  # a cut
+        assert R.ssim(R.thumbnail(gray[i]), R.thumbnail(gray[i + 1])) > cfg.blur_view_ssim  # then in focus

@@ -20,8 +20,14 @@ def sequential(grays, cfg):
         # fine detail (over the rounding floor) per coarse structure, in frame pixels
         cell = (g.shape[0] / 64) * (g.shape[1] / 64)
         detail = max(0.0, s["lap_var"] - 20 / 12) * cell / thumb_lap if thumb_lap > 0 else np.inf
+        # the thumbnail's own sharpness: second differences along the shorter side, full over halved
+        th = s["thumb"].astype(np.float64)
+        axis = 0 if g.shape[0] <= g.shape[1] else 1
+        d2_half = np.diff(th.reshape(32, 2, 32, 2).mean(axis=(1, 3)), 2, axis=axis).var()
+        coarse_sharp = np.diff(th, 2, axis=axis).var() / d2_half if d2_half > 0 else np.inf
+        defocused = detail < cfg.blur_detail_ratio or coarse_sharp < cfg.blur_coarse_sharpness
         if (s["lap_var"] < cfg.blur_min_lap_var and med is not None and s["lap_var"] < cfg.blur_rel * med
-                and (not new_view or (thumb_lap >= cfg.blur_coarse_lap_var and detail < cfg.blur_detail_ratio))):
+                and (not new_view or (thumb_lap >= cfg.blur_coarse_lap_var and defocused))):
             d = "blur"
         elif not has_ref:
             d = None

@@ -37,6 +37,7 @@ class FrameStats:
     thumb_lap_var: float = float("nan")  # Laplacian variance of the 64x64 thumbnail (coarse detail), when needed
     thumb_scale: float = 1.0  # frame pixels per thumbnail cell, (H / 64) * (W / 64)
     contrast: float = float("nan")  # gray std (from the histograms), the larger of frame and reference, when needed
+    coarse_sharpness: float = float("nan")  # cascade.coarse_sharpness of the thumbnail, when needed
 
 
 # Laplacian variance of uint8 rounding alone (var 1/12 per pixel times the kernel's sum of squares,
@@ -57,6 +58,24 @@ def detail_ratio(s: FrameStats) -> float:
     return max(0.0, s.lap_var - LAP_QUANT) * s.thumb_scale / s.thumb_lap_var
 
 
+def coarse_sharpness(thumb, height: int, width: int) -> float:
+    """Whether the thumbnail is itself sharp: the variance of its second differences along the
+    frame's shorter side (where a thumbnail cell spans the fewest pixels) over that of the
+    thumbnail halved (2 x 2 means, 32 x 32). Halving a picture with edges at the thumbnail's
+    scale leaves it about the same (0.4 and more on the fidelity clips: photographs, the moon,
+    fog, night, a retina); halving one smooth at that scale (defocused by a cell or more: sigma
+    6 px at 360p, 18 at 1080p) divides it by up to 16 (0.20 and less; sigma 4.5 px: 0.15-0.29).
+    Smooth sharp content reads low too (a brick wall's soft mortar zoomed in: 0.29). The cells
+    average sensor and codec noise away and the thumbnail is the same picture at any frame size,
+    so unlike detail_ratio it holds from 180p to 1080p; inf for a thumbnail without second
+    differences along that side (a flat view)."""
+    t = np.asarray(thumb, np.float64)
+    half = t.reshape(t.shape[0] // 2, 2, t.shape[1] // 2, 2).mean(axis=(1, 3))
+    axis = 0 if height <= width else 1
+    coarse = float(np.diff(half, 2, axis=axis).var())
+    return float(np.diff(t, 2, axis=axis).var()) / coarse if coarse > 0 else float("inf")
+
+
 def hist_std(hist) -> float:
     """Gray standard deviation from a 64-bin histogram (bin b holds values 4b..4b+3)."""
     h = np.asarray(hist, np.float64)
@@ -75,16 +94,19 @@ def sharpness_median(history: Sequence[float]) -> float | None:
 def is_blurred(cfg: GateConfig, s: FrameStats, history: Sequence[float], has_ref: bool) -> bool:
     """Blurred: under the absolute threshold and well under the camera's recent sharpness (the
     median of its last kept frames). A frame showing a new view (a cut) is blurred only if it has
-    structure at the thumbnail's scale without the fine detail that goes with it (a defocused
-    scene: detail_ratio under blur_detail_ratio); a new view without coarse structure, or with
-    steep edges for the little it shows, is a sharp low-texture view."""
+    structure at the thumbnail's scale that is defocused: without the fine detail that goes with
+    it (detail_ratio under blur_detail_ratio), or smooth itself (coarse_sharpness under
+    blur_coarse_sharpness: the test sensor and codec noise cannot pass, which lift the detail
+    ratio of a defocused 720p or 1080p frame to 1-2); a new view without coarse structure, or
+    with sharp edges for the little it shows, is a sharp low-texture view."""
     if s.lap_var >= cfg.blur_min_lap_var:
         return False
     med = sharpness_median(history)
     if med is None or s.lap_var >= cfg.blur_rel * med:
         return False  # no history (a camera's first frames), or as sharp as this camera gets
     if has_ref and s.ssim < cfg.blur_view_ssim:
-        return s.thumb_lap_var >= cfg.blur_coarse_lap_var and detail_ratio(s) < cfg.blur_detail_ratio
+        return s.thumb_lap_var >= cfg.blur_coarse_lap_var and (
+            detail_ratio(s) < cfg.blur_detail_ratio or s.coarse_sharpness < cfg.blur_coarse_sharpness)
     return True
 
 
@@ -236,13 +258,16 @@ class GateCascade:
                     c.mad, c.ssim, c.hist_corr, c.tile_mad, c.tiles_changed
                 valid_end = j
             lap = float(st.lap_var[i])
-            # coarse detail, only read by the blur test of a frame under the absolute threshold
-            tlap = laplacian_var(st.thumb[i]) if lap < cfg.blur_min_lap_var else float("nan")
+            # coarse detail and its sharpness, only read by the blur test of a frame under the
+            # absolute threshold
+            low = lap < cfg.blur_min_lap_var
+            tlap = laplacian_var(st.thumb[i]) if low else float("nan")
+            tsharp = coarse_sharpness(st.thumb[i], *frames.shape[1:3]) if low else float("nan")
             # contrast, only read by the low-change test of a wide change under diff_min_mad
             contrast = max(hist_std(st.hist[i]), hist_std(ref.hist)) \
                 if ref is not None and mad[i] < cfg.diff_min_mad else float("nan")
             fs = FrameStats(lap, float(mad[i]), float(ssim[i]), float(hcorr[i]), float(tmad[i]), int(tchg[i]),
-                            st.n_tiles, tlap, scale, contrast)
+                            st.n_tiles, tlap, scale, contrast, tsharp)
             dropped = decide(cfg, fs, cam.sharpness, ref is not None)
             records.append(GateRecord(fs.lap_var, _none_if_nan(fs.mad), _none_if_nan(fs.ssim),
                                       _none_if_nan(fs.hist_corr), dropped, _none_if_nan(fs.tile_mad),
