@@ -1,12 +1,11 @@
 """A store written by the previous release (schema 2: forest and QA tables created on first use,
 outside the store's schema) opens, migrates in place and reads back everything it held."""
 import sqlite3
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from support.paths import DATA
+from support.paths import unpack_store
 from vam_engine.engine import Engine
 from vam_engine.errors import StoreError
 from vam_engine.memory.db import SCHEMA_VERSION
@@ -14,17 +13,11 @@ from vam_engine.memory.forest import EventForest
 from vam_engine.memory.forest_nodes import ForestNodeRepository
 from vam_engine.memory.store import Store
 
-STORE_V2 = DATA / "store_v2.tar.gz"  # 40 s demo clip at 1 fps, documented, asked once
 
 
 @pytest.fixture
 def v2_store(tmp_path):
-    with tarfile.open(STORE_V2) as tar:
-        tar.extractall(tmp_path, filter="data")
-    root = tmp_path / "store_v2"
-    with sqlite3.connect(root / "store.sqlite") as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
-    return root
+    return unpack_store(2, tmp_path)  # 40 s demo clip at 1 fps, documented, asked once
 
 
 def test_schema_2_store_migrates_in_place_and_keeps_everything(v2_store):

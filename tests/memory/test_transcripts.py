@@ -3,13 +3,12 @@ time and as_of, the full-text index (phrases, ranked words, scopes), one transac
 full-text rows and vectors, deletion everywhere, retention leaving them alone, and speech in
 ``search`` with the MiniLM text embedder (a paraphrase finds what was said)."""
 import sqlite3
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from support.paths import DATA
+from support.paths import unpack_store
 from vam_engine.audio import TranscriptSegment
 from vam_engine.config import VectorConfig
 from vam_engine.errors import VamError
@@ -20,7 +19,6 @@ from vam_engine.memory.search import search
 from vam_engine.memory.store import Store
 from vam_engine.memory.vector_memory import VectorMemory
 
-V6 = DATA / "store_v6.tar.gz"  # 8 s clip at 1 fps, current release
 
 SAID = [("door", 1.4, 4.9, "Please remember to water the plants in the kitchen tomorrow morning."),
         ("door", 8.4, 11.4, "The delivery truck arrived at the loading dock at noon."),
@@ -49,11 +47,8 @@ def store(tmp_path):
 
 @pytest.fixture
 def v6_store(tmp_path):
-    with tarfile.open(V6) as tar:
-        tar.extractall(tmp_path, filter="data")
-    root = tmp_path / "store_v6"
+    root = unpack_store(6, tmp_path)  # 8 s clip at 1 fps, written by the release before transcripts
     with sqlite3.connect(root / "store.sqlite") as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
         assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name='transcripts'").fetchone()
     return root
 

@@ -162,7 +162,7 @@ def test_a_tensorrt_engine_without_tensorrt_is_a_clear_error(tmp_path):
         pytest.skip("TensorRT is installed here")
     engine = tmp_path / "yolo.engine"
     engine.write_bytes(b"\x00" * 64)
-    with pytest.raises(PerceptionError, match="TensorRT is not installed"):
+    with pytest.raises(PerceptionError, match="TensorRT, which is not installed"):
         make_detector(PerceptionConfig(detector=str(engine)), "cpu")
     with pytest.raises(PerceptionError, match=r"gone\.engine does not exist"):
         make_detector(PerceptionConfig(detector=str(tmp_path / "gone.engine")), "cpu")

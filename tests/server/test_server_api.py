@@ -26,18 +26,8 @@ def engine(tmp_path_factory):
 
 
 @pytest.fixture
-def make_client(engine, tmp_path):
-    made = []
-
-    def make(**opts):
-        opts.setdefault("tokens_dir", str(tmp_path / "tokens"))
-        c = TestClient(create_app(engine, ServeOptions(**opts)), base_url="http://127.0.0.1:8000")
-        c.__enter__()
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        c.__exit__(None, None, None)
+def make_client(engine, client_for):
+    return lambda **opts: client_for(engine, **opts)
 
 
 @pytest.fixture

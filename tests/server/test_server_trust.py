@@ -6,7 +6,6 @@ relative path serves its frames."""
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 
 from support.server import CAMERAS, config, texture
 from vam_engine.engine import Engine
@@ -65,21 +64,6 @@ def parrot_engine(tmp_path_factory):
     assert eng.wait_for_documents(timeout=120)
     yield eng, model
     eng.close()
-
-
-@pytest.fixture
-def client_for(tmp_path):
-    made = []
-
-    def make(engine, **opts):
-        opts.setdefault("tokens_dir", str(tmp_path / "tokens"))
-        c = TestClient(create_app(engine, ServeOptions(**opts)), base_url="http://127.0.0.1:8000")
-        c.__enter__()
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        c.__exit__(None, None, None)
 
 
 def _bearer(ts: TokenStore, scope: str, cameras=None) -> dict:

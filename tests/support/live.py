@@ -1,10 +1,9 @@
 """What the live tests share: a camera's status, the frame numbers its moments show, and the
-servers they read from (an RTSP server process, HTTP MPEG-TS, HLS and MJPEG servers in a thread)."""
+servers they read from (the RTSP server process of vam_engine.synthetic.rtsp; HTTP MPEG-TS, HLS
+and MJPEG servers in a thread)."""
 from __future__ import annotations
 
 import http.server
-import os
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -13,10 +12,7 @@ import numpy as np
 from PIL import Image
 
 from support.clips import read_code
-from support.net import free_port
-
-HERE = Path(__file__).resolve().parent
-SYSTEM_PYTHON = "/usr/bin/python3"
+from vam_engine.synthetic.rtsp import RtspServer, rtsp_server_available  # noqa: F401 (the live tests' RTSP server)
 
 
 def status_of(eng, cam: str):
@@ -26,67 +22,6 @@ def status_of(eng, cam: str):
 def codes(moments) -> list[int]:
     """The frame index each moment's JPEG shows (the clip's own frame numbering)."""
     return [read_code(np.asarray(Image.open(m.frame_path))) for m in moments]
-
-
-def rtsp_server_available() -> str | None:
-    """None when the system Python can run tests/support/rtsp_server.py, else why not."""
-    if not os.path.exists(SYSTEM_PYTHON):
-        return f"{SYSTEM_PYTHON} not found"
-    probe = ("import gi; gi.require_version('Gst', '1.0'); gi.require_version('GstRtspServer', '1.0'); "
-             "from gi.repository import Gst, GstRtspServer; Gst.init(None); "
-             "missing = [n for n in ('filesrc', 'qtdemux', 'h264parse', 'rtph264pay') "
-             "if Gst.ElementFactory.find(n) is None]; print(' '.join(missing))")
-    try:
-        out = subprocess.run([SYSTEM_PYTHON, "-c", probe], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"the system Python cannot probe GStreamer: {e}"
-    if out.returncode != 0:
-        last = (out.stderr.strip().splitlines() or ["unknown error"])[-1]
-        return ("GStreamer's RTSP server is not importable by the system Python (apt-get install "
-                f"gir1.2-gst-rtsp-server-1.0 python3-gi gstreamer1.0-plugins-good gstreamer1.0-plugins-bad): {last}")
-    if out.stdout.strip():
-        return f"GStreamer elements missing: {out.stdout.strip()} (apt-get install gstreamer1.0-plugins-good " \
-               f"gstreamer1.0-plugins-bad)"
-    return None
-
-
-class RtspServer:
-    """tests/support/rtsp_server.py as a separate process serving ``clip`` at rtsp://127.0.0.1:port/cam."""
-
-    def __init__(self, clip: Path, port: int | None = None):
-        self.clip = Path(clip)
-        self.port = port or free_port()
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"rtsp://127.0.0.1:{self.port}/cam"
-
-    def start(self, timeout: float = 15.0) -> "RtspServer":
-        self.proc = subprocess.Popen([SYSTEM_PYTHON, str(HERE / "rtsp_server.py"), str(self.port), str(self.clip)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + timeout
-        line = ""
-        while time.monotonic() < deadline:  # READY once it listens; a port still held makes it exit
-            line = self.proc.stdout.readline()
-            if line.strip() == "READY" or self.proc.poll() is not None:
-                break
-        if line.strip() != "READY":
-            err = self.proc.stderr.read() if self.proc.poll() is not None else "(still starting)"
-            self.kill()
-            raise RuntimeError(f"the RTSP server did not start on port {self.port}: {err}")
-        return self
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.kill()
 
 
 def hls_from(clip: Path, out_dir: Path) -> Path:

@@ -13,7 +13,7 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from .labels import NO_LABEL
-from .records import Detection
+from .records import Detection, PerceptionError
 
 MAX_DETECTIONS = 100  # per frame, after NMS (the COCO evaluation's cap)
 
@@ -25,6 +25,17 @@ class Detector(Protocol):
     min_score: float
 
     def detect(self, frames) -> list[list[Detection]]: ...
+
+
+def optional_module(name: str, who: str, how: str):
+    """The module ``name`` (a body's optional dependency), or PerceptionError naming ``who``
+    needs it and ``how`` to get it."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise PerceptionError(f"{who} needs {how}") from None
 
 
 def check_frame_list(frames, who: str) -> list[np.ndarray]:

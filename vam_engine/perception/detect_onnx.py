@@ -18,18 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .detect_base import check_frame_list, check_min_score
+from .detect_base import check_frame_list, check_min_score, optional_module
 from .detect_layouts import Layout, decode, detect_layout, prepare
 from .records import Detection, PerceptionError
 
 
-def import_ort(who: str):
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise PerceptionError(f"{who} needs onnxruntime (pip install 'vam_engine[perception]', or "
-                              f"onnxruntime-gpu for CUDA)") from None
-    return ort
+NEEDS_ORT = "onnxruntime (pip install 'vam_engine[perception]', or onnxruntime-gpu for CUDA)"
 
 
 def providers_for(ort, device: str, cache_dir: str | None, who: str, tensorrt_ep: bool = True) -> list:
@@ -91,7 +85,7 @@ class OnnxDetector:
         if int(batch_size) < 1:
             raise ValueError(f"{self.name}: batch_size must be >= 1, got {batch_size}")
         self.model = model_file(model)
-        ort = import_ort(self.name)
+        ort = optional_module("onnxruntime", self.name, NEEDS_ORT)
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # no busy-waiting between runs: perception shares the CPUs with decode, gate and embed

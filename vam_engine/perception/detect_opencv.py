@@ -18,9 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .detect_base import check_frame_list, check_min_score, to_detections
+from .detect_base import check_frame_list, check_min_score, optional_module, to_detections
 from .labels import COCO_91
 from .records import Detection, PerceptionError
+
+NEEDS_CV2 = "OpenCV (pip install 'vam_engine[perception]', or opencv-python-headless)"
 
 
 def find_pbtxt(pb: Path) -> Path:
@@ -38,14 +40,6 @@ def find_pbtxt(pb: Path) -> Path:
                           f".pbtxt files ({', '.join(o.name for o in others[:5])}): rename the one that "
                           f"belongs to it to {same.name}")
 
-
-def import_cv2(who: str):
-    try:
-        import cv2
-    except ImportError:
-        raise PerceptionError(f"{who} needs OpenCV (pip install 'vam_engine[perception]', or "
-                              f"opencv-python-headless)") from None
-    return cv2
 
 
 class OpenCvDetector:
@@ -69,7 +63,7 @@ class OpenCvDetector:
                                   else f"perception.detector: {pb} is not a file")
         self.model = pb
         self.pbtxt = find_pbtxt(pb)
-        cv2 = import_cv2(self.name)
+        cv2 = optional_module("cv2", self.name, NEEDS_CV2)
         try:
             self._net = cv2.dnn.readNetFromTensorflow(str(pb), str(self.pbtxt))
         except cv2.error as e:

@@ -15,19 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .detect_base import check_frame_list, check_min_score
+from .detect_base import check_frame_list, check_min_score, optional_module
 from .detect_layouts import Layout, decode, detect_layout, prepare
 from .detect_onnx import input_hw, model_file
 from .records import Detection, PerceptionError
 
 
-def import_tensorrt(who: str):
-    try:
-        import tensorrt as trt
-    except ImportError:
-        raise PerceptionError(f"{who}: TensorRT is not installed (its wheels come from NVIDIA's package index: "
-                              f"pip install tensorrt); or export the model to ONNX and use the .onnx body") from None
-    return trt
+NEEDS_TRT = "TensorRT, which is not installed (its wheels come from NVIDIA's package index: pip install tensorrt); or export the model to ONNX and use the .onnx body"
 
 
 class TensorRTDetector:
@@ -38,7 +32,7 @@ class TensorRTDetector:
         self.name = f"tensorrt:{Path(model).name}"
         self.min_score = check_min_score(min_score, self.name)
         self.model = model_file(model)
-        trt = import_tensorrt(self.name)
+        trt = optional_module("tensorrt", self.name, NEEDS_TRT)
         import torch
 
         dev = "cuda" if device in ("auto", None) else str(device)
