@@ -406,6 +406,8 @@ CLI_CHILD = [sys.executable, "-m", "vam_engine.cli", "index", "--fps", "2", "--c
 
 
 def run_cli_campaign(clip, want, tmp_path, kills: int) -> None:
+    """``kills`` runs of the CLI killed at a random moment, each resumed: each ends with ``want``
+    (None: what the uninterrupted CLI run keeps), exactly, retention on as the CLI runs it."""
     seed = int(os.environ.get("VAM_CRASH_SEED", time.time_ns() % 1_000_000))
     rng = random.Random(seed)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in sys.path if p]),
@@ -419,6 +421,8 @@ def run_cli_campaign(clip, want, tmp_path, kills: int) -> None:
     first = cli(tmp_path / "whole", tmp_path / "whole.log")
     assert first.wait(WATCHDOG_S) == 0, (tmp_path / "whole.log").read_text()[-3000:]
     wall = time.monotonic() - t0
+    if want is None:
+        want = memory_of(tmp_path / "whole")
     assert memory_of(tmp_path / "whole") == want, "the CLI's uninterrupted run differs from the in-process one"
     for k in range(kills):
         store_dir = tmp_path / f"run{k}"
@@ -439,23 +443,55 @@ def test_cli_killed_at_random_moments_resumes_as_an_uninterrupted_run(demo_clip,
     run_cli_campaign(demo_clip, demo_reference[0], tmp_path, CAMPAIGN_KILLS)
 
 
-def test_a_second_run_and_retain_delete_nothing_the_first_kept(demo_clip, demo_reference, tmp_path):
+def test_killed_runs_of_a_clip_retention_would_thin_resume_exactly(strip_pan, tmp_path):
+    """The campaign on a clip whose moments a recent-tier gap would thin: resumed runs run a
+    retention pass on what the kill left, and still end with exactly the uninterrupted run's moments."""
+    run_cli_campaign(strip_pan, None, tmp_path, CAMPAIGN_KILLS)
+
+
+@pytest.fixture(scope="module")
+def strip_pan(tmp_path_factory):
+    """40 s of a steady pan over a strip of photographs at 320x240, 10 fps: at 2 fps almost every
+    sample is kept, 0.5 s apart, and most of them are no event's keyframe (nothing protects them)."""
+    from fractions import Fraction
+
+    from vam_engine.synthetic import photo_strip, write_rgb_clip
+
+    strip = photo_strip(["chelsea", "coffee", "astronaut", "rocket", "coins", "camera", "page", "retina"], 240)
+    fps, seconds, w = 10, 40, 320
+    step = (strip.shape[1] - w) / (fps * seconds)
+    frames = [np.ascontiguousarray(strip[:, int(step * k):int(step * k) + w]) for k in range(fps * seconds)]
+    path = tmp_path_factory.mktemp("strip") / "strip.mp4"
+    write_rgb_clip(path, frames, range(len(frames)), Fraction(1, fps), rate=fps, gop=20)
+    return path
+
+
+def test_a_second_run_and_retain_delete_nothing_the_first_kept(strip_pan, tmp_path):
     """`vam-engine index` of a finished file again ("already indexed") and `vam-engine retain`
-    leave exactly what the first run kept, though both run a retention pass (2 fps sampling
-    kept moments 0.5 s apart, inside VAM's 1 s recent-tier gap)."""
-    want = demo_reference[0]
+    leave exactly what the first run kept, though both run a retention pass: 2 fps sampling kept
+    unprotected moments 0.5 s apart, which VAM's 1 s recent-tier gap thinned."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in sys.path if p]),
                VAM_RETENTION__ENABLED="1")
     store_dir = tmp_path / "s"
-    for k in range(2):
-        out = subprocess.run(CLI_CHILD + [str(demo_clip), "--store", str(store_dir)], capture_output=True, text=True,
-                             env=env, cwd=str(ROOT), timeout=WATCHDOG_S)
-        assert out.returncode == 0, out.stderr[-3000:]
-        assert memory_of(store_dir) == want, f"after run {k + 1}"
-    out = subprocess.run([sys.executable, "-m", "vam_engine.cli", "retain", "--store", str(store_dir)],
-                         capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=WATCHDOG_S)
-    assert out.returncode == 0 and "thinned 0" in out.stdout, out.stdout + out.stderr
-    assert memory_of(store_dir) == want
+
+    def run(*argv):
+        out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=WATCHDOG_S)
+        assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+        return out.stdout
+
+    run(*CLI_CHILD, str(strip_pan), "--store", str(store_dir))
+    first = memory_of(store_dir)
+    store = Store(store_dir, create=False)
+    try:
+        rows = store.moments.retention_rows(CAMERA)
+        close = [b for a, b in zip(rows, rows[1:]) if b.t - a.t < 0.99 and not b.protected]
+        assert len(close) >= 10  # the case this test is about: moments 2 fps sampling kept, unprotected
+    finally:
+        store.close()
+    assert "already indexed" in run(*CLI_CHILD, str(strip_pan), "--store", str(store_dir))
+    assert memory_of(store_dir) == first
+    assert "thinned 0" in run(sys.executable, "-m", "vam_engine.cli", "retain", "--store", str(store_dir))
+    assert memory_of(store_dir) == first
 
 
 @pytest.mark.slow
