@@ -225,7 +225,7 @@ def _discs(rng, h, w, n=10, amp=10.0, level=110.0, sigma=0.6):
     for _ in range(n):
         cy, cx, r = rng.uniform(0, h), rng.uniform(0, w), rng.uniform(min(h, w) / 8, min(h, w) / 3)
         img[(yy - cy) ** 2 + (xx - cx) ** 2 < r * r] += float(rng.choice([-1, 1])) * amp
-    return S._noisy(rng, img, sigma)
+    return S.noisy(rng, img, sigma)
 
 
 def test_a_cut_to_a_sharp_low_texture_view_with_coarse_structure_is_kept(rng, rng_seed):
@@ -259,7 +259,7 @@ def test_a_pan_over_a_low_contrast_view_is_kept_and_its_still_frames_dropped(rng
     same view standing still, through sensor noise of sigma up to 4 or an exposure step, is
     still dropped (no tile changes, or SSIM says it is the same picture)."""
     canvas = _faint_canvas(rng, H, 3 * W)
-    view = lambda x, sigma=0.6: S._noisy(rng, canvas[:, x:x + W], sigma)
+    view = lambda x, sigma=0.6: S.noisy(rng, canvas[:, x:x + W], sigma)
     pan = [view(x) for x in range(0, 6 * 48, 48)]
     still = [view(5 * 48, sigma) for sigma in (0.6, 2.0, 4.0)]
     brighter = np.clip(still[0].astype(int) + 9, 0, 255).astype(np.uint8)

@@ -23,7 +23,6 @@ def noisy(rng, img: np.ndarray, sigma: float) -> np.ndarray:
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
 
-_noisy = noisy  # the name tests/test_cascade.py uses
 
 
 def jpeg_roundtrip(gray: np.ndarray, quality: int) -> np.ndarray:
