@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..config import EngineConfig
 from ..errors import VamError
+from ..llm.schemas import INTENT_KINDS
 from ..memory.monitors import MonitorSpec
 from ..memory.records import Monitor
 from ..memory.sessions import (NewTurn, Session, SessionError, SessionLimit, SessionTurn, WatchNotAllowed,
@@ -75,6 +76,20 @@ class TurnOptions:
     target: str | None = None
     every_s: float | None = None
     may_watch: bool = True
+
+    def __post_init__(self):
+        if self.intent is not None and self.intent not in INTENT_KINDS:
+            raise VamError(f"intent must be one of {', '.join(INTENT_KINDS)}, got {self.intent!r:.40}")
+        for name in ("condition", "target"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, str) and 0 < len(v) <= MAX_TURN_TEXT):
+                raise VamError(f"{name} must be a non-empty string of at most {MAX_TURN_TEXT} characters, got "
+                               f"{v!r:.40}")
+        if self.every_s is not None and not (isinstance(self.every_s, (int, float)) and not isinstance(
+                self.every_s, bool) and 0 < self.every_s <= 3600):
+            raise VamError(f"every_s must be a number in (0, 3600], got {self.every_s!r}")
+        if not isinstance(self.may_watch, bool):
+            raise VamError(f"may_watch must be True or False, got {self.may_watch!r}")
 
 
 def _cams(camera) -> tuple[str, ...] | None:

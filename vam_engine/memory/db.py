@@ -327,9 +327,12 @@ def _migrate_8_to_9(conn) -> None:
     """Version 9 keeps sessions (memory/sessions.py). The conversations the QA history already
     names (its non-empty sessions) become sessions open on every camera (the asker's token still
     limits what a turn may name), their question/answer pairs the sessions' first turns."""
-    for statement in SESSIONS_SCHEMA.split(";"):  # one by one: executescript would commit first
-        if statement.strip():
+    statement = ""
+    for line in SESSIONS_SCHEMA.splitlines(keepends=True):  # one by one: executescript would commit first
+        statement += line
+        if sqlite3.complete_statement(statement):
             conn.execute(statement)
+            statement = ""
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='qa_history'").fetchone() is None:
         return
     rows = conn.execute("SELECT session, MIN(created_at) FROM qa_history WHERE session != '' GROUP BY session")

@@ -17,6 +17,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import LLMError
 from ..llm.schemas import INTENT_KINDS, MAX_CONDITION_CHARS, parse_turn_kind
@@ -110,14 +111,15 @@ def given(kind: str, text: str, condition: str | None = None, target=None) -> Tu
     """A turn whose kind the caller states (an evaluation's proactive question is a watch): the
     condition is ``condition`` (checked like a model's) or the rules' reading of the text."""
     if kind not in INTENT_KINDS:
-        raise ValueError(f"intent must be one of {', '.join(INTENT_KINDS)}, got {kind!r}")
+        raise VamError(f"intent must be one of {', '.join(INTENT_KINDS)}, got {kind!r:.40}")
     if kind in ("watch", "change"):
         if condition is None:
             rules = classify_by_rules(text)
             condition = rules.condition if rules.condition else _clean(text)
         condition = " ".join(condition.split()) if isinstance(condition, str) else ""
         if not condition or len(condition) > MAX_CONDITION_CHARS or not condition.isprintable():
-            raise ValueError(f"a {kind} needs a printable condition of 1..{MAX_CONDITION_CHARS} characters")
+            raise VamError(f"a {kind} needs a printable condition of 1..{MAX_CONDITION_CHARS} characters, got "
+                           f"{condition!r:.60}")
     return TurnIntent(kind, condition if kind in ("watch", "change") else None, target,
                       bool(_REPEAT.search(text)), "given")
 
