@@ -37,7 +37,7 @@ def test_a_schema_8_store_migrates_its_conversations_into_sessions(v8_store):
         turns = s.sessions.get("tok1/alice").turns
         assert [(t.role, t.kind, t.text) for t in turns] == [("user", "question", "what is on screen?"),
                                                              ("engine", "answer", "a dark noisy scene")]
-        assert turns[0].t == s.qa.records()[0].t == 7.0 and turns[0].evidence == ()  # the question's time
+        assert turns[0].t == s.qa.records()[0].t == 7.5 and turns[0].evidence == ()  # the question's time
         assert s.qa.summary(session="tok1/alice") == "asked what is on screen"  # the QA history is untouched
         assert len(s.qa.records()) == 2
         # the migrated store takes new sessions and turns
