@@ -23,17 +23,18 @@ import math
 import re
 import secrets
 import threading
-from typing import Annotated, Literal
+from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from ..memory.sessions import SessionError, SessionLimit, WatchNotAllowed
 from .auth import need
 from .jsonify import answer_json, evidence_json, json_response
-from .queries import MAX_ID, BadQuery
+from .queries import MAX_ID, BadQuery, parse_position
+from .routes_memory import Cameras, RequestBody
 from .sse import SSE_KEEPALIVE, sse_event
 from .tokens import Principal
 
@@ -41,26 +42,16 @@ router = APIRouter()
 NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
 MAX_SOCKET_SESSIONS = 16  # sessions one WebSocket may follow at once
 QUEUE_MAX = 1000          # live turns waiting for a slow stream before it rereads the store
-Camera = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @field_validator("cameras", mode="before", check_fields=False)
-    @classmethod
-    def _one_or_many(cls, v):
-        return [v] if isinstance(v, str) else v
-
-
-class SessionBody(_Body):
+class SessionBody(RequestBody):
     id: str | None = Field(None, pattern=NAME)
-    cameras: list[Camera] | None = Field(None, max_length=1000)
+    cameras: Cameras | None = None
 
 
-class TurnBody(_Body):
+class TurnBody(RequestBody):
     text: str = Field(..., min_length=1, max_length=4000)
-    cameras: list[Camera] | None = Field(None, max_length=1000)
+    cameras: Cameras | None = None
     as_of: float | None = None
     mode: Literal["auto", "two_phase", "agentic"] = "auto"
 
@@ -206,15 +197,7 @@ def turn_result_json(r) -> dict:
 
 # -- streams -------------------------------------------------------------------------------------------
 def _position(text) -> int | None:
-    if text is None or str(text).strip() == "":
-        return None
-    try:
-        v = int(str(text).strip()[:40])
-    except ValueError:
-        v = -1
-    if not 0 <= v <= MAX_ID:
-        raise BadQuery(f"{str(text)[:40]!r} is not a turn position (a non-negative turn id)")
-    return v
+    return parse_position(text, "a turn position (a non-negative turn id)")
 
 
 class TurnFeed:
