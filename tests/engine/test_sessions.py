@@ -56,6 +56,23 @@ def test_tell_me_when_registers_acknowledges_and_replies_within_time_ok(make):
     assert ev.camera_id == "cam" and ev.t_end == alert.t and ev.frame_paths == alert.frame_paths
     assert script.asked["watch_reply"] == 1 and eng.session("alice").watches == ()  # a once request ended
     assert eng.reply_stats().replies == 1 and eng.reply_stats().fallbacks == 0
+    # the request and its reply are the session's dialogue: a follow-up sees them
+    follow = eng.turn("what colour was it?", session="alice")
+    (coarse,) = [r for r in eng.llm.sent if r.tag == "two_phase_coarse"]
+    assert follow.kind == "answer" and dialogue_shown(coarse) == ["Tell me when a red square appears."]
+    assert reply.text in "\n".join(p for m in coarse.messages for p in m.content if isinstance(p, str))
+
+
+def test_a_standing_request_survives_a_restart_and_still_replies_to_its_session(tmp_path):
+    with Engine(tmp_path / "s", CFG, device="cpu", llm=ScriptedLLM(session_model())) as eng:
+        push(eng, "cam", 0.0, 1.0)
+        watch = eng.turn("tell me when a red square appears", session="alice")
+    with Engine(tmp_path / "s", CFG, device="cpu", llm=ScriptedLLM(session_model())) as eng:
+        assert [w.monitor_id for w in eng.session("alice").watches] == [watch.monitor.monitor_id]
+        push(eng, "cam", 1.0, 10.0, red_from=APPEARS)  # the first ingest resumes the store's monitors
+        turns = eng.session("alice").turns
+        assert [t.kind for t in turns] == ["watch", "watch", "reply"]
+        assert turns[-1].monitor_id == watch.monitor.monitor_id and -0.5 <= turns[-1].t - APPEARS <= 2.0
 
 
 def test_stop_watching_ends_the_request_and_no_reply_comes(make):

@@ -101,7 +101,8 @@ class Engine:
                                "with a text side")
             self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
             self._monitors = EngineMonitors(self.store, cfg, self.working, self._models, self.embedder)
-            self._sessions = EngineSessions(self.store, cfg, self._monitors, self._models, self.working)
+            self._sessions = EngineSessions(self.store, cfg, self._monitors, self._models, self.working,
+                                            remember=self._remember_reply)
             self._life = Lifecycle(self.store, cfg, self.device, self._models, self._cascade, self.embedder,
                                    self.working, on_ingest=self._monitors.resume)
         except BaseException:
@@ -403,6 +404,14 @@ class Engine:
         return ask_question(question, view, self.llm, self.working, self.text_embedder(), self._qa_recorder(),
                             mode=mode, max_turns=max_turns, started=started,
                             dialogue_tokens=self.config.sessions.dialogue_tokens)
+
+    def _remember_reply(self, watch, reply) -> None:
+        """A standing request and its reply join the session's question history (its cameras')."""
+        from ..reason.answer import Answer
+
+        view = self.view(None, watch.cameras, session=watch.session_id, write=False)
+        self._qa_recorder().record(watch.request, Answer(reply.text, True, list(reply.evidence), "reply"), view,
+                                   reply.t)
 
     def _qa_recorder(self):
         from ..reason.qa_record import QARecorder

@@ -108,10 +108,12 @@ def _where(cams) -> str:
 class EngineSessions:
     """``store``: the sessions, the moments (for a turn's time); ``monitors``: where standing
     requests are registered and whose alerts are replied to; ``models``: the model (classifier
-    and replies); ``working``: the cameras' present (a turn's time when no ``as_of``)."""
+    and replies); ``working``: the cameras' present (a turn's time when no ``as_of``);
+    ``remember(watch, reply)``: records a request and its reply in the session's question
+    history."""
 
     def __init__(self, store: Store, config: EngineConfig, monitors: EngineMonitors, models: EngineModels,
-                 working):
+                 working, remember: Callable | None = None):
         self.repo = store.sessions
         self._moments = store.moments
         self._cfg = config.sessions
@@ -121,7 +123,7 @@ class EngineSessions:
         self.hub = AlertHub()  # the alerts' fan-out, carrying turns
         self._lock = threading.Lock()  # one standing-request change at a time (the per-session cap)
         self._replies = ReplyWriter(self.repo, lambda: models.llm, self._publish, keep=self._cfg.max_turns_kept,
-                                    workers=self._cfg.reply_workers)
+                                    workers=self._cfg.reply_workers, remember=remember)
         # subscribed now: a store's standing requests resume with the first ingest and must be replied to
         self._alerts = monitors.subscribe(self._replies.on_alert)
 

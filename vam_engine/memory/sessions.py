@@ -65,6 +65,7 @@ class SessionWatch:
     condition: str
     active: bool
     created_at: float
+    cameras: tuple[str, ...] | None = None  # the monitor's (None: every camera)
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,7 @@ class SessionRepository:
 
     def _watches(self, where: str, args) -> list[SessionWatch]:
         rows = self.db.conn().execute(
-            "SELECT s.monitor_id, s.session_id, s.request, m.condition, m.active, s.created_at FROM session_monitors s"
-            f" JOIN monitors m ON m.monitor_id = s.monitor_id WHERE {where} ORDER BY s.created_at, s.monitor_id",
-            args).fetchall()
-        return [SessionWatch(r[0], r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows]
+            "SELECT s.monitor_id, s.session_id, s.request, m.condition, m.active, s.created_at, m.cameras"
+            " FROM session_monitors s JOIN monitors m ON m.monitor_id = s.monitor_id"
+            f" WHERE {where} ORDER BY s.created_at, s.monitor_id", args).fetchall()
+        return [SessionWatch(r[0], r[1], r[2], r[3], bool(r[4]), r[5], _cameras(r[6])) for r in rows]

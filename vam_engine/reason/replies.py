@@ -49,14 +49,16 @@ def fallback_text(watch: SessionWatch, alert: Alert) -> str:
 
 class ReplyWriter:
     """``sessions``: the store's sessions; ``llm()``: the model (built at first use);
-    ``publish(turn)``: hands each stored reply to the session's streams; ``keep``: turns a
-    session keeps."""
+    ``publish(turn)``: hands each stored reply to the session's streams; ``remember(watch,
+    reply)``: records the request and its reply in the session's question history (so a
+    follow-up such as "what colour was it?" sees them); ``keep``: turns a session keeps."""
 
     def __init__(self, sessions: SessionRepository, llm: Callable, publish: Callable[[SessionTurn], None], *,
-                 keep: int, workers: int = 2):
+                 keep: int, workers: int = 2, remember: Callable | None = None):
         self.sessions = sessions
         self._llm = llm
         self._publish = publish
+        self._remember = remember
         self.keep = keep
         self.stats = ReplyStats()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vam-reply")
@@ -90,6 +92,8 @@ class ReplyWriter:
                 return
             turn = self.reply(watch, alert)
             self._publish(turn)
+            if self._remember is not None:
+                self._remember(watch, turn)
         except Exception:  # a store failure: logged, never raised into the monitor
             log.exception("reply to alert %s failed", alert.alert_id)
         finally:
