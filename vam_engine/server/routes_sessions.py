@@ -76,10 +76,10 @@ def _api(engine, name: str):
 def _owned(engine, p: Principal, name: str, **kw):
     """The token's session ``name`` (with the turns ``kw`` asks for); 404 when it has none such."""
     if not re.fullmatch(NAME, name):
-        raise HTTPException(404, f"no session {name!r}")
+        raise HTTPException(404, f"no session {name[:64]!r}")
     sess = _api(engine, "session")(engine_session(p, name), **kw)
     if sess is None:
-        raise HTTPException(404, f"no session {name!r}")
+        raise HTTPException(404, f"no session {name[:64]!r}")
     return sess
 
 
@@ -94,8 +94,8 @@ def turn_json(t) -> dict:
 def session_json(s, name: str, turns: bool = False) -> dict:
     d = {"id": name, "cameras": list(s.cameras) if s.cameras is not None else None, "created_at": s.created_at,
          "ended_at": s.ended_at, "open": s.open,
-         "watches": [{"monitor_id": w.monitor_id, "request": w.request, "condition": w.condition}
-                     for w in s.watches]}
+         "watches": [{"monitor_id": w.monitor_id, "request": w.request, "condition": w.condition,
+                      "cameras": list(w.cameras) if w.cameras is not None else None} for w in s.watches]}
     if turns:
         d["turns"] = [turn_json(t) for t in s.turns]
     return d
@@ -333,7 +333,7 @@ class SessionSocket:
         sid = engine_session(self.p, name)
         sess = await run_in_threadpool(self.engine.session, sid, last=0) if re.fullmatch(NAME, name) else None
         if sess is None:
-            return await self.send({"type": "error", "status": 404, "detail": f"no session {name!r}"})
+            return await self.send({"type": "error", "status": 404, "detail": f"no session {name[:64]!r}"})
         try:
             since = _position(since) if isinstance(since, (int, str)) else None
         except BadQuery:
