@@ -296,6 +296,22 @@ class AudioConfig(_Section):
         return self.enabled and bool(self.model)
 
 
+class SessionConfig(_Section):
+    """Conversations (``Engine.turn``, ``Engine.ask(session=...)``): each session its own
+    dialogue, standing "tell me when" requests and replies."""
+
+    dialogue_tokens: int = Field(600, ge=0, le=32_000, description="the last question/answer pairs shown to the "
+                                 "model, at most this many tokens (estimated at 4 characters a token), newest kept")
+    classifier: Literal["model", "rules"] = Field("model", description="how a user turn is sorted: a model call at "
+                                                  "frontend priority with a strict schema (the rules when its reply "
+                                                  "is unusable), or the rules alone")
+    max_turns_kept: int = Field(500, ge=10, le=100_000, description="turns kept per session; older ones go")
+    max_watches: int = Field(4, ge=1, le=64, description="standing requests (monitors) per session at once")
+    watch_every_s: float = Field(2.0, gt=0, le=3600, description="a standing request's check period (StreamMind)")
+    watch_min_confidence: float = Field(0.6, ge=0, le=1, description="a standing request fires at this confidence")
+    reply_workers: int = Field(2, ge=1, le=64, description="replies to fired requests written at once")
+
+
 class EngineConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     gate: GateConfig = GateConfig()
@@ -311,6 +327,7 @@ class EngineConfig(_Section):
     monitors: MonitorConfig = MonitorConfig()
     perception: PerceptionConfig = PerceptionConfig()
     audio: AudioConfig = AudioConfig()
+    sessions: SessionConfig = SessionConfig()
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None, env: dict | None = None, **overrides) -> "EngineConfig":

@@ -20,6 +20,7 @@ from vam_engine.eval.records import EvalQuestion, EvalResult, EvalVideo, Interva
 from vam_engine.eval.scorers import ref_at
 from vam_engine.llm import ScriptedLLM
 from vam_engine.llm.base import Image
+from vam_engine.memory.store import Store
 
 pytestmark = pytest.mark.usefixtures("watchdog")
 WATCHDOG_S = 240
@@ -70,6 +71,9 @@ class Model:
             hit = latest is not None and latest >= self.events.get(cond, float("inf"))
             return json.dumps({"match": hit, "confidence": 0.9 if hit else 0.1,
                                "observed_event": f"seen at {latest}" if hit else "", "reason": "scripted"})
+        if req.tag == "watch_reply":  # the reply to the person who asked, written from what the check saw
+            said = json.loads(req.messages[-1].content[0])
+            return f"Reply to {said['request']!r}: {said['observed']}"
         if req.tag == "two_phase_coarse":
             return json.dumps({"answer": self.replies.get(asked, f"latest frame {latest}")})
         if req.tag == "eval_baseline":
@@ -148,7 +152,9 @@ def test_streamarena_case_is_a_monitor_on_its_2s_period_never_prompted_again(tmp
     res = {(r.qid, r.method): r for r in out.results}
     p = res[("p", "engine")]
     assert p.t_pred is not None and 0.0 <= p.t_pred - 10.0 <= 2.0 + 0.5 + 1e-6  # a check every 2 s, frames at 2 fps
-    assert p.time_ok is True and p.score == 1.0 and p.scorer == "match" and p.response.startswith("seen at")
+    # the answer is the session's reply turn, written by the model from the alert's observation
+    assert p.response == f"Reply to {cond!r}: seen at {p.t_pred}"
+    assert p.time_ok is True and p.score == 1.0 and p.scorer == "match"
     checks = [t for tag, t in m.seen[cond] if tag == "monitor"]
     assert all(b - a >= 2.0 - 0.5 - 1e-6 for a, b in zip(checks, checks[1:])), checks  # StreamMind's 2 s period
     miss = res[("p2", "engine")]
@@ -159,6 +165,28 @@ def test_streamarena_case_is_a_monitor_on_its_2s_period_never_prompted_again(tmp
         assert min(t for _, t in m.seen[q.question]) >= q.time - 1e-6
     assert not any("ref-never-zz" in t for t in m.texts)
     assert res[("p", "last4")].score is None and res[("p", "last4")].error.startswith("unsupported")
+    # posed through the user-turn entry: the stream's session holds each request, its acknowledgement,
+    # the reply to the one that fired, and the spoken cancel of the one whose window ran out
+    (store_dir,) = [d for d in (tmp_path / "stores").iterdir() if d.is_dir()]
+    store = Store(store_dir, create=False)
+    try:
+        (sess,) = store.sessions.list(include_ended=True)
+        turns = store.sessions.turns(sess.session_id)
+        asked = {t.text: t for t in turns if t.role == "user" and t.kind == "watch"}
+        assert set(asked) == {cond, qs[1].question}
+        for t in asked.values():  # each acknowledged at once, by the next turn, naming the same monitor
+            ack = turns[turns.index(t) + 1]
+            assert (ack.role, ack.kind, ack.monitor_id) == ("engine", "watch", t.monitor_id) and t.monitor_id
+        hit, missed = asked[cond].monitor_id, asked[qs[1].question].monitor_id
+        assert [(t.role, t.kind, t.monitor_id) for t in turns if t.kind == "cancel"] == [
+            ("user", "cancel", missed), ("engine", "cancel", missed)]  # its window ran out: cancelled
+        assert [(t.role, t.monitor_id) for t in turns if t.kind == "reply"] == [("engine", hit)]
+        (reply,) = [t for t in turns if t.kind == "reply"]
+        assert reply.text == p.response and reply.t == p.t_pred and reply.alert_id is not None
+        bound = {w.monitor_id: w.request for w in store.sessions.watches(sess.session_id, include_ended=True)}
+        assert bound == {hit: cond, missed: qs[1].question}
+    finally:
+        store.close()
 
 
 def test_a_monitored_case_under_the_default_live_protocol(tmp_path, clip):

@@ -1,7 +1,7 @@
 """A scripted model for the sample suite whose replies are known: the engine answers every
 question right but four, the last-4-frames baseline the same real-time answers and nothing
 from the past; monitors fire at the first check whose latest frame is at or after the event
-(except the rabbit's, which never fires)."""
+(except the rabbit's, which never fires), and the reply to the session says what the check saw."""
 import json
 import re
 
@@ -46,6 +46,10 @@ def _monitor(req) -> str:
     return verdict(hit, 0.9 if hit else 0.05, f"now: {rec['answer']}" if hit else "")
 
 
+def _reply(req) -> str:  # the reply to a fired request, written from what the check observed
+    return f"It happened: {json.loads(req.messages[-1].content[0])['observed']}"
+
+
 def _coarse(req):
     rec = _current(_last_text(req))
     return {"answer": reply_for(rec, False)} if rec is not None else SCENE
@@ -57,4 +61,4 @@ def _baseline(req) -> str:
 
 
 sample_model = TagScript({"eval_judge": _judge, "monitor": _monitor, "two_phase_coarse": _coarse,
-                          "eval_baseline": _baseline}, default=SCENE)
+                          "eval_baseline": _baseline, "watch_reply": _reply}, default=SCENE)

@@ -97,12 +97,12 @@ class ServerThread:
 
 
 class SSEReader(threading.Thread):
-    """Reads an SSE stream on a thread until ``want`` alert events arrived: ``events`` holds
-    (id as sent, the alert's JSON)."""
+    """Reads an SSE stream on a thread until ``want`` events of kind ``event`` (alert, turn)
+    arrived: ``events`` holds (id as sent, the event's JSON)."""
 
-    def __init__(self, url, headers, want):
+    def __init__(self, url, headers, want, event="alert"):
         super().__init__(daemon=True)
-        self.url, self.headers, self.want = url, headers, want
+        self.url, self.headers, self.want, self.event = url, headers, want, event
         self.events, self.ready, self.error = [], threading.Event(), None
 
     def run(self):
@@ -115,7 +115,7 @@ class SSEReader(threading.Thread):
                 block = {}
                 for line in r.iter_lines():
                     if line == "":
-                        if block.get("event") == "alert":
+                        if block.get("event") == self.event:
                             self.events.append((block["id"], json.loads(block["data"])))
                             if len(self.events) >= self.want:
                                 return

@@ -54,6 +54,8 @@ def _options(app_module, args, **kw):
     return app_module.ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
                                    max_cameras_per_token=args.max_cameras_per_token,
                                    max_monitors_per_token=args.max_monitors_per_token,
+                                   max_sessions_per_token=args.max_sessions_per_token,
+                                   max_session_streams=args.max_session_streams,
                                    max_connections=args.max_connections, **kw)
 
 
@@ -179,6 +181,10 @@ def register(sub, g) -> None:
                     help="live cameras one token may have added (429 beyond)")
     sp.add_argument("--max-monitors-per-token", type=int, default=8,
                     help="monitors one token may have started (429 beyond)")
+    sp.add_argument("--max-sessions-per-token", type=int, default=32,
+                    help="open sessions one token may hold (429 beyond)")
+    sp.add_argument("--max-session-streams", type=int, default=64,
+                    help="session event streams open at once (429 beyond)")
     sp.add_argument("--cors-origin", action="append", help="allow this browser origin (repeatable; default none)")
     sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     sp.add_argument("--cluster", metavar="ADDRESS", help="serve camera shards on this Ray cluster ('local': start "

@@ -8,6 +8,7 @@ each of which receives what it uses, never the engine:
 - ``PushedCameras`` (pushed.py), ``LiveCameras`` (live.py), ``index_sources`` (files.py): the
   three ways video comes in;
 - ``EngineMonitors`` (monitors.py): watch, alerts;
+- ``EngineSessions`` (sessions.py): sessions, the one entry for a user turn, replies to alerts;
 - ``Documents`` (documents.py): summaries and the forest after a deletion.
 
 What starts when (one rule, so that reading a store never changes it):
@@ -61,6 +62,7 @@ from .live import LiveCameras
 from .models import EngineModels, model_name
 from .monitors import EngineMonitors
 from .pushed import PushedCameras
+from .sessions import EngineSessions, TurnOptions, TurnResult
 
 if TYPE_CHECKING:
     from ..reason.answer import Answer
@@ -99,6 +101,8 @@ class Engine:
                                "with a text side")
             self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
             self._monitors = EngineMonitors(self.store, cfg, self.working, self._models, self.embedder)
+            self._sessions = EngineSessions(self.store, cfg, self._monitors, self._models, self.working,
+                                            remember=self._remember_reply)
             self._life = Lifecycle(self.store, cfg, self.device, self._models, self._cascade, self.embedder,
                                    self.working, on_ingest=self._monitors.resume)
         except BaseException:
@@ -179,6 +183,7 @@ class Engine:
         step(self._live.close)  # their sources end after what they queued: the pipeline's close commits it
         self._life.stop_pipeline(step)
         step(self._monitors.close)
+        step(self._sessions.close)  # after the monitors: no alert comes to reply to
         if self._qa is not None:
             step(self._qa.close)  # before the model and the store it uses
         step(self._models.close)
@@ -363,26 +368,50 @@ class Engine:
         retrieval of forest nodes when needed, continuing from the coarse KV cache), "agentic"
         (router + search/inspect/summarize/answer planner loop), or "auto": two-phase, then the
         agentic loop when two-phase finds nothing. ``as_of``: nothing later than it is seen by
-        any stage. ``camera``: one camera id or a list (default: all).
+        any stage. ``camera``: one camera id or a list (default: all; in a session: the
+        session's cameras).
 
         It answers from what is committed now; ``wait_for_ingest=True`` first waits for every
         frame already queued (evaluation that pauses the stream clock). Every answer returned is
         recorded in the QA history of its scope (``camera`` and ``session``: a question reads and
         joins that history only); the summary rewrite runs after it returns
-        (``Answer.background``). ``read_only``: the asker may not write the memory, so summary
-        documents the planner writes stay in the answer. ``timings["response_s"]``: the latency
-        the caller saw."""
-        from ..reason.ask import ask_question, check_ask
+        (``Answer.background``). ``session``: the conversation (created on first use, bound to
+        every camera; ``create_session`` binds one to cameras); the question and its answer
+        become its turns. ``ask`` answers; a turn that may be a request to be told later goes
+        to ``turn``. ``read_only``: the asker may not write the memory, so summary documents the
+        planner writes stay in the answer. ``timings["response_s"]``: the latency the caller saw."""
+        from ..reason.ask import check_ask
 
         check_ask(question, as_of, mode, max_turns, wait_for_ingest, session=session, read_only=read_only)
-        if self._models.name is None:
-            raise VamError("ask needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
+        self._need_model("ask")
         started = time.perf_counter()
         if wait_for_ingest:
             self.flush()
+        if session is None:
+            return self._answer(question, as_of, camera, mode, max_turns, None, read_only, started)
+        return self._sessions.answer(session, question, camera, lambda cams: self._answer(
+            question.strip(), as_of, cams, mode, max_turns, session, read_only, started))
+
+    def _need_model(self, what: str) -> None:
+        if self._models.name is None:
+            raise VamError(f"{what} needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
+
+    def _answer(self, question, as_of, camera, mode, max_turns, session, read_only, started) -> "Answer":
+        """The one ask body over this engine's causal view."""
+        from ..reason.ask import ask_question
+
         view = self.view(as_of, camera, session=session, write=not read_only)
         return ask_question(question, view, self.llm, self.working, self.text_embedder(), self._qa_recorder(),
-                            mode=mode, max_turns=max_turns, started=started)
+                            mode=mode, max_turns=max_turns, started=started,
+                            dialogue_tokens=self.config.sessions.dialogue_tokens)
+
+    def _remember_reply(self, watch, reply) -> None:
+        """A standing request and its reply join the session's question history (its cameras')."""
+        from ..reason.answer import Answer
+
+        view = self.view(None, watch.cameras, session=watch.session_id, write=False)
+        self._qa_recorder().record(watch.request, Answer(reply.text, True, list(reply.evidence), "reply"), view,
+                                   reply.t)
 
     def _qa_recorder(self):
         from ..reason.qa_record import QARecorder
@@ -396,6 +425,66 @@ class Engine:
         """Wait until the QA-history work of every answer returned so far (embedding, summary
         rewrite) has ended; False on timeout."""
         return self._qa is None or self._qa.wait_idle(timeout)
+
+    # -- sessions ------------------------------------------------------------------------------
+    def turn(self, text: str, *, session: str, camera=None, as_of: float | None = None, mode: str = "auto",
+             max_turns: int = 6, intent: str | None = None, condition: str | None = None,
+             target: str | None = None, every_s: float | None = None, may_watch: bool = True,
+             read_only: bool = False) -> TurnResult:
+        """One user turn of ``session`` (created on first use), sorted and acted on: a question
+        is answered now (``ask``'s body; ``mode``, ``max_turns``, ``as_of`` as there); "tell me
+        when ..." registers a standing request (a monitor bound to the session, its condition
+        written from the request), acknowledged at once; "stop watching for that" ends one (the
+        one it names, "all", else the most recent); "... instead" replaces one. When a standing
+        request fires, the session gets a reply written by the model (a "reply" turn; see
+        ``session``, ``subscribe_turns``).
+
+        The turn is sorted by the model at frontend priority (``sessions.classifier``; the rules
+        when its reply is unusable), or taken as ``intent`` ("question", "watch", "cancel",
+        "change") with ``condition`` (the monitor's, default: the text minus its trigger) and
+        ``target`` (a standing request's monitor id). ``every_s``: a new standing request's
+        check period (default ``sessions.watch_every_s``). ``may_watch`` False: a request to be
+        told later is refused (WatchNotAllowed). ``camera``: within the session's cameras
+        (SessionError otherwise; default: the session's)."""
+        from ..reason.ask import check_ask
+
+        check_ask(text, as_of, mode, max_turns, session=session, read_only=read_only)
+        self._need_model("turn")
+        started = time.perf_counter()
+        opts = TurnOptions(camera, as_of, intent, condition, target, every_s, may_watch)
+        return self._sessions.turn(text, session, opts, lambda q, cams: self._answer(
+            q, as_of, cams, mode, max_turns, session, read_only, started))
+
+    def create_session(self, session: str, camera=None):
+        """Start a session bound to ``camera`` (one id or a list; None: every camera): its turns
+        may name no other. SessionError when it exists."""
+        return self._sessions.create(session, camera)
+
+    def sessions(self, *, prefix: str | None = None, include_ended: bool = False):
+        """The sessions (without their turns) whose id begins with ``prefix``, oldest first."""
+        return self._sessions.list(prefix, include_ended)
+
+    def session(self, session: str, *, after: int | None = None, last: int | None = None):
+        """A ``Session`` with its ``turns`` (those after turn id ``after``; ``last``: only the
+        newest that many) and its active standing requests (``watches``); None: no such one."""
+        return self._sessions.get(session, after=after, last=last)
+
+    def end_session(self, session: str) -> bool:
+        """End a session and its standing requests (its turns stay). False: none such was open."""
+        return self._sessions.end(session)
+
+    def subscribe_turns(self, callback=None):
+        """New turns of every session as they are stored, replies included (an
+        ``AlertSubscription`` carrying ``SessionTurn``s; ``turn.session_id`` says whose)."""
+        return self._sessions.subscribe(callback)
+
+    def wait_for_replies(self, timeout: float | None = None) -> bool:
+        """Wait until every fired standing request so far has its reply stored; False on timeout."""
+        return self._sessions.drain(timeout)
+
+    def reply_stats(self):
+        """``ReplyStats``: replies written, fallbacks, alert-to-reply latency per reply."""
+        return self._sessions.reply_stats()
 
     # -- monitors ------------------------------------------------------------------------------
     def watch(self, condition: str, cameras=None, *, images=None, mode: str = "once", min_confidence: float = 0.6,

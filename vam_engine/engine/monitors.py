@@ -72,7 +72,10 @@ class EngineMonitors:
         self._lock = threading.RLock()
         self._resumed = False
 
-    def watch(self, spec: MonitorSpec, images=None) -> Monitor:
+    def watch(self, spec: MonitorSpec, images=None, *, bind=None) -> Monitor:
+        """Store and start a monitor. ``bind(monitor)``: called once its row exists and before
+        any check can fire it (a session binds its standing request there); when it raises, the
+        monitor is ended and the error raised."""
         spec = check_spec(spec)
         refs = reference_arrays(images)
         if self._models.name is None:
@@ -85,6 +88,12 @@ class EngineMonitors:
                 raise VamError(f"watch: {active} monitors are active, at most {cap} (monitors.max_active); "
                                "unwatch one first")
             monitor = self.repo.add(spec, refs)
+            if bind is not None:
+                try:
+                    bind(monitor)
+                except BaseException:
+                    self.repo.end(monitor.monitor_id)
+                    raise
         worker.add(monitor)
         return monitor
 

@@ -1,8 +1,8 @@
 """The replay of one stream into one engine camera: frames pushed in order at the protocol's
 rate, each timed question asked before the first frame after its time (``as_of`` = its time),
 questions asked at the end once the last frame is in (``as_of`` = the last frame's time),
-proactive cases registered at their time through the proactive path (proactive.py) and
-closed at their first alert or at the end of their window."""
+proactive cases posed at their time as turns of the stream's session (proactive.py: the
+engine's user-turn entry) and closed at their first reply or at the end of their window."""
 from __future__ import annotations
 
 import math
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from . import baselines as B
 from .forms import question_text
 from .frames import frames_at, stream_frames
-from .proactive import MonitorProactive
+from .proactive import SessionProactive
 from .protocol import POLL_PERIOD_S, answers_on_alert, case_end
 from .records import ENGINE, EvalQuestion, EvalResult, camera_id
 from .scorers import ref_at
@@ -38,7 +38,7 @@ class StreamReplay:
         self.at_end = [q for q in questions if q.at_end]
         self.last4: deque = deque(maxlen=4)
         self.history: dict = {m: [] for m in driver.methods if m != ENGINE}  # baselines' dialogue, this stream's
-        self.proactive = MonitorProactive(engine, self.cam)
+        self.proactive = SessionProactive(engine, self.cam)
         self.cases: list = []
         self.racing: list = []     # (question, future, finish)
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="eval-ask") if self.cfg.reactive == "race" else None

@@ -358,3 +358,34 @@ def parse_fine(text: str) -> FineReply:
     if not r.answer.strip():
         raise ValueError("fine reply has a blank answer")
     return r
+
+
+# -- the turn classifier's reply (sessions) --------------------------------------------------------
+INTENT_KINDS = ("question", "watch", "cancel", "change")
+MAX_CONDITION_CHARS = 300  # a condition the classifier writes: a short visual description
+
+
+class TurnKindReply(Strict):
+    """How a user turn is to be taken: answered now, watched for, a standing request cancelled or
+    changed. ``condition`` (watch, change) is what the monitor will look for; ``target`` (cancel,
+    change) the id of a standing request shown, "all", or None for the most recent."""
+    kind: Literal["question", "watch", "cancel", "change"]
+    condition: str = Field("", max_length=MAX_CONDITION_CHARS)
+    target: Union[Annotated[int, Field(ge=0, le=10_000)], Literal["all"], None] = None
+    repeat: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        self.condition = " ".join(self.condition.split())
+        if self.kind in ("watch", "change") and not self.condition:
+            raise ValueError(f"a {self.kind} needs a non-empty condition")
+        if self.kind in ("question", "watch") and self.target is not None:
+            raise ValueError(f"a {self.kind} has no target (null)")
+        if self.condition and not self.condition.isprintable():
+            raise ValueError("condition holds control characters")
+        return self
+
+
+def parse_turn_kind(text: str) -> TurnKindReply:
+    """The turn classifier's reply. Raises ValueError naming the first problem."""
+    return _validated(TurnKindReply, _object(text, "turn classifier reply"), "turn classifier reply")

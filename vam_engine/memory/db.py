@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -249,6 +249,39 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fulltext USING fts5(text, tokenize = 'unicode
 """
 
 
+# conversations: sessions, their turns and the standing requests (monitors) they started
+# (memory/sessions.py; schema 9). Its own string: the migration to 9 creates these tables first
+# to fill them from the QA history.
+SESSIONS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    cameras TEXT NOT NULL,       -- "*" or a JSON list: the cameras its turns may name (bound at creation)
+    created_at REAL NOT NULL,
+    ended_at REAL                -- NULL while open
+);
+CREATE TABLE IF NOT EXISTS session_turns (
+    turn_id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: session streams resume by id
+    session_id TEXT NOT NULL,
+    role TEXT NOT NULL,          -- user | engine
+    kind TEXT NOT NULL,          -- question | answer | watch | cancel | reply
+    text TEXT NOT NULL,
+    t REAL,                      -- stream time (camera axis) the turn is about; NULL: nothing in view yet
+    evidence TEXT NOT NULL,      -- JSON list of the cited evidence (answers, replies)
+    monitor_id TEXT,             -- watch, cancel, reply: the standing request
+    alert_id INTEGER,            -- reply: the alert it answers
+    created_at REAL NOT NULL     -- wall clock
+);
+CREATE INDEX IF NOT EXISTS session_turns_session ON session_turns (session_id, turn_id);
+CREATE TABLE IF NOT EXISTS session_monitors (
+    monitor_id TEXT PRIMARY KEY, -- a monitors row started by a session's watch turn
+    session_id TEXT NOT NULL,
+    request TEXT NOT NULL,       -- what the user said ("tell me when ...")
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_monitors_session ON session_monitors (session_id);
+"""
+
+
 def _migrate_1_to_2(conn) -> None:
     """Version 2 added the writer's bookkeeping to events."""
     for col in ("doc_attempts INTEGER NOT NULL DEFAULT 0", "doc_next_try REAL", "doc_error TEXT", "closed_at REAL"):
@@ -290,8 +323,32 @@ def _migrate_7_to_8(conn) -> None:
     """Version 8 keeps transcripts and the full-text index: new tables, which SCHEMA creates."""
 
 
+def _migrate_8_to_9(conn) -> None:
+    """Version 9 keeps sessions (memory/sessions.py). The conversations the QA history already
+    names (its non-empty sessions) become sessions open on every camera (the asker's token still
+    limits what a turn may name), their question/answer pairs the sessions' first turns."""
+    statement = ""
+    for line in SESSIONS_SCHEMA.splitlines(keepends=True):  # one by one: executescript would commit first
+        statement += line
+        if sqlite3.complete_statement(statement):
+            conn.execute(statement)
+            statement = ""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='qa_history'").fetchone() is None:
+        return
+    rows = conn.execute("SELECT session, MIN(created_at) FROM qa_history WHERE session != '' GROUP BY session")
+    conn.executemany("INSERT OR IGNORE INTO sessions (session_id, cameras, created_at) VALUES (?, '*', ?)",
+                     rows.fetchall())
+    for sid, t, question, answer, wall in conn.execute(
+            "SELECT session, t, question, answer, created_at FROM qa_history WHERE session != ''"
+            " ORDER BY created_at, qa_id").fetchall():
+        conn.executemany("INSERT INTO session_turns (session_id, role, kind, text, t, evidence, created_at)"
+                         " VALUES (?,?,?,?,?,'[]',?)",
+                         [(sid, "user", "question", question, t, wall), (sid, "engine", "answer", answer, t, wall)])
+
+
 MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
-              5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8}  # from version -> step to the next
+              5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8,
+              8: _migrate_8_to_9}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999
@@ -334,7 +391,7 @@ class Database:
                 MIGRATIONS[version](conn)
                 version += 1
             try:
-                conn.executescript(SCHEMA)
+                conn.executescript(SCHEMA + SESSIONS_SCHEMA)
             except sqlite3.OperationalError as e:
                 if "fts5" in str(e).lower():
                     raise StoreError(f"{self.path}: the sqlite3 of this Python ({sqlite3.sqlite_version}) has no FTS5 "

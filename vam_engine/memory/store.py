@@ -20,6 +20,7 @@ from .moments import MomentRepository
 from .monitors import MonitorRepository
 from .qa import QAHistory
 from .records import Deletion
+from .sessions import SessionRepository
 from .sources import SourceRepository
 from .summaries import SummaryRepository
 from .transcripts import TranscriptRepository
@@ -48,6 +49,7 @@ class Store:
         self.summaries = SummaryRepository(self.db)
         self.qa = QAHistory(self.db)
         self.monitors = MonitorRepository(self.db, self.frames)
+        self.sessions = SessionRepository(self.db)
         self.transcripts = TranscriptRepository(self.db)
         self.fulltext = FullTextIndex(self.db)
         self.committer = Committer(self.db, self.frames, keyframes_per_event)

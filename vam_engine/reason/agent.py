@@ -71,9 +71,11 @@ class _ModelDown(Exception):
 
 
 class AgenticAnswerer:
-    def __init__(self, llm, *, max_turns: int = 6, dialogue_turns: int = 3, stage_clock=None):
-        """``dialogue_turns``: how many of the last question/answer pairs in view the router
-        and the planner see (a follow-up question refers to them). ``stage_clock(name)``: a
+    def __init__(self, llm, *, max_turns: int = 6, dialogue_tokens: int = prompts.DIALOGUE_TOKENS,
+                 stage_clock=None):
+        """``dialogue_tokens``: the last question/answer pairs in view the router and the
+        planner see, newest kept, at most that many estimated tokens (a follow-up question
+        refers to them). ``stage_clock(name)``: a
         context manager around the router step ("route"), each search action ("search"), its
         look-ahead inspections ("inspect_many") and each inspect action ("inspect"), model calls
         inside included: how a benchmark times the stages."""
@@ -81,11 +83,11 @@ class AgenticAnswerer:
             raise VamError("the agentic answerer needs an LLM: set llm.backend (local or openai) or pass llm=...")
         if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
             raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
-        if not (isinstance(dialogue_turns, int) and 0 <= dialogue_turns <= 20):
-            raise VamError(f"dialogue_turns must be an integer in 0..20, got {dialogue_turns!r}")
+        if not (isinstance(dialogue_tokens, int) and 0 <= dialogue_tokens <= 32_000):
+            raise VamError(f"dialogue_tokens must be an integer in 0..32000, got {dialogue_tokens!r}")
         self.llm = llm
         self.max_turns = max_turns
-        self.dialogue_turns = dialogue_turns
+        self.dialogue_tokens = dialogue_tokens
         self.stage_clock = stage_clock or (lambda name: nullcontext())
 
     @property
@@ -104,7 +106,8 @@ class AgenticAnswerer:
         run.turns = ModelTurns(self.llm, run.out)
         run.out.asked_at = view.now()
         try:
-            run.dialogue = view.dialogue(self.dialogue_turns) if self.dialogue_turns else []
+            run.dialogue = prompts.fit_dialogue(view.dialogue(prompts.DIALOGUE_READ), self.dialogue_tokens) \
+                if self.dialogue_tokens else []
         except VamError as e:  # no dialogue is a worse answer, not a failed one
             run.out.trace.append(TraceEntry("dialogue", error=f"{type(e).__name__}: {e}"))
         try:

@@ -11,12 +11,10 @@ import math
 import time
 
 from ..errors import VamError
-from ..llm import LLMError
+from ..llm import LLMError, prompts
+from ..memory.sessions import check_session_id
 
 MODES = ("auto", "two_phase", "agentic")
-
-
-MAX_SESSION_ID = 200
 
 
 def check_ask(question, as_of, mode, max_turns, wait_for_ingest=False, *, session=None, read_only=False) -> None:
@@ -33,9 +31,8 @@ def check_ask(question, as_of, mode, max_turns, wait_for_ingest=False, *, sessio
         raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
     if not isinstance(wait_for_ingest, bool):
         raise VamError(f"wait_for_ingest must be True or False, got {wait_for_ingest!r}")
-    if session is not None and not (isinstance(session, str) and 0 < len(session) <= MAX_SESSION_ID
-                                    and session.isprintable()):
-        raise VamError(f"session must be a printable string of 1..{MAX_SESSION_ID} characters, got {session!r:.60}")
+    if session is not None:
+        check_session_id(session)
     if not isinstance(read_only, bool):
         raise VamError(f"read_only must be True or False, got {read_only!r}")
 
@@ -69,7 +66,8 @@ class WatchedModel:
             raise error
 
 
-def answer_in_mode(model: WatchedModel, two_phase, question: str, view, mode: str, max_turns: int):
+def answer_in_mode(model: WatchedModel, two_phase, question: str, view, mode: str, max_turns: int, *,
+                   dialogue_tokens: int = prompts.DIALOGUE_TOKENS):
     """The answer of ``mode``: two-phase, the agentic loop, or (auto) two-phase then the agentic
     loop when two-phase reports not found (its trace, tokens and timings kept in front). A model
     failure raises instead of answering."""
@@ -82,7 +80,7 @@ def answer_in_mode(model: WatchedModel, two_phase, question: str, view, mode: st
         # loop still gets its chance unless no server answers at all
         model.raise_if_failed(unreachable_only=mode == "auto")
     if mode == "agentic" or (mode == "auto" and not answer.found):
-        agentic = AgenticAnswerer(model, max_turns=max_turns).answer(question, view)
+        agentic = AgenticAnswerer(model, max_turns=max_turns, dialogue_tokens=dialogue_tokens).answer(question, view)
         if not agentic.found:
             model.raise_if_failed()
         if answer is not None:  # auto: keep the two-phase turns in the trace
@@ -96,19 +94,20 @@ def answer_in_mode(model: WatchedModel, two_phase, question: str, view, mode: st
 
 
 def ask_question(question: str, view, llm, present, texts, qa, *, mode: str = "auto", max_turns: int = 6,
-                 started: float | None = None):
+                 started: float | None = None, dialogue_tokens: int = prompts.DIALOGUE_TOKENS):
     """Answer ``question`` over ``view`` (a MemoryView, or anything with its reads) with ``llm``,
     the cameras' ``present`` (what TwoPhaseAnswerer reads) and the text embedder ``texts``;
     record it with ``qa`` (a QARecorder) after the answer is made. ``started``: when the caller
-    began (perf_counter), so ``timings["response_s"]`` is what the caller waited."""
+    began (perf_counter), so ``timings["response_s"]`` is what the caller waited.
+    ``dialogue_tokens``: the budget of the earlier question/answer pairs shown (newest kept)."""
     from .two_phase import TwoPhaseAnswerer
 
     t0 = time.perf_counter() if started is None else started
     question = question.strip()
     model = WatchedModel(llm)
     # the answer is recorded below, off the response path, whichever path made it
-    two_phase = TwoPhaseAnswerer(model, present, texts, update_qa=False)
-    answer = answer_in_mode(model, two_phase, question, view, mode, max_turns)
+    two_phase = TwoPhaseAnswerer(model, present, texts, update_qa=False, dialogue_tokens=dialogue_tokens)
+    answer = answer_in_mode(model, two_phase, question, view, mode, max_turns, dialogue_tokens=dialogue_tokens)
     answer.timings["total"] = time.perf_counter() - t0
     t = answer.asked_at if answer.asked_at is not None else view.now()
     answer.background = qa.record(question, answer, view, 0.0 if t is None else t)

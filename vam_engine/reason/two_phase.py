@@ -98,14 +98,14 @@ class _Recent:
 class TwoPhaseAnswerer:
     def __init__(self, llm, working=None, text_embedder=None, *, k_f: int = 2, k_q: int = 1,
                  use_qa: bool = True, update_qa: bool = True, keyframes_per_node: int = 4,
-                 dialogue_turns: int = 3, provisional_per_camera: int = 4, k_p: int = 2):
-        """``use_qa``: read the view's QA history (the rolling summary, the last
-        ``dialogue_turns`` pairs, similar earlier answers); ``update_qa``: remember each answer
+                 dialogue_tokens: int = prompts.DIALOGUE_TOKENS, provisional_per_camera: int = 4, k_p: int = 2):
+        """``use_qa``: read the view's QA history (the rolling summary, the last pairs that fit
+        in ``dialogue_tokens`` estimated tokens, similar earlier answers); ``update_qa``: remember each answer
         there and rewrite the summary in the caller's thread (``Engine.ask`` passes False and
         records every answer itself, off the response path)."""
         if llm is None:
             raise ValueError("TwoPhaseAnswerer needs an LLM")
-        for name, v in (("k_f", k_f), ("k_q", k_q), ("dialogue_turns", dialogue_turns),
+        for name, v in (("k_f", k_f), ("k_q", k_q), ("dialogue_tokens", dialogue_tokens),
                         ("provisional_per_camera", provisional_per_camera), ("k_p", k_p)):
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"TwoPhaseAnswerer: {name} must be an int >= 0, got {v!r}")
@@ -118,7 +118,7 @@ class TwoPhaseAnswerer:
         self.k_f, self.k_q, self.k_p = k_f, k_q, k_p
         self.provisional_per_camera = provisional_per_camera
         self.update_qa = update_qa
-        self.dialogue_turns = dialogue_turns
+        self.dialogue_tokens = dialogue_tokens
         self.keyframes_per_node = keyframes_per_node
         if working is not None:
             self.short_s, self.short_fps = working.short_s, working.short_fps
@@ -163,7 +163,8 @@ class TwoPhaseAnswerer:
         qa_summary = view.qa_summary() if self.use_qa else ""
         # the last turns verbatim: the rolling summary is rewritten in the background and may
         # not hold the previous answer yet when a follow-up comes
-        dialogue = view.dialogue(self.dialogue_turns) if self.use_qa and self.dialogue_turns else []
+        dialogue = prompts.fit_dialogue(view.dialogue(prompts.DIALOGUE_READ), self.dialogue_tokens) \
+            if self.use_qa and self.dialogue_tokens else []
         coarse = prompts.two_phase_coarse(self._memory_parts(roots), self._frame_parts(recents, shown),
                                           self._question_parts(question, now, qa_summary, dialogue))
         ans.add_time("context", time.perf_counter() - t)

@@ -10,8 +10,8 @@ without a token, so a browser can open the page and enter its token there.
 Everything a client can make the server hold is bounded (``ServeOptions``): request bodies
 (``max_upload_bytes``, 413 beyond, checked on the declared length and on the bytes as they
 arrive), connections and the time to send a request head (http.py), questions and summaries
-answered at once (429 beyond), cameras and monitors per token, image sizes, page sizes, metric
-label values. CORS is off unless ``cors_origins`` names origins; malformed input gets a 4xx
+answered at once (429 beyond), cameras, monitors and sessions per token, session streams, image
+sizes, page sizes, metric label values. CORS is off unless ``cors_origins`` names origins; malformed input gets a 4xx
 naming the problem and one log line. Nothing here logs a header, a body or a query string.
 """
 from __future__ import annotations
@@ -34,6 +34,8 @@ from .middleware import BodyLimit, SecurityHeaders, Timing
 from .queries import BadQuery
 from .routes_live import router as live_router
 from .routes_memory import router as memory_router
+from .routes_sessions import router as sessions_router
+from .routes_sessions import session_state
 from .sse import AlertHub
 from .ownership import Ownership, QuotaExceeded
 from .tokens import CameraForbidden, Principal, TokenStore
@@ -57,6 +59,8 @@ class ServeOptions:
     max_summaries: int = 2  # summarize calls at once; more get 429 (each runs many model calls)
     max_cameras_per_token: int = 16  # live cameras one token may have added and not removed
     max_monitors_per_token: int = 8  # monitors one token may have started and not ended
+    max_sessions_per_token: int = 32  # open sessions one token may hold (routes_sessions.py)
+    max_session_streams: int = 64  # session SSE streams open at once
     max_image_pixels: int = 40_000_000  # an uploaded query image's size at most
     max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
@@ -66,7 +70,7 @@ class ServeOptions:
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
             raise ValueError(f"max_upload_bytes must be an integer >= 1024, got {self.max_upload_bytes!r}")
         for name in ("max_asks", "max_summaries", "max_cameras_per_token", "max_monitors_per_token",
-                     "max_image_pixels", "max_connections"):
+                     "max_image_pixels", "max_connections", "max_sessions_per_token", "max_session_streams"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -114,6 +118,8 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.state.summaries = threading.BoundedSemaphore(options.max_summaries)
     app.state.owned = Ownership(options.max_cameras_per_token, options.max_monitors_per_token)
     app.state.lanes = Lanes(options.lanes)
+    for name, value in session_state(options).items():
+        setattr(app.state, name, value)
     model_tap.install(backend, lambda cls, s: metrics.model.observe(s, cls))
 
     if options.cors_origins:
@@ -129,6 +135,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     _service_routes(app, engine, backend, metrics, hub)
     app.include_router(memory_router)
     app.include_router(live_router)
+    app.include_router(sessions_router)
 
     app.mount("/static", StaticFiles(directory=WEB), name="static")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import queries
-from .queries import MAX_ID, BadQuery, Page, StoreStats
+from .queries import Page, StoreStats
 
 
 @dataclass(frozen=True)
@@ -97,15 +97,7 @@ class LocalBackend:
 
     def parse_alert_position(self, text) -> int | None:
         """``since`` / Last-Event-ID: an alert id; None when absent; BadQuery when malformed."""
-        if text is None or str(text).strip() == "":
-            return None
-        try:
-            v = int(str(text).strip()[:40])
-        except ValueError:
-            v = -1
-        if not 0 <= v <= MAX_ID:
-            raise BadQuery(f"{str(text)[:40]!r} is not an alert position (a non-negative alert id)")
-        return v
+        return queries.parse_position(text, "an alert position (a non-negative alert id)")
 
     @staticmethod
     def alert_position_json(pos: int | None):

@@ -31,6 +31,20 @@ def check_id(value: int, name: str) -> int:
     return value
 
 
+def parse_position(text, what: str) -> int | None:
+    """A stream position given as text (``since``, Last-Event-ID): a row id; None when absent;
+    BadQuery naming ``what`` (e.g. "an alert position (a non-negative alert id)") when malformed."""
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        v = int(str(text).strip()[:40])
+    except ValueError:
+        v = -1
+    if not 0 <= v <= MAX_ID:
+        raise BadQuery(f"{str(text)[:40]!r} is not {what}")
+    return v
+
+
 @dataclass(frozen=True)
 class Page:
     items: list  # of Moment or Event

@@ -26,6 +26,7 @@ from .auth import authenticate, bearer, need
 from .frames import jpeg_response
 from .jsonify import alert_json, gap_json, partial_json, status_json
 from .queries import MAX_ID, BadQuery, check_range
+from .routes_sessions import SessionSocket
 from .sse import SSE_KEEPALIVE, sse_event
 from .tokens import Principal
 
@@ -299,7 +300,9 @@ async def _ws_principal(ws: WebSocket):
 @router.websocket("/api/ws")
 async def ws_endpoint(ws: WebSocket):
     """Messages: ``hello``, ``alert`` (with ``alert``), ``camera_status`` (with ``camera``) on
-    every change of a camera's state, reconnects or error, and ``ping`` when idle."""
+    every change of a camera's state, reconnects or error, and ``ping`` when idle; after the
+    client sends ``{"type": "subscribe_session", "session": id}``, ``session_turn`` (with
+    ``session`` and ``turn``) for each new turn of that session of its token."""
     await ws.accept()
     try:
         p, since = await _ws_principal(ws)
@@ -345,13 +348,20 @@ async def ws_endpoint(ws: WebSocket):
                 await send({"type": "camera_status", "camera": {"camera_id": cam, "state": "removed"}})
             await asyncio.sleep(opts.status_poll_s)
 
+    sessions = SessionSocket(engine, p, send) if hasattr(engine, "subscribe_turns") else None
+
     async def reader():
-        # nothing is expected from the client (text, binary, garbage: all ignored); this notices the close
-        while (await ws.receive())["type"] != "websocket.disconnect":
-            pass
+        # only session subscriptions are read (routes_sessions.py); anything else (binary, garbage)
+        # is ignored; this also notices the close
+        while (msg := await ws.receive())["type"] != "websocket.disconnect":
+            if sessions is not None and isinstance(msg.get("text"), str):
+                await sessions.handle(msg["text"])
+
+    async def sessions_loop():
+        return await (sessions.run() if sessions is not None else asyncio.Event().wait())
 
     state.metrics.ws_clients += 1
-    tasks = [asyncio.create_task(c()) for c in (alerts_loop, status_loop, reader)]
+    tasks = [asyncio.create_task(c()) for c in (alerts_loop, status_loop, reader, sessions_loop)]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for t in done:
@@ -363,5 +373,7 @@ async def ws_endpoint(ws: WebSocket):
         state.metrics.ws_clients -= 1
         for t in tasks:
             t.cancel()
+        if sessions is not None:
+            sessions.close()
         with contextlib.suppress(Exception):
             await ws.close()

@@ -32,7 +32,9 @@ Camera = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 Cameras = Annotated[list[Camera], Field(max_length=1000)]
 
 
-class _Body(BaseModel):
+class RequestBody(BaseModel):
+    """A JSON body: no key beyond its fields; ``cameras`` one id or a list."""
+
     model_config = ConfigDict(extra="forbid")
 
     @field_validator("cameras", mode="before", check_fields=False)
@@ -41,7 +43,7 @@ class _Body(BaseModel):
         return [v] if isinstance(v, str) else v
 
 
-class SearchBody(_Body):
+class SearchBody(RequestBody):
     text: str | None = Field(None, min_length=1, max_length=2000)
     top_k: int = Field(10, ge=1, le=200)
     cameras: Cameras | None = None
@@ -51,7 +53,7 @@ class SearchBody(_Body):
     sources: list[Literal["frame", "event", "summary"]] = ["frame", "event", "summary"]
 
 
-class AskBody(_Body):
+class AskBody(RequestBody):
     question: str = Field(..., min_length=1, max_length=4000)
     cameras: Cameras | None = None
     as_of: float | None = None
@@ -59,7 +61,7 @@ class AskBody(_Body):
     max_turns: int = Field(6, ge=1, le=20)
 
 
-class SummarizeBody(_Body):
+class SummarizeBody(RequestBody):
     t0: float
     t1: float
     granularity_s: float = Field(60.0, gt=0, le=86400)
@@ -68,7 +70,7 @@ class SummarizeBody(_Body):
     structure: str | None = Field(None, max_length=200)
 
 
-class DeleteBody(_Body):
+class DeleteBody(RequestBody):
     cameras: Cameras | None = None
     t0: float | None = None
     t1: float | None = None
