@@ -58,6 +58,8 @@ def fetch(method: str, url: str, *, timeout_s: float, max_bytes: int, body: byte
             box["data"] = data
         except ToolError as e:
             box["error"] = e
+        except TimeoutError:  # a socket operation ran out of time: the deadline, seen from inside
+            box["error"] = ToolError(f"{what}: no complete reply within {timeout_s:g} s")
         except (OSError, http.client.HTTPException) as e:
             box["error"] = ToolError(f"{what}: {type(e).__name__}: {str(e)[:120]}")
 

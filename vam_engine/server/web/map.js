@@ -34,7 +34,7 @@ function drawMap() {
     kids.push(svgEl("polyline", { class: "path", stroke: c.colour, fill: "none",
       points: ms.map((m) => `${px(m.pose).toFixed(1)},${py(m.pose).toFixed(1)}`).join(" ") }));
     for (const m of ms) {
-      const where = `(${m.pose.x.toFixed(2)}, ${m.pose.y.toFixed(2)}) in map ${m.pose.frame}`;
+      const where = `(${m.pose.x.toFixed(2)}, ${m.pose.y.toFixed(2)}) in map '${m.pose.frame}'`;
       const dot = svgEl("circle", { class: "pt", cx: px(m.pose).toFixed(1), cy: py(m.pose).toFixed(1), r: 4,
         fill: c.colour, "data-moment": m.moment_id, "data-camera": c.camera });
       const title = svgEl("title"); title.textContent = `${c.camera} ${fmtT(m.t)} at ${where}`;
