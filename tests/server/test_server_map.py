@@ -53,7 +53,8 @@ def test_the_map_draws_the_robots_moments_and_opens_their_frames(tmp_path):
                              ".dispatchEvent(new MouseEvent('click', {bubbles: true}))", posed[5].moment_id)
             until(d, lambda: d.find_element(By.ID, "viewer").is_displayed(), "the viewer")
             assert d.find_element(By.ID, "viewer-title").text.startswith("rover")
-            assert f"seen at ({posed[5].pose.x:.2f}, {posed[5].pose.y:.2f})" in d.find_element(By.ID, "viewer-text").text
+            where = f"seen at ({posed[5].pose.x:.2f}, {posed[5].pose.y:.2f}) in map 'map'"
+            assert where in d.find_element(By.ID, "viewer-text").text
             until(d, lambda: d.execute_script("const i = document.getElementById('viewer-img'); return "
                                               "i.src.startsWith('blob:') && i.complete && i.naturalWidth > 0"),
                   "the point's frame")

@@ -152,7 +152,7 @@ If the answer needs older or finer memory, reply with ONLY {"retrieve": "<what t
 Exactly one JSON object of one of these two forms; nothing else ("sufficient" goes with "answer" only; false there means the frames shown do not settle it and the memory should be searched)."""
 
 TWO_PHASE_FINE = """Above is the memory retrieved for that search: event nodes (summary, time range, keyframes with their times) and earlier questions with their answers.
-Answer the question now from everything you have seen. Reply with ONLY {"answer": "<your answer>", "sufficient": true} when what you were shown supports the answer; when the memory does not show it, say so in the answer and set "sufficient": false."""
+Answer the question now from everything you have seen; a frame whose place is known says where it was seen ("seen at (x, y) in map 'm'"): answer a question about where something is or was with the place of its latest sighting. Reply with ONLY {"answer": "<your answer>", "sufficient": true} when what you were shown supports the answer; when the memory does not show it, say so in the answer and set "sufficient": false."""
 
 QA_SUMMARIZER = """You keep a short running summary of the questions asked about video streams and their answers.
 You receive the current summary (possibly empty) and one new question with its answer and time.
@@ -240,6 +240,7 @@ Rules:
 - Answer only when the evidence is specific enough to support the claim; if it is weak or only loosely related, search differently (other words, other sources, a time range) or inspect.
 - Do not guess which occurrence of an event is meant: find the candidates, look at their times, then use those times or refs.
 - Do not repeat a call that found nothing; change the method.
+- A result taken where the camera's position is known says where it was seen ("seen at (x, y) in map 'm'"): answer a question about where something is or was with the position of its latest sighting.
 - Write queries, prompts and anchor descriptions in English; write the answer in the user's language.
 - No keys other than those shown, no empty strings."""
 

@@ -46,7 +46,9 @@ class MomentRepository:
             where.append("t_rel <= ?")
             args.append(float(t1))
         exact = place is None or place.polygon is None  # a polygon is exact only after contains()
-        order = " ORDER BY camera_id, t_rel, moment_id" + (f" LIMIT {int(limit)}" if limit is not None and exact else "")
+        order = " ORDER BY camera_id, t_rel, moment_id"
+        if limit is not None and exact:
+            order += f" LIMIT {int(limit)}"
         out = self._select(" AND ".join(where) if where else None, args, order)
         if not exact:
             out = [m for m in out if place.contains(m.pose.x, m.pose.y)][:limit]
