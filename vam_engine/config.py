@@ -308,38 +308,37 @@ def _tool_url(v: str | None, name: str) -> str | None:
     return v
 
 
-class WebSearchConfig(_Section):
-    """Text web search for the agentic planner (tools/providers.py)."""
+class _ToolProvider(_Section):
+    """What every outside tool's provider has: its url (None: off), a timeout and limits."""
 
-    url: str | None = Field(None, description="searxng: the instance's base URL (queries go to {url}/search?q=..."
-                                              "&format=json); json: the endpoint itself ({url}?q=...&max_results=N);"
-                                              " None = no web search")
-    kind: Literal["searxng", "json"] = Field("searxng", description="the endpoint's kind; both reply with "
-                                             '{"results": [{"title", "url", "content"}]}')
+    url: str | None = Field(None, description="the provider's URL (see the tool); None = the tool is off")
     timeout_s: float = Field(5.0, gt=0, le=120, description="one search, connect to last byte")
     max_results: int = Field(5, ge=1, le=20, description="results shown to the planner per search")
     max_chars: int = Field(500, ge=20, le=5000, description="characters kept of each result's text")
 
     @model_validator(mode="after")
     def _url(self):
-        _tool_url(self.url, "tools.web_search.url")
+        _tool_url(self.url, f"tools.{self._name}.url")
         return self
 
 
-class ImageSearchConfig(_Section):
+class WebSearchConfig(_ToolProvider):
+    """Text web search for the agentic planner (tools/providers.py). ``url``: a SearXNG
+    instance's base URL (queries go to {url}/search?q=...&format=json), or with kind "json" the
+    endpoint itself ({url}?q=...&max_results=N)."""
+
+    _name = "web_search"
+    kind: Literal["searxng", "json"] = Field("searxng", description="the endpoint's kind; both reply with "
+                                             '{"results": [{"title", "url", "content"}]}')
+
+
+class ImageSearchConfig(_ToolProvider):
     """Image search for the agentic planner: a crop of a frame in view is POSTed (multipart
     field ``image``, JPEG) to ``url`` (tools/providers.py)."""
 
-    url: str | None = Field(None, description="the endpoint; None = no image search")
+    _name = "image_search"
     timeout_s: float = Field(10.0, gt=0, le=120, description="one search, connect to last byte")
-    max_results: int = Field(5, ge=1, le=20, description="results shown to the planner per search")
-    max_chars: int = Field(500, ge=20, le=5000, description="characters kept of each result's text")
     max_side: int = Field(768, ge=32, le=4096, description="the crop is downscaled to fit this square before upload")
-
-    @model_validator(mode="after")
-    def _url(self):
-        _tool_url(self.url, "tools.image_search.url")
-        return self
 
 
 class ToolsConfig(_Section):

@@ -17,6 +17,7 @@ import pytest
 
 from support.paths import REPO, unpack_store
 from support.scripted import TagScript, images, joined_parts
+from vam_engine.audio.records import TranscriptSegment
 from vam_engine.engine import Engine
 from vam_engine.errors import VamError
 from vam_engine.index.stage import load_state
@@ -62,6 +63,7 @@ def _where(req) -> dict:
 
 def _model() -> TagScript:
     return TagScript({"event_writer": _document, "node_merger": lambda req: joined_parts(req, 60),
+                      "summary_writer": "the corridor wall, window by window",
                       "router": lambda req: json.dumps({"type": "tool", "name": "retrieve", "args": {
                           "question": "where was the cat?"}}),
                       "planner": _where, "qa_summarizer": "asked where the cat was"})
@@ -135,6 +137,21 @@ def test_region_filters_box_and_polygon(robot):
     assert frames == want
     both = robot.moments(near=(0.0, 0.0), radius=2.0, region=tri)
     assert [m.moment_id for m in both] == _brute(every, lambda x, y: x * x + y * y <= 4.0 and in_polygon(tri, x, y))
+
+
+def test_summaries_and_speech_are_filtered_by_the_places_of_their_moments(robot):
+    docs = robot.summarize((0.0, 8.0), 4.0, "what the wall shows", cameras="rover")
+    assert len(docs) == 2  # [0, 4): x 0..1.75 on the first side; [4, 8): x 2..3.75
+    near_start = robot.search("the corridor wall", sources=("summary",), near=(0.5, 0.0), radius=0.6).evidence
+    assert [(e.t_start, e.t_end) for e in near_start] == [(docs[0].t0, docs[0].t1)]
+    assert robot.search("the corridor wall", sources=("summary",), near=(0.5, 0.0), radius=0.6,
+                        map_frame="elsewhere").evidence == []
+    robot.store.transcripts.append([TranscriptSegment("rover", 5.9, 6.1, "look, a cat", "en", 0.9),
+                                    TranscriptSegment("rover", 21.9, 22.1, "the cat again", "en", 0.9)])
+    said = robot.search("cat", sources=("speech",), top_k=5).evidence
+    assert sorted(e.text for e in said) == ["look, a cat", "the cat again"]
+    there = robot.search("cat", sources=("speech",), top_k=5, near=(1.0, 4.0), radius=0.5).evidence
+    assert [e.text for e in there] == ["the cat again"] and there[0].pose == RUN.pose(22.0)
 
 
 def test_bad_place_filters_are_clear_errors(robot):

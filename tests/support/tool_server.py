@@ -12,8 +12,10 @@ import threading
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from support.live import HttpServer
 
 
 @dataclass
@@ -48,7 +50,7 @@ def huge(nbytes: int) -> Reply:
     return Reply(b'{"results": [{"title": "' + b"x" * nbytes + b'"}]}')
 
 
-class ToolServer:
+class ToolServer(HttpServer):
     """``with ToolServer() as srv:`` ... ``srv.url``; ``srv.web``, ``srv.image`` set the replies."""
 
     def __init__(self):
@@ -98,19 +100,12 @@ class ToolServer:
                 self.end_headers()
                 self.wfile.write(reply.body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
+        super().__init__(handler=Handler)
+        self.url = self.base
 
     def __exit__(self, *exc):
-        self.stopping.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.stopping.set()  # a hanging reply ends first
+        super().__exit__(*exc)
 
     def hits(self, path: str) -> list[Seen]:
         return [r for r in self.requests if r.path == path]
