@@ -21,6 +21,7 @@ from vam_engine.audio.records import TranscriptSegment
 from vam_engine.engine import Engine
 from vam_engine.errors import VamError
 from vam_engine.index.stage import load_state
+from vam_engine.ingest.poses import Pose
 from vam_engine.llm import ScriptedLLM
 from vam_engine.memory.places import in_polygon
 from vam_engine.memory.store import Store
@@ -29,6 +30,11 @@ from vam_engine.synthetic.robot import RobotRun
 pytestmark = pytest.mark.usefixtures("watchdog")
 WATCHDOG_S = 300
 RUN = RobotRun()
+
+
+def _at(t: float) -> Pose:
+    """Where the robot was at ``t`` (its poses are in the default map frame)."""
+    return Pose(*RobotRun().pose(t))
 CAT_DOC = "a tabby cat sits on the floor and looks at the camera"
 WALL_DOC = "a corridor wall with pictures"
 
@@ -87,19 +93,19 @@ def test_every_moment_keeps_the_pose_it_was_pushed_with(robot):
     ms = robot.moments("rover")
     assert len(ms) >= len(RUN.times) // 2  # the gates keep most of a moving view
     for m in ms:
-        assert m.pose == RUN.pose(m.t), m.t
+        assert m.pose == _at(m.t), m.t
     cats = [m for m in ms if m.t in RUN.cat_times]
-    assert [m.pose for m in cats] == [RUN.pose(t) for t in RUN.cat_times]
+    assert [m.pose for m in cats] == [_at(t) for t in RUN.cat_times]
 
 
 def test_where_was_the_cat_answers_with_the_last_sighting(robot):
     ans = robot.ask("where was the cat?", mode="agentic")
-    last = RUN.pose(RUN.cat_times[-1])  # (1, 4): the second sighting, after (3, 0)
+    last = _at(RUN.cat_times[-1])  # (1, 4): the second sighting, after (3, 0)
     assert ans.found and ans.position is not None
     assert math.hypot(ans.position.x - last.x, ans.position.y - last.y) <= RUN.resolution_m
     assert ans.evidence[0].text == CAT_DOC and ans.evidence[0].pose == ans.position
     assert f"({last.x:.2f}, {last.y:.2f}) in map 'map'" in ans.text
-    first = RUN.pose(RUN.cat_times[0])
+    first = _at(RUN.cat_times[0])
     assert any(e.pose == first for e in ans.evidence[1:])  # the earlier sighting is cited too, at its place
 
 
@@ -151,7 +157,7 @@ def test_summaries_and_speech_are_filtered_by_the_places_of_their_moments(robot)
     said = robot.search("cat", sources=("speech",), top_k=5).evidence
     assert sorted(e.text for e in said) == ["look, a cat", "the cat again"]
     there = robot.search("cat", sources=("speech",), top_k=5, near=(1.0, 4.0), radius=0.5).evidence
-    assert [e.text for e in there] == ["the cat again"] and there[0].pose == RUN.pose(22.0)
+    assert [e.text for e in there] == ["the cat again"] and there[0].pose == _at(22.0)
 
 
 def test_bad_place_filters_are_clear_errors(robot):
@@ -209,8 +215,8 @@ def test_poses_survive_kill_9_and_resume(tmp_path):
         child.wait(10)
     assert child.returncode == -signal.SIGKILL
     before, held = _committed(store_dir)
-    assert len(before) >= 25 and all(m.pose == run.pose(m.t) for m in before)
-    assert held is not None and held.key.pose == run.pose(held.t)  # the held frame's pose survived too
+    assert len(before) >= 25 and all(m.pose == _at(m.t) for m in before)
+    assert held is not None and held.key.pose == _at(held.t)  # the held frame's pose survived too
     with Engine(store_dir, {"ingest": {"fps": 2.0}}, device="cpu") as eng:
         after_t = eng.push_progress("rover")
         assert after_t is not None and after_t >= before[-1].t
@@ -222,7 +228,7 @@ def test_poses_survive_kill_9_and_resume(tmp_path):
         eng.end_push("rover")
         ms = eng.moments("rover")
     assert len(ms) > len(before) and [m.moment_id for m in ms[:len(before)]] == [m.moment_id for m in before]
-    assert all(m.pose == run.pose(m.t) for m in ms)  # every committed moment has its pose, none wrong
+    assert all(m.pose == _at(m.t) for m in ms)  # every committed moment has its pose, none wrong
 
 
 def test_a_store_of_the_previous_schema_migrates_and_its_moments_have_no_pose(tmp_path):

@@ -109,5 +109,6 @@ def test_an_answer_carries_its_position_and_cites_tool_results_apart(robot, clie
                                     "moment_id": None, "camera_id": None, "t": None}]
     assert all(e["camera_id"] == "rover" for e in a["evidence"])  # the tool result is not evidence
     last = max(m.t for m in eng.moments() if m.t <= 4.0)
-    assert a["position"] == a["evidence"][0]["pose"] == RUN.pose(last).to_json()
+    x, y, z, yaw = RUN.pose(last)
+    assert a["position"] == a["evidence"][0]["pose"] == {"x": x, "y": y, "z": z, "yaw": yaw, "frame": "map"}
     assert [h.query["q"] for h in srv.hits("/search")] == ["what is a corridor"]

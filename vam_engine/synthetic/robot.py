@@ -14,7 +14,6 @@ from functools import cached_property
 
 import numpy as np
 
-from ..ingest.poses import Pose
 from .scenes import photo, photo_strip, resize_rgb
 
 _HEADINGS = (0.0, math.pi / 2, -math.pi, -math.pi / 2)
@@ -33,15 +32,15 @@ class RobotRun:
     height: int = 96
     width: int = 128
     cat_at_m: tuple[float, ...] = (3.0, 11.0)
-    frame_name: str = "map"
     px_per_m: float = field(default=40.0)  # how far the wall pans per metre driven
 
-    def pose(self, t: float) -> Pose:
+    def pose(self, t: float) -> tuple[float, float, float, float]:
+        """(x, y, z, yaw) at ``t``."""
         s = (t * self.speed) % (4 * self.side_m)
         k = min(3, int(s // self.side_m))
         a = s - k * self.side_m
         x, y = ((a, 0.0), (self.side_m, a), (self.side_m - a, self.side_m), (0.0, self.side_m - a))[k]
-        return Pose(x, y, 0.0, _HEADINGS[k], self.frame_name)
+        return x, y, 0.0, _HEADINGS[k]
 
     @property
     def times(self) -> list[float]:
