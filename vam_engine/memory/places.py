@@ -139,6 +139,9 @@ def make_place(near=None, radius=None, region=None, map_frame=None) -> Place | N
     return Place(pt, r, box, poly, map_frame)
 
 
+# Entity sightings (the perception tables, not in this schema yet) take their place from their
+# moment: when they land, their hits get an entry here joining moments on moment_id, and a
+# sighting's pose is its moment's (no column of their own is needed).
 _SPACE_SQL = {  # (id, pose_x, pose_y) of each space's rows whose moments pass ``{where}`` (on alias m)
     "frame": "SELECT m.moment_id, m.pose_x, m.pose_y FROM moments m WHERE {where}",
     "event": "SELECT m.event_id, m.pose_x, m.pose_y FROM moments m WHERE m.event_id IS NOT NULL AND {where}",
