@@ -23,6 +23,9 @@ _EXPORTS = {
     "Evidence": "vam_engine.memory.records",
     "Moment": "vam_engine.memory.records",
     "Answer": "vam_engine.reason.answer",
+    "ToolCitation": "vam_engine.reason.answer",
+    "Pose": "vam_engine.ingest.poses",
+    "PoseError": "vam_engine.ingest.poses",
     "RetentionReport": "vam_engine.memory.retention",
     "VamError": "vam_engine.errors",
     "SourceError": "vam_engine.errors",
@@ -36,8 +39,8 @@ _EXPORTS = {
 
 __all__ = [  # a literal list, for linters; the same names as _EXPORTS
     "Answer", "DeviceError", "EmbedError", "Engine", "EngineConfig", "Evidence", "FrameError", "LLMError",
-    "Moment", "Progress", "RetentionReport", "SearchResult", "SourceError", "SourceReport", "StoreError",
-    "VamError", "VectorError", "connect", "retain_store", "__version__"
+    "Moment", "Pose", "PoseError", "Progress", "RetentionReport", "SearchResult", "SourceError", "SourceReport",
+    "StoreError", "ToolCitation", "VamError", "VectorError", "connect", "retain_store", "__version__"
 ]
 
 
@@ -66,4 +69,5 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from .memory.retention import RetentionReport
     from .memory.search import SearchResult
     from .index.pipeline import Progress, SourceReport
-    from .reason.answer import Answer
+    from .ingest.poses import Pose, PoseError
+    from .reason.answer import Answer, ToolCitation

@@ -14,7 +14,8 @@ from ..errors import StoreError
 class OptionGroups:
     """argparse parents: ``store`` (--store, required), ``engine`` (--device, --config),
     ``ingest`` (--fps, --keyframes-only), ``quiet`` (-q), ``model`` (--llm), ``texts``
-    (--text-model), ``cameras`` (--camera, repeatable)."""
+    (--text-model), ``cameras`` (--camera, repeatable), ``tools`` (--web-search,
+    --web-search-kind, --image-search: the planner's outside tools)."""
 
     store: argparse.ArgumentParser
     engine: argparse.ArgumentParser
@@ -23,13 +24,14 @@ class OptionGroups:
     model: argparse.ArgumentParser
     texts: argparse.ArgumentParser
     cameras: argparse.ArgumentParser
+    tools: argparse.ArgumentParser
 
 
 def option_groups() -> OptionGroups:
     def group() -> argparse.ArgumentParser:
         return argparse.ArgumentParser(add_help=False)
 
-    store, engine, ingest, quiet, model, texts, cameras = (group() for _ in range(7))
+    store, engine, ingest, quiet, model, texts, cameras, tools = (group() for _ in range(8))
     store.add_argument("--store", required=True, help="store directory")
     engine.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     engine.add_argument("--config", help="JSON or TOML config file")
@@ -41,7 +43,14 @@ def option_groups() -> OptionGroups:
                                      "local:DIR (a Qwen-VL checkpoint directory)")
     texts.add_argument("--text-model", help="text embedder for documents, e.g. 'minilm'")
     cameras.add_argument("--camera", action="append", help="only these cameras (repeatable)")
-    return OptionGroups(store, engine, ingest, quiet, model, texts, cameras)
+    tools.add_argument("--web-search", metavar="URL", help="let the planner search the web: a SearXNG instance's "
+                                                            "base URL (or, with --web-search-kind json, an endpoint "
+                                                            "returning {\"results\": [{title, url, content}]})")
+    tools.add_argument("--web-search-kind", choices=("searxng", "json"), help="the --web-search endpoint's kind "
+                                                                             "(default searxng)")
+    tools.add_argument("--image-search", metavar="URL", help="let the planner search by image: crops of frames are "
+                                                              "POSTed to this endpoint (multipart field 'image')")
+    return OptionGroups(store, engine, ingest, quiet, model, texts, cameras, tools)
 
 
 def config_from_args(args, **extra):
@@ -60,6 +69,11 @@ def config_from_args(args, **extra):
         over["llm"] = parse_llm_spec(args.llm)
     if getattr(args, "text_model", None):
         over["embed"] = {"text_model": args.text_model}
+    web = {k: v for k, v in (("url", getattr(args, "web_search", None)),
+                             ("kind", getattr(args, "web_search_kind", None))) if v}
+    image = {"url": args.image_search} if getattr(args, "image_search", None) else {}
+    if web or image:
+        over["tools"] = {**({"web_search": web} if web else {}), **({"image_search": image} if image else {})}
     return EngineConfig.load(getattr(args, "config", None), device=getattr(args, "device", None), **over)
 
 

@@ -67,12 +67,17 @@ def cmd_ask(args) -> int:
     if args.json:
         print(json.dumps({"text": ans.text, "found": ans.found, "mode": ans.mode,
                           "evidence": [e.__dict__ for e in ans.evidence], "trace": [t.to_dict() for t in ans.trace],
-                          "tokens": ans.tokens, "timings": ans.timings}, indent=2, default=str))
+                          "tool_citations": [c.to_json() for c in ans.tool_citations],
+                          "position": ans.position, "tokens": ans.tokens, "timings": ans.timings}, indent=2,
+                         default=lambda o: o.to_json() if hasattr(o, "to_json") else str(o)))
         return 0 if ans.found else 1
     print(ans.text)
     for i, e in enumerate(ans.evidence[:args.citations]):
         frames = ", ".join(e.frame_paths[:3]) + (" ..." if len(e.frame_paths) > 3 else "")
-        print(f"  [{i + 1}] {e.camera_id} {fmt_t(e.t_start)} .. {fmt_t(e.t_end)} ({e.source}) {frames}")
+        seen = f" seen at {e.pose.where()}" if e.pose is not None else ""
+        print(f"  [{i + 1}] {e.camera_id} {fmt_t(e.t_start)} .. {fmt_t(e.t_end)} ({e.source}){seen} {frames}")
+    for i, c in enumerate(ans.tool_citations):
+        print(f"  [tool {i + 1}] {c.tool}: {c.title} <{c.url}>")
     stages = ", ".join(f"{k} {v:.2f} s" for k, v in ans.timings.items())
     print(f"{ans.mode}: {len(ans.trace)} turns; tokens {ans.tokens['prompt']} in ({ans.tokens['cached']} cached) / "
           f"{ans.tokens['completion']} out; {stages}")
@@ -139,7 +144,7 @@ def register(sub, g) -> None:
     sp.add_argument("--structure", help="a label stored with the summaries, for later filtering")
     sp.set_defaults(func=cmd_summarize)
 
-    sp = sub.add_parser("ask", parents=[g.store, g.engine, g.model, g.texts, g.cameras],
+    sp = sub.add_parser("ask", parents=[g.store, g.engine, g.model, g.texts, g.cameras, g.tools],
                         help="answer a question from the memory, with cited intervals and frames (needs --llm)")
     sp.add_argument("question")
     sp.add_argument("--as-of", type=float, help="answer as of this time: nothing later is seen")

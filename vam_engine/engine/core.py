@@ -50,11 +50,13 @@ from ..ingest.cameras_file import CameraDiff, CameraSpec
 from ..ingest.live import CameraStatus
 from ..memory.gaps import Gap
 from ..memory.monitors import MonitorSpec
+from ..memory.places import make_place
 from ..memory.records import Alert, Deletion, Moment, Summary
 from ..memory.search import SOURCES, SearchResult, search
 from ..memory.store import Store
 from ..memory.view import MemoryView
 from ..reason.working import WorkingMemory, present_side
+from ..tools import make_toolbox
 from .documents import Documents
 from .files import index_sources
 from .lifecycle import Lifecycle
@@ -117,6 +119,7 @@ class Engine:
                                  has_model=name is not None)
         self._documents = Documents(self.store, life, self._models, cfg)
         self._qa = None  # the QA-history recorder, started by the first ask
+        self.tools = make_toolbox(cfg.tools)  # the planner's outside tools (config ``tools``; None: off)
         self._qa_lock = threading.Lock()
 
     @staticmethod
@@ -222,13 +225,15 @@ class Engine:
                              start_time_abs=start_time_abs, progress=progress, on_open_error=on_open_error)
 
     # -- pushed frames -------------------------------------------------------------------------
-    def push(self, camera_id: str, frame, t: float, *, t_abs: float | None = None) -> bool:
+    def push(self, camera_id: str, frame, t: float, *, t_abs: float | None = None, pose=None) -> bool:
         """Push one H x W x 3 uint8 RGB frame (numpy array or torch tensor) taken at t seconds.
 
         Frames are sampled at the configured rate like a file; returns whether this one was
-        sampled (queued for the gates). Blocks briefly when the pipeline is behind.
+        sampled (queued for the gates). Blocks briefly when the pipeline is behind. ``pose``:
+        where the camera was, (x, y, z, yaw) in metres and radians or a ``Pose`` naming its map
+        frame (ingest/poses.py); kept with the moment (``Moment.pose``).
         """
-        return self._pushed.push(camera_id, frame, t, t_abs)
+        return self._pushed.push(camera_id, frame, t, t_abs, pose)
 
     def end_push(self, camera_id: str) -> None:
         """A pushing camera's stream ended: decide its held frame (the end of a run of similar
@@ -249,7 +254,7 @@ class Engine:
     def add_camera(self, camera_id: str, url: str, *, fps: float | None = None, realtime: bool = False,
                    stall_s: float = 20.0, max_retries: int | None = None, gate: dict | None = None,
                    backoff_s: float = 1.0, backoff_max_s: float = 60.0,
-                   connect_timeout_s: float | None = None) -> CameraStatus:
+                   connect_timeout_s: float | None = None, pose=None) -> CameraStatus:
         """Index a live source on its own thread from now on; returns its status at once.
 
         ``url``: rtsp://, rtsps://, rtmp://, http(s):// (MPEG-TS, HLS, MJPEG), /dev/videoN, or a
@@ -258,12 +263,15 @@ class Engine:
         reconnects after an error or ``stall_s`` without a frame, waiting ``backoff_s`` doubling
         to ``backoff_max_s`` (with jitter), forever unless ``max_retries`` attempts in a row fail;
         ``connect_timeout_s`` (default min(stall_s, 10)) bounds each connection attempt. ``gate``:
-        GateConfig overrides for this camera. Bad arguments: ValueError naming camera and field.
+        GateConfig overrides for this camera. ``pose``: where the camera is at each sample, a
+        callable ``t -> pose or None`` (t on the camera's axis) or the path of a JSON-lines pose
+        file read as it grows, interpolated onto the frames' times (ingest/poses.py). Bad
+        arguments: ValueError naming camera and field.
         """
         return self._live.add(CameraSpec(
             check_camera_id(camera_id), url, fps=fps, realtime=realtime, stall_s=stall_s, max_retries=max_retries,
             gate=dict(gate or {}), backoff_s=backoff_s, backoff_max_s=backoff_max_s,
-            connect_timeout_s=connect_timeout_s))
+            connect_timeout_s=connect_timeout_s), pose=pose)
 
     def remove_camera(self, camera_id: str) -> None:
         """Stop a live camera at once; what it queued is still committed (its source ends after it)."""
@@ -294,16 +302,21 @@ class Engine:
         return self._models.text_embedder()
 
     def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
-               sources=SOURCES, as_of: float | None = None) -> SearchResult:
+               sources=SOURCES, as_of: float | None = None, *, near=None, radius: float | None = None,
+               region=None, map_frame: str | None = None) -> SearchResult:
         """Evidence for a text and/or image query (image: H x W x 3 uint8 array or a path), fused
         across the frame, event and summary spaces. Times are on each camera's axis (absolute
         seconds when known); ``as_of`` returns nothing that ends after it. ``cameras``: one id or
-        a list (None: all)."""
+        a list (None: all). ``near`` (x, y) with ``radius``, ``region`` (a box (x0, y0, x1, y1)
+        or a polygon of (x, y) corners) and ``map_frame``: only hits taken there (their moments'
+        poses; memory/places.py), filtered before ranking. Each hit carries the pose of its
+        latest moment that has one (``Evidence.pose``)."""
         if isinstance(cameras, str):
             cameras = [cameras]
+        place = make_place(near, radius, region, map_frame)
         texts = self.text_embedder() if text is not None and {"event", "summary"} & set(sources) else None
         return search(self.store, self.vectors, self.embedder, texts, text=text, image=image, top_k=top_k,
-                      time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of)
+                      time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of, place=place)
 
     def delete(self, cameras=None, time_range=None) -> Deletion:
         """Remove the moments (rows, JPEGs, vectors), events, samples and alerts of the given
@@ -369,7 +382,10 @@ class Engine:
         (router + search/inspect/summarize/answer planner loop), or "auto": two-phase, then the
         agentic loop when two-phase finds nothing. ``as_of``: nothing later than it is seen by
         any stage. ``camera``: one camera id or a list (default: all; in a session: the
-        session's cameras).
+        session's cameras). With outside tools configured (config ``tools``: web and image search)
+        the agentic planner may call them; the answer cites their results apart from its evidence
+        (``Answer.tool_citations``). Evidence carries the pose of its latest moment with one
+        (``Evidence.pose``; ``Answer.position``).
 
         It answers from what is committed now; ``wait_for_ingest=True`` first waits for every
         frame already queued (evaluation that pauses the stream clock). Every answer returned is
@@ -403,7 +419,7 @@ class Engine:
         view = self.view(as_of, camera, session=session, write=not read_only)
         return ask_question(question, view, self.llm, self.working, self.text_embedder(), self._qa_recorder(),
                             mode=mode, max_turns=max_turns, started=started,
-                            dialogue_tokens=self.config.sessions.dialogue_tokens)
+                            dialogue_tokens=self.config.sessions.dialogue_tokens, tools=self.tools)
 
     def _remember_reply(self, watch, reply) -> None:
         """A standing request and its reply join the session's question history (its cameras')."""
@@ -524,8 +540,11 @@ class Engine:
         return self._monitors.stats()
 
     # -- reads ---------------------------------------------------------------------------------
-    def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:
-        return self.store.moments.list(camera_id, t0, t1)
+    def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None, *,
+                near=None, radius: float | None = None, region=None, map_frame: str | None = None) -> list[Moment]:
+        """Retained frames by camera and time (t0/t1 bound t_rel); ``near`` (x, y) with ``radius``,
+        ``region`` (box or polygon) and ``map_frame``: only those whose pose is there."""
+        return self.store.moments.list(camera_id, t0, t1, place=make_place(near, radius, region, map_frame))
 
     def info(self) -> dict:
         out = self.store.info()

@@ -22,6 +22,7 @@ from ..config import EngineConfig, GateConfig
 from ..index.pipeline import IndexPipeline, SourceReport
 from ..ingest.cameras_file import CameraDiff, CameraSpec, check_gate, diff_cameras, load_cameras
 from ..ingest.live import CameraStatus, LiveCamera, LiveSpec
+from ..ingest.poses import make_pose_source, pose_at
 from ..urls import redact
 from ..memory.gaps import Gap, GapRepository
 from ..memory.monitors import MonitorSpec
@@ -50,6 +51,7 @@ class _Feed:
         self.first = True
         self.opening_gap = False  # this run's first sample recorded the time without video before it
         self.timeout = min(0.5, 1.0 / spec.fps)  # the longest a sample waits for room in the queue
+        self.poses = None  # the camera's pose source (ingest/poses.py), when it has one
 
     def frame(self, frame) -> bool:
         with self.lock:
@@ -57,6 +59,8 @@ class _Feed:
                 return False
             if self.first:
                 self._first(frame)
+            if self.poses is not None:  # where the camera was at this sample (never raises)
+                frame.pose = pose_at(self.poses, frame.t_abs if frame.t_abs is not None else frame.t_rel)
             return self.pipe.offer_frame(frame, self.source_id, self.timeout)
 
     def _first(self, frame) -> None:
@@ -150,9 +154,11 @@ class LiveCameras:
             return [r.spec for r in self._cams.values()]
 
     # -- adding and removing ---------------------------------------------------------------------
-    def add(self, spec: CameraSpec) -> CameraStatus:
+    def add(self, spec: CameraSpec, pose=None) -> CameraStatus:
+        """``pose``: the camera's pose source (a callable or a JSON-lines file: ingest/poses.py)."""
         live_spec = spec.live_spec(self._config.ingest.fps)  # validated before anything starts
         gate = check_gate(spec.camera_id, spec.gate, self._config.gate)
+        poses = make_pose_source(pose, spec.camera_id)
         with self._lock:
             if spec.camera_id in self._cams:
                 raise ValueError(f"camera {spec.camera_id!r} is already running (remove_camera it first, or "
@@ -174,6 +180,7 @@ class LiveCameras:
             # and what an earlier run of the camera left held or open closes.
             pipe.gap(state.source_id)
             feed = _Feed(self, pipe, cam, state.source_id, live_spec)
+            feed.poses = poses
             camera = LiveCamera(live_spec, feed, observe=pipe.observe, present_fps=pipe.present_fps,
                                 present_side=pipe.present_side)  # without present_fps: the gated frames
             src.decoder = camera  # the pipeline's progress reads its DecodeStats

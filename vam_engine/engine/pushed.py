@@ -17,6 +17,7 @@ from ..index.pipeline import IndexPipeline, SourceReport
 from ..index.stage import sweep_source
 from ..ingest import Frame, TickSampler, check_camera_id
 from ..ingest.buffers import BufferPool
+from ..ingest.poses import check_pose
 from ..ingest.pushed import gray_and_spare, own_copy, pushed_view
 from ..memory.records import camera_time
 from ..memory.store import Store
@@ -49,13 +50,15 @@ class PushedCameras:
     def has(self, camera_id: str) -> bool:
         return camera_id in self._states
 
-    def push(self, camera_id: str, frame, t: float, t_abs: float | None = None) -> bool:
+    def push(self, camera_id: str, frame, t: float, t_abs: float | None = None, pose=None) -> bool:
         """See ``Engine.push``."""
         # a camera pushed before was checked then (only a str can equal a key of _states)
         st = self._states.get(camera_id) if self._pipeline() is not None and type(camera_id) is str else None
         cam = camera_id if st is not None else check_camera_id(camera_id)
         if not isinstance(t, (int, float)) or not math.isfinite(t):
             raise FrameError(f"camera {cam!r}: t must be a finite number of seconds, got {t!r}")
+        if pose is not None:  # checked whether sampled or not: a bad pose is an error every time
+            pose = check_pose(pose, cam)
         if st is None:
             st = self._state(cam)
         if st.last_t is not None and t <= st.last_t:
@@ -73,7 +76,7 @@ class PushedCameras:
         # on the gate thread (Frame runs the callable at its first read).
         rgb = own_copy(view, self._buffers)
         self._working.observe(cam, camera_time(t, t_abs), rgb)
-        f = Frame(cam, t, t_abs, None, lambda: gray_and_spare(rgb, self._buffers), lambda: rgb)
+        f = Frame(cam, t, t_abs, None, lambda: gray_and_spare(rgb, self._buffers), lambda: rgb, pose)
         self._state(cam)  # (re-)registers the source: the pipeline may have ended it
         self._pipe().put_frame(f, st.source_id)
         return True

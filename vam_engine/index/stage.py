@@ -17,6 +17,7 @@ import numpy as np
 from ..config import EngineConfig
 from ..gate.cascade import is_local_change
 from ..gate.records import GateRecord
+from ..ingest.poses import Pose
 from ..memory.commit import CommitBatch
 from ..memory.records import GateSample, PendingMoment, camera_time
 from ..memory.store import Store
@@ -34,13 +35,17 @@ class FrameKey:
     width: int
     height: int
     gate: GateRecord  # the image gates' statistics (it passed them: dropped_by is None)
+    pose: Pose | None = None  # where the camera was (a held frame keeps it across a restart)
 
     def to_json(self) -> dict:
         g = self.gate
-        return {"source_id": self.source_id, "t_rel": self.t_rel, "t_abs": self.t_abs, "pts": self.pts,
-                "width": self.width, "height": self.height,
-                "gate": {"lap_var": g.lap_var, "mad": g.mad, "ssim": g.ssim, "hist_corr": g.hist_corr,
-                         "tile_mad": g.tile_mad, "tiles_changed": g.tiles_changed}}
+        out = {"source_id": self.source_id, "t_rel": self.t_rel, "t_abs": self.t_abs, "pts": self.pts,
+               "width": self.width, "height": self.height,
+               "gate": {"lap_var": g.lap_var, "mad": g.mad, "ssim": g.ssim, "hist_corr": g.hist_corr,
+                        "tile_mad": g.tile_mad, "tiles_changed": g.tiles_changed}}
+        if self.pose is not None:
+            out["pose"] = self.pose.to_json()
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "FrameKey":
@@ -50,9 +55,11 @@ class FrameKey:
             return cls(int(d["s"]), float(d["t_rel"]), d["t_abs"], d["pts"], int(d["w"]), int(d["h"]),
                        GateRecord(g[0], g[1], g[2], g[3], None))
         g = d["gate"]
+        p = d.get("pose")
         return cls(int(d["source_id"]), float(d["t_rel"]), d["t_abs"], d["pts"], int(d["width"]), int(d["height"]),
                    GateRecord(g["lap_var"], g["mad"], g["ssim"], g["hist_corr"], None, g.get("tile_mad"),
-                              g.get("tiles_changed")))
+                              g.get("tiles_changed")),
+                   None if p is None else Pose(p["x"], p["y"], p["z"], p["yaw"], p["frame"]))
 
 
 def read_state(data: dict) -> CommitterState:
@@ -78,7 +85,7 @@ def sweep_source(store: Store, camera_id: str, source_id: int) -> int:
 
 def _key(frame, source_id: int, rec: GateRecord) -> FrameKey:
     h, w = frame.shape
-    return FrameKey(source_id, frame.t_rel, frame.t_abs, frame.pts, w, h, rec)
+    return FrameKey(source_id, frame.t_rel, frame.t_abs, frame.pts, w, h, rec, frame.pose)
 
 
 def _ident(key: FrameKey) -> tuple:
@@ -186,5 +193,5 @@ class SemanticStage:
         if not p["written"]:
             writes.append(self.encoder.submit(self.store.frames.write, ref, p["rgb"], self.cfg.store.jpeg_quality))
         batch.moments.append(PendingMoment(cam, sid, t_rel, key.t_abs, key.pts, ref, key.width, key.height, g,
-                                           embedding=emb, event_start=d.event_start))
+                                           embedding=emb, event_start=d.event_start, pose=key.pose))
         return sid, None

@@ -26,6 +26,7 @@ class Frame:
     pts: int | None  # raw presentation timestamp in the stream's time base
     _gray: Any = field(repr=False)  # the luma plane, or a callable returning it
     _to_rgb: Callable[[], np.ndarray] = field(repr=False)
+    pose: Any = None  # ingest.poses.Pose: where the camera was (pushed with the frame, or its pose source)
 
     @property
     def gray(self) -> Any:

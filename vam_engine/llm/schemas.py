@@ -214,7 +214,52 @@ class SummarizeAction(Strict):
     thought: Thought = ""
 
 
-Action = Union[AnswerAction, SearchAction, InspectAction, SummarizeAction]
+# -- outside tools (only when configured: parse_action(text, tools=...)) -------------------------
+MAX_TOOL_REFS = 8
+ToolQuery = _text(400)
+
+
+class AnswerWithToolsAction(AnswerAction):
+    """The answer when tools are configured: ``tool_refs`` cite the tool results it rests on."""
+    tool_refs: list[Ref] = Field(default_factory=list, max_length=MAX_TOOL_REFS)
+
+
+class WebSearchAction(Strict):
+    action: Literal["web_search"]
+    query: ToolQuery
+    max_results: int = Field(5, ge=1, le=10)
+    thought: Thought = ""
+
+
+class ImageSearchAction(Strict):
+    """A crop of one frame in view, searched for outside: the frame of a result in the context
+    (``ref``: its middle frame), a moment by id, or the frame nearest ``t`` (on ``camera``, when
+    given); ``box`` [x0, y0, x1, y1] in 0..1 of the frame's width and height (None: whole)."""
+    action: Literal["image_search"]
+    ref: Optional[Ref] = None
+    moment_id: Optional[int] = Field(None, ge=0, le=2 ** 63 - 1)
+    t: Optional[float] = Field(None, allow_inf_nan=False)
+    camera: Optional[Annotated[str, StringConstraints(min_length=1, max_length=256)]] = None
+    box: Optional[list[Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]]] = Field(
+        None, min_length=4, max_length=4)
+    query: Optional[ToolQuery] = None
+    max_results: int = Field(5, ge=1, le=10)
+    thought: Thought = ""
+
+    @model_validator(mode="after")
+    def _one_frame(self):
+        if (self.ref is not None) + (self.moment_id is not None) + (self.t is not None) != 1:
+            raise ValueError("image_search needs exactly one of ref, moment_id or t")
+        if self.camera is not None and self.t is None:
+            raise ValueError("camera goes with t only")
+        if self.box is not None and not (self.box[0] < self.box[2] and self.box[1] < self.box[3]):
+            raise ValueError(f"box must be [x0, y0, x1, y1] with x0 < x1 and y0 < y1, got {self.box}")
+        return self
+
+
+TOOL_ACTIONS = {"web_search": WebSearchAction, "image_search": ImageSearchAction}
+
+Action = Union[AnswerAction, SearchAction, InspectAction, SummarizeAction, WebSearchAction, ImageSearchAction]
 _ACTIONS = {"answer": AnswerAction, "search": SearchAction, "inspect": InspectAction, "summarize": SummarizeAction}
 
 
@@ -289,13 +334,18 @@ def _object(text: str, what: str) -> dict:
         raise ValueError(f"{what} nests too deeply to be read") from None
 
 
-def parse_action(text: str) -> Action:
-    """The planner's reply as one action. Raises ValueError naming the first problem."""
+def parse_action(text: str, tools=()) -> Action:
+    """The planner's reply as one action. ``tools``: the tool actions configured ("web_search",
+    "image_search"); any other tool action is invalid like an unknown one. Raises ValueError
+    naming the first problem."""
     obj = _object(text, "planner reply")
     kind = obj.get("action")
-    model = _ACTIONS.get(kind) if isinstance(kind, str) else None
+    actions = {**_ACTIONS, **{t: TOOL_ACTIONS[t] for t in tools}}
+    if tools:
+        actions["answer"] = AnswerWithToolsAction
+    model = actions.get(kind) if isinstance(kind, str) else None
     if model is None:
-        raise ValueError(f"action: must be one of {sorted(_ACTIONS)}, got {_show(kind)}")
+        raise ValueError(f"action: must be one of {sorted(actions)}, got {_show(kind)}")
     try:
         return model.model_validate(obj)
     except ValidationError as e:

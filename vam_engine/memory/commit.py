@@ -29,6 +29,11 @@ def _nan_to_none(x: float | None) -> float | None:
     return None if x is None or x != x else float(x)
 
 
+def _pose_row(pose) -> tuple:
+    """A moment's pose columns (pose_x, pose_y, pose_z, pose_yaw, pose_frame)."""
+    return (None,) * 5 if pose is None else (pose.x, pose.y, pose.z, pose.yaw, pose.frame)
+
+
 @dataclass
 class CommitBatch:
     moments: list[PendingMoment] = field(default_factory=list)
@@ -66,12 +71,12 @@ class Committer:
         for m in batch.moments:
             cur = conn.execute(
                 "INSERT OR IGNORE INTO moments (camera_id, source_id, t_rel, t_abs, pts, frame_ref, width, height,"
-                " lap_var, mad, ssim, hist_corr, tile_mad, tiles_changed, t, nbytes)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " lap_var, mad, ssim, hist_corr, tile_mad, tiles_changed, t, nbytes,"
+                " pose_x, pose_y, pose_z, pose_yaw, pose_frame) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (m.camera_id, m.source_id, m.t_rel, m.t_abs, m.pts, m.frame_ref, m.width, m.height,
                  _nan_to_none(m.gate.lap_var), _nan_to_none(m.gate.mad), _nan_to_none(m.gate.ssim),
                  _nan_to_none(m.gate.hist_corr), _nan_to_none(m.gate.tile_mad), m.gate.tiles_changed, m.t,
-                 self.frames.size(m.frame_ref)))
+                 self.frames.size(m.frame_ref), *_pose_row(m.pose)))
             if cur.rowcount == 0:
                 continue  # committed before (a resumed run repeats nothing)
             self._link_moment(conn, cur.lastrowid, m, changes)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -64,9 +64,12 @@ CREATE TABLE IF NOT EXISTS moments (
     nbytes INTEGER,
     event_id INTEGER,
     embedding_id INTEGER,        -- id in the "frame" vector space (= moment_id), NULL without one
+    pose_x REAL, pose_y REAL, pose_z REAL, pose_yaw REAL,   -- where the camera was (schema 10; NULL: unknown)
+    pose_frame TEXT,             -- the map frame of the pose
     UNIQUE (source_id, t_rel)
 );
 CREATE INDEX IF NOT EXISTS moments_camera_t ON moments (camera_id, t_rel);
+CREATE INDEX IF NOT EXISTS moments_place ON moments (pose_x, pose_y) WHERE pose_x IS NOT NULL;
 CREATE INDEX IF NOT EXISTS moments_camera_axis ON moments (camera_id, t);
 CREATE INDEX IF NOT EXISTS moments_event ON moments (event_id);
 CREATE TABLE IF NOT EXISTS samples (
@@ -346,9 +349,16 @@ def _migrate_8_to_9(conn) -> None:
                          [(sid, "user", "question", question, t, wall), (sid, "engine", "answer", answer, t, wall)])
 
 
+def _migrate_9_to_10(conn) -> None:
+    """Version 10 keeps a pose with each moment (where the camera was: x, y, z, yaw and the map
+    frame). Old moments have none (NULL); SCHEMA adds the index the place filters use."""
+    for col in ("pose_x REAL", "pose_y REAL", "pose_z REAL", "pose_yaw REAL", "pose_frame TEXT"):
+        conn.execute(f"ALTER TABLE moments ADD COLUMN {col}")
+
+
 MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
               5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8,
-              8: _migrate_8_to_9}  # from version -> step to the next
+              8: _migrate_8_to_9, 9: _migrate_9_to_10}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from .db import Database, placeholders, select_in
 from .frames import FrameFiles
-from .records import CameraExtent, GateRecord, GateSample, Moment
+from .places import Place
+from .records import CameraExtent, GateRecord, GateSample, Moment, Pose
 from .vector_table import drop_vectors
 
 _COLUMNS = ("moment_id, camera_id, t_rel, t_abs, frame_ref, width, height, lap_var, mad, ssim, hist_corr,"
-            " tier, event_id, embedding_id, tile_mad, tiles_changed")
+            " tier, event_id, embedding_id, tile_mad, tiles_changed, pose_x, pose_y, pose_z, pose_yaw, pose_frame")
 
 
 class MomentRepository:
@@ -27,9 +28,14 @@ class MomentRepository:
 
     # -- reads ---------------------------------------------------------------------------------
     def list(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None,
-             limit: int | None = None) -> list[Moment]:
-        """Moments ordered by camera and time; t0/t1 bound t_rel (inclusive)."""
+             limit: int | None = None, place: Place | None = None) -> list[Moment]:
+        """Moments ordered by camera and time; t0/t1 bound t_rel (inclusive); ``place``: only
+        those whose pose passes it (memory/places.py)."""
         where, args = [], []
+        if place is not None:
+            sql, more = place.sql()
+            where.append(sql)
+            args += more
         if camera_id is not None:
             where.append("camera_id = ?")
             args.append(camera_id)
@@ -39,8 +45,14 @@ class MomentRepository:
         if t1 is not None:
             where.append("t_rel <= ?")
             args.append(float(t1))
-        order = " ORDER BY camera_id, t_rel, moment_id" + (f" LIMIT {int(limit)}" if limit is not None else "")
-        return self._select(" AND ".join(where) if where else None, args, order)
+        exact = place is None or place.polygon is None  # a polygon is exact only after contains()
+        order = " ORDER BY camera_id, t_rel, moment_id"
+        if limit is not None and exact:
+            order += f" LIMIT {int(limit)}"
+        out = self._select(" AND ".join(where) if where else None, args, order)
+        if not exact:
+            out = [m for m in out if place.contains(m.pose.x, m.pose.y)][:limit]
+        return out
 
     def on_axis(self, camera_id: str, t0: float, t1: float) -> list[Moment]:
         """A camera's moments with t0 <= t < t1 on its axis, in time order."""
@@ -109,8 +121,9 @@ class MomentRepository:
         return [self._moment(r) for r in self.db.conn().execute(sql, args)]
 
     def _moment(self, r) -> Moment:
+        pose = None if r[16] is None else Pose(r[16], r[17], r[18], r[19], r[20])
         return Moment(r[0], r[1], r[2], r[3], str(self.root / r[4]), r[5], r[6],
-                      GateRecord(r[7], r[8], r[9], r[10], None, r[14], r[15]), r[11], r[12], r[13])
+                      GateRecord(r[7], r[8], r[9], r[10], None, r[14], r[15]), r[11], r[12], r[13], pose)
 
     # -- retention -----------------------------------------------------------------------------
     def retention_rows(self, camera_id: str):

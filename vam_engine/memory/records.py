@@ -7,10 +7,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..gate.records import GateRecord
+from ..ingest.poses import Pose
 
 __all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary", "SummaryKind",
            "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "GateSample",
-           "GateReference", "Transcript", "camera_time", "is_absolute_time"]
+           "GateReference", "Transcript", "Pose", "camera_time", "is_absolute_time", "last_pose"]
 
 
 # -- camera-axis time -----------------------------------------------------------------------------
@@ -48,6 +49,7 @@ class Moment:
     tier: str = "recent"
     event_id: int | None = None
     embedding_id: int | None = None
+    pose: Pose | None = None  # where the camera was (None: no pose known)
 
     @property
     def t(self) -> float:
@@ -71,6 +73,18 @@ class Evidence:
     # calibrated per space, in [0, 1]: the share of that space's vectors the hit outscores for the
     # query, estimated (memory/search.py); None when nothing could be compared (a lone vector)
     relevance: float | None = None
+    # where its last moment with a pose was taken (``last_pose``): for "where" questions, the
+    # place of the latest sighting it shows; None when none of its moments has a pose
+    pose: Pose | None = None
+
+
+def last_pose(moments) -> Pose | None:
+    """The pose of the latest of ``moments`` (Moment records) that has one."""
+    best = None
+    for m in moments:
+        if m is not None and m.pose is not None and (best is None or m.t >= best.t):
+            best = m
+    return None if best is None else best.pose
 
 
 @dataclass(frozen=True)
@@ -181,6 +195,7 @@ class PendingMoment:
     gate: GateRecord
     embedding: np.ndarray | None = None  # float32, L2-normalized: goes to the "frame" space
     event_start: bool = False  # opens a new event of its camera (closing the open one)
+    pose: Pose | None = None
 
     @property
     def t(self) -> float:

@@ -56,7 +56,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import VamError, VectorError
-from .records import Evidence
+from . import places
+from .records import Evidence, last_pose
 
 if TYPE_CHECKING:
     from .store import Store
@@ -135,7 +136,9 @@ def check_search(text, image, top_k, sources) -> None:
 
 
 def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=None, top_k=10, time_range=None,
-           cameras=None, sources=SOURCES, as_of=None) -> SearchResult:
+           cameras=None, sources=SOURCES, as_of=None, place=None) -> SearchResult:
+    """``place``: only hits whose moments were taken there (memory/places.py), filtered with
+    the other filters before ranking."""
     check_search(text, image, top_k, sources)
     t0, t1 = time_range if time_range is not None else (None, None)
     queries, notes = space_queries(embedder, text_embedder, text, image, sources)
@@ -145,12 +148,15 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
     fetch = max(top_k * 3, top_k + 10)
     for space, q in queries:
         allowed = store.vector_table.allowed_ids(space, cameras, t0, t1, as_of)
+        if place is not None:
+            allowed = _in_place(store, space, place, allowed)
         sims, ids = vectors.search(space, q, fetch, allowed)
         if not len(ids):
             continue
         # the background is what the query may see (cameras, as_of), whatever its time range
-        scope = allowed if t0 is None and t1 is None else store.vector_table.allowed_ids(space, cameras, None, None,
-                                                                                         as_of)
+        # (and whatever its place)
+        whole = t0 is None and t1 is None and place is None
+        scope = allowed if whole else store.vector_table.allowed_ids(space, cameras, None, None, as_of)
         zs = background_z(space_of(vectors, space), q, sims, scope)
         kind = "event" if space == "event_doc" else space
         for rank, (sim, vid) in enumerate(zip(sims.tolist(), ids.tolist())):
@@ -160,7 +166,7 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
                 zscore[(kind, vid)] = max(zscore.get((kind, vid), -math.inf), float(zs[rank]))
     if text is not None and SPEECH in sources:
         speech_q = next((q for space, q in queries if space == SPEECH), None)
-        _speech_words(store, vectors, text, speech_q, (cameras, t0, t1, as_of), fetch, fused, cosine, zscore)
+        _speech_words(store, vectors, text, speech_q, (cameras, t0, t1, as_of, place), fetch, fused, cosine, zscore)
     best = sorted(fused.items(), key=lambda kv: -kv[1])[:top_k]
     return SearchResult(_evidence(store, best, cosine, zscore), notes)
 
@@ -168,8 +174,11 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
 def _speech_words(store, vectors, text, q, scope, fetch, fused, cosine, zscore) -> None:
     """The full-text list of transcript segments, fused into ``fused``; hits the speech vectors
     did not rank get their cosine and relevance from their own vectors (module doc)."""
-    cameras, t0, t1, as_of = scope
+    cameras, t0, t1, as_of, place = scope
     hits = store.fulltext.search(text, kinds=(SPEECH,), cameras=cameras, t0=t0, t1=t1, as_of=as_of, limit=fetch)
+    if place is not None:
+        there = set(_in_place(store, SPEECH, place, None).tolist())
+        hits = [h for h in hits if h.ref_id in there]
     for rank, hit in enumerate(hits):
         key = (SPEECH, hit.ref_id)
         fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
@@ -185,6 +194,12 @@ def _speech_words(store, vectors, text, q, scope, fetch, fused, cosine, zscore) 
         cosine[(SPEECH, vid)] = float(sim)
         if zs is not None:
             zscore[(SPEECH, vid)] = float(zs[i])
+
+
+def _in_place(store, space: str, place, allowed):
+    """``allowed`` (None: every id) narrowed to the ids of ``space`` taken in ``place``."""
+    there = places.allowed_ids(store.db.conn(), space, place)
+    return there if allowed is None else np.intersect1d(allowed, there, assume_unique=True)
 
 
 # -- relevance calibration ---------------------------------------------------------------------
@@ -303,22 +318,23 @@ def _evidence(store, best, cosine, zscore) -> list[Evidence]:
                 ms = [ms[round(i * (len(ms) - 1) / (SPEECH_FRAMES - 1))] for i in range(SPEECH_FRAMES)]
             out.append(Evidence(seg.camera_id, seg.t_start, seg.t_end, tuple(m.moment_id for m in ms),
                                 tuple(m.frame_path for m in ms), score, SPEECH, seg.text, cosine.get((space, vid)),
-                                relevance(zscore.get((space, vid)))))
+                                relevance(zscore.get((space, vid))), last_pose(ms)))
             continue
         if space == "frame" and vid in moments:
             m = moments[vid]
             out.append(Evidence(m.camera_id, m.t, m.t, (vid,), (m.frame_path,), score, "frame",
-                                similarity=cosine[(space, vid)], relevance=relevance(zscore.get((space, vid)))))
+                                similarity=cosine[(space, vid)], relevance=relevance(zscore.get((space, vid))),
+                                pose=m.pose))
         elif space == "event" and vid in events:
             e = events[vid]
             kms = [key_moments[k] for k in e.keyframes if k in key_moments]
             out.append(Evidence(e.camera_id, e.t_start, e.t_end, tuple(m.moment_id for m in kms),
                                 tuple(m.frame_path for m in kms), score, "event", e.doc, cosine[(space, vid)],
-                                relevance(zscore.get((space, vid)))))
+                                relevance(zscore.get((space, vid))), last_pose(kms)))
         elif space == "summary" and vid in summaries:
             sm = summaries[vid]
             kms = [key_moments[k] for k in sm.moment_ids if k in key_moments]
             out.append(Evidence(sm.camera_id or "*", sm.t0, sm.t1, tuple(m.moment_id for m in kms),
                                 tuple(m.frame_path for m in kms), score, "summary", sm.text, cosine[(space, vid)],
-                                relevance(zscore.get((space, vid)))))
+                                relevance(zscore.get((space, vid))), last_pose(kms)))
     return out

@@ -21,6 +21,9 @@ Model calls per ``answer()`` are bounded (``max_model_calls``):
                               summary documents MAX_SUMMARY_DOCS)
     + 1 final answer request.
 Summary documents are written by the memory writer's model; every other call goes to ``llm``.
+Outside tools (``tools``: web_search, image_search; reason/tool_actions.py) make no model call:
+each is one planner turn (counted above), and at most ``Toolbox.max_calls`` of them run per
+answer, each bounded by its provider's timeout.
 """
 from __future__ import annotations
 
@@ -31,13 +34,14 @@ from contextlib import contextmanager, nullcontext
 from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError
-from ..llm.schemas import (AnswerAction, InspectAction, RouteFinal, RouteRetrieve, SearchAction, TimeRange,
-                           parse_action, parse_anchor, parse_route)
-from ..memory.records import Evidence
+from ..llm.schemas import (TOOL_ACTIONS, AnswerAction, InspectAction, RouteFinal, RouteRetrieve, SearchAction,
+                           TimeRange, parse_action, parse_anchor, parse_route)
+from ..memory.records import Evidence, last_pose
 from ..memory.view import MemoryView
 from ..numerics import spread_evenly
 from .answer import Answer
 from .planner_context import CONTEXT_TEXT_CHARS, Found, PlannerRun, evidence_key, found_rank, render_block
+from .tool_actions import ToolActions
 from .turn import ModelTurns, TraceEntry
 
 NOT_FOUND = "Not found:"
@@ -72,13 +76,14 @@ class _ModelDown(Exception):
 
 class AgenticAnswerer:
     def __init__(self, llm, *, max_turns: int = 6, dialogue_tokens: int = prompts.DIALOGUE_TOKENS,
-                 stage_clock=None):
+                 stage_clock=None, tools=None):
         """``dialogue_tokens``: the last question/answer pairs in view the router and the
         planner see, newest kept, at most that many estimated tokens (a follow-up question
         refers to them). ``stage_clock(name)``: a
         context manager around the router step ("route"), each search action ("search"), its
         look-ahead inspections ("inspect_many") and each inspect action ("inspect"), model calls
-        inside included: how a benchmark times the stages."""
+        inside included: how a benchmark times the stages. ``tools``: a ``tools.Toolbox`` whose
+        actions the planner may take (None: none, and those actions are invalid)."""
         if llm is None:
             raise VamError("the agentic answerer needs an LLM: set llm.backend (local or openai) or pass llm=...")
         if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
@@ -89,6 +94,7 @@ class AgenticAnswerer:
         self.max_turns = max_turns
         self.dialogue_tokens = dialogue_tokens
         self.stage_clock = stage_clock or (lambda name: nullcontext())
+        self.tools = ToolActions(tools) if tools is not None else None
 
     @property
     def max_calls(self) -> int:
@@ -177,7 +183,9 @@ class AgenticAnswerer:
 
     def _parse_action(self, run: PlannerRun, text: str):
         """A planner action whose references exist (a dangling inspect ref is an invalid action)."""
-        action = parse_action(text)
+        action = parse_action(text, self.tools.names if self.tools else ())
+        if self.tools is not None:
+            self.tools.check(run, action)
         if isinstance(action, InspectAction) and action.ref is not None:
             if run.lookup(action.ref.turn_idx, action.ref.result_idx) is None:
                 raise ValueError(f"ref: [{action.ref.turn_idx}.{action.ref.result_idx}] is not a result in the "
@@ -222,6 +230,9 @@ class AgenticAnswerer:
     def _execute(self, run: PlannerRun, action, entry: TraceEntry) -> int:
         """Run one search / inspect / summarize action; its new results become the next
         context turn. Returns how many results are new."""
+        if action.action in TOOL_ACTIONS:
+            with self.stage_clock("tool"), self._timed(run, "tools"):
+                return self.tools.run_action(run, action, entry)
         if isinstance(action, SearchAction):
             with self.stage_clock("search"):
                 found = self._guarded(run, entry, lambda: self._search(run, action, entry))
@@ -380,7 +391,7 @@ class AgenticAnswerer:
             mine = [m for m in ms if m.camera_id == cam]
             ts = [m.t for m in mine]
             ev = Evidence(cam, min(ts), max(ts), tuple(m.moment_id for m in mine), tuple(m.frame_path for m in mine),
-                          0.0, "frame", text)
+                          0.0, "frame", text, pose=last_pose(mine))
             key = evidence_key(ev, "inspect", action.prompt.lower())  # the same look with the same question is nothing new
             if key not in run.seen:
                 out.append((ev, "inspect", text, key))
@@ -423,7 +434,7 @@ class AgenticAnswerer:
         for d in docs:
             ms = [moments[m] for m in d.moment_ids if m in moments]
             ev = Evidence(d.camera_id or "*", d.t0, d.t1, tuple(m.moment_id for m in ms),
-                          tuple(m.frame_path for m in ms), 0.0, "summary", d.text)
+                          tuple(m.frame_path for m in ms), 0.0, "summary", d.text, pose=last_pose(ms))
             key = evidence_key(ev)
             if key not in run.seen:
                 out.append((ev, "summarize", None, key))
@@ -516,6 +527,10 @@ class AgenticAnswerer:
     # -- endings -------------------------------------------------------------------------------
     def _answer(self, run: PlannerRun, action: AnswerAction, entry: TraceEntry) -> None:
         found = run.findings()
+        run.out.tool_citations = self.tools.cite(run, action) if self.tools is not None else []
+        if not found and run.out.tool_citations:  # an outside fact alone: cited apart, no memory evidence
+            run.out.text, run.out.found, run.out.evidence = action.response, True, []
+            return
         if not found:
             entry.notes.append("answer without any evidence")
             run.out.text = (f"{NOT_FOUND} no evidence in memory supports an answer "
@@ -579,4 +594,6 @@ class AgenticAnswerer:
             kinds = run.view.summary_kinds()
         except VamError:
             kinds = []
-        return prompts.plan(run.goal, self._context(run), turns_left, dialogue=run.dialogue, structures=kinds)
+        tools = self.tools.names if self.tools else ()
+        return prompts.plan(run.goal, self._context(run), turns_left, dialogue=run.dialogue, structures=kinds,
+                            tools=tools, max_tool_calls=self.tools.max_calls if self.tools else 0)

@@ -13,6 +13,8 @@ import time
 from ..errors import VamError
 from ..llm import LLMError, prompts
 from ..memory.sessions import check_session_id
+from .answer import locate
+from .turn import TraceEntry
 
 MODES = ("auto", "two_phase", "agentic")
 
@@ -67,7 +69,7 @@ class WatchedModel:
 
 
 def answer_in_mode(model: WatchedModel, two_phase, question: str, view, mode: str, max_turns: int, *,
-                   dialogue_tokens: int = prompts.DIALOGUE_TOKENS):
+                   dialogue_tokens: int = prompts.DIALOGUE_TOKENS, tools=None):
     """The answer of ``mode``: two-phase, the agentic loop, or (auto) two-phase then the agentic
     loop when two-phase reports not found (its trace, tokens and timings kept in front). A model
     failure raises instead of answering."""
@@ -80,7 +82,8 @@ def answer_in_mode(model: WatchedModel, two_phase, question: str, view, mode: st
         # loop still gets its chance unless no server answers at all
         model.raise_if_failed(unreachable_only=mode == "auto")
     if mode == "agentic" or (mode == "auto" and not answer.found):
-        agentic = AgenticAnswerer(model, max_turns=max_turns, dialogue_tokens=dialogue_tokens).answer(question, view)
+        agentic = AgenticAnswerer(model, max_turns=max_turns, dialogue_tokens=dialogue_tokens,
+                                  tools=tools).answer(question, view)
         if not agentic.found:
             model.raise_if_failed()
         if answer is not None:  # auto: keep the two-phase turns in the trace
@@ -94,12 +97,13 @@ def answer_in_mode(model: WatchedModel, two_phase, question: str, view, mode: st
 
 
 def ask_question(question: str, view, llm, present, texts, qa, *, mode: str = "auto", max_turns: int = 6,
-                 started: float | None = None, dialogue_tokens: int = prompts.DIALOGUE_TOKENS):
+                 started: float | None = None, dialogue_tokens: int = prompts.DIALOGUE_TOKENS, tools=None):
     """Answer ``question`` over ``view`` (a MemoryView, or anything with its reads) with ``llm``,
     the cameras' ``present`` (what TwoPhaseAnswerer reads) and the text embedder ``texts``;
     record it with ``qa`` (a QARecorder) after the answer is made. ``started``: when the caller
     began (perf_counter), so ``timings["response_s"]`` is what the caller waited.
-    ``dialogue_tokens``: the budget of the earlier question/answer pairs shown (newest kept)."""
+    ``dialogue_tokens``: the budget of the earlier question/answer pairs shown (newest kept).
+    ``tools``: the outside tools the agentic planner may call (tools.Toolbox; None: none)."""
     from .two_phase import TwoPhaseAnswerer
 
     t0 = time.perf_counter() if started is None else started
@@ -107,7 +111,12 @@ def ask_question(question: str, view, llm, present, texts, qa, *, mode: str = "a
     model = WatchedModel(llm)
     # the answer is recorded below, off the response path, whichever path made it
     two_phase = TwoPhaseAnswerer(model, present, texts, update_qa=False, dialogue_tokens=dialogue_tokens)
-    answer = answer_in_mode(model, two_phase, question, view, mode, max_turns, dialogue_tokens=dialogue_tokens)
+    answer = answer_in_mode(model, two_phase, question, view, mode, max_turns, dialogue_tokens=dialogue_tokens,
+                            tools=tools)
+    try:
+        answer.evidence = locate(answer.evidence, view)  # every citation says where it was seen
+    except VamError as e:  # a position is extra: an answer without one is still an answer
+        answer.trace.append(TraceEntry("locate", error=f"{type(e).__name__}: {e}"))
     answer.timings["total"] = time.perf_counter() - t0
     t = answer.asked_at if answer.asked_at is not None else view.now()
     answer.background = qa.record(question, answer, view, 0.0 if t is None else t)

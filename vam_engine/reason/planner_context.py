@@ -41,6 +41,8 @@ def render_block(turn_idx: int, label: str, block: list[Found], notes: list[str]
         if ev.relevance is not None:  # what the search threshold cuts on: comparable across spaces
             sim += f", relevance {ev.relevance:.2f}"
         text = (ev.text or "").replace("\n", " ")[:CONTEXT_TEXT_CHARS] if f.via != "inspect" else ""
+        if ev.pose is not None:  # where its latest moment was taken: "where" questions answer with it
+            sim += f", seen at {ev.pose.where()}"
         line = f"  [{f.ref}] camera {ev.camera_id}, {ev.t_start:.2f}-{ev.t_end:.2f} s, {kind}{sim}"
         lines.append(line + (f": {text}" if text else ""))
         if f.note:
@@ -62,6 +64,8 @@ class PlannerRun:
     dialogue: list = field(default_factory=list)  # the last question/answer pairs in view, oldest first
     origin: float | None = None                   # "relative" time zero, computed when first needed
     failure: Exception | None = None              # a model failure to raise once the turn's results are kept
+    tool_results: dict = field(default_factory=dict)  # (turn_idx, result_idx) -> ToolCitation (tool_actions.py)
+    tool_calls: int = 0                           # tool calls made for this question
 
     def findings(self) -> list[Found]:
         return [f for b in self.blocks for f in b]

@@ -59,7 +59,7 @@ from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError, LLMRequest
 from ..llm.schemas import parse_coarse, parse_fine
-from ..memory.records import Evidence
+from ..memory.records import Evidence, last_pose
 from ..memory.view import MemoryView
 from ..numerics import spread_evenly
 from .answer import Answer, moment_evidence
@@ -370,11 +370,13 @@ class TwoPhaseAnswerer:
             have = [(k, t) for k, t in zip(n.keyframes, n.keyframe_times) if k in moments]
             evidence.append(Evidence(n.camera_id, n.t_start, n.t_end, tuple(k for k, _ in have),
                                      tuple(moments[k].frame_path for k, _ in have), float(score),
-                                     kind, n.summary, similarity=float(score)))
+                                     kind, n.summary, similarity=float(score),
+                                     pose=last_pose(moments[k] for k, _ in have)))
             label = "event" if n.is_leaf else "summary of several events"
             parts.append(f"Node {i} ({label}), camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]:\n{n.summary}")
             for k, t in (have[j] for j in spread_evenly(len(have), self.keyframes_per_node)):
-                parts += [f"t={t:.2f}s", Image(moments[k].frame_path)]
+                pose = moments[k].pose  # where it was seen: "where" questions answer with it
+                parts += [f"t={t:.2f}s" + (f", seen at {pose.where()}" if pose else ""), Image(moments[k].frame_path)]
         for i, (p, score) in enumerate(provisional, len(hits) + 1):
             evidence.append(Evidence(p.camera_id, p.t_start, p.t_end, p.keyframes, p.frame_paths, float(score),
                                      "event", p.document, similarity=float(score)))

@@ -64,10 +64,12 @@ class LocalBackend:
         return Path(self.engine.store.root)
 
     # -- moments, events, frames ---------------------------------------------------------------
-    def page(self, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200) -> Page:
+    places = True  # pages and searches filter by place (a cluster's backend does not yet)
+
+    def page(self, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200, place=None) -> Page:
         """``kind`` "moments" or "events": queries.page over this store."""
         return queries.page(self.engine.store, kind, cameras=cameras, t0=t0, t1=t1, as_of=as_of, cursor=cursor,
-                            limit=limit)
+                            limit=limit, place=place)
 
     def moment_frame(self, moment_id: int) -> FrameData | None:
         """A moment's JPEG; None when there is no such moment. A moment whose file is gone

@@ -31,11 +31,16 @@ def _num(x):
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
+def pose_json(p) -> dict | None:
+    """A Pose (ingest/poses.py) as JSON: x, y, z, yaw (radians), frame (the map's name)."""
+    return None if p is None else p.to_json()
+
+
 def moment_json(m: Moment) -> dict:
     g = m.gate
     return {"moment_id": m.moment_id, "camera_id": m.camera_id, "t": m.t, "t_rel": m.t_rel, "t_abs": m.t_abs,
             "width": m.width, "height": m.height, "tier": m.tier, "event_id": m.event_id,
-            "frame": frame_url(m.moment_id),
+            "frame": frame_url(m.moment_id), "pose": pose_json(m.pose),
             "gate": {"lap_var": _num(g.lap_var), "mad": _num(g.mad), "ssim": _num(g.ssim)}}
 
 
@@ -48,7 +53,8 @@ def event_json(e: Event) -> dict:
 def evidence_json(ev: Evidence) -> dict:
     return {"camera_id": ev.camera_id, "t_start": ev.t_start, "t_end": ev.t_end, "source": ev.source,
             "score": _num(ev.score), "similarity": _num(ev.similarity), "text": ev.text,
-            "moment_ids": list(ev.moment_ids), "frames": [frame_url(i) for i in ev.moment_ids]}
+            "moment_ids": list(ev.moment_ids), "frames": [frame_url(i) for i in ev.moment_ids],
+            "pose": pose_json(ev.pose)}
 
 
 def summary_json(s: Summary) -> dict:
@@ -59,7 +65,8 @@ def summary_json(s: Summary) -> dict:
 
 def answer_json(a) -> dict:
     return {"text": a.text, "found": a.found, "mode": a.mode, "asked_at": a.asked_at,
-            "evidence": [evidence_json(e) for e in a.evidence], "tokens": dict(a.tokens),
+            "evidence": [evidence_json(e) for e in a.evidence], "position": pose_json(getattr(a, "position", None)),
+            "tool_citations": [c.to_json() for c in getattr(a, "tool_citations", ())], "tokens": dict(a.tokens),
             "timings": {k: _num(v) for k, v in a.timings.items()},
             "trace": [_scrub(t.to_dict()) for t in a.trace], **partial_json(a)}
 

@@ -102,13 +102,22 @@ _PAGED = {"moments": ("moment_id", "t", "t"), "events": ("event_id", "t_start", 
 
 
 def page_after(store, kind: str, *, cameras, t0=None, t1=None, as_of=None, after: RowKey | None = None,
-               limit: int = 200) -> tuple[list, bool]:
+               limit: int = 200, place=None) -> tuple[list, bool]:
     """Up to ``limit`` moments or events (``kind``) strictly after the key ``after``, by
     (camera, time, id), and whether more follow. Moments: t0 <= t <= t1; events: overlapping
-    [t0, t1]; both ending by ``as_of``."""
+    [t0, t1]; both ending by ``as_of``. ``place`` (memory/places.py): moments whose pose is
+    there, events with such a moment."""
     check_range(t0, t1, as_of)
     id_col, t_col, end_col = _PAGED[kind]
     where, args = [], []
+    if place is not None:
+        from ..memory.places import allowed_ids
+
+        ids = allowed_ids(store.db.conn(), "frame" if kind == "moments" else "event", place)
+        if not len(ids):
+            return [], False
+        where.append(f"{id_col} IN (SELECT value FROM json_each(?))")
+        args.append(json.dumps(ids.tolist()))
     if cameras is not None:
         if not cameras:
             return [], False
@@ -149,9 +158,9 @@ def encode_row_key(key: RowKey) -> str:
     return encode_cursor((key.camera_id, key.t, key.row_id))
 
 
-def page(store, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200) -> Page:
+def page(store, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200, place=None) -> Page:
     items, more = page_after(store, kind, cameras=cameras, t0=t0, t1=t1, as_of=as_of,
-                             after=decode_row_key(cursor), limit=limit)
+                             after=decode_row_key(cursor), limit=limit, place=place)
     return Page(items, encode_row_key(row_key(kind, items[-1])) if more and items else None)
 
 

@@ -43,6 +43,9 @@ class RequestBody(BaseModel):
         return [v] if isinstance(v, str) else v
 
 
+Point = Annotated[list[float], Field(min_length=2, max_length=2)]
+
+
 class SearchBody(RequestBody):
     text: str | None = Field(None, min_length=1, max_length=2000)
     top_k: int = Field(10, ge=1, le=200)
@@ -51,6 +54,12 @@ class SearchBody(RequestBody):
     t1: float | None = None
     as_of: float | None = None
     sources: list[Literal["frame", "event", "summary"]] = ["frame", "event", "summary"]
+    # where the hits were taken (their moments' poses): a point and a radius in metres, a region
+    # (a box [x0, y0, x1, y1] or a polygon [[x, y], ...]), a map frame
+    near: Point | None = None
+    radius: float | None = Field(None, gt=0)
+    region: list[float] | list[Point] | None = Field(None, min_length=3, max_length=1000)
+    map_frame: str | None = Field(None, min_length=1, max_length=64)
 
 
 class AskBody(RequestBody):
@@ -95,24 +104,62 @@ def _lanes(request: Request):
 @router.get("/api/moments", tags=["memory"])
 async def moments(request: Request, camera: list[str] | None = Query(None), t0: float | None = None,
                   t1: float | None = None, as_of: float | None = None, cursor: str | None = None, limit: int = 200,
-                  p: Principal = need("read")):
-    """Retained frames by camera and time (camera axis), ``as_of`` bound, keyset pages."""
-    return await _page(request, "moments", moment_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit)
+                  near: str | None = None, radius: float | None = None, region: str | None = None,
+                  map_frame: str | None = None, p: Principal = need("read")):
+    """Retained frames by camera and time (camera axis), ``as_of`` bound, keyset pages, each
+    with its pose. Where they were taken: ``near=x,y`` with ``radius`` (metres), ``region``
+    (a box ``x0,y0,x1,y1`` or a polygon ``x,y;x,y;x,y``), ``map_frame``."""
+    place = _query_place(request, near, radius, region, map_frame)
+    return await _page(request, "moments", moment_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit, place)
 
 
 @router.get("/api/events", tags=["memory"])
 async def events(request: Request, camera: list[str] | None = Query(None), t0: float | None = None,
                  t1: float | None = None, as_of: float | None = None, cursor: str | None = None, limit: int = 200,
-                 p: Principal = need("read")):
-    """Events overlapping [t0, t1] that end by ``as_of``, with their documents and keyframes."""
-    return await _page(request, "events", event_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit)
+                 near: str | None = None, radius: float | None = None, region: str | None = None,
+                 map_frame: str | None = None, p: Principal = need("read")):
+    """Events overlapping [t0, t1] that end by ``as_of``, with their documents and keyframes;
+    ``near``/``radius``/``region``/``map_frame`` as for moments: events with a moment there."""
+    place = _query_place(request, near, radius, region, map_frame)
+    return await _page(request, "events", event_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit, place)
 
 
-async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, cursor, limit):
+def _numbers(name: str, text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise queries.BadQuery(f"{name} must be comma-separated numbers, got {text[:60]!r}") from None
+
+
+def _query_place(request: Request, near, radius, region, map_frame):
+    """The place filter of query parameters: ``near=x,y``, ``region=x0,y0,x1,y1`` (a box) or
+    ``x,y;x,y;...`` (a polygon); None when none is given. BadQuery (422) naming the bad one."""
+    pt = None if near is None else _numbers("near", near)
+    reg = None
+    if region is not None:
+        reg = [_numbers("region", c) for c in region.split(";")] if ";" in region else _numbers("region", region)
+    return _place(request, pt, radius, reg, map_frame)
+
+
+def _place(request: Request, near, radius, region, map_frame):
+    from ..memory.places import make_place
+
+    try:
+        place = make_place(near, radius, region, map_frame)
+    except VamError as e:
+        raise queries.BadQuery(str(e)) from None
+    if place is not None and not getattr(request.app.state.backend, "places", False):
+        raise queries.BadQuery("near / radius / region / map_frame filter one engine's store; this server's "
+                               "cluster does not filter by place yet")
+    return place
+
+
+async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, cursor, limit, place=None):
     backend, n = request.app.state.backend, _limit(request, limit)
+    extra = {} if place is None else {"place": place}
 
     def work():
-        page = backend.page(kind, cameras=cams, t0=t0, t1=t1, as_of=as_of, cursor=cursor, limit=n)
+        page = backend.page(kind, cameras=cams, t0=t0, t1=t1, as_of=as_of, cursor=cursor, limit=n, **extra)
         return json_response({"items": [to_json(x) for x in page.items], "next_cursor": page.next_cursor,
                               **partial_json(page)})
 
@@ -159,6 +206,12 @@ async def _search_request(request: Request) -> tuple[SearchBody, object]:
                     image = await v.read()
                 elif k in ("cameras", "sources"):
                     fields.setdefault(k, []).extend(x for x in v.split(",") if x)
+                elif k in ("near", "region"):  # JSON, as in a JSON body: [x, y]; [x0, y0, x1, y1] or [[x, y], ...]
+                    try:
+                        fields[k] = json.loads(v)
+                    except ValueError:
+                        raise RequestValidationError([{"loc": ("body", k), "msg": "must be JSON (a list of numbers "
+                                                       "or of [x, y] points)", "type": "value_error"}]) from None
                 else:
                     fields[k] = v
         raw = fields
@@ -211,6 +264,9 @@ async def search(request: Request, p: Principal = need("read")):
 
     body, image = await _search_request(request)
     queries.check_range(body.t0, body.t1, body.as_of)
+    place = _place(request, body.near, body.radius, body.region, body.map_frame)
+    where = {} if place is None else {"near": body.near, "radius": body.radius, "region": body.region,
+                                      "map_frame": body.map_frame}
     cams = p.camera_scope(body.cameras)
     eng = _engine(request)
     tr = (body.t0, body.t1) if body.t0 is not None or body.t1 is not None else None
@@ -223,7 +279,7 @@ async def search(request: Request, p: Principal = need("read")):
         t0 = time.perf_counter()
         try:
             res = eng.search(text=body.text, image=pixels, top_k=body.top_k, time_range=tr, cameras=cams,
-                             sources=tuple(body.sources), as_of=body.as_of)
+                             sources=tuple(body.sources), as_of=body.as_of, **where)
         finally:
             metrics.search.observe(time.perf_counter() - t0)
         # a summary over every camera ("*") may describe cameras outside a limited token's view

@@ -10,7 +10,8 @@ same path see the same kind of input):
 - ``perception``: signs, counters and photographed objects with known text, labels and paths;
 - ``tiny_qwen``: a tiny random-weight Qwen2-VL checkpoint for running the local model body
   without downloading one (``python -m vam_engine.synthetic.tiny_qwen DIR``);
-- ``rtsp``: a clip served as a live RTSP camera (GStreamer's server on the system Python).
+- ``rtsp``: a clip served as a live RTSP camera (GStreamer's server on the system Python);
+- ``robot``: a robot's run around a square loop with known poses and a cat at known places.
 """
 from .scenes import (gray_scene, gray_frame, near_copy, GateBatch, gate_batch, rgb_frames, scene_image,
                      box_blur, SceneClip, write_scene_clip, photo, resize_rgb, photo_strip, photo_wall,

@@ -223,7 +223,7 @@ function drawRows() {
   rows.replaceChildren(...out);
 }
 
-function render() { drawAxis(); drawRows(); }
+function render() { drawAxis(); drawRows(); if (window.drawMap) drawMap(); }  // map.js: where, for cameras with poses
 
 let loadSeq = 0;
 async function loadView() {
@@ -396,7 +396,11 @@ function showAnswer(a) {
   const cites = a.evidence.map((ev, i) => el("span", { class: "cite", title: ev.text || "",
     text: `[${i + 1}] ${ev.camera_id} ${fmtT(ev.t_start, ev.t_end - ev.t_start)}–${fmtT(ev.t_end, ev.t_end - ev.t_start)}`,
     onclick: () => openEvidence(ev, `[${i + 1}]`) }));
-  $("ask-answer").replaceChildren(el("div", { class: "text" + (a.found ? "" : " nf"), text: a.text }), el("div", {}, ...cites));
+  const p = a.position, tools = a.tool_citations || [];
+  const where = p ? el("div", { class: "notes", text: `seen at (${p.x.toFixed(2)}, ${p.y.toFixed(2)}) in map '${p.frame}'` }) : null;
+  const outside = tools.map((c, i) => el("div", { class: "notes tool", text: `[tool ${i + 1}] ${c.title} <${c.url}>` }));
+  $("ask-answer").replaceChildren(el("div", { class: "text" + (a.found ? "" : " nf"), text: a.text }), where,
+    el("div", {}, ...cites), ...outside);
 }
 
 // -- monitors and alerts -------------------------------------------------------------------------
