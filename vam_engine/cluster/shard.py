@@ -27,7 +27,8 @@ NAMESPACE = "vam_engine"
 LIVE_SPECS = "shard_cameras.json"
 log = logging.getLogger(__name__)
 _VIEW_READS = frozenset({"camera_ids", "latest_time", "frames", "moments_by_id", "summaries", "forest_roots",
-                         "forest_retrieve", "provisional_nodes", "event_memory", "rank_provisional", "summarize"})
+                         "forest_retrieve", "provisional_nodes", "event_memory", "rank_provisional", "summarize",
+                         "transcripts"})
 
 
 @dataclass(frozen=True)
