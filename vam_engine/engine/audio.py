@@ -78,6 +78,7 @@ class EngineAudio:
         self._writer = None
         self._lock = threading.Lock()
         self._tombstones: deque[_Tombstone] = deque(maxlen=MAX_TOMBSTONES)
+        self._expected: dict[str, int] = {}  # cameras whose file audio is being started: not settled
         self._closed = False
 
     @property
@@ -146,6 +147,21 @@ class EngineAudio:
                                            -math.inf if t0 is None else float(t0), ends))
 
     # -- files -----------------------------------------------------------------------------------
+    def expect(self, cameras) -> None:
+        """These cameras' file audio is about to start (``open_file`` or ``unexpect`` ends it):
+        meanwhile their speech is not settled (the writer holds their events)."""
+        with self._lock:
+            for c in cameras:
+                self._expected[c] = self._expected.get(c, 0) + 1
+
+    def unexpect(self, camera_id: str) -> None:
+        with self._lock:
+            n = self._expected.get(camera_id, 0) - 1
+            if n > 0:
+                self._expected[camera_id] = n
+            else:
+                self._expected.pop(camera_id, None)
+
     def open_file(self, camera_id: str, path: str, source_id: int, start_time_abs: float | None, *,
                   resume: bool = True) -> bool:
         """Start transcribing a file's (or URL's) audio beside its video, unless its source row
@@ -205,6 +221,8 @@ class EngineAudio:
     def settled(self, camera_id: str, t: float) -> bool:
         """Whether everything the camera said up to ``t`` is stored (or will never be): what
         the memory writer waits for before documenting an event that ends at ``t``."""
+        if camera_id in self._expected:
+            return False
         hub = self._hub
         if hub is None:
             return True

@@ -7,6 +7,7 @@ its report says how (``SourceReport.audio``); the video's wall time does not inc
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Callable, Sequence
 
@@ -59,17 +60,40 @@ def index_sources(store: Store, config: EngineConfig, device: str, pipe: Callabl
         rep.decoder = decoder.name
         src = pipeline.register(state.source_id, rep, decoder.info.duration_s, progress)
         started.append((src, decoder))
-    listening = _start_audio(store, audio, heard) if audio is not None and audio.active else []
     for src, decoder in started:
         pipeline.decode_worker(src, decoder)
+    # on its own thread once the video has started: loading the ASR model never delays the video
+    listening = _AudioStart(store, audio, heard) if audio is not None and audio.active else None
     for src, _ in started:
         pipeline.wait(src)
     wall = time.monotonic() - t_start
     for rep in reports:
         rep.wall_s = wall
-    for cam, source_id, rep in listening:
+    for cam, source_id, rep in listening.join() if listening is not None else []:
         rep.audio = audio.finish_file(cam, source_id)
     return reports
+
+
+class _AudioStart(threading.Thread):
+    """``_start_audio`` on its own thread; ``join()`` returns its result (raises its error)."""
+
+    def __init__(self, store: Store, audio: EngineAudio, heard):
+        super().__init__(name="vam-audio-start", daemon=True)
+        self._args, self._out, self._error = (store, audio, heard), [], None
+        audio.expect([h[1] for h in heard])  # until each is started (or not), its speech is not settled
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._out = _start_audio(*self._args)
+        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread by join
+            self._error = e
+
+    def join(self, timeout=None) -> list:
+        super().join(timeout)
+        if self._error is not None:
+            raise self._error
+        return self._out
 
 
 def _start_audio(store: Store, audio: EngineAudio, heard) -> list:
@@ -78,13 +102,16 @@ def _start_audio(store: Store, audio: EngineAudio, heard) -> list:
     of those started."""
     out = []
     for path, cam, source_id, decoder, rep in heard:
-        if decoder is not None:
-            epoch = decoder.info.start_time_abs
-            store.sources.update_info(source_id, audio_epoch=epoch)
-        else:
-            epoch = store.sources.info(source_id).get("audio_epoch")
-        if audio.open_file(cam, path, source_id, epoch, resume=not is_url(path)):
-            out.append((cam, source_id, rep))
+        try:
+            if decoder is not None:
+                epoch = decoder.info.start_time_abs
+                store.sources.update_info(source_id, audio_epoch=epoch)
+            else:
+                epoch = store.sources.info(source_id).get("audio_epoch")
+            if audio.open_file(cam, path, source_id, epoch, resume=not is_url(path)):
+                out.append((cam, source_id, rep))
+        finally:
+            audio.unexpect(cam)
     return out
 
 
