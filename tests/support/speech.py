@@ -72,7 +72,7 @@ def spoken(t: float, text: str, offset: float = 0.0) -> tuple[float, float]:
     -34 dBFS), plus ``offset`` (the track's start on the video's axis)."""
     voice = speak(text)
     loud = np.flatnonzero(np.abs(voice) > 0.02) / ESPEAK_RATE
-    return offset + t + loud[0], offset + t + loud[-1]
+    return float(offset + t + loud[0]), float(offset + t + loud[-1])
 
 
 def speech_track(sentences: tuple[tuple[float, str], ...], duration_s: float, *, noise: float = 0.0,
