@@ -92,7 +92,7 @@ def driver_config(args, benchmark: str):
                         ask_mode=args.mode, concurrency=args.concurrency, proactive=args.proactive,
                         settle=args.settle, baselines=tuple(b for b in args.baseline.split(",") if b),
                         uniform_k=args.uniform_k, max_side=args.max_side, store=args.store,
-                        monitor_every_s=args.monitor_every, pace=args.pace, audio=not args.no_audio)
+                        monitor_every_s=args.monitor_every, pace=args.pace, audio=not getattr(args, "no_audio", False))
 
 
 def _engine_config(args):
@@ -103,7 +103,7 @@ def _engine_config(args):
     from .common import audio_overrides
 
     over = {"llm": parse_llm_spec(args.llm), **audio_overrides(args)}
-    if args.no_audio:  # the ablation: no audio path at all, whatever the config says
+    if getattr(args, "no_audio", False):  # the ablation: no audio path at all, whatever the config says
         over["audio"] = {**over.get("audio", {}), "enabled": False}
     if args.index_fps is not None:
         over["ingest"] = {"fps": args.index_fps}

@@ -154,6 +154,10 @@ class Shard:
         w = self.engine.working
         return (w.covers(camera_id, now), *w.window(camera_id, now))
 
+    def present_heard(self, camera_id, t0=None, t1=None):
+        """The camera's recent transcript segments in its working memory (cluster/present.py)."""
+        return self.engine.working.heard(camera_id, t0, t1)
+
     def camera_status(self, camera_id=None):
         """The live cameras' status, and an offline one for each camera this incarnation could not
         resume (``_resume_live``): it is still the shard's, and says why it is not running."""
