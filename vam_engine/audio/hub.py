@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import VamError
 from .asr import SpeechRecognizer, make_recognizer
 from .decode import AudioReader
+from .priority import lower_thread_priority
 from .push import PushResampler, to_mono_float
 from .records import SAMPLE_RATE, AudioStatus, TranscriptSegment
 from .transcriber import Transcriber
@@ -180,6 +181,7 @@ class AudioHub:
             self.transcriber.submit(c)
 
     def _push_loop(self) -> None:
+        lower_thread_priority()
         while True:
             item = self._push_q.get()
             if item is None:

@@ -39,6 +39,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .asr import SpeechRecognizer
+from .priority import lower_thread_priority
 from .records import MAX_PIECE_S, SAMPLE_RATE, Recognition, RecognizedWord, SpeechChunk, TranscriptSegment
 
 SENTENCE_END = (".", "?", "!", "。", "？", "！")
@@ -217,6 +218,7 @@ class Transcriber:
 
     # -- the worker ----------------------------------------------------------------------------
     def _loop(self) -> None:
+        lower_thread_priority()
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
