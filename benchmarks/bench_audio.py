@@ -287,6 +287,73 @@ def row_video_with_audio(clips: dict, seconds: float, model_dir, repeats: int, w
             "ratio_speech": med[("speech", "on")] / med[("speech", "off")]}
 
 
+def path_rows(body, cfg, streams, ns, seconds, model_dir, rows: list) -> tuple[dict, dict]:
+    """The audio path and the baseline at each N (appended to ``rows``); their results by N."""
+    from faster_whisper import WhisperModel
+
+    baseline_model = WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=1)
+    paths, bases = {}, {}
+    for n in ns:
+        paths[n] = p = row_audio_path(body, cfg, streams[:n], seconds)
+        bases[n] = b = row_baseline(baseline_model, streams[:n], seconds)
+        plans = [s["plan"] for s in streams[:n]]
+        p["wer"] = wer_of(plans, [[(x.t_start, x.t_end, x.text) for x in p["segments"] if x.camera_id == s["camera"]]
+                                  for s in streams[:n]])
+        b["wer"] = wer_of(plans, b["texts"])
+        rows.append([f"audio path at 1x, {n} streams", n, p["rtf_per_stream"], p["cpu_s"] / p["speech_s"],
+                     p["streams_per_core"], p["cpu_s"] / p["wall_s"], p["dropped"], p["lag_s"], p["wer"],
+                     b["rtf_per_stream"], b["wer"], b["rtf_per_stream"] / p["rtf_per_stream"]])
+    return paths, bases
+
+
+def silence_table(cfg, args, directory: Path) -> tuple[dict, dict, dict]:
+    """The silence rows (with and without the energy check) and loud noise, printed."""
+    hiss = quiet_stream(args.seconds, 10 ** (-70 / 20), directory, "hiss")
+    loud = quiet_stream(args.seconds, 10 ** (-26 / 20), directory, "noise")
+    k = args.silence_streams
+    sil = row_silence(cfg, hiss, args.seconds, k, cfg.vad_energy_floor)
+    sil_off = row_silence(cfg, hiss, args.seconds, k, 0.0)
+    noise = row_silence(cfg, loud, args.seconds, k, cfg.vad_energy_floor)
+    srows = [["silence (-70 dBFS): decode + VAD", k, sil["core_per_stream"] * 100, sil["scored_s"], sil["chunks"]],
+             ["same, energy check off (Silero on every window)", k, sil_off["core_per_stream"] * 100,
+              sil_off["scored_s"], sil_off["chunks"]],
+             ["noise (-26 dBFS): decode + VAD (the model runs)", k, noise["core_per_stream"] * 100, noise["scored_s"],
+              noise["chunks"]]]
+    print()
+    print_table(["silence row", "streams", "% of a core per stream", "VAD model s", "chunks to ASR"], srows)
+    return sil, sil_off, noise
+
+
+def print_targets(args, sustained: float, sil: dict, videos: dict) -> None:
+    print(f"\ntargets: >= {TARGET_STREAMS_PER_CORE} streams per core at {args.speech:.0%} speech: "
+          f"{sustained:.1f} ({'met' if sustained >= TARGET_STREAMS_PER_CORE else 'MISSED'}); "
+          f"silence < {TARGET_SILENCE_CORE:.0%} of a core per stream: {sil['core_per_stream']:.2%} "
+          f"({'met' if sil['core_per_stream'] < TARGET_SILENCE_CORE else 'MISSED'})")
+    for label, video in videos.items():
+        ratio = video["ratio_silence"]
+        print(f"  video with audio on, no one speaking, within {TARGET_VIDEO_SLOWDOWN:.0%} of off, {label}: "
+              f"{ratio - 1:+.1%} ({'met' if ratio <= 1 + TARGET_VIDEO_SLOWDOWN else 'MISSED'}; with speech "
+              f"{args.speech:.0%} of the time: {video['ratio_speech'] - 1:+.1%})")
+
+
+def video_table(args, model_dir, directory: Path) -> dict:
+    """The video rows for each ingest setting (INGEST), printed; returns their results."""
+    clips = video_clips(args.seconds, args.speech, directory)
+    videos, vrows = {}, []
+    for label, ingest in INGEST.items():
+        video = videos[label] = row_video_with_audio(clips, args.seconds, model_dir, args.video_repeats,
+                                                     directory / "stores", ingest)
+        for track in ("silence", "speech"):
+            off, on = video["median_wall"][f"{track}/off"], video["median_wall"][f"{track}/on"]
+            for mode, wall in (("off", off), ("on", on)):
+                vrows.append([label, f"{track} track, audio {mode}", wall, args.seconds / wall, wall / off,
+                              video["audio_after_s"][f"{track}/{mode}"], video["segments"][f"{track}/{mode}"]])
+    print()
+    print_table([f"video 1280x720 25 fps, {args.seconds:g} s: ingest", "run", "video wall s", "x realtime",
+                 "wall / off", "audio after s", "segments"], vrows)
+    return videos
+
+
 def wer_of(plan_by_stream: list[list[tuple[float, str]]], hyps_by_stream: list[list[tuple[float, float, str]]]) -> float:
     """Word error rate over all streams: each stream's hypothesis words in time order against its
     spoken sentences in order (one long reference per stream)."""
@@ -344,20 +411,7 @@ def main(argv=None) -> int:
     rows = [["asr alone (1 utterance per call)", 1, alone["asr_s"] / args.seconds, alone["asr_s"] / alone["speech_s"],
              args.seconds / alone["asr_s"], "-", "-", "-", "-", "-", "-", "-"]]
     # 2. the whole path at N streams, and the baseline at the same N
-    from faster_whisper import WhisperModel
-
-    baseline_model = WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=1)
-    paths, bases = {}, {}
-    for n in ns:
-        paths[n] = p = row_audio_path(body, cfg, streams[:n], args.seconds)
-        bases[n] = b = row_baseline(baseline_model, streams[:n], args.seconds)
-        plans = [s["plan"] for s in streams[:n]]
-        p["wer"] = wer_of(plans, [[(x.t_start, x.t_end, x.text) for x in p["segments"] if x.camera_id == s["camera"]]
-                                  for s in streams[:n]])
-        b["wer"] = wer_of(plans, b["texts"])
-        rows.append([f"audio path at 1x, {n} streams", n, p["rtf_per_stream"], p["cpu_s"] / p["speech_s"],
-                     p["streams_per_core"], p["cpu_s"] / p["wall_s"], p["dropped"], p["lag_s"], p["wer"],
-                     b["rtf_per_stream"], b["wer"], b["rtf_per_stream"] / p["rtf_per_stream"]])
+    paths, bases = path_rows(body, cfg, streams, ns, args.seconds, model_dir, rows)
     print_table(["row", "streams", "RTF per stream", "per speech s", "streams/core", "core got", "dropped",
                  "end lag s", "WER", "baseline RTF", "baseline WER", "x baseline"], rows)
     top = max(ns)
@@ -366,19 +420,7 @@ def main(argv=None) -> int:
           f"{p['dropped']} chunks dropped, {p['speech_s']:.0f} s of speech, CPU {p['cpu_s']:.1f} s")
 
     # 3. silence
-    hiss = quiet_stream(args.seconds, 10 ** (-70 / 20), directory, "hiss")
-    loud = quiet_stream(args.seconds, 10 ** (-26 / 20), directory, "noise")
-    k = args.silence_streams
-    sil = row_silence(cfg, hiss, args.seconds, k, cfg.vad_energy_floor)
-    sil_off = row_silence(cfg, hiss, args.seconds, k, 0.0)
-    noise = row_silence(cfg, loud, args.seconds, k, cfg.vad_energy_floor)
-    srows = [["silence (-70 dBFS): decode + VAD", k, sil["core_per_stream"] * 100, sil["scored_s"], sil["chunks"]],
-             ["same, energy check off (Silero on every window)", k, sil_off["core_per_stream"] * 100,
-              sil_off["scored_s"], sil_off["chunks"]],
-             ["noise (-26 dBFS): decode + VAD (the model runs)", k, noise["core_per_stream"] * 100, noise["scored_s"],
-              noise["chunks"]]]
-    print()
-    print_table(["silence row", "streams", "% of a core per stream", "VAD model s", "chunks to ASR"], srows)
+    sil, sil_off, noise = silence_table(cfg, args, directory)
 
     # 4. WER (also per row above)
     wer, wer_base = p["wer"], bases[top]["wer"]
@@ -387,29 +429,9 @@ def main(argv=None) -> int:
                 [[f"WER, {top} streams (ours)", wer], [f"WER, {top} streams (faster-whisper's own path)", wer_base]])
 
     # 5. the video path with the audio path on and off
-    clips = video_clips(args.seconds, args.speech, directory)
-    videos, vrows = {}, []
-    for label, ingest in INGEST.items():
-        video = videos[label] = row_video_with_audio(clips, args.seconds, model_dir, args.video_repeats,
-                                                     directory / "stores", ingest)
-        for track in ("silence", "speech"):
-            off, on = video["median_wall"][f"{track}/off"], video["median_wall"][f"{track}/on"]
-            for mode, wall in (("off", off), ("on", on)):
-                vrows.append([label, f"{track} track, audio {mode}", wall, args.seconds / wall, wall / off,
-                              video["audio_after_s"][f"{track}/{mode}"], video["segments"][f"{track}/{mode}"]])
-    print()
-    print_table([f"video 1280x720 25 fps, {args.seconds:g} s: ingest", "run", "video wall s", "x realtime",
-                 "wall / off", "audio after s", "segments"], vrows)
+    videos = video_table(args, model_dir, directory)
     sustained = p["streams_per_core"]
-    print(f"\ntargets: >= {TARGET_STREAMS_PER_CORE} streams per core at {args.speech:.0%} speech: "
-          f"{sustained:.1f} ({'met' if sustained >= TARGET_STREAMS_PER_CORE else 'MISSED'}); "
-          f"silence < {TARGET_SILENCE_CORE:.0%} of a core per stream: {sil['core_per_stream']:.2%} "
-          f"({'met' if sil['core_per_stream'] < TARGET_SILENCE_CORE else 'MISSED'})")
-    for label, video in videos.items():
-        ratio = video["ratio_silence"]
-        print(f"  video with audio on, no one speaking, within {TARGET_VIDEO_SLOWDOWN:.0%} of off, {label}: "
-              f"{ratio - 1:+.1%} ({'met' if ratio <= 1 + TARGET_VIDEO_SLOWDOWN else 'MISSED'}; with speech "
-              f"{args.speech:.0%} of the time: {video['ratio_speech'] - 1:+.1%})")
+    print_targets(args, sustained, sil, videos)
     for r in paths.values():
         r.pop("segments")
     for b in bases.values():

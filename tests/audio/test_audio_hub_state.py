@@ -5,7 +5,6 @@ progress, then everything once nothing waits."""
 import math
 import threading
 
-import numpy as np
 import pytest
 
 from support import speech

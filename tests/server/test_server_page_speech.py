@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from support.browser import chrome, until
+from support.browser import until
 from support.server import ServerThread, build_engine
 from vam_engine.audio import TranscriptSegment
 from vam_engine.memory.transcripts import TranscriptWriter
@@ -17,13 +17,6 @@ pytestmark = [pytest.mark.usefixtures("watchdog"), pytest.mark.browser]
 WATCHDOG_S = 300
 PLANTS = "Please remember to water the plants in the kitchen tomorrow morning."
 TRUCK = "The delivery truck arrived at the loading dock at noon."
-
-
-@pytest.fixture
-def browser():
-    d = chrome(console_log=True)
-    yield d
-    d.quit()
 
 
 def test_the_page_shows_and_finds_what_was_said(tmp_path, browser):

