@@ -246,3 +246,28 @@ def test_a_robot_pushes_audio_and_a_monitor_fires_on_a_spoken_phrase_within_time
         assert len(segs) == 2 and segs[0].text == text
         assert speech.word_error_rate(speech.TRUCK, segs[1].text) <= 0.2
         assert math.isclose(segs[0].t_start, speech.spoken(said_at, text)[0], abs_tol=TOL)
+
+
+def test_a_live_camera_transcribes_its_audio_track_and_names_a_model_that_cannot_load(tmp_path):
+    from support.waiting import wait_for
+
+    path = speech.speech_video(((0.5, speech.TRUCK),), 5.0, scene_s=1.0)
+    with Engine(tmp_path / "store", config(), device="cpu") as eng:
+        eng.add_camera("door", str(path))  # a file read as a live source: its audio from the same demuxer
+        wait_for("the camera's end", lambda: eng.status("door")[0].state == "offline", 60)
+        assert eng.wait_for_transcripts(60)
+        (seg,) = eng.transcripts("door")
+        assert speech.word_error_rate(speech.TRUCK, seg.text) <= 0.2
+        st = eng.status("door")[0]
+        assert st.audio["state"] in ("running", "ended") and st.audio["segments"] == 1 and st.error is None
+    broken = tmp_path / "model"
+    broken.mkdir()
+    (broken / "model.bin").write_bytes(b"not a model")
+    cfg = config()
+    cfg["audio"]["model"] = str(broken)
+    with Engine(tmp_path / "store2", cfg, device="cpu") as eng:
+        eng.add_camera("door", str(path))
+        wait_for("the camera's end", lambda: eng.status("door")[0].state == "offline", 60)
+        st = eng.status("door")[0]
+        assert st.audio["state"] == "error" and "cannot start" in st.audio["error"] and str(broken) in st.audio["error"]
+        assert st.error is None and eng.moments("door")  # the video went on

@@ -10,7 +10,9 @@ Threads: one per file/URL camera (decode, resample, VAD, chunking: a few % of a 
 someone speaks, well under 1% in silence), one for all pushed cameras (``push`` validates and
 queues; resampling and VAD run there), one for ASR. ``push`` and ``feed`` never wait for ASR;
 ``push`` never waits for VAD either (its queue holds ``PUSH_QUEUE_S`` of audio per hub, the
-oldest dropped beyond it, counted in the camera's ``seconds_dropped``).
+oldest dropped beyond it, counted in the camera's ``seconds_dropped``). These threads run at a
+lower CPU priority than the video path's (priority.py), and the CTranslate2 body by default in a
+process of its own (isolated.py), so a core shared with the video gives the video the CPU first.
 """
 from __future__ import annotations
 

@@ -79,6 +79,7 @@ class EngineAudio:
         self._lock = threading.Lock()
         self._tombstones: deque[_Tombstone] = deque(maxlen=MAX_TOMBSTONES)
         self._expected: dict[str, int] = {}  # cameras whose file audio is being started: not settled
+        self.start_error: str | None = None  # why the hub could not be built (its model did not load)
         self._closed = False
 
     @property
@@ -102,9 +103,14 @@ class EngineAudio:
                 from ..memory.transcripts import TranscriptWriter
 
                 self._claim()
-                self._writer = TranscriptWriter(self._store.transcripts, self._texts())
+                writer = TranscriptWriter(self._store.transcripts, self._texts())
                 device = self._device if self.cfg.device == "auto" else self.cfg.device
-                self._hub = AudioHub(self.cfg, self._on_segments, device=device)
+                try:
+                    self._hub = AudioHub(self.cfg, self._on_segments, device=device)
+                except Exception as e:  # a model that cannot load: every camera's status says so
+                    self.start_error = f"the audio path cannot start: {type(e).__name__}: {e}"
+                    raise
+                self._writer, self.start_error = writer, None
             return self._hub
 
     # -- segments in -----------------------------------------------------------------------------
@@ -205,12 +211,15 @@ class EngineAudio:
         return True
 
     def live(self, camera_id: str) -> "LiveAudio | None":
-        """What a live camera hands its demuxed audio to (None when the audio path is off)."""
-        return LiveAudio(self.hub(), camera_id) if self.active else None
+        """What a live camera hands its demuxed audio to (None when the audio path is off); the
+        hub (and its model) is built at the camera's first connection, on the camera's thread."""
+        return LiveAudio(self.hub, camera_id) if self.active else None
 
     # -- state -----------------------------------------------------------------------------------
     def summary(self, camera_id: str) -> dict | None:
         hub = self._hub
+        if hub is None and self.start_error is not None:
+            return {"state": "error", "error": self.start_error}
         st = hub.status(camera_id) if hub is not None else None
         return None if st is None else audio_summary(st)
 
@@ -248,9 +257,9 @@ class EngineAudio:
 class LiveAudio:
     """A live camera's audio track, decoded by the camera's reader from its own connection
     (ingest/live.py's ``AudioTap``): each connection's track is a TrackDecoder; its samples,
-    timed on the camera's axis by the reader, go to the hub."""
+    timed on the camera's axis by the reader, go to the hub (``hub()``: built at first use)."""
 
-    def __init__(self, hub, camera_id: str):
+    def __init__(self, hub: Callable, camera_id: str):
         self.hub = hub
         self.camera_id = camera_id
 
@@ -259,18 +268,19 @@ class LiveAudio:
         from ..audio import TrackDecoder
 
         if stream is None:
-            self.hub.set_state(self.camera_id, "no_audio")
+            self.hub().set_state(self.camera_id, "no_audio")
             return None
         dec = TrackDecoder(stream)
-        self.hub.set_state(self.camera_id, "running")
+        self.hub().set_state(self.camera_id, "running")
         return dec
 
     def samples(self, t: float, samples) -> None:
-        self.hub.feed(self.camera_id, t, samples)
+        self.hub().feed(self.camera_id, t, samples)
 
     def broken(self, reason: str) -> None:
-        self.hub.end(self.camera_id)
-        self.hub.set_state(self.camera_id, "error", reason)
+        hub = self.hub()
+        hub.end(self.camera_id)
+        hub.set_state(self.camera_id, "error", reason)
 
     def ended(self) -> None:
-        self.hub.end(self.camera_id)
+        self.hub().end(self.camera_id)

@@ -170,7 +170,10 @@ function statusBadge(st) {
   if (!st) return el("span", { class: "state", text: "stored" });
   const fps = st.input_fps != null ? ` ${Number(st.input_fps).toFixed(1)} fps` : "";
   const lag = st.lag_s != null && st.lag_s > 1 ? `, lag ${Number(st.lag_s).toFixed(0)} s` : "";
-  return el("span", { class: "state " + st.state, title: st.error || "", text: st.state + fps + lag });
+  const a = st.audio;  // the camera's audio path: no_audio, running, behind (speech dropped), error
+  const heard = a ? ` · audio ${a.state.replace("_", " ")}` + (a.seconds_dropped ? ` (${Math.round(a.seconds_dropped)} s dropped)` : "") : "";
+  const why = [st.error, a && a.error ? "audio: " + a.error : null].filter(Boolean).join("; ");
+  return el("span", { class: "state " + st.state, title: why, text: st.state + fps + lag + heard });
 }
 
 function drawRows() {
