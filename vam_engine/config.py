@@ -277,6 +277,9 @@ class AudioConfig(_Section):
     beam_size: int = Field(1, ge=1, le=10, description="Whisper beam size (1: greedy)")
     batch_size: int = Field(4, ge=1, le=64, description="pieces per ASR call (ctranslate2) or concurrent "
                                                         "requests (openai)")
+    isolate: bool = Field(True, description="ctranslate2: run the body in a process of its own at a lower CPU "
+                                            "priority (its Python work never holds the ingest's interpreter lock; "
+                                            "false: in the engine's process)")
     timeout_s: float = Field(60.0, gt=0, description="openai: one request; sources: opening a URL")
 
     @model_validator(mode="after")

@@ -1,4 +1,5 @@
-"""The server tests' in-process clients (FastAPI's TestClient over ``create_app``)."""
+"""The server tests' in-process clients (FastAPI's TestClient over ``create_app``) and the page
+tests' browser."""
 import pytest
 from fastapi.testclient import TestClient
 
@@ -20,3 +21,13 @@ def client_for(tmp_path):
     yield make
     for c in made:
         c.__exit__(None, None, None)
+
+
+@pytest.fixture
+def browser():
+    """A headless Chromium (tests/support/browser.py) keeping the page's console log; quit after the test."""
+    from support.browser import chrome
+
+    d = chrome(console_log=True)
+    yield d
+    d.quit()

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from support.server import build_engine, texture
+from support.server import all_pages, build_engine, texture
 from vam_engine.server import ServeOptions, TokenStore, create_app
 
 pytestmark = pytest.mark.usefixtures("watchdog")
@@ -37,19 +37,6 @@ def tokens(tmp_path):
     def make(scope, cameras=None):
         return {"Authorization": f"Bearer {ts.create(scope, cameras)[1]}"}
     return make
-
-
-def all_pages(c, path, headers=None, **params):
-    items, cursor, pages = [], None, 0
-    while True:
-        r = c.get(path, params={**params, **({"cursor": cursor} if cursor else {})}, headers=headers)
-        assert r.status_code == 200, r.text
-        body = r.json()
-        items += body["items"]
-        pages += 1
-        cursor = body["next_cursor"]
-        if cursor is None:
-            return items, pages
 
 
 def test_without_tokens_loopback_reads_and_health_says_so(make_client, engine):

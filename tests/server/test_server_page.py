@@ -9,19 +9,12 @@ import time
 
 import pytest
 
-from support.browser import chrome, until
+from support.browser import until
 from support.server import WHITE, Door, ServerThread, build_engine, texture
 from vam_engine.server import ServeOptions, TokenStore, create_app
 
 pytestmark = [pytest.mark.usefixtures("watchdog"), pytest.mark.browser]
 WATCHDOG_S = 300
-
-
-@pytest.fixture
-def browser():
-    d = chrome(console_log=True)
-    yield d
-    d.quit()
 
 
 def loaded_images(d, css):

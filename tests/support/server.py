@@ -149,3 +149,17 @@ class Door:
         self.k += 1
         for _ in range(2):
             self.push(WHITE)
+
+
+def all_pages(c, path, headers=None, **params):
+    """Every item of a keyset-paged endpoint (``next_cursor`` followed) and how many pages it took."""
+    items, cursor, pages = [], None, 0
+    while True:
+        r = c.get(path, params={**params, **({"cursor": cursor} if cursor else {})}, headers=headers)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        items += body["items"]
+        pages += 1
+        cursor = body["next_cursor"]
+        if cursor is None:
+            return items, pages

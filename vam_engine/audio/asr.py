@@ -39,7 +39,8 @@ class SpeechRecognizer(Protocol):
 
 def make_recognizer(cfg: "AudioConfig", device: str = "auto") -> SpeechRecognizer:
     """The body ``cfg`` names (``audio.body``): CTranslate2 Whisper on ``device`` ("auto": CUDA
-    when CTranslate2 sees a GPU), or an OpenAI-compatible transcription server."""
+    when CTranslate2 sees a GPU; in a process of its own with ``audio.isolate``), or an
+    OpenAI-compatible transcription server."""
     if not cfg.model:
         raise ASRError("audio.model is not set: a CTranslate2 Whisper directory (body ctranslate2) or the "
                        "server's model name (body openai)")
@@ -52,8 +53,13 @@ def make_recognizer(cfg: "AudioConfig", device: str = "auto") -> SpeechRecognize
             raise ASRError("audio.body 'openai' needs audio.url (e.g. http://127.0.0.1:8000/v1)")
         return OpenAITranscriptions(cfg.url, cfg.model, api_key=os.environ.get(cfg.api_key_env) or None,
                                     timeout_s=cfg.timeout_s, concurrency=cfg.batch_size)
+    dev = cfg.device if cfg.device != "auto" else device
+    options = dict(model=cfg.model, device=dev, compute_type=cfg.compute_type, cpu_threads=cfg.cpu_threads,
+                   beam_size=cfg.beam_size, batch_size=cfg.batch_size)
+    if cfg.isolate:  # its own process (isolated.py): its Python work never holds the ingest's interpreter lock
+        from .isolated import IsolatedRecognizer
+
+        return IsolatedRecognizer(options)
     from .whisper_ct2 import WhisperCT2
 
-    dev = cfg.device if cfg.device != "auto" else device
-    return WhisperCT2(cfg.model, device=dev, compute_type=cfg.compute_type, cpu_threads=cfg.cpu_threads,
-                      beam_size=cfg.beam_size, batch_size=cfg.batch_size)
+    return WhisperCT2(**options)

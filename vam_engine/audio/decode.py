@@ -32,6 +32,7 @@ import av
 import numpy as np
 
 from ..errors import SourceError, VamError
+from .priority import lower_thread_priority
 from .records import SAMPLE_RATE, AudioBlock
 
 RESYNC_S = 0.1  # a frame this far from where the sample count says it should be restarts the count
@@ -290,6 +291,7 @@ class AudioReader:
         self.state = "running"
 
     def _run(self) -> None:
+        lower_thread_priority()
         try:
             for block in read_audio(self.path, self.camera_id, start_time_abs=self.start_time_abs,
                                     realtime=self.realtime, stop=self._stop, timeout_s=self.timeout_s,

@@ -10,10 +10,13 @@ Threads: one per file/URL camera (decode, resample, VAD, chunking: a few % of a 
 someone speaks, well under 1% in silence), one for all pushed cameras (``push`` validates and
 queues; resampling and VAD run there), one for ASR. ``push`` and ``feed`` never wait for ASR;
 ``push`` never waits for VAD either (its queue holds ``PUSH_QUEUE_S`` of audio per hub, the
-oldest dropped beyond it, counted in the camera's ``seconds_dropped``).
+oldest dropped beyond it, counted in the camera's ``seconds_dropped``). These threads run at a
+lower CPU priority than the video path's (priority.py), and the CTranslate2 body by default in a
+process of its own (isolated.py), so a core shared with the video gives the video the CPU first.
 """
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -25,6 +28,7 @@ import numpy as np
 from ..errors import VamError
 from .asr import SpeechRecognizer, make_recognizer
 from .decode import AudioReader
+from .priority import lower_thread_priority
 from .push import PushResampler, to_mono_float
 from .records import SAMPLE_RATE, AudioStatus, TranscriptSegment
 from .transcriber import Transcriber
@@ -57,7 +61,7 @@ class AudioHub:
         self._lock = threading.Lock()
         self._push_q: queue.Queue = queue.Queue()
         self._push_s = 0.0  # seconds queued for the push thread
-        self._push_busy = False
+        self._push_items = 0  # pushed blocks queued or being analysed (``_wait_push`` waits for 0)
         self._push_thread: threading.Thread | None = None
         self._closed = False
 
@@ -118,6 +122,7 @@ class AudioHub:
         seconds = len(x) / int(sample_rate)
         with self._lock:
             self._push_s += seconds
+            self._push_items += 1
             self._push_q.put((cam, x, int(sample_rate), t, seconds))
             while self._push_s > PUSH_QUEUE_S:  # the push thread is far behind: drop the oldest audio
                 try:
@@ -127,6 +132,7 @@ class AudioHub:
                 if old is None:
                     continue
                 self._push_s -= old[4]
+                self._push_items -= 1
                 old[0].push_dropped_s += old[4]
             if self._push_thread is None:
                 self._push_thread = threading.Thread(target=self._push_loop, name="vam-audio-push", daemon=True)
@@ -139,6 +145,13 @@ class AudioHub:
             if cam.resampler is not None:
                 self._wait_push()
             self._end(cam)
+
+    def set_state(self, camera_id: str, state: str, error: str | None = None) -> None:
+        """What a caller that decodes the camera's audio itself (``feed``) knows of its track:
+        "no_audio" (the connection carries none), "error" (``error`` says why), "running"."""
+        cam = self._camera(camera_id, state)
+        with cam.lock:
+            cam.status.state, cam.status.error = state, error
 
     def remove(self, camera_id: str) -> None:
         with self._lock:
@@ -170,6 +183,7 @@ class AudioHub:
             self.transcriber.submit(c)
 
     def _push_loop(self) -> None:
+        lower_thread_priority()
         while True:
             item = self._push_q.get()
             if item is None:
@@ -177,7 +191,6 @@ class AudioHub:
             cam, x, rate, t, seconds = item
             with self._lock:
                 self._push_s -= seconds
-                self._push_busy = True
             try:
                 with cam.lock:
                     pieces = cam.resampler.push(x, rate, t)
@@ -188,13 +201,13 @@ class AudioHub:
                     cam.status.error = f"pushed audio: {type(e).__name__}: {e}"
             finally:
                 with self._lock:
-                    self._push_busy = False
+                    self._push_items -= 1
 
     def _wait_push(self, timeout: float = 30.0) -> None:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             with self._lock:
-                if self._push_q.empty() and not self._push_busy:
+                if self._push_items == 0:
                     return
             time.sleep(0.005)
 
@@ -223,6 +236,32 @@ class AudioHub:
         st.asr_errors, st.last_asr_error = c.asr_errors, c.last_asr_error
         return st
 
+    def heard_until(self, camera_id: str) -> float | None:
+        """Camera-axis end of the latest audio the camera delivered (None: none)."""
+        cam = self._cams.get(camera_id)
+        if cam is None:
+            return None
+        with cam.lock:
+            return cam.status.last_t
+
+    def settled_until(self, camera_id: str) -> float | None:
+        """Camera-axis time up to which everything the camera said is transcribed (or dropped):
+        a reader that wants the speech before t waits until this passes t. A file or URL still
+        being read is settled up to what the VAD has judged; a camera fed or pushed (or whose
+        source ended) is settled up to its speech in progress or waiting for ASR, and ``inf``
+        when none is (it has said nothing that is not stored). None: a camera the hub never had."""
+        cam = self._cams.get(camera_id)
+        if cam is None:
+            return None
+        with cam.lock:
+            ch = cam.chunker
+            reading = cam.reader is not None and cam.reader.alive
+            open_at, scored = ch.open_since(), ch.scored_until()
+        waits = [b for b in (open_at, self.transcriber.earliest_pending(camera_id)) if b is not None]
+        if reading:
+            waits.append(scored if scored is not None else -math.inf)
+        return min(waits) if waits else math.inf
+
     def statuses(self) -> dict[str, AudioStatus]:
         return {c: s for c in self.cameras() if (s := self.status(c)) is not None}
 
@@ -236,6 +275,11 @@ class AudioHub:
                     return False
         return True
 
+    def wait_source(self, camera_id: str, timeout: float | None = None) -> bool:
+        """Wait until the camera's file/URL source has ended (True at once without one)."""
+        cam = self._cams.get(camera_id)
+        return cam is None or cam.reader is None or cam.reader.join(timeout)
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the sources have ended, pushed audio is analysed and all speech so far is
         transcribed (or dropped). Pushed cameras' speech in progress waits for ``end``."""
@@ -245,7 +289,9 @@ class AudioHub:
         self._wait_push(30.0 if end is None else max(0.0, end - time.monotonic()))
         return self.transcriber.flush(None if end is None else max(0.0, end - time.monotonic()))
 
-    def close(self) -> None:
+    def close(self, drain_s: float = 0.0) -> None:
+        """Stop every source; with ``drain_s``, speech heard so far (in progress included) is
+        transcribed first, for at most that long."""
         with self._lock:
             self._closed = True
             cams = list(self._cams.values())
@@ -256,7 +302,13 @@ class AudioHub:
             if cam.reader is not None:
                 cam.reader.join(5.0)
         if self._push_thread is not None:
+            if drain_s > 0:
+                self._wait_push(drain_s)
             self._push_q.put(None)
             self._push_thread.join(5.0)
+        if drain_s > 0:
+            for cam in cams:
+                self._end(cam)
+            self.transcriber.flush(drain_s)
         self.transcriber.close()
         self.recognizer.close()

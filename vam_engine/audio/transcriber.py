@@ -39,6 +39,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .asr import SpeechRecognizer
+from .priority import lower_thread_priority
 from .records import MAX_PIECE_S, SAMPLE_RATE, Recognition, RecognizedWord, SpeechChunk, TranscriptSegment
 
 SENTENCE_END = (".", "?", "!", "。", "？", "！")
@@ -134,6 +135,7 @@ class Transcriber:
         self._queue: deque[SpeechChunk] = deque()
         self._queued_s = 0.0
         self._in_flight = 0
+        self._flight: list[SpeechChunk] = []  # the chunks of the batch in the body now
         self._cams: dict[str, CameraCounters] = {}
         self._cond = threading.Condition()
         self._closed = False
@@ -169,6 +171,12 @@ class Transcriber:
         with self._cond:
             c = self._cams.get(camera_id)
             return CameraCounters(**vars(c)) if c is not None else CameraCounters()
+
+    def earliest_pending(self, camera_id: str) -> float | None:
+        """Camera-axis start of the camera's oldest speech queued or being transcribed (None: none)."""
+        with self._cond:
+            starts = [c.t_start for c in (*self._queue, *self._flight) if c.camera_id == camera_id]
+        return min(starts) if starts else None
 
     def pending_s(self) -> float:
         with self._cond:
@@ -210,6 +218,7 @@ class Transcriber:
 
     # -- the worker ----------------------------------------------------------------------------
     def _loop(self) -> None:
+        lower_thread_priority()
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
@@ -217,12 +226,14 @@ class Transcriber:
                 if self._closed:
                     return
                 pieces, language = self._take()
-                self._in_flight = sum(len(p.parts) for p in pieces)
+                self._flight = [c for p in pieces for c, _ in p.parts]
+                self._in_flight = len(self._flight)
             try:
                 self._run(pieces, language)
             finally:
                 with self._cond:
                     self._in_flight = 0
+                    self._flight = []
                     self._cond.notify_all()
 
     def _language_of(self, camera_id: str) -> str | None:

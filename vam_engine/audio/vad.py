@@ -210,6 +210,14 @@ class SpeechChunker:
         self.seconds_speech += chunk.duration
         return chunk
 
+    def open_since(self) -> float | None:
+        """Camera-axis start of the speech being gathered (None: not in speech)."""
+        return None if self._chunk_start is None else self._time(self._chunk_start)
+
+    def scored_until(self) -> float | None:
+        """Camera-axis end of the audio the VAD has judged (None: nothing yet)."""
+        return None if self._t0 is None else self._time(self._scored)
+
     def end(self) -> list[SpeechChunk]:
         """The source ended (or paused): speech in progress becomes its last chunk."""
         if self._speech_start is None:

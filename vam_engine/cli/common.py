@@ -15,7 +15,8 @@ class OptionGroups:
     """argparse parents: ``store`` (--store, required), ``engine`` (--device, --config),
     ``ingest`` (--fps, --keyframes-only), ``quiet`` (-q), ``model`` (--llm), ``texts``
     (--text-model), ``cameras`` (--camera, repeatable), ``tools`` (--web-search,
-    --web-search-kind, --image-search: the planner's outside tools)."""
+    --web-search-kind, --image-search: the planner's outside tools), ``audio`` (--audio-model,
+    --audio-language)."""
 
     store: argparse.ArgumentParser
     engine: argparse.ArgumentParser
@@ -25,13 +26,14 @@ class OptionGroups:
     texts: argparse.ArgumentParser
     cameras: argparse.ArgumentParser
     tools: argparse.ArgumentParser
+    audio: argparse.ArgumentParser
 
 
 def option_groups() -> OptionGroups:
     def group() -> argparse.ArgumentParser:
         return argparse.ArgumentParser(add_help=False)
 
-    store, engine, ingest, quiet, model, texts, cameras, tools = (group() for _ in range(8))
+    store, engine, ingest, quiet, model, texts, cameras, tools, audio = (group() for _ in range(9))
     store.add_argument("--store", required=True, help="store directory")
     engine.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     engine.add_argument("--config", help="JSON or TOML config file")
@@ -50,12 +52,17 @@ def option_groups() -> OptionGroups:
                                                                              "(default searxng)")
     tools.add_argument("--image-search", metavar="URL", help="let the planner search by image: crops of frames are "
                                                               "POSTed to this endpoint (multipart field 'image')")
-    return OptionGroups(store, engine, ingest, quiet, model, texts, cameras, tools)
+    audio.add_argument("--audio-model", metavar="DIR",
+                       help="transcribe the sources' speech with this CTranslate2 Whisper model directory "
+                            "(model.bin; needs the 'audio' extra)")
+    audio.add_argument("--audio-language", metavar="CODE", help="the speech's language, ISO 639-1 (default: detected)")
+    return OptionGroups(store, engine, ingest, quiet, model, texts, cameras, tools, audio)
 
 
 def config_from_args(args, **extra):
     """The EngineConfig of ``--config``, ``--device`` and the options a command has (``--fps``,
-    ``--keyframes-only``, ``--llm``, ``--text-model``), with ``extra`` section overrides."""
+    ``--keyframes-only``, ``--llm``, ``--text-model``, ``--audio-model``, ``--audio-language``),
+    with ``extra`` section overrides."""
     from ..config import EngineConfig
 
     over = {"ingest": {}, **extra}
@@ -74,7 +81,22 @@ def config_from_args(args, **extra):
     image = {"url": args.image_search} if getattr(args, "image_search", None) else {}
     if web or image:
         over["tools"] = {**({"web_search": web} if web else {}), **({"image_search": image} if image else {})}
+    over.update(audio_overrides(args))
     return EngineConfig.load(getattr(args, "config", None), device=getattr(args, "device", None), **over)
+
+
+def audio_overrides(args) -> dict:
+    """The ``audio`` section ``--audio-model`` and ``--audio-language`` set ({} without them)."""
+    audio = {}
+    if getattr(args, "audio_model", None):
+        path = Path(args.audio_model)
+        if not (path / "model.bin").is_file():
+            raise ValueError(f"--audio-model {args.audio_model}: not a CTranslate2 Whisper model directory "
+                             f"(no model.bin in it)")
+        audio["model"] = str(path)
+    if getattr(args, "audio_language", None):
+        audio["language"] = args.audio_language
+    return {"audio": audio} if audio else {}
 
 
 def make_engine(args, *, existing: bool = True, documents: bool = True):
@@ -104,3 +126,14 @@ def fmt_t(t: float) -> str:
     if is_absolute_time(t):
         return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return f"{t:9.2f}s"
+
+
+def audio_line(a: dict) -> str:
+    """A source's (or a camera's) audio as one line: its state and what it transcribed."""
+    if a.get("state") == "no_audio":
+        return "audio: none (the source has no audio track)"
+    if a.get("state") == "error":
+        return f"audio: ERROR: {a.get('error')}"
+    behind = f", {a['seconds_dropped']:.1f} s of speech dropped (ASR behind)" if a.get("seconds_dropped") else ""
+    return (f"audio: {a.get('state')}, {a.get('seconds_speech', 0):.1f} s of speech, {a.get('segments', 0)} "
+            f"transcript segments{behind}")

@@ -26,7 +26,7 @@ def register(sub, g) -> None:
     from ..eval.loaders import FORMATS
     from ..eval.report import SCORINGS
 
-    sp = sub.add_parser("eval", parents=[g.engine, g.model, g.texts, g.quiet],
+    sp = sub.add_parser("eval", parents=[g.engine, g.model, g.texts, g.audio, g.quiet],
                         help="run a benchmark's records (or 'sample') through the engine and baselines, print its tables")
     sp.add_argument("records", help="the records file, or 'sample' for the bundled sample suite")
     sp.add_argument("--format", choices=FORMATS, help="the records' layout (default: recognised from the file)")
@@ -59,6 +59,9 @@ def register(sub, g) -> None:
     proto.add_argument("--max-side", type=int, help="shrink frames to this longest side (default: as decoded)")
     proto.add_argument("--store", choices=("per_video", "per_run"), default="per_video",
                        help="a fresh store per stream (default: no question history crosses streams), or one store")
+    proto.add_argument("--no-audio", action="store_true",
+                       help="the audio-off ablation: the streams' sound is not transcribed (with --audio-model, "
+                            "the engine hears each stream's audio track in step with its frames)")
     sp.add_argument("--mode", choices=("auto", "two_phase", "agentic"), default="auto", help="Engine.ask mode")
     sp.add_argument("--concurrency", type=int, default=1, help="streams at once (default 1)")
     sp.add_argument("--uniform-k", type=int, default=32, help="frames of the uniform baseline at most (default 32)")
@@ -89,7 +92,7 @@ def driver_config(args, benchmark: str):
                         ask_mode=args.mode, concurrency=args.concurrency, proactive=args.proactive,
                         settle=args.settle, baselines=tuple(b for b in args.baseline.split(",") if b),
                         uniform_k=args.uniform_k, max_side=args.max_side, store=args.store,
-                        monitor_every_s=args.monitor_every, pace=args.pace)
+                        monitor_every_s=args.monitor_every, pace=args.pace, audio=not getattr(args, "no_audio", False))
 
 
 def _engine_config(args):
@@ -97,8 +100,11 @@ def _engine_config(args):
     at its own rate, whatever rate the stream is pushed at)."""
     from ..config import EngineConfig
     from ..llm import parse_llm_spec
+    from .common import audio_overrides
 
-    over = {"llm": parse_llm_spec(args.llm)}
+    over = {"llm": parse_llm_spec(args.llm), **audio_overrides(args)}
+    if getattr(args, "no_audio", False):  # the ablation: no audio path at all, whatever the config says
+        over["audio"] = {**over.get("audio", {}), "enabled": False}
     if args.index_fps is not None:
         over["ingest"] = {"fps": args.index_fps}
     if args.text_model:

@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from .common import make_engine
+from .common import audio_line, make_engine
 
 GATES = ("blur", "low_change", "ssim", "hist", "dedup")  # image gates, then semantic dedup
 LINE_EVERY_S = 5.0  # progress written to a file or pipe: one line this often, and one at the end
@@ -98,6 +98,8 @@ def summary_lines(reports) -> str:
                      f"{r.x_realtime:.1f}x realtime")
         if r.failed:
             lines.append(f"  stopped early: {r.failed}")
+        if r.audio is not None:
+            lines.append("  " + audio_line(r.audio))
         for e in r.errors:
             lines.append(f"  note: {e}")
         tot.update(sampled=r.sampled, kept=r.kept, content=r.content_s)
@@ -180,7 +182,7 @@ def cmd_demo(args) -> int:
 
 
 def register(sub, g) -> None:
-    sp = sub.add_parser("index", parents=[g.store, g.engine, g.ingest, g.model, g.texts, g.quiet],
+    sp = sub.add_parser("index", parents=[g.store, g.engine, g.ingest, g.model, g.texts, g.audio, g.quiet],
                         help="index video files or stream URLs (concurrently, one camera each)")
     sp.add_argument("videos", nargs="+")
     sp.add_argument("--camera", action="append", help="camera id per video, in order (default: file stem)")
@@ -192,7 +194,7 @@ def register(sub, g) -> None:
     sp.add_argument("--duration", type=float, help="live: stop after this many seconds")
     sp.set_defaults(func=cmd_index)
 
-    sp = sub.add_parser("demo", parents=[g.engine, g.ingest, g.model, g.texts, g.quiet],
+    sp = sub.add_parser("demo", parents=[g.engine, g.ingest, g.model, g.texts, g.audio, g.quiet],
                         help="generate a short clip with known scene changes, index it, summarize")
     sp.add_argument("--store", help="store directory (default: DIR/store)")
     sp.add_argument("--dir", help="where to write the clip and store (default: a new temp dir)")

@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..ingest import default_camera_ids
-from .common import make_engine
+from .common import audio_line, make_engine
 
 STATUS_EVERY_S = 5.0
 
@@ -15,8 +15,9 @@ STATUS_EVERY_S = 5.0
 def _line(s) -> str:
     lag = f", lag {s.lag_s:.1f} s" if s.lag_s is not None else ""
     err = f" ({s.error})" if s.error else ""
+    audio = f"; {audio_line(s.audio)}" if s.audio is not None else ""
     return (f"{s.camera_id}: {s.state}{err}, {s.input_fps:.1f} fps in, sampled {s.frames_sampled}, kept "
-            f"{s.frames_kept}, dropped {s.frames_dropped}{lag}, reconnects {s.reconnects}, gaps {s.gaps}")
+            f"{s.frames_kept}, dropped {s.frames_dropped}{lag}, reconnects {s.reconnects}, gaps {s.gaps}{audio}")
 
 
 def cmd_index_live(args) -> int:

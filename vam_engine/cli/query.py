@@ -1,5 +1,6 @@
-"""The commands that read a store or change what it holds: info, search, summarize, ask, delete,
-retain. Reading never changes a store (info, search and ask start no background work)."""
+"""The commands that read a store or change what it holds: info, search, transcripts, summarize,
+ask, delete, retain. Reading never changes a store (info, search, transcripts and ask start no
+background work)."""
 from __future__ import annotations
 
 import json
@@ -25,9 +26,33 @@ def cmd_info(args) -> int:
           "vectors: " + (", ".join(f"{k} {v}" for k, v in sorted(info["vectors"].items()))
                                                       or "none") + "; tiers: "
           + ", ".join(f"{k} {v}" for k, v in sorted(info["tiers"].items())))
+    said = store.transcripts.counts()
+    print(f"  transcripts: {info['transcripts']} segments" + (" (" + ", ".join(f"{c} {n}" for c, n in sorted(
+        said.items())) + ")" if said else ""))
     for s in info["sources"]:
         state = "done" if s["done"] else f"in progress (committed up to t={s['progress_t']})"
         print(f"  source {s['source_id']} [{s['camera_id']}] {s['uri']} ({s['sampling']}): {state}")
+    return 0
+
+
+def cmd_transcripts(args) -> int:
+    from ..memory.store import Store
+
+    check_store(args.store)
+    store = Store(args.store, create=False)
+    try:
+        segs = store.transcripts.list(args.camera, args.t0, args.t1, as_of=args.as_of, limit=args.limit)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([s.__dict__ for s in segs], indent=2, ensure_ascii=False))
+        return 0
+    if not segs:
+        print("no transcript segments")
+        return 0
+    for s in segs:
+        conf = "" if s.confidence is None else f" ({s.confidence:.2f})"
+        print(f"[{s.camera_id}] {fmt_t(s.t_start)} .. {fmt_t(s.t_end)}{conf}: {s.text}")
     return 0
 
 
@@ -48,6 +73,8 @@ def cmd_search(args) -> int:
         frame = ev.frame_paths[0] if ev.frame_paths else "-"
         print(f"{i:>3}  {ev.source:6}  {ev.camera_id[:12]:12}  {fmt_t(ev.t_start):>19}  {fmt_t(ev.t_end):>19}  "
               f"{ev.score:7.4f}  {frame}")
+        if ev.source == "speech":
+            print(f"     said: \"{ev.text}\"")
     return 0
 
 
@@ -134,6 +161,15 @@ def register(sub, g) -> None:
     sp.add_argument("--t1", type=float, help="interval end")
     sp.add_argument("--as-of", type=float, help="nothing that ends after this time")
     sp.set_defaults(func=cmd_search)
+
+    sp = sub.add_parser("transcripts", parents=[g.store, g.cameras],
+                        help="what was said: transcript segments by camera and time")
+    sp.add_argument("--t0", type=float, help="interval start (camera axis, seconds)")
+    sp.add_argument("--t1", type=float, help="interval end")
+    sp.add_argument("--as-of", type=float, help="nothing that ends after this time")
+    sp.add_argument("--limit", type=int, help="at most this many segments")
+    sp.add_argument("--json", action="store_true", help="print JSON")
+    sp.set_defaults(func=cmd_transcripts)
 
     sp = sub.add_parser("summarize", parents=[g.store, g.engine, g.model, g.texts, g.cameras],
                         help="write searchable summary documents per time window (needs --llm)")

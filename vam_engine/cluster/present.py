@@ -3,7 +3,7 @@ memory, reason/working.py) live in the engine of the shard that ingests it, so t
 two-phase answerer reads them there, one call per camera and question.
 
 FanoutPresent offers what TwoPhaseAnswerer reads of a WorkingMemory (``latest``, ``covers``,
-``window`` and the spans). A shard that does not answer has no present here: the answerer
+``window``, ``heard`` and the spans). A shard that does not answer has no present here: the answerer
 falls back to the store, whose reads then name the shard's cameras as missing.
 """
 from __future__ import annotations
@@ -47,3 +47,7 @@ class FanoutPresent:
     def window(self, camera_id: str, now: float) -> tuple[list, list]:
         _, short, medium = self._window(camera_id, now)
         return short, medium
+
+    def heard(self, camera_id: str, t0: float | None = None, t1: float | None = None) -> list:
+        """The camera's recent transcript segments ending in (t0, t1] (its shard's ring)."""
+        return self._ask(camera_id, "present_heard", t0, t1) or []

@@ -303,9 +303,14 @@ class ClusterEngine:
 
     # -- reads -------------------------------------------------------------------------------
     def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
-               sources=SOURCES, as_of: float | None = None) -> ClusterSearchResult:
-        """As Engine.search, over every shard holding ``cameras``; evidence moment ids are cluster ids."""
+               sources=None, as_of: float | None = None) -> ClusterSearchResult:
+        """As Engine.search, over every shard holding ``cameras``; evidence moment ids are cluster
+        ids. Speech is not searched across shards (not built: a shard's hits carry no full-text
+        list nor speech evidence); asked for, it is left out with a note."""
+        sources = tuple(SOURCES if sources is None else sources)
         check_search(text, image, top_k, sources)
+        unsearched = [s for s in sources if s == "speech"]
+        sources = tuple(s for s in sources if s != "speech") or SOURCES
         shards, cams = self._targets(cameras)
         if image is not None:  # read here: a path on the router's machine means nothing on a shard's node
             from ..memory.search import load_query_image
@@ -316,6 +321,8 @@ class ClusterEngine:
         out, down = self._call_many({s: ("search_hits", (), kw) for s in shards})
         parts = {s: out[s] for s in shards if s in out}
         notes = list(dict.fromkeys(n for h in parts.values() for n in h.notes))
+        if unsearched:
+            notes.append("speech is not searched across a cluster (not built): transcripts are read per camera")
         missing = self._missing(down, cams)
         if down:
             notes.append(f"shards {down} did not answer: nothing from cameras {list(missing)}")

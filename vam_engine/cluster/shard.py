@@ -27,7 +27,8 @@ NAMESPACE = "vam_engine"
 LIVE_SPECS = "shard_cameras.json"
 log = logging.getLogger(__name__)
 _VIEW_READS = frozenset({"camera_ids", "latest_time", "frames", "moments_by_id", "summaries", "forest_roots",
-                         "forest_retrieve", "provisional_nodes", "event_memory", "rank_provisional", "summarize"})
+                         "forest_retrieve", "provisional_nodes", "event_memory", "rank_provisional", "summarize",
+                         "transcripts"})
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,10 @@ class Shard:
         """(covers, short, medium) of the camera's working memory at ``now`` (cluster/present.py)."""
         w = self.engine.working
         return (w.covers(camera_id, now), *w.window(camera_id, now))
+
+    def present_heard(self, camera_id, t0=None, t1=None):
+        """The camera's recent transcript segments in its working memory (cluster/present.py)."""
+        return self.engine.working.heard(camera_id, t0, t1)
 
     def camera_status(self, camera_id=None):
         """The live cameras' status, and an offline one for each camera this incarnation could not

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
-from ..memory.records import Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind
+from ..memory.records import (Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind,
+                              Transcript)
 from ..memory.search import SOURCES
 from ..memory.view import summary_kinds
 from .catalogue import cluster_id
@@ -40,6 +41,8 @@ def globalize(obj, no: int):
     if isinstance(obj, ForestNode):
         return replace(obj, node_id=g(obj.node_id), keyframes=[g(k) for k in obj.keyframes], parent=g(obj.parent),
                        children=tuple(map(g, obj.children)), event_id=g(obj.event_id))
+    if isinstance(obj, Transcript):
+        return replace(obj, segment_id=g(obj.segment_id))
     if isinstance(obj, ProvisionalNode):
         return replace(obj, event_id=g(obj.event_id), keyframes=tuple(map(g, obj.keyframes)))
     return obj
@@ -114,6 +117,19 @@ class FanoutView:
         self.missing_cameras.update(res.missing_cameras)
         self.missing_shards.update(res.missing_shards)
         return self._router.frame_cache.localize(res.evidence)
+
+    def default_sources(self) -> tuple[str, ...]:
+        """Frames, events and summaries: the cluster's search does not cover speech yet (its
+        shards' hits carry no full-text list nor speech evidence; ``transcripts`` reads them)."""
+        return SOURCES
+
+    def transcripts(self, t0: float | None = None, t1: float | None = None, camera: str | None = None,
+                    limit: int | None = None) -> list[Transcript]:
+        """Every shard's transcript segments in view, merged in time order (cluster ids)."""
+        got = self._each("transcripts", t0, t1, camera, limit, camera=camera)
+        items = sorted((self._g(s, x) for s, xs in got.items() for x in xs),
+                       key=lambda x: (x.t_start, x.camera_id, x.segment_id))
+        return items if limit is None else items[:limit]
 
     def frames(self, t0: float, t1: float, max_frames: int, camera: str | None = None) -> list[Moment]:
         got = self._each("frames", t0, t1, max_frames, camera, camera=camera)

@@ -9,7 +9,9 @@ each of which receives what it uses, never the engine:
   three ways video comes in;
 - ``EngineMonitors`` (monitors.py): watch, alerts;
 - ``EngineSessions`` (sessions.py): sessions, the one entry for a user turn, replies to alerts;
-- ``Documents`` (documents.py): summaries and the forest after a deletion.
+- ``Documents`` (documents.py): summaries and the forest after a deletion;
+- ``EngineAudio`` (audio.py): speech transcribed beside the video (files, live cameras, pushed
+  audio) when ``audio.model`` is set; its hub is built at the first call that needs it.
 
 What starts when (one rule, so that reading a store never changes it):
 
@@ -17,7 +19,8 @@ What starts when (one rule, so that reading a store never changes it):
 call                                       writer lock  document writer  retention
 =========================================  ===========  ===============  =========
 construction, search, moments, info, ask   no           no               no
-index_file(s), push, add_camera, start     yes          yes (with LLM)   yes (when enabled)
+index_file(s), push, push_audio,          yes          yes (with LLM)   yes (when enabled)
+add_camera, start
 summarize, wait_for_documents              yes          yes              no
 delete, retain                             yes          no               retain: one pass
 =========================================  ===========  ===============  =========
@@ -52,11 +55,13 @@ from ..memory.gaps import Gap
 from ..memory.monitors import MonitorSpec
 from ..memory.places import make_place
 from ..memory.records import Alert, Deletion, Moment, Summary
-from ..memory.search import SOURCES, SearchResult, search
+from ..memory.records import Transcript
+from ..memory.search import SOURCES, SPEECH, SearchResult, search
 from ..memory.store import Store
 from ..memory.view import MemoryView
 from ..reason.working import WorkingMemory, present_side
 from ..tools import make_toolbox
+from .audio import EngineAudio
 from .documents import Documents
 from .files import index_sources
 from .lifecycle import Lifecycle
@@ -105,8 +110,10 @@ class Engine:
             self._monitors = EngineMonitors(self.store, cfg, self.working, self._models, self.embedder)
             self._sessions = EngineSessions(self.store, cfg, self._monitors, self._models, self.working,
                                             remember=self._remember_reply)
+            self._audio = EngineAudio(self.store, cfg, self.device, self._models.text_embedder,
+                                      lambda: self._life.claim(), self.working)
             self._life = Lifecycle(self.store, cfg, self.device, self._models, self._cascade, self.embedder,
-                                   self.working, on_ingest=self._monitors.resume)
+                                   self.working, on_ingest=self._monitors.resume, speech_settled=self._audio.settled)
         except BaseException:
             if self._life is not None:
                 self._life.close_store()
@@ -116,7 +123,7 @@ class Engine:
         life = self._life
         self._pushed = PushedCameras(self.store, cfg, life.pipe, lambda: life.pipeline, self.working)
         self._live = LiveCameras(self.store, cfg, life.pipe, self._cascade, self._pushed, self._monitors,
-                                 has_model=name is not None)
+                                 has_model=name is not None, audio=self._audio)
         self._documents = Documents(self.store, life, self._models, cfg)
         self._qa = None  # the QA-history recorder, started by the first ask
         self.tools = make_toolbox(cfg.tools)  # the planner's outside tools (config ``tools``; None: off)
@@ -184,6 +191,7 @@ class Engine:
             except Exception as e:  # noqa: BLE001 - raised after every other part is closed
                 errors.append(e)
         step(self._live.close)  # their sources end after what they queued: the pipeline's close commits it
+        step(self._audio.close)  # speech heard so far is stored (bounded), before the store closes
         self._life.stop_pipeline(step)
         step(self._monitors.close)
         step(self._sessions.close)  # after the monitors: no alert comes to reply to
@@ -220,9 +228,14 @@ class Engine:
 
         ``on_open_error``: "raise" stops before indexing anything when a source cannot be
         opened; "report" indexes the others and returns the failure in that source's report.
+        With ``audio.model`` set, each source's audio track is transcribed beside it (its own
+        thread; a resumed run continues after the camera's last stored segment) and the call
+        returns once that is stored too: ``SourceReport.audio`` says how it went ("no_audio",
+        "error" with why, "ended" with its segments); ``wall_s`` is the video's.
         """
         return index_sources(self.store, self.config, self.device, self._life.pipe, paths, camera_ids,
-                             start_time_abs=start_time_abs, progress=progress, on_open_error=on_open_error)
+                             start_time_abs=start_time_abs, progress=progress, on_open_error=on_open_error,
+                             audio=self._audio)
 
     # -- pushed frames -------------------------------------------------------------------------
     def push(self, camera_id: str, frame, t: float, *, t_abs: float | None = None, pose=None) -> bool:
@@ -235,11 +248,37 @@ class Engine:
         """
         return self._pushed.push(camera_id, frame, t, t_abs, pose)
 
+    def push_audio(self, camera_id: str, samples, sample_rate: int, t: float) -> None:
+        """Push audio heard by a camera (a robot's microphone): ``samples`` (n,) or (n, channels),
+        int16/int32/uint8/float, at ``sample_rate`` Hz, its first sample at ``t`` seconds on the
+        camera's axis (the ``t`` its frames are pushed with, or their ``t_abs`` when given).
+        Returns at once: resampling, voice activity and ASR run on the audio path's threads
+        (needs ``audio.model``). Consecutive calls continue each other; a jump in ``t`` ends the
+        utterance in progress. ``end_push`` ends the camera's speech in progress."""
+        self._audio.push(check_camera_id(camera_id), samples, sample_rate, t)
+
     def end_push(self, camera_id: str) -> None:
         """A pushing camera's stream ended: decide its held frame (the end of a run of similar
-        frames is kept) and close its open event. Later pushes continue the camera."""
-        self._pushed.end(camera_id)
-        self.flush()
+        frames is kept) and close its open event; its pushed audio's speech in progress goes to
+        ASR. Later pushes continue the camera."""
+        heard = self._audio.end(camera_id)
+        if self._pushed.has(camera_id) or not heard:
+            self._pushed.end(camera_id)
+            self.flush()
+
+    def wait_for_transcripts(self, timeout: float | None = None) -> bool:
+        """Wait until the audio of every file being indexed is read and everything heard so far
+        (pushed, live, files) is transcribed and stored; speech in progress on a live or pushed
+        camera waits for its pause (or ``end_push``). False on timeout; True at once without the
+        audio path."""
+        return self._audio.wait(timeout)
+
+    def transcripts(self, camera=None, t0: float | None = None, t1: float | None = None,
+                    as_of: float | None = None) -> list[Transcript]:
+        """Transcript segments (what was said, camera, interval, language, confidence) of
+        ``camera`` (one id or a list; None: all) overlapping [t0, t1] (camera axis), none ending
+        after ``as_of``, in time order."""
+        return self.store.transcripts.list(camera, t0, t1, as_of=as_of)
 
     def push_progress(self, camera_id: str) -> float | None:
         """The time up to which the camera's pushed frames are committed (None: nothing yet): a
@@ -302,26 +341,34 @@ class Engine:
         return self._models.text_embedder()
 
     def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
-               sources=SOURCES, as_of: float | None = None, *, near=None, radius: float | None = None,
+               sources=None, as_of: float | None = None, *, near=None, radius: float | None = None,
                region=None, map_frame: str | None = None) -> SearchResult:
         """Evidence for a text and/or image query (image: H x W x 3 uint8 array or a path), fused
-        across the frame, event and summary spaces. Times are on each camera's axis (absolute
-        seconds when known); ``as_of`` returns nothing that ends after it. ``cameras``: one id or
-        a list (None: all). ``near`` (x, y) with ``radius``, ``region`` (a box (x0, y0, x1, y1)
-        or a polygon of (x, y) corners) and ``map_frame``: only hits taken there (their moments'
-        poses; memory/places.py), filtered before ranking. Each hit carries the pose of its
-        latest moment that has one (``Evidence.pose``)."""
+        across the frame, event and summary spaces, and speech (transcript segments, found by
+        their words and their meaning; evidence ``source == "speech"`` with the segment's text).
+        ``sources`` None: frames, events and summaries, and speech when the store holds any
+        transcript (a store that never heard anything pays nothing for it). Times are on each
+        camera's axis (absolute seconds when known); ``as_of`` returns nothing that ends after
+        it. ``cameras``: one id or a list (None: all). ``near`` (x, y) with ``radius``, ``region``
+        (a box (x0, y0, x1, y1) or a polygon of (x, y) corners) and ``map_frame``: only hits taken
+        there (their moments' poses; memory/places.py), filtered before ranking. Each hit carries
+        the pose of its latest moment that has one (``Evidence.pose``)."""
         if isinstance(cameras, str):
             cameras = [cameras]
         place = make_place(near, radius, region, map_frame)
-        texts = self.text_embedder() if text is not None and {"event", "summary"} & set(sources) else None
+        if sources is None:
+            sources = SOURCES + (SPEECH,) if self.store.transcripts.exists() else SOURCES
+        wants_texts = {"event", "summary", SPEECH} & set(sources)
+        texts = self.text_embedder() if text is not None and wants_texts else None
         return search(self.store, self.vectors, self.embedder, texts, text=text, image=image, top_k=top_k,
                       time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of, place=place)
 
     def delete(self, cameras=None, time_range=None) -> Deletion:
-        """Remove the moments (rows, JPEGs, vectors), events, samples and alerts of the given
-        cameras (all when None) within time_range (camera axis, start <= end; everything when
-        None). Deleting whole cameras also removes the monitors that watched only them."""
+        """Remove the moments (rows, JPEGs, vectors), events, samples, alerts and transcript
+        segments (rows, full-text rows, vectors; speech still being transcribed there is dropped
+        when it arrives) of the given cameras (all when None) within time_range (camera axis,
+        start <= end; everything when None). Deleting whole cameras also removes the monitors
+        that watched only them."""
         if cameras is None and time_range is None:
             raise ValueError("delete needs cameras=... and/or time_range=... (refusing to delete everything implicitly)")
         if isinstance(cameras, str):
@@ -329,6 +376,7 @@ class Engine:
         t0, t1 = _check_delete_range(time_range)
         self._life.claim()
         self.flush()  # nothing in flight may re-add what is deleted
+        self._audio.forget(cameras, t0, t1)  # nor speech still being transcribed
         writer = self._life.writer
         # summaries over deleted events must not survive them: a running writer stores none meanwhile
         with writer.lock if writer is not None else contextlib.nullcontext():
@@ -553,6 +601,9 @@ class Engine:
         out["embedder"] = self.embedder.name
         out["vector_warnings"] = list(self.vectors.warnings)
         out["llm"] = self._models.name
+        out["transcripts_by_camera"] = self.store.transcripts.counts()
+        out["audio"] = {"model": self.config.audio.model, "active": self._audio.active,
+                        "cameras": self._audio.statuses()}
         if self.writer is not None:
             out["writer"] = vars(self.writer.stats())
             out["forest_nodes"] = len(self.forest)

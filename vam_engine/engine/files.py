@@ -1,9 +1,13 @@
 """Indexing files and stream URLs to their end (``Engine.index_files``): one decode worker per
 source into the engine's one pipeline; a finished file indexed again is nothing to do, an
-interrupted one resumes after its last commit."""
+interrupted one resumes after its last commit. With the audio path on, each source's audio track
+is transcribed beside it (engine/audio.py: its own thread, resuming after the camera's last
+stored segment; a file whose video is done but whose audio is not gets its audio finished), and
+its report says how (``SourceReport.audio``); the video's wall time does not include it."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Callable, Sequence
 
@@ -13,6 +17,7 @@ from ..index.pipeline import IndexPipeline, Progress, SourceReport, fingerprint
 from ..index.stage import sweep_source
 from ..ingest import check_camera_id, default_camera_ids, is_url, open_decoder, redact
 from ..memory.store import Store
+from .audio import EngineAudio
 
 
 def sampling_of(config: EngineConfig) -> str:
@@ -23,7 +28,8 @@ def sampling_of(config: EngineConfig) -> str:
 
 def index_sources(store: Store, config: EngineConfig, device: str, pipe: Callable[[], IndexPipeline],
                   paths: Sequence[str], camera_ids: Sequence[str] | None, *, start_time_abs: float | None,
-                  progress: Callable[[Progress], None] | None, on_open_error: str) -> list[SourceReport]:
+                  progress: Callable[[Progress], None] | None, on_open_error: str,
+                  audio: EngineAudio | None = None) -> list[SourceReport]:
     """See ``Engine.index_files``."""
     paths = [str(p) for p in paths]
     if camera_ids is None:
@@ -34,7 +40,7 @@ def index_sources(store: Store, config: EngineConfig, device: str, pipe: Callabl
         raise ValueError(f"camera ids must differ between concurrent sources: {list(camera_ids)}")
     pipeline = pipe()
     t_start = time.monotonic()
-    reports, started = [], []
+    reports, started, heard = [], [], []
     for path, cam in zip(paths, camera_ids):
         rep = SourceReport(check_camera_id(cam), redact(path))  # a URL's secrets are never stored nor shown
         reports.append(rep)
@@ -47,25 +53,72 @@ def index_sources(store: Store, config: EngineConfig, device: str, pipe: Callabl
                 raise
             rep.failed = e.problem
             continue
-        if opened is None:  # already indexed
-            continue
         state, decoder = opened
+        heard.append((path, cam, state.source_id, decoder, rep))
+        if decoder is None:  # already indexed
+            continue
         rep.decoder = decoder.name
         src = pipeline.register(state.source_id, rep, decoder.info.duration_s, progress)
         started.append((src, decoder))
     for src, decoder in started:
         pipeline.decode_worker(src, decoder)
+    # on its own thread once the video has started: loading the ASR model never delays the video
+    listening = _AudioStart(store, audio, heard) if audio is not None and audio.active else None
     for src, _ in started:
         pipeline.wait(src)
     wall = time.monotonic() - t_start
     for rep in reports:
         rep.wall_s = wall
+    for cam, source_id, rep in listening.join() if listening is not None else []:
+        rep.audio = audio.finish_file(cam, source_id)
     return reports
+
+
+class _AudioStart(threading.Thread):
+    """``_start_audio`` on its own thread; ``join()`` returns its result (raises its error)."""
+
+    def __init__(self, store: Store, audio: EngineAudio, heard):
+        super().__init__(name="vam-audio-start", daemon=True)
+        self._args, self._out, self._error = (store, audio, heard), [], None
+        audio.expect([h[1] for h in heard])  # until each is started (or not), its speech is not settled
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._out = _start_audio(*self._args)
+        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread by join
+            self._error = e
+
+    def join(self, timeout=None) -> list:
+        super().join(timeout)
+        if self._error is not None:
+            raise self._error
+        return self._out
+
+
+def _start_audio(store: Store, audio: EngineAudio, heard) -> list:
+    """Start each source's audio (the video's axis: its decoder's absolute start, kept in the
+    source row for a later run that finds the video done); returns (camera, source id, report)
+    of those started."""
+    out = []
+    for path, cam, source_id, decoder, rep in heard:
+        try:
+            if decoder is not None:
+                epoch = decoder.info.start_time_abs
+                store.sources.update_info(source_id, audio_epoch=epoch)
+            else:
+                epoch = store.sources.info(source_id).get("audio_epoch")
+            if audio.open_file(cam, path, source_id, epoch, resume=not is_url(path)):
+                out.append((cam, source_id, rep))
+        finally:
+            audio.unexpect(cam)
+    return out
 
 
 def _open_source(store: Store, config: EngineConfig, device: str, path: str, cam: str, rep: SourceReport,
                  start_time_abs: float | None):
-    """(source row, decoder), or None when the file is indexed already (``rep`` says so)."""
+    """(source row, decoder); the decoder is None when the file is indexed already (``rep``
+    says so)."""
     ing = config.ingest
     sampling = sampling_of(config)
     if is_url(path) or not os.path.isfile(path):
@@ -77,7 +130,7 @@ def _open_source(store: Store, config: EngineConfig, device: str, path: str, cam
         prior = store.sources.find(cam, fp, sampling)
         if prior is not None and prior.done:
             rep.already_done = True
-            return None
+            return prior, None
         rep.resumed_from = prior.progress_t if prior is not None else None
     decoder = open_decoder(path, cam, device=device, fps=ing.fps, keyframes_only=ing.keyframes_only,
                            start_time_abs=start_time_abs, resume_after=rep.resumed_from,

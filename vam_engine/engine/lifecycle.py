@@ -25,7 +25,8 @@ class Lifecycle:
     """``on_ingest``: called once when ingest first starts (the monitors resume)."""
 
     def __init__(self, store: Store, config: EngineConfig, device: str, models: EngineModels, cascade, embedder,
-                 working, on_ingest: Callable[[], None] = lambda: None):
+                 working, on_ingest: Callable[[], None] = lambda: None,
+                 speech_settled: Callable[[str, float], bool] | None = None):
         self.store = store
         self._config = config
         self._device = device
@@ -34,6 +35,7 @@ class Lifecycle:
         self._embedder = embedder
         self._working = working
         self._on_ingest = on_ingest
+        self._speech_settled = speech_settled  # the writer documents an event once its speech is in
         self._writer_lock = WriterLock(store.root)
         self._start_lock = threading.RLock()  # claiming the store and starting its workers
         self._lock = threading.Lock()  # the pipeline's creation and hand-over at close
@@ -79,7 +81,8 @@ class Lifecycle:
             if self.writer is None and self._models.documents:
                 from ..reason.writer import MemoryWriter
 
-                self.writer = MemoryWriter(writer_memory(self.store), self._models.text_embedder(),
+                self.writer = MemoryWriter(writer_memory(self.store, self._speech_settled),
+                                           self._models.text_embedder(),
                                            self._models.llm, self._models.forest, self._config.writer,
                                            max_batch=self._config.llm.max_batch).start()
             return self.writer
@@ -169,11 +172,12 @@ class Lifecycle:
         self._writer_lock.release()
 
 
-def writer_memory(store: Store):
+def writer_memory(store: Store, speech_settled: Callable[[str, float], bool] | None = None):
     """What the memory writer reads and writes of a store (never the store itself)."""
     from ..reason.writer import WriterMemory
 
-    return WriterMemory(store.doc_queue, store.events, store.moments, store.summaries)
+    return WriterMemory(store.doc_queue, store.events, store.moments, store.summaries, store.transcripts,
+                        speech_settled)
 
 
 def retain_store(store_dir: str | os.PathLike, config: EngineConfig | dict | str | None = None,

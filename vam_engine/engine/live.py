@@ -11,6 +11,8 @@ source row, whose ``t_rel`` continues across reconnections (its moments never co
 epoch (``t_abs`` at ``t_rel`` 0) is kept in the source's info, so the next run of the camera
 records the time between the runs (engine stopped or killed, camera removed) as a gap too.
 The cameras file's monitors become ``repeat`` monitors of their camera (``_monitor_plan``).
+With the audio path on (engine/audio.py), each camera's reader also demuxes its audio track and
+hands it to the audio hub; the camera's status carries its audio state (``CameraStatus.audio``).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from ..urls import redact
 from ..memory.gaps import Gap, GapRepository
 from ..memory.monitors import MonitorSpec
 from ..memory.store import Store
+from .audio import EngineAudio
 from .monitors import EngineMonitors
 from .pushed import PushedCameras
 
@@ -135,8 +138,9 @@ class LiveCameras:
     monitors; ``has_model``: monitors need one."""
 
     def __init__(self, store: Store, config: EngineConfig, pipe: Callable[[], IndexPipeline], cascade,
-                 pushed: PushedCameras, monitors: EngineMonitors, has_model: bool):
+                 pushed: PushedCameras, monitors: EngineMonitors, has_model: bool, audio: EngineAudio | None = None):
         self.store = store
+        self._audio = audio
         self._config = config
         self._pipe = pipe
         self._cascade = cascade
@@ -182,7 +186,8 @@ class LiveCameras:
             feed = _Feed(self, pipe, cam, state.source_id, live_spec)
             feed.poses = poses
             camera = LiveCamera(live_spec, feed, observe=pipe.observe, present_fps=pipe.present_fps,
-                                present_side=pipe.present_side)  # without present_fps: the gated frames
+                                present_side=pipe.present_side,  # without present_fps: the gated frames
+                                audio=self._audio.live(cam) if self._audio is not None else None)
             src.decoder = camera  # the pipeline's progress reads its DecodeStats
             running = _Running(spec, camera, feed, report, src)
             self._cams[cam] = running
@@ -219,6 +224,8 @@ class LiveCameras:
         running.camera.stop()
         running.feed.close(ended_by)
         self._cascade.camera_cfg.pop(camera_id, None)
+        if self._audio is not None:
+            self._audio.end(camera_id)  # speech in progress is transcribed
 
     def close(self) -> None:
         """Stop every camera (the engine is closing); their sources end after what is queued."""
@@ -305,6 +312,8 @@ class LiveCameras:
         # The time without video before this run (the engine, or a cluster's shard, was killed or
         # stopped) is a gap of this run too: a resumed camera's status shows it (its gap row is in gaps()).
         st.gaps += int(r.feed.opening_gap)
+        if self._audio is not None and self._audio.active:
+            st.audio = self._audio.summary(r.spec.camera_id) or {"state": "starting"}
         if st.state in ("online", "stalled") and st.last_frame_t is not None:
             # Behind live: the last frame's age when the gates have every sample it sent, else
             # the age of the last sample they have gated (its backlog waits in the queue).

@@ -41,6 +41,7 @@ class DriverConfig:
     store: str = "per_video"         # "per_video" (a fresh store per stream) | "per_run"
     monitor_every_s: float = MONITOR_PERIOD_S  # the monitors' check period (StreamingBench polls at its own 1 s)
     pace: str = "fast"               # "fast": unpaced between questions | "realtime": 1x throughout
+    audio: bool = True               # push each stream's sound when the engine has an audio model (False: the ablation)
 
     def __post_init__(self):
         choices = {"reactive": ("pause", "race"), "proactive": ("drain", "realtime"),

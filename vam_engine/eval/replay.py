@@ -2,7 +2,10 @@
 rate, each timed question asked before the first frame after its time (``as_of`` = its time),
 questions asked at the end once the last frame is in (``as_of`` = the last frame's time),
 proactive cases posed at their time as turns of the stream's session (proactive.py: the
-engine's user-turn entry) and closed at their first reply or at the end of their window."""
+engine's user-turn entry) and closed at their first reply or at the end of their window. With
+an audio model configured (and the driver's ``audio`` on: ``--no-audio`` is the ablation), the
+stream's sound is pushed in step with its frames (audio.py), and a paused clock (a paused
+question, a drained monitor check) first waits until what was heard is transcribed."""
 from __future__ import annotations
 
 import math
@@ -12,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from . import baselines as B
+from .audio import StreamAudio, engine_hears
 from .forms import question_text
 from .frames import frames_at, stream_frames
 from .proactive import SessionProactive
@@ -43,6 +47,7 @@ class StreamReplay:
         self.racing: list = []     # (question, future, finish)
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="eval-ask") if self.cfg.reactive == "race" else None
         self._pace_anchor = None   # (stream t, wall) while paced
+        self.audio = StreamAudio(engine, self.cam, video) if self.cfg.audio and engine_hears(engine) else None
         self.t = -1.0              # the stream clock: time of the last frame pushed
 
     def run(self) -> None:
@@ -55,14 +60,20 @@ class StreamReplay:
                     self._due(q, q.time, q.time)
                 self._poll_cases(t)
                 self._pace(t)
+                if self.audio is not None:
+                    self.audio.until(t)
                 self.eng.push(self.cam, rgb, t)
                 self.t = t
                 if self.cases and self.cfg.proactive == "drain":
+                    self._heard()
                     self.proactive.drain()
                 self.last4.append((t, rgb))
                 self._collect(block=False)
-            if self.t >= 0:
+            if self.audio is not None:
+                self.audio.finish()
+            if self.t >= 0 or (self.audio is not None and self.audio.seconds):
                 self.eng.end_push(self.cam)
+            self._heard()
             end = max(self.t, 0.0)
             for q in list(self.timed) + self.at_end:  # asked after the stream's last frame
                 if self.d.stop.is_set():
@@ -73,6 +84,11 @@ class StreamReplay:
         finally:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
+
+    def _heard(self) -> None:
+        """With the clock paused: everything pushed so far is transcribed (a no-op without audio)."""
+        if self.audio is not None:
+            self.eng.wait_for_transcripts(timeout=_SETTLE_S)
 
     def _pace(self, t: float) -> None:
         paced = self.cfg.pace == "realtime" or self.racing or (self.cases and self.cfg.proactive == "realtime")
@@ -106,6 +122,8 @@ class StreamReplay:
             self.d.emit(self._finish(q, self._ask_engine(q, as_of, t_query, text, extra)))
 
     def _ask_engine(self, q: EvalQuestion, as_of: float, t_query: float, text: str, extra: dict) -> EvalResult:
+        if self.cfg.reactive == "pause":
+            self._heard()
         if self.cfg.reactive == "pause" and self.cfg.settle:
             self.eng.flush()
             self.eng.wait_for_documents(timeout=_SETTLE_S)

@@ -56,6 +56,7 @@ class SourceReport:
     packets_bad: int = 0
     errors: list[str] = field(default_factory=list)
     failed: str | None = None  # why the source stopped before its end, if it did
+    audio: dict | None = None  # its audio track's transcription (engine/audio.py's audio_summary), when on
 
     @property
     def x_realtime(self) -> float:

@@ -21,6 +21,14 @@ its step), forever unless ``max_retries`` consecutive attempts fail. The loss is
 once (``LiveSink.gap``) and its end with the first frame after it (``LiveSink.resumed``). A
 local file is not retried: its end, or an error, ends the camera (``LiveSink.ended``).
 Removing a camera returns at once; a reader blocked in a read exits when it times out.
+
+Audio. With an ``AudioTap`` (engine/audio.py's LiveAudio), the connection's first audio track is
+demuxed beside the video and decoded by the tap's decoder; its samples are timed on the camera's
+axis by the same clock as the frames (``base + (t_stream - pts0)``: the video's first frame of
+the connection fixes it, audio before that waits, at most ``AUDIO_PENDING_S``). A broken audio
+track (``AUDIO_BAD_IN_ROW`` undecodable packets in a row, or a decoder that fails) is reported to
+the tap once and ignored for the rest of the connection: the video never waits for or stops
+because of it, and audio packets count neither as input frames nor against the stall watchdog.
 """
 from __future__ import annotations
 
@@ -49,6 +57,8 @@ STATES = ("online", "connecting", "stalled", "offline")
 # sends): their frames are timed by arrival.
 _UNTIMED_FORMATS = {"mpjpeg", "mjpeg", "jpeg_pipe", "image2pipe"}
 _DISCONTINUITY_S = 10.0  # a PTS step forward beyond this (and beyond the wall time elapsed) rebases
+AUDIO_BAD_IN_ROW = 50  # undecodable audio packets in a row: the connection's audio track is broken
+AUDIO_PENDING_S = 10.0  # audio held until the connection's first video frame sets its clock, at most
 
 
 def source_kind(url: str) -> str:
@@ -143,6 +153,9 @@ class CameraStatus:
     frames_kept: int = 0
     since: float | None = None  # wall clock of the last state change
     retry_in_s: float | None = None  # while waiting to reconnect
+    # the audio path (engine/audio.py's audio_summary: state "no_audio" | "running" | "error" with
+    # error | "behind" with seconds_dropped | "ended"); None when the engine transcribes no audio
+    audio: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -164,6 +177,26 @@ class LiveSink(Protocol):
         ...
 
 
+class AudioTap(Protocol):
+    """Where a LiveCamera's audio goes (engine/audio.py's LiveAudio); calls come from the camera's
+    thread. ``decoder(stream)``: a decoder for the connection's audio stream (None when it has
+    none: the tap records "no audio"), with ``decode(packet) -> [(t_stream, samples)]``,
+    ``flush()``, ``bad_in_row`` and ``errors``; ``samples(t, x)``: 16 kHz mono at camera-axis t;
+    ``broken(reason)``: the track cannot be decoded; ``ended()``: the connection ended."""
+
+    def decoder(self, stream):
+        ...
+
+    def samples(self, t: float, samples) -> None:
+        ...
+
+    def broken(self, reason: str) -> None:
+        ...
+
+    def ended(self) -> None:
+        ...
+
+
 class _Stall(Exception):
     pass
 
@@ -173,9 +206,14 @@ class LiveCamera:
     its next frame, or when a blocked read times out: at most ``stall_s``); ``status()``."""
 
     def __init__(self, spec: LiveSpec, sink: LiveSink, *, observe: Callable | None = None,
-                 present_fps: float | None = None, present_side: int = 448, clock: Callable[[], float] = time.time):
+                 present_fps: float | None = None, present_side: int = 448, clock: Callable[[], float] = time.time,
+                 audio: AudioTap | None = None):
         self.spec = spec
         self.sink = sink
+        self.audio = audio
+        self._audio_clock: tuple[float, float] | None = None  # (base, pts0) of this connection's frames
+        self._audio_pending: list = []  # (t_stream, samples) before the connection's first frame
+        self._audio_dead = False  # this connection's audio track is broken
         # observe(camera_id, t_abs, rgb): the present (working memory), fed from decode at
         # present_fps with frames fitted in present_side (as the index pipeline's decoders do)
         self.observe = observe if present_fps else None
@@ -345,7 +383,8 @@ class LiveCamera:
                 stream.codec_context.skip_frame = "NONREF"  # sparse samples: frames nothing refers to are not needed
             base = pts0 = prev = None  # this connection's clock: base + (t_stream - pts0)
             untimed = bool(set(container.format.name.split(",")) & _UNTIMED_FORMATS)
-            for vf in self._frames(container, stream):
+            audio = self._audio_open(container)
+            for vf in self._frames(container, stream, audio):
                 now = self.clock()
                 ts = None if untimed else vf.time
                 if ts is None:
@@ -359,6 +398,9 @@ class LiveCamera:
                     elif jump <= 0:
                         continue  # out of order (a damaged packet's frame): times only go forward
                     prev = ts
+                    if self._audio_clock != (base, pts0):
+                        self._audio_clock = (base, pts0)
+                        self._audio_release()
                     t_abs = base + (ts - pts0)
                     ahead = t_abs - now
                     if ahead > 0.005 and (self.spec.realtime or self.spec.kind not in ("file", "device")):
@@ -369,16 +411,21 @@ class LiveCamera:
                 self._deliver(vf, t_abs)
                 yield
         finally:
+            self._audio_close(audio)
             container.close()
 
-    def _frames(self, container, stream) -> Iterator[av.VideoFrame]:
+    def _frames(self, container, stream, audio=None) -> Iterator[av.VideoFrame]:
         stall = self.spec.stall_s
         last = time.monotonic()
         keyed = False  # a connection's packets before its first keyframe would decode as garbage
+        streams = (stream,) if audio is None else (stream, audio[0])
         try:
-            for packet in container.demux(stream):
+            for packet in container.demux(*streams):
                 if self._stop.is_set():
                     return
+                if audio is not None and packet.stream_index == audio[0].index:
+                    self._audio_packet(audio[1], packet)
+                    continue
                 mono = time.monotonic()
                 if packet.size:
                     self._rate.append(mono)
@@ -406,6 +453,70 @@ class LiveCamera:
             return
         except av.error.FFmpegError as e:
             raise SourceError(redact(self.spec.url), f"reading failed: {e.strerror or e}") from None
+
+    # -- audio (module doc) ---------------------------------------------------------------------
+    def _audio_open(self, container):
+        """(stream, decoder) of the connection's audio for the tap, or None."""
+        self._audio_clock, self._audio_pending, self._audio_dead = None, [], False
+        if self.audio is None:
+            return None
+        stream = container.streams.audio[0] if container.streams.audio else None
+        try:
+            dec = self.audio.decoder(stream)
+        except Exception as e:  # noqa: BLE001 - a track the tap cannot take: the video goes on
+            self._audio_broken(f"audio track cannot be decoded: {type(e).__name__}: {e}")
+            return None
+        return None if dec is None or stream is None else (stream, dec)
+
+    def _audio_packet(self, dec, packet) -> None:
+        if self._audio_dead or not packet.size:
+            return
+        try:
+            pieces = dec.decode(packet)
+            if dec.bad_in_row >= AUDIO_BAD_IN_ROW:
+                first = dec.errors[0] if dec.errors else "no detail"
+                self._audio_broken(f"audio track broken: {dec.bad_in_row} undecodable packets in a row ({first})")
+                return
+            for t, x in pieces:
+                self._audio_out(t, x)
+        except Exception as e:  # noqa: BLE001 - the audio path's failure never ends the connection
+            self._audio_broken(f"audio failed: {type(e).__name__}: {e}")
+
+    def _audio_out(self, t_stream: float, x) -> None:
+        clock = self._audio_clock
+        if clock is None:  # before the first frame: held (the oldest dropped beyond AUDIO_PENDING_S)
+            self._audio_pending.append((t_stream, x))
+            while sum(len(p[1]) for p in self._audio_pending) > AUDIO_PENDING_S * 16_000:
+                self._audio_pending.pop(0)
+            return
+        self.audio.samples(clock[0] + (t_stream - clock[1]), x)
+
+    def _audio_release(self) -> None:
+        pending, self._audio_pending = self._audio_pending, []
+        try:
+            for t, x in pending:
+                self._audio_out(t, x)
+        except Exception as e:  # noqa: BLE001
+            self._audio_broken(f"audio failed: {type(e).__name__}: {e}")
+
+    def _audio_broken(self, reason: str) -> None:
+        self._audio_dead = True
+        try:
+            self.audio.broken(reason)
+        except Exception as e:  # noqa: BLE001
+            if len(self.stats.errors) < 5:
+                self.stats.errors.append(f"the audio path failed: {type(e).__name__}: {e}")
+
+    def _audio_close(self, audio) -> None:
+        if audio is None:
+            return
+        try:
+            if not self._audio_dead:
+                for t, x in audio[1].flush():
+                    self._audio_out(t, x)
+            self.audio.ended()
+        except Exception as e:  # noqa: BLE001
+            self._audio_broken(f"audio failed: {type(e).__name__}: {e}")
 
     def _deliver(self, vf: av.VideoFrame, t_abs: float) -> None:
         mono = time.monotonic()

@@ -175,8 +175,9 @@ class SearchAction(Strict):
     action: Literal["search"]
     queries: list[SearchQuery] = Field(min_length=1, max_length=MAX_QUERIES)
     time_range: Optional[TimeRange] = None
-    sources: list[Literal["frame", "event", "summary"]] = Field(default_factory=lambda: list(SOURCES),
-                                                                min_length=1, max_length=3)
+    # left out: every source the memory holds (the view's default_sources: speech too when there is any)
+    sources: list[Literal["frame", "event", "summary", "speech"]] = Field(default_factory=lambda: list(SOURCES),
+                                                                          min_length=1, max_length=4)
     summary_filter: Optional[SummaryFilter] = None
     visual_ref: Optional[VisualRef] = None
     joint_inspection: bool = False           # the inspect_k picks are looked at together, in one request

@@ -184,6 +184,14 @@ class TranscriptRepository:
         return self.db.conn().execute("SELECT MAX(t_end) FROM transcripts WHERE camera_id=?",
                                       (camera_id,)).fetchone()[0]
 
+    def exists(self) -> bool:
+        """Whether any segment is stored (cheap: what decides whether a search covers speech)."""
+        return self.db.conn().execute("SELECT 1 FROM transcripts LIMIT 1").fetchone() is not None
+
+    def counts(self) -> dict[str, int]:
+        """Segments per camera."""
+        return dict(self.db.conn().execute("SELECT camera_id, COUNT(*) FROM transcripts GROUP BY camera_id"))
+
     def count(self, camera_id: str | None = None) -> int:
         if camera_id is None:
             return self.db.conn().execute("SELECT COUNT(*) FROM transcripts").fetchone()[0]

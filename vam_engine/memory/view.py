@@ -17,8 +17,9 @@ import numpy as np
 
 from ..numerics import spread_evenly
 from .provisional import PER_CAMERA_LIMIT, ProvisionalReader
-from .records import Evidence, EventMemory, ForestNode, Moment, ProvisionalNode, QARecord, Summary, SummaryKind
-from .search import SOURCES, search
+from .records import (Evidence, EventMemory, ForestNode, Moment, ProvisionalNode, QARecord, Summary, SummaryKind,
+                      Transcript)
+from .search import SOURCES, SPEECH, search
 
 if TYPE_CHECKING:
     from .forest import EventForest
@@ -76,15 +77,33 @@ class MemoryView:
         return float(ext.first) if ext.first is not None and ext.absolute else 0.0
 
     # -- reads ---------------------------------------------------------------------------------
-    def search(self, text: str | None, top_k: int = 10, time_range=None, sources=SOURCES, *,
+    def search(self, text: str | None, top_k: int = 10, time_range=None, sources=None, *,
                image=None) -> list[Evidence]:
         """Fused search by text and/or ``image`` (an RGB array or a frame path), clipped to the
-        view (``as_of``: nothing that ends after it)."""
+        view (``as_of``: nothing that ends after it); ``sources`` None: ``default_sources()``."""
+        if sources is None:
+            sources = self.default_sources()
         if time_range is not None and self.as_of is not None:
             t0, t1 = time_range
             time_range = (t0, self.as_of if t1 is None else min(t1, self.as_of))
         return search(self._store, self._vectors, self._embedder, self.text_embedder, text=text, image=image, top_k=top_k,
                       time_range=time_range, cameras=self.cameras, sources=tuple(sources), as_of=self.as_of).evidence
+
+    def default_sources(self) -> tuple[str, ...]:
+        """What a search covers when it names no sources: frames, events and summaries, and
+        speech when transcript segments are in view."""
+        if self.cameras is None and self.as_of is None:
+            return SOURCES + (SPEECH,) if self._store.transcripts.exists() else SOURCES
+        return SOURCES + (SPEECH,) if self.transcripts(limit=1) else SOURCES
+
+    def transcripts(self, t0: float | None = None, t1: float | None = None, camera: str | None = None,
+                    limit: int | None = None) -> list[Transcript]:
+        """Transcript segments in view (of ``camera``, or every camera in view) overlapping
+        [t0, t1] and ending by ``as_of``, in time order."""
+        if camera is not None and self.cameras and camera not in self.cameras:
+            return []
+        cams = [camera] if camera is not None else self.cameras
+        return self._store.transcripts.list(cams, t0, t1, as_of=self.as_of, limit=limit)
 
     def frames(self, t0: float, t1: float, max_frames: int, camera: str | None = None) -> list[Moment]:
         """Up to ``max_frames`` moments of [t0, t1] (clipped to ``as_of``), spread evenly in

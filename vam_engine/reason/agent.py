@@ -281,11 +281,13 @@ class AgenticAnswerer:
         if action.visual_ref is not None:  # checked when parsed: the result exists and has frames
             paths = run.lookup(action.visual_ref.ref.turn_idx, action.visual_ref.ref.result_idx).evidence.frame_paths
             image = paths[len(paths) // 2]
+        # sources left out: every source in view (speech too, when the memory heard any)
+        sources = tuple(action.sources) if "sources" in action.model_fields_set else run.view.default_sources()
         new, keys = [], set()
         for qi, q in enumerate(action.queries):
             with self._timed(run, "retrieval"):
                 hits = run.view.search(q.q, top_k=q.top_k, time_range=None if rng == (None, None) else rng,
-                                       sources=tuple(action.sources), image=image)
+                                       sources=sources, image=image)
             rank = 0
             for h in hits:
                 # calibrated per space (memory/search.py), so one threshold fits every space; a hit

@@ -20,11 +20,23 @@ first alert (in the alert's own transaction); ``repeat`` fires again only after
 frame the check observed (recorded before delivery). A malformed or hostile verdict (not the
 schema, extra keys, out-of-range confidence) never fires, never raises into ingest, and is
 counted; the model is not asked to repair it (the next check comes within ``every_s``).
+
+Speech (the audio path's transcripts, through the present's ``hear``). Each check's request
+also shows the transcript segments of its camera heard since the previous check. A condition
+that quotes words ("someone says 'help'") is checked against every new transcript batch as it
+arrives, without a model call: the words found in order in what was heard fire at once
+(confidence 1.0; the alert's ``t`` is how far the camera's audio had come when the words were
+transcribed, so an utterance is caught once it ends: a pause of ``audio.min_silence_s``); words
+not heard fire nothing there, and the frame checks go on as before. A condition about speech
+without quoted words ("someone shouts for help") gets a model check, with the new lines, as
+each batch arrives.
 """
 from __future__ import annotations
 
 import logging
+import math
 import queue
+import re
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +54,32 @@ from .vigilance import ChangeTest, ConditionSimilarity, RecentRange
 
 log = logging.getLogger(__name__)
 _SLACK = 1e-6  # float stream times: 0.5 * 4 is not exactly 2.0
+# quoted words in a condition: '...', "...", curly quotes (an apostrophe inside a word is not a quote)
+_QUOTED = re.compile(r"""(?<![\w'’])['"‘“]([^'"‘’“”]+?)['"’”](?![\w])""")
+_WORD = re.compile(r"[^\W_]+")
+_ABOUT_SPEECH = re.compile(r"\b(say|says|said|saying|speak|speaks|spoke|speaking|talk|talks|talking|shout|shouts|"
+                           r"shouting|yell|yells|yelling|scream|screams|call|calls|calling|ask|asks|asking|hear|"
+                           r"heard|voice|word|words|mention|mentions|speech)\b", re.IGNORECASE)
+
+
+def words_of(text: str) -> list[str]:
+    return _WORD.findall(str(text).lower())
+
+
+def quoted_phrases(condition: str) -> list[list[str]]:
+    """The quoted phrases of a monitor's condition, each as its words (lower case)."""
+    return [w for w in (words_of(q) for q in _QUOTED.findall(condition)) if w]
+
+
+def about_speech(condition: str) -> bool:
+    """Whether a condition is about something said or heard (its words say so)."""
+    return bool(_ABOUT_SPEECH.search(condition))
+
+
+def says(phrase: list[str], words: list[str]) -> bool:
+    """Whether ``phrase`` occurs in ``words`` as consecutive words."""
+    n = len(phrase)
+    return any(words[i:i + n] == phrase for i in range(len(words) - n + 1))
 
 
 @dataclass
@@ -61,8 +99,9 @@ class MonitorStats:
 class _Check:
     monitor: Monitor
     camera_id: str
-    t: float                     # the last observed frame's time
+    t: float                     # the last observed frame's time (a speech check: how far the audio had come)
     frames: list                 # (array, t), oldest first
+    speech: list = field(default_factory=list)  # transcript segments heard since the previous check
 
 
 @dataclass
@@ -75,6 +114,7 @@ class _Watch:
     pending: deque = field(default_factory=deque)
     last_positive_t: float | None = None  # the last check that matched (judged or taken over)
     last_verdict: bool = False            # what the model said at the last judged check
+    heard_until: float = -math.inf        # end of the last transcript segment a check was shown
 
 
 class AlertSubscription:
@@ -161,6 +201,7 @@ class MonitorWorker:
         self._active: dict[str, Monitor] = {}
         self._refs: dict[str, list[np.ndarray]] = {}
         self._vectors: dict[str, np.ndarray | None] = {}
+        self._phrases: dict[str, list[list[str]]] = {}  # monitor -> its quoted phrases (module doc)
         self._watches: dict[tuple[str, str], _Watch] = {}
         self.on_alert = on_alert
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vam-monitor")
@@ -168,6 +209,7 @@ class MonitorWorker:
         for m in repo.list():
             self.add(m)
         present.add_listener(self.on_frame)
+        present.add_speech_listener(self.on_speech)
 
     # -- monitors ------------------------------------------------------------------------------
     def add(self, monitor: Monitor) -> None:
@@ -187,6 +229,7 @@ class MonitorWorker:
             self._active[monitor.monitor_id] = monitor
             self._refs[monitor.monitor_id] = refs
             self._vectors[monitor.monitor_id] = vectors
+            self._phrases[monitor.monitor_id] = quoted_phrases(monitor.condition)
 
     def remove(self, monitor_id: str) -> None:
         with self._lock:
@@ -211,26 +254,46 @@ class MonitorWorker:
             for m in self._active.values():
                 if not m.watches(camera_id):
                     continue
-                key = (m.monitor_id, camera_id)
-                w = self._watches.get(key)
-                if w is None:
-                    w = self._watches[key] = _Watch(t, ChangeTest(self.change_min_tile_mad))
+                w = self._watch(m, camera_id, t)
                 if t < w.next_due - _SLACK:
                     continue
                 # every every_s on a grid from the first check; after a gap, from this frame
                 w.next_due = w.next_due + m.every_s if t - w.next_due < m.every_s else t + m.every_s
-                check = _Check(m, camera_id, t, self._latest_frames(camera_id, t, m.frames))
-                self.stats.checks += 1
-                self._busy += 1
-                if w.in_flight:
-                    if len(w.pending) >= self.max_pending:
-                        w.pending.popleft()
-                        self.stats.dropped += 1
-                        self._busy -= 1
-                    w.pending.append(check)
-                else:
-                    w.in_flight = True
-                    starts.append((w, check))
+                check = _Check(m, camera_id, t, self._latest_frames(camera_id, t, m.frames),
+                               self._heard_since(w, camera_id, t))
+                self._enqueue(w, check, starts)
+        self._start(starts)
+
+    def _watch(self, m: Monitor, camera_id: str, t: float) -> _Watch:
+        key = (m.monitor_id, camera_id)
+        w = self._watches.get(key)
+        if w is None:
+            w = self._watches[key] = _Watch(t, ChangeTest(self.change_min_tile_mad))
+        return w
+
+    def _heard_since(self, w: _Watch, camera_id: str, t: float) -> list:
+        """Under the lock: the camera's transcript segments heard since the watch's last check
+        (ending by ``t``); they are shown to this check only."""
+        lines = self.present.heard(camera_id, w.heard_until, t)
+        if lines:
+            w.heard_until = max(x.t_end for x in lines)
+        return lines
+
+    def _enqueue(self, w: _Watch, check: _Check, starts: list) -> None:
+        """Under the lock: run the check now (added to ``starts``) or after the one in flight."""
+        self.stats.checks += 1
+        self._busy += 1
+        if w.in_flight:
+            if len(w.pending) >= self.max_pending:
+                w.pending.popleft()
+                self.stats.dropped += 1
+                self._busy -= 1
+            w.pending.append(check)
+        else:
+            w.in_flight = True
+            starts.append((w, check))
+
+    def _start(self, starts: list) -> None:
         for w, check in starts:
             try:
                 self._pool.submit(self._run, w, check)
@@ -239,6 +302,51 @@ class MonitorWorker:
                     self._busy -= 1
                     w.in_flight = False
                     self._idle.notify_all()
+
+    def on_speech(self, camera_id: str, segments, now: float) -> None:
+        """Transcript segments of a camera were just stored (on the ASR thread); ``now``: how
+        far its audio had come. Quoted words are looked for at once; a condition about speech
+        without quoted words gets a model check (module doc)."""
+        heard = words_of(" ".join(x.text for x in segments))
+        starts, fires = [], []
+        with self._lock:
+            if self._closed:
+                return
+            for m in list(self._active.values()):
+                if not m.watches(camera_id):
+                    continue
+                phrases = self._phrases.get(m.monitor_id) or []
+                if not phrases and not about_speech(m.condition):
+                    continue
+                w = self._watch(m, camera_id, now)
+                frames = self._latest_frames(camera_id, now, m.frames)
+                if phrases:
+                    said = next((p for p in phrases if says(p, heard)), None)
+                    if said is not None:
+                        fires.append((w, _Check(m, camera_id, now, frames, list(segments)), " ".join(said)))
+                    continue
+                self._enqueue(w, _Check(m, camera_id, now, frames, self._heard_since(w, camera_id, now)), starts)
+        self._start(starts)
+        for w, check, phrase in fires:
+            self._count("checks")
+            self._heard(w, check, phrase)
+
+    def _heard(self, w: _Watch, check: _Check, phrase: str) -> None:
+        """Quoted words were heard: fire (once / repeat rules as for a model's match)."""
+        if self._fires(w, check):
+            seg = next((x for x in check.speech if says(phrase.split(), words_of(x.text))), check.speech[-1])
+            self._fire(check, 1.0, f'heard "{seg.text}" ({seg.t_start:.2f}-{seg.t_end:.2f} s): says "{phrase}"')
+
+    def _fires(self, w: _Watch, check: _Check) -> bool:
+        """A positive check: whether it fires (``repeat`` only after ``repeat_gap_s`` without a
+        match; not once the monitor has ended)."""
+        m = check.monitor
+        quiet = w.last_positive_t is None or check.t - w.last_positive_t >= m.repeat_gap_s - _SLACK
+        w.last_positive_t = check.t
+        if m.mode == "repeat" and not quiet:
+            return False
+        with self._lock:  # unwatched, or a once monitor that fired on another camera
+            return m.monitor_id in self._active
 
     def _latest_frames(self, camera_id: str, t: float, n: int) -> list:
         short, medium = self.present.window(camera_id, t)
@@ -268,22 +376,24 @@ class MonitorWorker:
     def _judge(self, w: _Watch, check: _Check) -> None:
         m = check.monitor
         arrays = [a for a, _ in check.frames]
-        if not arrays:
+        if not arrays and not check.speech:
             return
-        changed, thumbs = w.change.changed(arrays) if self.vigilance else (True, [])
-        if not changed:
+        # new speech is news whatever the frames do: vigilance skips only a check without it
+        changed, thumbs = w.change.changed(arrays) if self.vigilance and arrays else (True, [])
+        if not changed and not check.speech:
             self._count("skipped_unchanged")
             if w.last_verdict:  # the scene the model said matches is still there
                 w.last_positive_t = check.t
             return
         vectors = self._vectors.get(m.monitor_id)
-        if vectors is not None:
+        if vectors is not None and arrays and not check.speech:
             score = self.similarity.score(vectors, arrays[-1])
             if w.sims.far_below(score):
                 self._count("skipped_dissimilar")
                 return
         request = prompts.monitor_check(m.condition, [(Image(a), t) for a, t in check.frames],
-                                        [Image(r) for r in self._refs.get(m.monitor_id, [])])
+                                        [Image(r) for r in self._refs.get(m.monitor_id, [])],
+                                        speech=[(x.t_start, x.t_end, x.text) for x in check.speech])
         self._count("model_calls")
         try:
             reply = self.model.generate([request])[0].text
@@ -300,16 +410,8 @@ class MonitorWorker:
         w.change.judged_now(thumbs)
         positive = verdict.match and verdict.confidence >= m.min_confidence
         w.last_verdict = positive
-        if not positive:
-            return
-        quiet = w.last_positive_t is None or check.t - w.last_positive_t >= m.repeat_gap_s - _SLACK
-        w.last_positive_t = check.t
-        if m.mode == "repeat" and not quiet:
-            return
-        with self._lock:
-            if m.monitor_id not in self._active:
-                return  # unwatched, or a once monitor that fired on another camera
-        self._fire(check, verdict.confidence, verdict.observed_event or verdict.reason)
+        if positive and self._fires(w, check):
+            self._fire(check, verdict.confidence, verdict.observed_event or verdict.reason)
 
     def _fire(self, check: _Check, confidence: float, observed: str) -> None:
         m = check.monitor
@@ -333,6 +435,7 @@ class MonitorWorker:
 
     def close(self) -> None:
         self.present.remove_listener(self.on_frame)
+        self.present.remove_speech_listener(self.on_speech)
         with self._lock:
             self._closed = True
             for w in self._watches.values():

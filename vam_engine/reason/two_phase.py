@@ -39,6 +39,12 @@ buffered frame (the gates may hold back still scenes for minutes); with it, ``as
 medium buffer's frames inside the short window's span are left out of the prompt (the short
 window shows those seconds at a higher rate), which saves ~8 images per question.
 
+What was said. Beside each camera's frames the coarse request shows the transcript segments
+that ended within the medium span before its present (``WorkingMemory.heard``, the ring the
+audio path feeds, when the frames came from the buffers; else the view's transcripts), each
+with its interval; a coarse answer cites them (source "speech", with their text) beside the
+frames it saw.
+
 Replies are strict JSON (pydantic, extra keys forbidden); an invalid reply gets one repair
 request, then the coarse stage falls back to retrieval with the question as the intent, and the
 fine stage to the raw reply text. ``found`` is the model's explicit verdict: a coarse answer
@@ -68,6 +74,8 @@ from .turn import ModelTurns, TraceEntry
 # defaults when no WorkingMemory is given (DESIGN.md section 6, OASIS 4.2)
 _SHORT_S, _SHORT_FPS, _MEDIUM_S, _MEDIUM_FPS = 8.0, 2.0, 32.0, 1.0
 _QA_SUMMARY_CHARS = 2000
+SPEECH_LINES = 24  # transcript segments per camera the coarse request shows at most (the latest)
+CITED_LINES = 4  # of them a coarse answer cites per camera
 
 
 def _thin(moments: list, fps: float) -> list:
@@ -93,6 +101,7 @@ class _Recent:
         self.source = "none"       # "buffer" | "store" | "none"
         self.short_moments: list = []
         self.medium_moments: list = []
+        self.said: list = []       # transcript segments of the medium span (memory.records.Transcript)
 
 
 class TwoPhaseAnswerer:
@@ -170,14 +179,14 @@ class TwoPhaseAnswerer:
         ans.add_time("context", time.perf_counter() - t)
         context = {"roots": [n.node_id for n in roots], "qa_summary_chars": len(qa_summary), "now": now,
                    "provisional": [p.event_id for p in shown], "provisional_left_off": len(left_off),
-                   "frames": {r.camera_id: {"from": r.source, "medium": len(r.medium), "short": len(r.short)}
-                              for r in recents}}
+                   "frames": {r.camera_id: {"from": r.source, "medium": len(r.medium), "short": len(r.short),
+                                            "speech": len(r.said)} for r in recents}}
 
         # -- coarse pass (one repair), then answer or fall back to retrieval
         parsed, last_req, last_text = self._ask_json(coarse, parse_coarse, ans, "coarse", context)
         if parsed is not None and parsed.answer is not None and parsed.sufficient is not False:
             ans.text, ans.found = parsed.answer.strip(), True
-            ans.evidence = [e for e in (self._present_evidence(r) for r in recents) if e is not None]
+            ans.evidence = self._coarse_evidence(recents)
             ans.trace[-1].action = "answer"
             return now
         if parsed is not None and parsed.answer is not None:  # an answer the model says the present does not settle
@@ -260,6 +269,16 @@ class TwoPhaseAnswerer:
         return max(ts) if ts else None
 
     def _recent(self, view: MemoryView, cam: str) -> _Recent:
+        r = self._frames_of(view, cam)
+        if r.now is not None:
+            if r.source == "buffer":
+                r.said = self.working.heard(cam, r.now - self.medium_s, r.now)
+            else:
+                r.said = [x for x in view.transcripts(r.now - self.medium_s, r.now, camera=cam) if x.t_end <= r.now]
+            r.said = r.said[-SPEECH_LINES:]
+        return r
+
+    def _frames_of(self, view: MemoryView, cam: str) -> _Recent:
         r = _Recent(cam, self._camera_now(view, cam))
         if r.now is None:
             return r
@@ -326,6 +345,8 @@ class TwoPhaseAnswerer:
         parts = []
         for r in recents:
             parts += self._provisional_parts(r.camera_id, provisional)
+            if r.said:
+                parts.append(self._speech_part(r))
             if not (r.medium or r.short):
                 parts.append(f"Camera {r.camera_id}: no recent frames.")
                 continue
@@ -337,6 +358,11 @@ class TwoPhaseAnswerer:
                 parts += [f"t={t:.2f}s", img]
         return parts or ["No camera is in view."]
 
+    def _speech_part(self, r: _Recent) -> str:
+        lines = prompts.speech_lines([(x.t_start, x.t_end, x.text) for x in r.said])
+        return (f"Camera {r.camera_id}, speech heard (last {self.medium_s:g} s; a transcript, may mishear):\n"
+                + "\n".join(f"- t={x['start_s']:.2f}-{x['end_s']:.2f}s: {x['text']}" for x in lines))
+
     @staticmethod
     def _question_parts(question: str, now, qa_summary: str, dialogue=()) -> list:
         when = "unknown (the memory is empty)" if now is None else f"t={now:.2f}s"
@@ -346,6 +372,12 @@ class TwoPhaseAnswerer:
             parts.append("Recent dialogue (oldest first; the question may follow up on it):\n" + "\n".join(
                 f"- at t={r.t:.2f}s: {r.question[:c]}\n  answer: {r.answer[:c]}" for r in dialogue))
         return parts + [f"Current time: {when}\nQuestion: {question}"]
+
+    def _coarse_evidence(self, recents) -> list[Evidence]:
+        """What a coarse answer saw: each camera's present, and the last lines heard there."""
+        out = [e for e in (self._present_evidence(r) for r in recents) if e is not None]
+        return out + [Evidence(r.camera_id, x.t_start, x.t_end, (), (), 0.0, "speech", x.text)
+                      for r in recents for x in r.said[-CITED_LINES:]]
 
     def _present_evidence(self, r: _Recent) -> Evidence | None:
         """What a coarse answer saw of a camera's present: its short window (else its medium

@@ -1,5 +1,7 @@
 """Working memory of the present (OASIS 3.1): per camera, a short window (8 s at 2 fps) and a
-medium buffer (32 s at 1 fps) of recent frames kept from ingest. (The QA history lives in the
+medium buffer (32 s at 1 fps) of recent frames kept from ingest, and the transcript of the last
+``medium_s`` seconds of speech beside them (``hear``: fed with each batch of segments as it is
+stored; read by the two-phase coarse prompt and the monitors). (The QA history lives in the
 store: memory/qa.py, read through the view.)
 
 What feeds it (``observe``):
@@ -33,6 +35,7 @@ from ..ingest.frame import fit_rgb
 # is not exactly 0.5).
 _RATE_SLACK = 1e-6
 DEFAULT_SIDE = 448  # the present's frames' long side when the config names no model image side
+SPEECH_LINES = 64  # recent transcript segments kept per camera at most
 
 
 def present_side(llm_cfg) -> int:
@@ -110,6 +113,8 @@ class WorkingMemory:
         self._cams: dict[str, tuple[_Ring, _Ring]] = {}  # camera -> (short, medium)
         self._lock = threading.Lock()  # observe runs on ingest threads, window on question threads
         self._listeners: list = []  # fn(camera_id, t) after each kept frame (the monitor worker)
+        self._said: dict[str, deque] = {}  # camera -> its recent transcript segments, oldest first
+        self._speech_listeners: list = []  # fn(camera_id, segments, now) after each heard batch
 
     def add_listener(self, fn) -> None:
         """Call ``fn(camera_id, t)`` on the feeding thread after each frame a buffer keeps; it must
@@ -213,3 +218,50 @@ class WorkingMemory:
         with self._lock:
             return sorted(self._cams)
 
+    # -- the recent transcript -------------------------------------------------------------------
+    def add_speech_listener(self, fn) -> None:
+        """Call ``fn(camera_id, segments, now)`` on the feeding thread after each batch ``hear``
+        keeps (the monitor worker); it must be quick."""
+        with self._lock:
+            self._speech_listeners = [*self._speech_listeners, fn]
+
+    def remove_speech_listener(self, fn) -> None:
+        with self._lock:
+            self._speech_listeners = [f for f in self._speech_listeners if f != fn]
+
+    def hear(self, segments, now: float | None = None) -> None:
+        """Transcript segments just stored (records with ``camera_id``, ``t_start``, ``t_end``,
+        ``text``: memory.records.Transcript), in time order; ``now``: the camera-axis time the
+        audio had reached when they were heard (their listeners' present; default: their end).
+        Each camera keeps the segments ending within ``medium_s`` of its newest, at most
+        SPEECH_LINES of them."""
+        by_cam: dict[str, list] = {}
+        for seg in segments:
+            by_cam.setdefault(seg.camera_id, []).append(seg)
+        with self._lock:
+            for cam, segs in by_cam.items():
+                ring = self._said.setdefault(cam, deque(maxlen=SPEECH_LINES))
+                ring.extend(sorted(segs, key=lambda x: x.t_start))
+                newest = max(x.t_end for x in ring)
+                while ring and ring[0].t_end < newest - self.medium_s:
+                    ring.popleft()
+            listeners = self._speech_listeners
+        for cam, segs in by_cam.items():
+            when = max(x.t_end for x in segs) if now is None else max(float(now), max(x.t_end for x in segs))
+            for fn in listeners:
+                fn(cam, segs, when)
+
+    def heard(self, camera_id: str, t0: float | None = None, t1: float | None = None) -> list:
+        """The camera's recent segments ending in (t0, t1] (None: unbounded), oldest first."""
+        with self._lock:
+            ring = list(self._said.get(camera_id, ()))
+        return [x for x in ring if (t0 is None or x.t_end > t0) and (t1 is None or x.t_end <= t1)]
+
+    def forget_speech(self, cameras=None, t0: float | None = None, t1: float | None = None) -> None:
+        """Drop recent segments of ``cameras`` (None: all) overlapping [t0, t1] (a deletion)."""
+        with self._lock:
+            for cam, ring in self._said.items():
+                if cameras is not None and cam not in cameras:
+                    continue
+                keep = [x for x in ring if (t0 is not None and x.t_end < t0) or (t1 is not None and x.t_start > t1)]
+                self._said[cam] = deque(keep, maxlen=SPEECH_LINES)

@@ -10,6 +10,12 @@ backoff; after ``writer.max_attempts`` tries the event gets a placeholder docume
 failure, so the camera's forest does not stall behind it (the event, its frames and its vectors
 are untouched).
 
+What was said. With transcripts (the audio path), an event's document request carries the
+transcript segments of its interval, and the summary windows theirs. Transcription runs behind
+the video (speech is transcribed once its utterance ends, and ASR may lag), so an event whose
+camera's speech up to its end is not stored yet (``WriterMemory.speech_settled``) waits for it,
+at most ``SPEECH_WAIT_S`` after it closed; then it is documented with what is there.
+
 Backpressure: ingest never waits for a model call, but when more than ``writer.queue_events``
 events wait for a document, ``wait_for_room`` (called by the pipeline after a commit) holds the
 committing thread until the writer catches up, so a file indexed faster than its documents can be
@@ -22,6 +28,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 
@@ -33,18 +40,33 @@ from ..memory.events import EventRepository
 from ..memory.moments import MomentRepository
 from ..memory.records import Summary, is_absolute_time
 from ..memory.summaries import SummaryRepository
+from ..memory.transcripts import TranscriptRepository
 from ..numerics import spread_evenly
 
 log = logging.getLogger(__name__)
+SPEECH_WAIT_S = 30.0  # an event waits at most this long after it closed for its speech to be transcribed
+SPEECH_LINES = 40  # transcript segments a document request carries at most (the latest kept)
+
 
 @dataclass(frozen=True)
 class WriterMemory:
-    """What the writer reads and writes of the memory (memory/: the store's repositories)."""
+    """What the writer reads and writes of the memory (memory/: the store's repositories).
+    ``transcripts``: what was said (None: documents from frames only); ``speech_settled(camera,
+    t)``: whether the camera's speech up to t is stored (None: never wait)."""
 
     queue: DocumentQueue
     events: EventRepository
     moments: MomentRepository
     summaries: SummaryRepository
+    transcripts: TranscriptRepository | None = None
+    speech_settled: Callable[[str, float], bool] | None = None
+
+    def said(self, camera_id: str, t0: float, t1: float) -> list[tuple[float, float, str]]:
+        """(t_start, t_end, text) of the camera's transcript segments overlapping [t0, t1]."""
+        if self.transcripts is None:
+            return []
+        segs = self.transcripts.list(camera_id, t0, t1)
+        return [(x.t_start, x.t_end, x.text) for x in segs[-SPEECH_LINES:]]
 
 
 PLACEHOLDER = "[no document: the model failed {n} times; last error: {err}]"
@@ -83,6 +105,7 @@ class MemoryWriter:
                             completion_tokens=0, cached_tokens=0)
         self._idle = threading.Event()
         self._healthy = True  # the last model call succeeded
+        self._speech_waits = False  # the last round left events waiting for their speech
         self._hold = True  # backpressure on
         self.lags = deque(maxlen=4096)  # seconds from an event's close to its stored document
         # held while replies are stored; a deletion holds it so nothing it removes comes back
@@ -165,7 +188,9 @@ class MemoryWriter:
                     self._room.notify_all()
                 if not did:
                     self._idle.set()
-                    self._wake.wait(1.0)
+                    # events waiting for their speech are looked at again soon
+                    self._wake.wait(0.2 if self._speech_waits else 1.0)
+                self._speech_waits = False
         except BaseException as e:  # noqa: BLE001 - reported through stats/wait_idle, never silent
             log.exception("memory writer stopped")
             self.error = e
@@ -173,9 +198,23 @@ class MemoryWriter:
             with self._room:
                 self._room.notify_all()
 
+    def _speech_ready(self, job, now: float) -> bool:
+        settled = self.memory.speech_settled
+        if settled is None or job.closed_at is None or now - job.closed_at >= SPEECH_WAIT_S:
+            return True
+        try:
+            return settled(job.event.camera_id, job.event.t_end)
+        except Exception:  # noqa: BLE001 - the audio path's trouble never holds documents back
+            log.exception("memory writer: cannot tell whether speech is transcribed; documenting now")
+            return True
+
     def _round(self) -> bool:
         now = time.time()
         events = self.memory.queue.jobs(self.max_batch, now)
+        waiting = [j for j in events if not self._speech_ready(j, now)]
+        if waiting:  # their speech is still being transcribed: documented in a later round
+            events = [j for j in events if j not in waiting]
+            self._speech_waits = True
         nodes = []
         if self.forest is not None and len(events) < self.max_batch:
             nodes = [n for n in self.forest.stale_nodes() if self._node_retry.get(n.node_id, 0.0) <= now]
@@ -184,7 +223,8 @@ class MemoryWriter:
             return False
         requests = [prompts.event_document(j.event.camera_id, j.event.t_start, j.event.t_end,
                                            [(Image(p), t) for p, t in j.frames],
-                                           absolute=is_absolute_time(j.event.t_start))
+                                           absolute=is_absolute_time(j.event.t_start),
+                                           speech=self.memory.said(j.event.camera_id, j.event.t_start, j.event.t_end))
                     for j in events]
         requests += [prompts.merge_summaries(n.camera_id, [(c.t_start, c.t_end, c.summary)
                                                            for c in self.forest.children(n.node_id)])
@@ -332,7 +372,8 @@ class MemoryWriter:
         for chunk in range(0, len(windows), self.max_batch):
             part = windows[chunk:chunk + self.max_batch]
             reqs = [prompts.summary_window(camera_id, a, b, granularity_s, focus, docs,
-                                           [(Image(m.frame_path), m.t) for m in picks], structure=structure)
+                                           [(Image(m.frame_path), m.t) for m in picks], structure=structure,
+                                           speech=self.memory.said(camera_id, a, b))
                     for a, b, picks, docs in part]
             replies = self.llm.generate(reqs)
             out += [Summary(None, camera_id, a, b, granularity_s, focus, structure, prompts.clean_document(r.text),

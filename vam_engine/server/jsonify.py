@@ -12,7 +12,7 @@ import math
 
 from starlette.responses import Response
 
-from ..memory.records import Event, Evidence, Moment, Summary
+from ..memory.records import Event, Evidence, Moment, Summary, Transcript
 
 
 def json_response(content, status_code: int = 200, headers=None) -> Response:
@@ -48,6 +48,11 @@ def event_json(e: Event) -> dict:
     return {"event_id": e.event_id, "camera_id": e.camera_id, "t_start": e.t_start, "t_end": e.t_end,
             "closed": e.closed, "doc": e.doc, "keyframes": list(e.keyframes),
             "frames": [frame_url(k) for k in e.keyframes]}
+
+
+def transcript_json(t: Transcript) -> dict:
+    return {"segment_id": t.segment_id, "camera_id": t.camera_id, "t_start": t.t_start, "t_end": t.t_end,
+            "text": t.text, "language": t.language, "confidence": _num(t.confidence)}
 
 
 def evidence_json(ev: Evidence) -> dict:

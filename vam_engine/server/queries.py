@@ -1,5 +1,5 @@
-"""The read queries the API pages through: moments and events by camera and time (the camera
-axis), with ``as_of`` and keyset cursors.
+"""The read queries the API pages through: moments, events and transcript segments by camera and
+time (the camera axis), with ``as_of`` and keyset cursors.
 
 A cursor is the last row's sort key, opaque to the client (base64 JSON): the next page starts
 strictly after it, so rows committed meanwhile never shift or repeat a page. The rows come back
@@ -98,20 +98,24 @@ class RowKey:
     row_id: int
 
 
-_PAGED = {"moments": ("moment_id", "t", "t"), "events": ("event_id", "t_start", "t_end")}
+_PAGED = {"moments": ("moment_id", "t", "t"), "events": ("event_id", "t_start", "t_end"),
+          "transcripts": ("segment_id", "t_start", "t_end")}
 
 
 def page_after(store, kind: str, *, cameras, t0=None, t1=None, as_of=None, after: RowKey | None = None,
                limit: int = 200, place=None) -> tuple[list, bool]:
-    """Up to ``limit`` moments or events (``kind``) strictly after the key ``after``, by
-    (camera, time, id), and whether more follow. Moments: t0 <= t <= t1; events: overlapping
-    [t0, t1]; both ending by ``as_of``. ``place`` (memory/places.py): moments whose pose is
-    there, events with such a moment."""
+    """Up to ``limit`` moments, events or transcript segments (``kind``) strictly after the key
+    ``after``, by (camera, time, id), and whether more follow. Moments: t0 <= t <= t1; events
+    and segments: overlapping [t0, t1]; all ending by ``as_of``. ``place`` (memory/places.py;
+    moments and events only): moments whose pose is there, events with such a moment."""
     check_range(t0, t1, as_of)
     id_col, t_col, end_col = _PAGED[kind]
     where, args = [], []
     if place is not None:
         from ..memory.places import allowed_ids
+
+        if kind not in ("moments", "events"):
+            raise BadQuery(f"a place filter applies to moments and events, not {kind}")
 
         ids = allowed_ids(store.db.conn(), "frame" if kind == "moments" else "event", place)
         if not len(ids):
@@ -140,13 +144,14 @@ def page_after(store, kind: str, *, cameras, t0=None, t1=None, as_of=None, after
     ids = [r[0] for r in store.db.conn().execute(sql, args + [int(limit) + 1])]
     more = len(ids) > limit
     ids = ids[:limit]
-    found = (store.moments if kind == "moments" else store.events).by_id(ids)
+    found = {"moments": store.moments, "events": store.events, "transcripts": store.transcripts}[kind].by_id(ids)
     return [found[i] for i in ids if i in found], more
 
 
 def row_key(kind: str, row) -> RowKey:
-    return RowKey(row.camera_id, row.t, row.moment_id) if kind == "moments" else \
-        RowKey(row.camera_id, row.t_start, row.event_id)
+    if kind == "moments":
+        return RowKey(row.camera_id, row.t, row.moment_id)
+    return RowKey(row.camera_id, row.t_start, row.segment_id if kind == "transcripts" else row.event_id)
 
 
 def decode_row_key(cursor: str | None) -> RowKey | None:

@@ -1,4 +1,5 @@
-"""The memory's endpoints: moments, events, frames, search, ask (JSON or SSE), summarize, delete.
+"""The memory's endpoints: moments, events, transcripts, frames, search, ask (JSON or SSE),
+summarize, delete.
 
 Every camera a request names is checked against its token's camera limit (403 when outside);
 a request naming none gets the token's cameras. Frames are served by moment id only, and the
@@ -22,7 +23,8 @@ from ..errors import VamError
 from . import model_tap, queries
 from .auth import need
 from .frames import jpeg_response
-from .jsonify import answer_json, event_json, evidence_json, json_response, moment_json, partial_json, summary_json
+from .jsonify import (answer_json, event_json, evidence_json, json_response, moment_json, partial_json, summary_json,
+                      transcript_json)
 from .sse import sse_event
 from .tokens import Principal
 
@@ -53,7 +55,8 @@ class SearchBody(RequestBody):
     t0: float | None = None
     t1: float | None = None
     as_of: float | None = None
-    sources: list[Literal["frame", "event", "summary"]] = ["frame", "event", "summary"]
+    # None: frames, events and summaries, and speech when the store holds transcripts
+    sources: list[Literal["frame", "event", "summary", "speech"]] | None = Field(None, min_length=1, max_length=4)
     # where the hits were taken (their moments' poses): a point and a radius in metres, a region
     # (a box [x0, y0, x1, y1] or a polygon [[x, y], ...]), a map frame
     near: Point | None = None
@@ -152,6 +155,15 @@ def _place(request: Request, near, radius, region, map_frame):
         raise queries.BadQuery("near / radius / region / map_frame filter one engine's store; this server's "
                                "cluster does not filter by place yet")
     return place
+
+
+@router.get("/api/transcripts", tags=["memory"])
+async def transcripts(request: Request, camera: list[str] | None = Query(None), t0: float | None = None,
+                      t1: float | None = None, as_of: float | None = None, cursor: str | None = None,
+                      limit: int = 200, p: Principal = need("read")):
+    """What was said: transcript segments (camera, interval, text, language, confidence)
+    overlapping [t0, t1] that end by ``as_of``, by camera and start time, keyset pages."""
+    return await _page(request, "transcripts", transcript_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit)
 
 
 async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, cursor, limit, place=None):
@@ -256,10 +268,11 @@ def _decode_image(data: bytes, max_pixels: int):
     "multipart/form-data": {"schema": {"type": "object", "properties": {
         "image": {"type": "string", "format": "binary"}, "text": {"type": "string"},
         "top_k": {"type": "integer"}, "cameras": {"type": "string", "description": "comma-separated"},
-        "t0": {"type": "number"}, "t1": {"type": "number"}, "as_of": {"type": "number"}}}}}}})
+        "t0": {"type": "number"}, "t1": {"type": "number"}, "as_of": {"type": "number"},
+        "sources": {"type": "string", "description": "comma-separated"}}}}}}})
 async def search(request: Request, p: Principal = need("read")):
     """Evidence for a text query (JSON) or an uploaded image (multipart), fused over frames,
-    events and summaries; frames as URLs."""
+    events, summaries and speech (a speech hit carries what was said in ``text``); frames as URLs."""
     import time
 
     body, image = await _search_request(request)
@@ -279,7 +292,8 @@ async def search(request: Request, p: Principal = need("read")):
         t0 = time.perf_counter()
         try:
             res = eng.search(text=body.text, image=pixels, top_k=body.top_k, time_range=tr, cameras=cams,
-                             sources=tuple(body.sources), as_of=body.as_of, **where)
+                             sources=None if body.sources is None else tuple(body.sources), as_of=body.as_of,
+                             **where)
         finally:
             metrics.search.observe(time.perf_counter() - t0)
         # a summary over every camera ("*") may describe cameras outside a limited token's view

@@ -1,4 +1,5 @@
-// vam_engine's operator page: per-camera timelines, search, ask, monitors and live alerts.
+// vam_engine's operator page: per-camera timelines (frames, events, what was said), search, ask,
+// monitors and live alerts.
 // Plain JS, no build step. Every API call carries the bearer token (kept in localStorage; a
 // "#token=..." fragment is taken once and removed from the address bar: fragments never reach
 // the server's logs). Frames are fetched with the token and shown as blob URLs.
@@ -11,7 +12,7 @@ const S = {
   view: null,             // {t0, t1} on the shared time axis
   span: "all",            // seconds or "all"
   follow: true,
-  data: {},               // camera -> {moments, events}
+  data: {},               // camera -> {moments, events, said}
   alerts: [],             // newest last
   monitors: [],
   ws: null, wsDelay: 1000, wsAuthFailed: false,
@@ -169,7 +170,10 @@ function statusBadge(st) {
   if (!st) return el("span", { class: "state", text: "stored" });
   const fps = st.input_fps != null ? ` ${Number(st.input_fps).toFixed(1)} fps` : "";
   const lag = st.lag_s != null && st.lag_s > 1 ? `, lag ${Number(st.lag_s).toFixed(0)} s` : "";
-  return el("span", { class: "state " + st.state, title: st.error || "", text: st.state + fps + lag });
+  const a = st.audio;  // the camera's audio path: no_audio, running, behind (speech dropped), error
+  const heard = a ? ` · audio ${a.state.replace("_", " ")}` + (a.seconds_dropped ? ` (${Math.round(a.seconds_dropped)} s dropped)` : "") : "";
+  const why = [st.error, a && a.error ? "audio: " + a.error : null].filter(Boolean).join("; ");
+  return el("span", { class: "state " + st.state, title: why, text: st.state + fps + lag + heard });
 }
 
 function drawRows() {
@@ -186,7 +190,7 @@ function drawRows() {
       el("div", { class: "meta", text: `${c.moments} moments · ${c.events} events` }),
       statusBadge(c.status));
     const track = el("div", { class: "track", "data-camera": c.camera_id });
-    const d = S.data[c.camera_id] || { moments: [], events: [] };
+    const d = S.data[c.camera_id] || { moments: [], events: [], said: [] };
     if (S.view) {
       for (const e of d.events) {
         const x0 = xOf(e.t_start), x1 = xOf(e.t_end);
@@ -194,6 +198,14 @@ function drawRows() {
         track.append(el("div", { class: "ev" + (e.doc ? " doc" : ""), style: `left:${x0}px;width:${Math.max(2, x1 - x0)}px`,
           title: (e.doc || "event") + ` (${fmtT(e.t_start, span)}–${fmtT(e.t_end, span)})`,
           onclick: () => openViewer(`${c.camera_id} · event ${fmtT(e.t_start, span)}–${fmtT(e.t_end, span)}`, e.frames, e.doc) }));
+      }
+      for (const sp of d.said || []) {  // transcript segments: what was said, on a lane under the events
+        const x0 = xOf(sp.t_start), x1 = xOf(sp.t_end);
+        if (x1 < 0 || x0 > trackWidth()) continue;
+        const w = Math.max(3, x1 - x0);
+        track.append(el("div", { class: "sp", style: `left:${x0}px;width:${w}px`,
+          title: `“${sp.text}” (${fmtT(sp.t_start, span)}–${fmtT(sp.t_end, span)})`,
+          onclick: (ev) => { ev.stopPropagation(); openSpeech(c.camera_id, sp); } }, w > 40 ? sp.text : null));
       }
       let lastX = -1e9;
       const frames = d.moments.map((m) => m.frame);
@@ -233,11 +245,12 @@ async function loadView() {
   const got = {};
   await Promise.all(S.cameras.map(async (c) => {
     try {
-      const [m, e] = await Promise.all([
+      const [m, e, sp] = await Promise.all([
         getJSON("/api/moments?" + qs({ camera: c.camera_id, t0, t1, limit: 1000 })),
-        getJSON("/api/events?" + qs({ camera: c.camera_id, t0, t1, limit: 1000 }))]);
-      got[c.camera_id] = { moments: m.items, events: e.items };
-    } catch (err) { got[c.camera_id] = S.data[c.camera_id] || { moments: [], events: [] }; }
+        getJSON("/api/events?" + qs({ camera: c.camera_id, t0, t1, limit: 1000 })),
+        getJSON("/api/transcripts?" + qs({ camera: c.camera_id, t0, t1, limit: 1000 })).catch(() => ({ items: [] }))]);
+      got[c.camera_id] = { moments: m.items, events: e.items, said: sp.items };
+    } catch (err) { got[c.camera_id] = S.data[c.camera_id] || { moments: [], events: [], said: [] }; }
   }));
   if (seq !== loadSeq) return;  // a newer view was asked for meanwhile
   S.data = got;
@@ -333,6 +346,11 @@ async function openEvidence(ev, label) {
   if (ev.camera_id && ev.camera_id !== "*") jumpTo(ev.camera_id, ev.t_start, ev.t_end);
 }
 
+function openSpeech(camera, sp) {
+  openEvidence({ camera_id: camera, t_start: sp.t_start, t_end: sp.t_end, source: "speech", frames: [],
+    text: `“${sp.text}”` }, "said:");
+}
+
 // -- search --------------------------------------------------------------------------------------
 async function doSearch(e) {
   e.preventDefault();
@@ -350,6 +368,13 @@ async function doSearch(e) {
     $("search-notes").textContent = res.notes.join(" · ");
     out.replaceChildren(...res.evidence.map((ev) => {
       const cap = `${ev.camera_id} ${fmtT(ev.t_start, ev.t_end - ev.t_start)}`;
+      if (ev.source === "speech") {  // what was said: its words on the card, its frames behind them
+        const said = { ...ev, text: `“${ev.text}”` };
+        const t = thumb(ev.frames[0], cap, () => openEvidence(said, "said:"));
+        t.classList.add("said"); t.title = said.text;
+        t.prepend(el("div", { class: "quote", text: said.text }));
+        return t;
+      }
       const t = thumb(ev.frames[0], cap, () => openEvidence(ev, "search:"));
       t.title = ev.text || cap;
       return t;
