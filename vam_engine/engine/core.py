@@ -60,6 +60,7 @@ from .lifecycle import Lifecycle
 from .live import LiveCameras
 from .models import EngineModels, model_name
 from .monitors import EngineMonitors
+from .perception import EnginePerception, PerceptionReads
 from .pushed import PushedCameras
 
 if TYPE_CHECKING:
@@ -99,8 +100,10 @@ class Engine:
                                "with a text side")
             self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
             self._monitors = EngineMonitors(self.store, cfg, self.working, self._models, self.embedder)
+            # detector and OCR load now: a model that cannot run is an error before any frame
+            self._perception = EnginePerception(self.store, cfg, self.device) if cfg.perception.enabled else None
             self._life = Lifecycle(self.store, cfg, self.device, self._models, self._cascade, self.embedder,
-                                   self.working, on_ingest=self._monitors.resume)
+                                   self.working, on_ingest=self._monitors.resume, perception=self._perception)
         except BaseException:
             if self._life is not None:
                 self._life.close_store()
@@ -112,6 +115,7 @@ class Engine:
         self._live = LiveCameras(self.store, cfg, life.pipe, self._cascade, self._pushed, self._monitors,
                                  has_model=name is not None)
         self._documents = Documents(self.store, life, self._models, cfg)
+        self._reads = PerceptionReads(self.store, lambda: life.vectors)
         self._qa = None  # the QA-history recorder, started by the first ask
         self._qa_lock = threading.Lock()
 
@@ -289,16 +293,20 @@ class Engine:
         return self._models.text_embedder()
 
     def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
-               sources=SOURCES, as_of: float | None = None) -> SearchResult:
+               sources=SOURCES, as_of: float | None = None, labels=None) -> SearchResult:
         """Evidence for a text and/or image query (image: H x W x 3 uint8 array or a path), fused
-        across the frame, event and summary spaces. Times are on each camera's axis (absolute
-        seconds when known); ``as_of`` returns nothing that ends after it. ``cameras``: one id or
-        a list (None: all)."""
+        by rank across the frame, event and summary spaces and, for text, the full-text index
+        (words on screen, detected things, event and summary documents); each hit's ``source``
+        says where it came from. Times are on each camera's axis (absolute seconds when known);
+        ``as_of`` returns nothing that ends after it. ``cameras``: one id or a list (None: all).
+        ``labels``: only hits showing a detected thing of these classes."""
         if isinstance(cameras, str):
             cameras = [cameras]
+        if isinstance(labels, str):
+            labels = [labels]
         texts = self.text_embedder() if text is not None and {"event", "summary"} & set(sources) else None
         return search(self.store, self.vectors, self.embedder, texts, text=text, image=image, top_k=top_k,
-                      time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of)
+                      time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of, labels=labels)
 
     def delete(self, cameras=None, time_range=None) -> Deletion:
         """Remove the moments (rows, JPEGs, vectors), events, samples and alerts of the given
@@ -319,6 +327,8 @@ class Engine:
         self._cascade.forget(out.cameras)
         if self._life.pipeline is not None:
             self._life.pipeline.semantic.reset(out.cameras)
+        if self._perception is not None:
+            self._perception.reset()
         self._monitors.forget_deleted()
         return out
 
@@ -434,6 +444,28 @@ class Engine:
         """``MonitorStats``: checks, model calls, vigilance skips, alerts since this engine began."""
         return self._monitors.stats()
 
+    # -- what perception found ----------------------------------------------------------------
+    def entities(self, label=None, camera=None, time_range=None, as_of: float | None = None, *,
+                 after: int | None = None, limit: int | None = None):
+        """Entities (things detected, tracked and linked across cameras) seen on ``camera`` (one
+        id or a list; None: all) in ``time_range`` (overlap, camera axis), of ``label`` (a class
+        name or a list), as known at ``as_of``; by id (``after``: those after that id)."""
+        return self._reads.entities(label, camera, time_range, as_of, after=after, limit=limit)
+
+    def entity(self, entity_id: int, *, camera=None, as_of: float | None = None):
+        """An entity's timeline (``EntityTimeline``: its sightings on stored frames with boxes,
+        its tracks, look-alike entities); None when it is not in view."""
+        return self._reads.entity(entity_id, camera, as_of)
+
+    def last_seen(self, query: str, *, camera=None, as_of: float | None = None):
+        """Where something was last seen (``LastSeen``: camera, time, frame, box), found by its
+        label, colour names, text read on it, or text shown on screen; None when nothing matches."""
+        return self._reads.last_seen(query, camera, as_of)
+
+    def perceived(self, moment_id: int) -> tuple[list, list]:
+        """(detections, OCR lines) stored for one moment."""
+        return self._reads.perceived(moment_id)
+
     # -- reads ---------------------------------------------------------------------------------
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Moment]:
         return self.store.moments.list(camera_id, t0, t1)
@@ -445,6 +477,8 @@ class Engine:
         out["embedder"] = self.embedder.name
         out["vector_warnings"] = list(self.vectors.warnings)
         out["llm"] = self._models.name
+        if self._perception is not None:
+            out["perception"] = self._perception.stats()
         if self.writer is not None:
             out["writer"] = vars(self.writer.stats())
             out["forest_nodes"] = len(self.forest)

@@ -25,7 +25,8 @@ class Lifecycle:
     """``on_ingest``: called once when ingest first starts (the monitors resume)."""
 
     def __init__(self, store: Store, config: EngineConfig, device: str, models: EngineModels, cascade, embedder,
-                 working, on_ingest: Callable[[], None] = lambda: None):
+                 working, on_ingest: Callable[[], None] = lambda: None, perception=None):
+        """``perception``: the engine's EnginePerception (None: perception off)."""
         self.store = store
         self._config = config
         self._device = device
@@ -34,6 +35,7 @@ class Lifecycle:
         self._embedder = embedder
         self._working = working
         self._on_ingest = on_ingest
+        self._perception = perception
         self._writer_lock = WriterLock(store.root)
         self._start_lock = threading.RLock()  # claiming the store and starting its workers
         self._lock = threading.Lock()  # the pipeline's creation and hand-over at close
@@ -106,11 +108,14 @@ class Lifecycle:
         with self._lock:
             if self._pipeline is None:
                 wanted = self._models.name is not None  # a model reads the present (answers, monitors)
+                perc = self._perception
+                wanted = wanted or (perc is not None and perc.detect_present)  # ... or the detector does
                 w = self._working
                 self._pipeline = IndexPipeline(self.store, self._cascade, self._config, self._embedder,
                                                after_commit=self._after_commit, observe=w.observe,
                                                present_fps=w.short_fps if wanted else None,
-                                               present_side=w.max_side)
+                                               present_side=w.max_side,
+                                               perception=perc.feed() if perc is not None else None)
             return self._pipeline
 
     @property
@@ -153,6 +158,8 @@ class Lifecycle:
             step(self.writer.stop_holding)  # closing must not wait for the writer's backlog to drain
         if pipe is not None:
             step(pipe.close)
+        if self._perception is not None:
+            step(self._perception.close)  # after the pipeline: its last commit waited for the stage
         if self.writer is not None:
             step(self.writer.close)
 

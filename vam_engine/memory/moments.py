@@ -11,6 +11,7 @@ from pathlib import Path
 from .db import Database, placeholders, select_in
 from .frames import FrameFiles
 from .records import CameraExtent, GateRecord, GateSample, Moment
+from .sightings import drop_moments as drop_perceived
 from .vector_table import drop_vectors
 
 _COLUMNS = ("moment_id, camera_id, t_rel, t_abs, frame_ref, width, height, lap_var, mad, ssim, hist_corr,"
@@ -134,6 +135,7 @@ class MomentRepository:
             rows = select_in(conn, "SELECT moment_id, frame_ref FROM moments WHERE protected=0 "
                                    "AND moment_id IN ({ids})", ids)
             drop_vectors(conn, "frame", [r[0] for r in rows], changes)
+            drop_perceived(conn, [r[0] for r in rows])  # their detections and OCR lines go with them
             conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
         for r in rows:
             self.frames.unlink(r[1])

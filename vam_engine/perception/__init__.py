@@ -28,20 +28,22 @@ from pathlib import Path
 from ..config import PerceptionConfig
 from .appearance import PALETTE, AppearanceEncoder, colour_names
 from .detect_base import Detector
-from .entities import EntityLinker, LinkParams
+from .entities import EntityLinker, LinkedEntity, LinkParams
 from .labels import COCO_80, COCO_91, load_labels
-from .ocr import OcrReader, RapidOcrReader
+from .ocr import OcrReader, RapidOcrReader, normalise_text
 from .records import (Box, Detection, Entity, FramePerception, OcrLine, PerceptionBatch, PerceptionError,
                       PerceptionFrame, Sighting, TextChange, Track)
 from .stage import PerceptionStage
+from .state import CameraPerceptionState, PerceptionState
 from .textgate import TextChangeGate, text_change
-from .tracks import CameraTracker, TrackerParams
+from .tracks import ActiveTrack, CameraTracker, TrackerParams
 
 __all__ = ["PerceptionError", "Box", "Detection", "OcrLine", "TextChange", "PerceptionFrame", "FramePerception",
            "PerceptionBatch", "Sighting", "Track", "Entity", "Detector", "OcrReader", "RapidOcrReader",
            "TextChangeGate", "text_change", "AppearanceEncoder", "colour_names", "PALETTE", "CameraTracker",
-           "TrackerParams", "EntityLinker", "LinkParams", "PerceptionStage", "COCO_80", "COCO_91", "load_labels",
-           "DETECTOR_SUFFIXES", "make_detector", "make_ocr_reader", "make_perception_stage"]
+           "TrackerParams", "EntityLinker", "LinkParams", "PerceptionStage", "PerceptionState",
+           "CameraPerceptionState", "LinkedEntity", "ActiveTrack", "COCO_80", "COCO_91", "load_labels",
+           "DETECTOR_SUFFIXES", "normalise_text", "make_detector", "make_ocr_reader", "make_perception_stage"]
 
 DETECTOR_SUFFIXES = {".pb": "opencv", ".onnx": "onnx", ".engine": "tensorrt", ".plan": "tensorrt"}
 

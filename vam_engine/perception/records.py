@@ -151,3 +151,4 @@ class PerceptionBatch:
     frames: tuple[FramePerception, ...]
     tracks: tuple[Track, ...] = ()
     entities: tuple[Entity, ...] = ()
+    state: Any = None  # the stage's PerceptionState right after these frames, when asked for (snapshot=True)

@@ -30,6 +30,7 @@ from .detect_base import Detector
 from .entities import EntityLinker, LinkParams
 from .ocr import OcrReader
 from .records import Entity, FramePerception, OcrLine, PerceptionBatch, PerceptionFrame, Track
+from .state import CameraPerceptionState, PerceptionState
 from .textgate import TextChangeGate, text_change
 from .tracks import CameraTracker, TrackerParams
 
@@ -96,6 +97,7 @@ class PerceptionStage:
         self._linker = EntityLinker(linker)
         self._lines: dict[str, list[OcrLine]] = {}
         self._next_track = 1
+        self._changed_tracks: dict[int, Track] = {}  # since the last snapshot
         self._state = threading.Lock()        # held while a round runs and by snapshots
         self._order = threading.Lock()        # guards _submitted_t
         self._submitted_t: dict[str, float] = {}
@@ -121,13 +123,15 @@ class PerceptionStage:
                                  f"t={last}: each camera's frames must be given in time order")
             seen[f.camera_id] = f.t
 
-    def process(self, frames: Sequence[PerceptionFrame]) -> PerceptionBatch:
-        """Perceive ``frames`` on this thread (see the module docstring)."""
+    def process(self, frames: Sequence[PerceptionFrame], *, snapshot: bool = False) -> PerceptionBatch:
+        """Perceive ``frames`` on this thread (see the module docstring); ``snapshot``: the
+        batch carries the stage's state right after them (``snapshot()``)."""
         items = check_items(frames)
         with self._order:
             self._check_order(items, self._submitted_t)
         with self._state:
-            return self._round(items)
+            batch = self._round(items)
+            return dataclasses.replace(batch, state=self._snapshot()) if snapshot else batch
 
     def _detect(self, items, order) -> dict[int, list]:
         idx = [i for i in order if items[i].kind == "kept" or self.detect_present] if self.detector else []
@@ -191,6 +195,7 @@ class PerceptionStage:
                 texts = [ln.text for ln in lines if read_now and _inside(ln, ds[k].box)]
                 e = self._linker.observe(tr, new, a[k], f.frame, ds[k], f.t, texts)
                 touched_tracks[tr.track_id], touched_entities[e.entity_id] = tr, e
+                self._changed_tracks[tr.track_id] = tr
                 added.setdefault(tr.track_id, []).append(tr.sightings[-1])
             track_ids[i] = tuple(tr.track_id for tr, _ in joined)
         self.stats["track_s"] += time.perf_counter() - t0
@@ -206,20 +211,27 @@ class PerceptionStage:
 
     # -- the worker ---------------------------------------------------------------------------------
     def submit(self, frames: Sequence[PerceptionFrame], *, block: bool = True,
-               timeout: float | None = None) -> Future | None:
+               timeout: float | None = None, snapshot: bool = False, restart=()) -> Future | None:
         """Queue ``frames`` for the worker; returns a Future of their PerceptionBatch, or None when
         the queue stayed full (``block=False``, or ``timeout`` passed; counted in
         stats["dropped_submissions"]). Bad frames, or a camera's frames going back in time, raise
-        ValueError here, on the caller's thread."""
+        ValueError here, on the caller's thread. ``snapshot``: the batch carries the stage's
+        state right after these frames (the worker joins no later submission into their round;
+        ``frames`` may be empty). ``restart``: cameras whose clock starts again with these frames
+        (a new source): their tracks in progress and text state are dropped first, in queue
+        order (``forget_camera``), and their frames may go back in time."""
         if self._closed:
             raise RuntimeError("PerceptionStage: submit after close()")
         items = check_items(frames)
         with self._order:
             seen = dict(self._submitted_t)
+            restart = tuple(restart)
+            for cam in restart:
+                seen.pop(cam, None)
             self._check_order(items, seen)
             fut: Future = Future()
             try:
-                self._queue.put((items, fut), block=block, timeout=timeout)
+                self._queue.put((items, fut, snapshot, restart), block=block, timeout=timeout)
             except queue.Full:
                 self.stats["dropped_submissions"] += 1
                 return None
@@ -230,37 +242,46 @@ class PerceptionStage:
         return fut
 
     def _run(self) -> None:
-        stop = False
-        while not stop:
-            item = self._queue.get()
+        stop, carry = False, None
+        while carry is not None or not stop:
+            item, carry = (carry, None) if carry is not None else (self._queue.get(), None)
             if item is _STOP:
                 break
             group, n = [item], len(item[0])
-            while n < self.max_batch:
+            while n < self.max_batch and not group[-1][2] and not stop:  # a snapshot ends its round
                 try:
                     nxt = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if nxt is _STOP:
                     stop = True
+                elif nxt[3]:  # restarts cameras: it opens the next round
+                    carry = nxt
                     break
-                group.append(nxt)
-                n += len(nxt[0])
-            futs = [fut for _, fut in group if fut.set_running_or_notify_cancel()]
-            group = [(items, fut) for items, fut in group if fut in futs]
-            if not group:
-                continue
-            try:
-                with self._state:
-                    batch = self._round([f for items, _ in group for f in items])
-            except BaseException as e:  # noqa: BLE001 - handed to every waiting caller
-                for _, fut in group:
-                    fut.set_exception(e)
-                continue
-            start = 0
-            for items, fut in group:
-                fut.set_result(self._part(batch, start, len(items)))
-                start += len(items)
+                else:
+                    group.append(nxt)
+                    n += len(nxt[0])
+            live = [g for g in group if g[1].set_running_or_notify_cancel()]
+            if live:
+                self._serve(live)
+
+    def _serve(self, group: list) -> None:
+        """One round for the submissions of ``group``; each gets its part (or the error)."""
+        try:
+            with self._state:
+                for cam in group[0][3]:
+                    self._forget(cam)
+                batch = self._round([f for items, *_ in group for f in items])
+                state = self._snapshot() if group[-1][2] else None
+        except BaseException as e:  # noqa: BLE001 - handed to every waiting caller
+            for _, fut, *_ in group:
+                fut.set_exception(e)
+            return
+        start = 0
+        for k, (items, fut, *_) in enumerate(group):
+            part = self._part(batch, start, len(items))
+            fut.set_result(dataclasses.replace(part, state=state) if k == len(group) - 1 else part)
+            start += len(items)
 
     @staticmethod
     def _part(batch: PerceptionBatch, start: int, n: int) -> PerceptionBatch:
@@ -286,6 +307,54 @@ class PerceptionStage:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # -- saved state (perception/state.py) ---------------------------------------------------------
+    @property
+    def max_entities(self) -> int:
+        """Entities held for linking at most (the rest stay in the caller's tables)."""
+        return self._linker.params.max_entities
+
+    def snapshot(self) -> PerceptionState:
+        """The state to save between rounds (what changed since the last snapshot, and what a
+        resumed stage needs of each camera)."""
+        with self._state:
+            return self._snapshot()
+
+    def _snapshot(self) -> PerceptionState:
+        with self._order:
+            submitted = dict(self._submitted_t)
+        cams = set(self._trackers) | set(self._lines) | set(submitted)
+        cameras = {}
+        for cam in sorted(cams):
+            tr = self._trackers.get(cam)
+            cameras[cam] = CameraPerceptionState(tuple(tr.export()) if tr else (), tr.last_t if tr else None,
+                                                 tuple(self._lines.get(cam, ())), cam in self._lines,
+                                                 submitted.get(cam))
+        tracks = {tid: _copy_track(t, []) for tid, t in self._changed_tracks.items()}
+        self._changed_tracks = {}
+        return PerceptionState(self._next_track, self._linker.next_id, cameras, tuple(self._linker.export_changes()),
+                               tracks)
+
+    def restore(self, state: PerceptionState) -> None:
+        """Continue from saved state: ``state.cameras`` as a snapshot gave them, ``entities``
+        every entity to hold for linking and ``tracks`` the tracks they are made of. Call it
+        before the first frame."""
+        with self._state, self._order:
+            tracks = dict(state.tracks)
+            self._trackers, self._lines, self._submitted_t = {}, {}, {}
+            for cam, cs in state.cameras.items():
+                for a in cs.tracks:
+                    tracks[a.track.track_id] = a.track  # one object for tracker and linker
+                if cs.tracks or cs.tracker_t is not None:
+                    tr = self._trackers[cam] = CameraTracker(cam, self._new_track_id, self._tracker_params)
+                    tr.load(cs.tracker_t, list(cs.tracks))
+                if cs.lines_read:
+                    self._lines[cam] = list(cs.lines)
+                if cs.submitted_t is not None:
+                    self._submitted_t[cam] = cs.submitted_t
+            self._linker.load(list(state.entities), tracks, state.next_entity)
+            self._next_track = max([int(state.next_track), *(t + 1 for t in tracks)])
+            self._changed_tracks = {}
+
     # -- snapshots ----------------------------------------------------------------------------------
     def tracks(self, camera_id: str | None = None) -> list[Track]:
         """Copies of the active tracks (of one camera, or all), with their recent sightings."""
@@ -302,8 +371,11 @@ class PerceptionStage:
         """Drop a camera's tracks in progress and text state (a removed camera, a gap in its
         stream): its next frame starts afresh. Its entities stay for linking."""
         with self._state:
-            self._trackers.pop(camera_id, None)
-            self._lines.pop(camera_id, None)
-            self.text_gate.forget(camera_id)
+            self._forget(camera_id)
         with self._order:
             self._submitted_t.pop(camera_id, None)
+
+    def _forget(self, camera_id: str) -> None:
+        self._trackers.pop(camera_id, None)
+        self._lines.pop(camera_id, None)
+        self.text_gate.forget(camera_id)
