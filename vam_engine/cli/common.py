@@ -14,7 +14,8 @@ from ..errors import StoreError
 class OptionGroups:
     """argparse parents: ``store`` (--store, required), ``engine`` (--device, --config),
     ``ingest`` (--fps, --keyframes-only), ``quiet`` (-q), ``model`` (--llm), ``texts``
-    (--text-model), ``cameras`` (--camera, repeatable)."""
+    (--text-model), ``cameras`` (--camera, repeatable), ``perception`` (--detector, --labels,
+    --ocr)."""
 
     store: argparse.ArgumentParser
     engine: argparse.ArgumentParser
@@ -23,13 +24,14 @@ class OptionGroups:
     model: argparse.ArgumentParser
     texts: argparse.ArgumentParser
     cameras: argparse.ArgumentParser
+    perception: argparse.ArgumentParser
 
 
 def option_groups() -> OptionGroups:
     def group() -> argparse.ArgumentParser:
         return argparse.ArgumentParser(add_help=False)
 
-    store, engine, ingest, quiet, model, texts, cameras = (group() for _ in range(7))
+    store, engine, ingest, quiet, model, texts, cameras, perception = (group() for _ in range(8))
     store.add_argument("--store", required=True, help="store directory")
     engine.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     engine.add_argument("--config", help="JSON or TOML config file")
@@ -41,7 +43,13 @@ def option_groups() -> OptionGroups:
                                      "local:DIR (a Qwen-VL checkpoint directory)")
     texts.add_argument("--text-model", help="text embedder for documents, e.g. 'minilm'")
     cameras.add_argument("--camera", action="append", help="only these cameras (repeatable)")
-    return OptionGroups(store, engine, ingest, quiet, model, texts, cameras)
+    perception.add_argument("--detector", help="object detector model: a TensorFlow .pb (its .pbtxt beside it), an "
+                                               ".onnx (YOLO or DETR layout) or a TensorRT .engine "
+                                               "(needs vam_engine[perception])")
+    perception.add_argument("--labels", help="the detector's class names, one per line (default: COCO)")
+    perception.add_argument("--ocr", action="store_true", help="read the text on kept frames (RapidOCR; needs "
+                                                                "vam_engine[perception])")
+    return OptionGroups(store, engine, ingest, quiet, model, texts, cameras, perception)
 
 
 def config_from_args(args, **extra):
@@ -60,6 +68,11 @@ def config_from_args(args, **extra):
         over["llm"] = parse_llm_spec(args.llm)
     if getattr(args, "text_model", None):
         over["embed"] = {"text_model": args.text_model}
+    perception = {k: v for k, v in (("detector", getattr(args, "detector", None)),
+                                    ("labels", getattr(args, "labels", None)),
+                                    ("ocr", True if getattr(args, "ocr", False) else None)) if v is not None}
+    if perception:
+        over["perception"] = perception
     return EngineConfig.load(getattr(args, "config", None), device=getattr(args, "device", None), **over)
 
 

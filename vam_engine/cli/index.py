@@ -180,7 +180,7 @@ def cmd_demo(args) -> int:
 
 
 def register(sub, g) -> None:
-    sp = sub.add_parser("index", parents=[g.store, g.engine, g.ingest, g.model, g.texts, g.quiet],
+    sp = sub.add_parser("index", parents=[g.store, g.engine, g.ingest, g.model, g.texts, g.quiet, g.perception],
                         help="index video files or stream URLs (concurrently, one camera each)")
     sp.add_argument("videos", nargs="+")
     sp.add_argument("--camera", action="append", help="camera id per video, in order (default: file stem)")
@@ -192,7 +192,7 @@ def register(sub, g) -> None:
     sp.add_argument("--duration", type=float, help="live: stop after this many seconds")
     sp.set_defaults(func=cmd_index)
 
-    sp = sub.add_parser("demo", parents=[g.engine, g.ingest, g.model, g.texts, g.quiet],
+    sp = sub.add_parser("demo", parents=[g.engine, g.ingest, g.model, g.texts, g.quiet, g.perception],
                         help="generate a short clip with known scene changes, index it, summarize")
     sp.add_argument("--store", help="store directory (default: DIR/store)")
     sp.add_argument("--dir", help="where to write the clip and store (default: a new temp dir)")

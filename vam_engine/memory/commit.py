@@ -68,7 +68,7 @@ class Committer:
         return changes
 
     def _rows(self, conn, batch: CommitBatch, changes: list) -> None:
-        inserted = {}  # (source_id, t_rel) -> (moment_id, camera, t) of the moments inserted now
+        inserted = {}  # (source_id, t_rel) -> (moment_id, camera, t, width, height) of the moments inserted now
         for m in batch.moments:
             cur = conn.execute(
                 "INSERT OR IGNORE INTO moments (camera_id, source_id, t_rel, t_abs, pts, frame_ref, width, height,"
@@ -81,7 +81,7 @@ class Committer:
             if cur.rowcount == 0:
                 continue  # committed before (a resumed run repeats nothing)
             self._link_moment(conn, cur.lastrowid, m, changes)
-            inserted[(m.source_id, m.t_rel)] = (cur.lastrowid, m.camera_id, m.t)
+            inserted[(m.source_id, m.t_rel)] = (cur.lastrowid, m.camera_id, m.t, m.width, m.height)
         if batch.perception is not None:
             sightings.write(conn, changes, batch.perception, inserted)
         conn.executemany("INSERT OR REPLACE INTO samples (camera_id, source_id, t_rel, lap_var, mad, ssim, hist_corr,"

@@ -260,6 +260,7 @@ CREATE TABLE IF NOT EXISTS detections (
     camera_id TEXT NOT NULL,
     t REAL NOT NULL,             -- the moment's time, camera axis
     x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, y1 REAL NOT NULL,
+    w INTEGER NOT NULL, h INTEGER NOT NULL,  -- the frame's size the box is in (retention may shrink the file)
     label TEXT NOT NULL,
     score REAL NOT NULL,
     track_id INTEGER,
@@ -276,6 +277,7 @@ CREATE TABLE IF NOT EXISTS ocr_lines (
     camera_id TEXT NOT NULL,
     t REAL NOT NULL,
     x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, y1 REAL NOT NULL,
+    w INTEGER NOT NULL, h INTEGER NOT NULL,
     text TEXT NOT NULL,
     confidence REAL NOT NULL,
     read INTEGER NOT NULL        -- 1: read on this frame; 0: carried from the camera's last read

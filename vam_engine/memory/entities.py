@@ -41,21 +41,22 @@ class EntityRepository:
         """Moment id -> its detections, best score first."""
         out: dict[int, list[DetectionRecord]] = {}
         rows = select_in(self.db.conn(), "SELECT detection_id, moment_id, camera_id, t, x0, y0, x1, y1, label, score,"
-                                         " track_id, entity_id FROM detections WHERE moment_id IN ({ids})"
+                                         " track_id, entity_id, w, h FROM detections WHERE moment_id IN ({ids})"
                                          " ORDER BY score DESC", moment_ids)
         for r in rows:
             out.setdefault(r[1], []).append(DetectionRecord(r[0], r[1], r[2], r[3], tuple(r[4:8]), r[8], r[9], r[10],
-                                                            r[11]))
+                                                            r[11], (r[12], r[13])))
         return out
 
     def ocr_lines(self, moment_ids) -> dict[int, list[TextLineRecord]]:
         """Moment id -> its OCR lines, top to bottom."""
         out: dict[int, list[TextLineRecord]] = {}
         rows = select_in(self.db.conn(), "SELECT line_id, moment_id, camera_id, t, x0, y0, x1, y1, text, confidence,"
-                                         " read FROM ocr_lines WHERE moment_id IN ({ids}) ORDER BY y0, x0", moment_ids)
+                                         " read, w, h FROM ocr_lines WHERE moment_id IN ({ids}) ORDER BY y0, x0",
+                         moment_ids)
         for r in rows:
             out.setdefault(r[1], []).append(TextLineRecord(r[0], r[1], r[2], r[3], tuple(r[4:8]), r[8], r[9],
-                                                           bool(r[10])))
+                                                           bool(r[10]), (r[11], r[12])))
         return out
 
     def labels(self, cameras=None, as_of: float | None = None) -> dict[str, int]:
@@ -163,15 +164,15 @@ class EntityRepository:
         if ent is None:
             return None
         cam_sql, cam_args = _scope(cameras, "d.camera_id")
-        sql = ("SELECT d.track_id, d.camera_id, d.t, d.moment_id, m.frame_ref, d.x0, d.y0, d.x1, d.y1, d.label, d.score"
-               f" FROM detections d JOIN moments m ON m.moment_id = d.moment_id WHERE d.entity_id = ?{cam_sql}")
+        sql = ("SELECT d.track_id, d.camera_id, d.t, d.moment_id, m.frame_ref, d.x0, d.y0, d.x1, d.y1, d.label, d.score,"
+               f" d.w, d.h FROM detections d JOIN moments m ON m.moment_id = d.moment_id WHERE d.entity_id = ?{cam_sql}")
         args: list = [int(entity_id), *cam_args]
         if as_of is not None:
             sql += " AND d.t <= ?"
             args.append(float(as_of))
         rows = self.db.conn().execute(sql + " ORDER BY d.t DESC, d.detection_id DESC LIMIT ?", [*args, int(limit)])
         sightings = [EntitySighting(int(entity_id), r[0], r[1], r[2], r[3], str(self.root / r[4]), tuple(r[5:9]),
-                                    r[9], r[10]) for r in rows.fetchall()][::-1]
+                                    r[9], r[10], (r[11], r[12])) for r in rows.fetchall()][::-1]
         t_sql, t_args = _scope(cameras)
         if as_of is not None:
             t_sql += " AND first_t <= ?"

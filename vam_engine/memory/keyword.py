@@ -98,7 +98,7 @@ def span_evidence(store, span_ids, scored: dict) -> dict[int, Evidence]:
                                                       "text_spans WHERE span_id IN ({ids})", span_ids):
         ms = _spread(store.moments.on_axis(cam, a, b + 1e-6))
         lines = store.entities.ocr_lines([m.moment_id for m in ms])
-        boxes = tuple(BoxRef(m.moment_id, ln.box, ln.text, ln.confidence, "text") for m in ms
+        boxes = tuple(BoxRef(m.moment_id, ln.box, ln.text, ln.confidence, "text", ln.frame_size) for m in ms
                       for ln in lines.get(m.moment_id, ()) if " ".join(ln.text.split()).casefold() == norm)
         score, cos, rel = scored[sid]
         out[sid] = Evidence(cam, a, b, tuple(m.moment_id for m in ms), tuple(m.frame_path for m in ms), score, OCR,
@@ -112,18 +112,19 @@ def object_evidence(store, track_ids, scored: dict) -> dict[int, Evidence]:
     out = {}
     for tid, cam, a, b in select_in(conn, "SELECT track_id, camera_id, first_t, last_t FROM tracks WHERE track_id "
                                           "IN ({ids})", track_ids):
-        dets = _spread(conn.execute("SELECT moment_id, x0, y0, x1, y1, label, score FROM detections WHERE track_id=? "
-                                    "ORDER BY t", (tid,)).fetchall())
+        dets = _spread(conn.execute("SELECT moment_id, x0, y0, x1, y1, label, score, w, h FROM detections WHERE "
+                                    "track_id=? ORDER BY t", (tid,)).fetchall())
         moments = store.moments.by_id([d[0] for d in dets])
         dets = [d for d in dets if d[0] in moments]
         score, cos, rel = scored[tid]
         out[tid] = Evidence(cam, a, b, tuple(d[0] for d in dets), tuple(moments[d[0]].frame_path for d in dets),
                             score, OBJECT, store.fulltext.text(OBJECT, tid), cos, rel,
-                            tuple(BoxRef(d[0], tuple(d[1:5]), d[5], d[6]) for d in dets))
+                            tuple(BoxRef(d[0], tuple(d[1:5]), d[5], d[6], "object", (d[7], d[8])) for d in dets))
     return out
 
 
 def frame_boxes(store, moment_ids) -> dict[int, tuple[BoxRef, ...]]:
     """The detections on frames, as boxes."""
     got = store.entities.detections(moment_ids)
-    return {mid: tuple(BoxRef(mid, d.box, d.label, d.score) for d in ds) for mid, ds in got.items()}
+    return {mid: tuple(BoxRef(mid, d.box, d.label, d.score, "object", d.frame_size) for d in ds)
+            for mid, ds in got.items()}

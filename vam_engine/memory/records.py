@@ -67,6 +67,7 @@ class BoxRef:
     label: str
     score: float | None = None
     kind: str = "object"
+    frame_size: tuple[int, int] = (0, 0)  # (width, height) the box is in; (0, 0): not known
 
 
 @dataclass(frozen=True)
@@ -268,6 +269,7 @@ class DetectionRecord:
     score: float
     track_id: int | None
     entity_id: int | None
+    frame_size: tuple[int, int] = (0, 0)  # (width, height) the box is in
 
 
 @dataclass(frozen=True)
@@ -283,6 +285,7 @@ class TextLineRecord:
     text: str
     confidence: float
     read: bool
+    frame_size: tuple[int, int] = (0, 0)  # (width, height) the box is in
 
 
 @dataclass(frozen=True)
@@ -340,6 +343,7 @@ class EntitySighting:
     box: tuple[float, float, float, float]
     label: str
     score: float
+    frame_size: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)

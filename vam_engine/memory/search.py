@@ -123,7 +123,7 @@ def space_queries(embedder, text_embedder, text, image, sources) -> tuple[list[t
                       if src in sources]
         if doc_spaces:
             if text_embedder is None:
-                notes.append("no text embedder is configured: documents were not searched")
+                notes.append("no text embedder is configured: documents were searched by their words only")
             else:
                 q = text_embedder.embed_texts([text])[0]
                 queries += [(s, q) for s in doc_spaces]

@@ -61,24 +61,24 @@ def object_text(label: str, colours, texts) -> str:
 # -- writes ------------------------------------------------------------------------------------
 def write(conn, changes: list, pc: PerceptionCommit, inserted: dict) -> None:
     """Inside the ingest transaction, after its moments: ``inserted`` maps (source_id, t_rel)
-    of the moments this transaction inserted to (moment_id, camera_id, t)."""
+    of the moments this transaction inserted to (moment_id, camera_id, t, width, height)."""
     state = pc.state
     track_entity = {tid: t.entity_id for tid, t in (state.tracks if state else {}).items()}
     frames = [fp for fp in pc.frames if fp.kind == "kept" and tuple(fp.key) in inserted]
     for fp in sorted(frames, key=lambda f: (inserted[tuple(f.key)][1], inserted[tuple(f.key)][2])):
-        mid, cam, t = inserted[tuple(fp.key)]
+        mid, cam, t, w, h = inserted[tuple(fp.key)]
         missing = [tid for tid in fp.track_ids if tid not in track_entity]
         if missing:  # a track of an earlier transaction
             track_entity.update(select_in(conn, "SELECT track_id, entity_id FROM tracks WHERE track_id IN ({ids})",
                                           missing))
         conn.executemany(
-            "INSERT INTO detections (moment_id, camera_id, t, x0, y0, x1, y1, label, score, track_id, entity_id)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            [(mid, cam, t, *_box(d.box), d.label, float(d.score), tid, track_entity.get(tid))
+            "INSERT INTO detections (moment_id, camera_id, t, x0, y0, x1, y1, w, h, label, score, track_id, entity_id)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(mid, cam, t, *_box(d.box), w, h, d.label, float(d.score), tid, track_entity.get(tid))
              for d, tid in zip(fp.detections, list(fp.track_ids) + [None] * len(fp.detections))])
-        conn.executemany("INSERT INTO ocr_lines (moment_id, camera_id, t, x0, y0, x1, y1, text, confidence, read)"
-                         " VALUES (?,?,?,?,?,?,?,?,?,?)",
-                         [(mid, cam, t, *_box(ln.box), ln.text, float(ln.confidence), int(fp.ocr_read))
+        conn.executemany("INSERT INTO ocr_lines (moment_id, camera_id, t, x0, y0, x1, y1, w, h, text, confidence, "
+                         "read) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                         [(mid, cam, t, *_box(ln.box), w, h, ln.text, float(ln.confidence), int(fp.ocr_read))
                           for ln in fp.ocr])
         if pc.ocr:
             _extend_spans(conn, cam, t, fp.ocr)

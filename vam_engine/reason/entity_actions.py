@@ -51,7 +51,8 @@ def find_entity(view: MemoryView, action: FindEntityAction, time_range) -> list[
             mine = [mine[i] for i in spread_evenly(len(mine), FRAMES_PER_HIT)]
             out.append(Evidence(cam, a, b, tuple(s.moment_id for s in mine), tuple(s.frame_path for s in mine), 0.0,
                                 "object", describe(ent),
-                                boxes=tuple(BoxRef(s.moment_id, s.box, s.label, s.score) for s in mine)))
+                                boxes=tuple(BoxRef(s.moment_id, s.box, s.label, s.score, "object", s.frame_size)
+                                            for s in mine)))
     return out
 
 

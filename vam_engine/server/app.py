@@ -34,6 +34,7 @@ from .middleware import BodyLimit, SecurityHeaders, Timing
 from .queries import BadQuery
 from .routes_live import router as live_router
 from .routes_memory import router as memory_router
+from .routes_perception import router as perception_router
 from .sse import AlertHub
 from .ownership import Ownership, QuotaExceeded
 from .tokens import CameraForbidden, Principal, TokenStore
@@ -129,6 +130,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     _service_routes(app, engine, backend, metrics, hub)
     app.include_router(memory_router)
     app.include_router(live_router)
+    app.include_router(perception_router)
 
     app.mount("/static", StaticFiles(directory=WEB), name="static")
 

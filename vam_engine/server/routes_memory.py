@@ -48,7 +48,9 @@ class SearchBody(_Body):
     t0: float | None = None
     t1: float | None = None
     as_of: float | None = None
-    sources: list[Literal["frame", "event", "summary"]] = ["frame", "event", "summary"]
+    sources: list[Literal["frame", "event", "summary", "ocr", "object"]] = ["frame", "event", "summary", "ocr",
+                                                                           "object"]
+    labels: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None = Field(None, max_length=100)
 
 
 class AskBody(_Body):
@@ -155,7 +157,7 @@ async def _search_request(request: Request) -> tuple[SearchBody, object]:
                         raise RequestValidationError([{"loc": ("body", "image"), "msg": "must be a file upload",
                                                        "type": "value_error"}])
                     image = await v.read()
-                elif k in ("cameras", "sources"):
+                elif k in ("cameras", "sources", "labels"):
                     fields.setdefault(k, []).extend(x for x in v.split(",") if x)
                 else:
                     fields[k] = v
@@ -220,8 +222,9 @@ async def search(request: Request, p: Principal = need("read")):
         pixels = _decode_image(image, max_pixels) if image is not None else None
         t0 = time.perf_counter()
         try:
+            extra = {"labels": body.labels} if body.labels else {}  # (an engine without perception has no labels)
             res = eng.search(text=body.text, image=pixels, top_k=body.top_k, time_range=tr, cameras=cams,
-                             sources=tuple(body.sources), as_of=body.as_of)
+                             sources=tuple(body.sources), as_of=body.as_of, **extra)
         finally:
             metrics.search.observe(time.perf_counter() - t0)
         # a summary over every camera ("*") may describe cameras outside a limited token's view
