@@ -33,21 +33,39 @@ WORD_KINDS = (OCR, OBJECT, "event", "summary")  # full-text lists fused by searc
 HIT_FRAMES = 4  # moments cited with a span of text or a thing, spread over it
 
 
-def fulltext_hits(store, text: str, kind: str, scope, fetch: int, labels) -> list[int]:
-    """Ref ids of ``kind``'s documents matching ``text`` in scope (cameras, t0, t1, as_of),
-    best first, filtered by ``labels``."""
+def word_lists(store, text: str, kinds, scope, fetch: int, labels) -> dict[str, list[int]]:
+    """Per kind, the ref ids of its documents matching ``text`` in scope (cameras, t0, t1,
+    as_of), best first (at most ``fetch``), filtered by ``labels``. One full-text query for
+    every kind: quoted parts of the text are phrases that must occur; otherwise documents
+    holding every word rank first (a cheap, selective query), and when those are fewer than
+    ``fetch``, documents holding any word follow (ranking many weak matches costs more)."""
     cameras, t0, t1, as_of = scope
-    hits = store.fulltext.search(text, kinds=(kind,), cameras=cameras, t0=t0, t1=t1, as_of=as_of,
-                                 limit=fetch * (4 if labels else 1))
-    ids = [h.ref_id for h in hits]
-    if labels and kind == OBJECT:
+    kinds = list(kinds)
+    if not kinds:
+        return {}
+    limit = fetch * len(kinds) * (4 if labels else 1)
+    search = lambda mode: store.fulltext.search(text, mode=mode, kinds=kinds, cameras=cameras, t0=t0,  # noqa: E731
+                                                t1=t1, as_of=as_of, limit=limit)
+    hits = search(None) if '"' in text else search("all")
+    if '"' not in text and len(hits) < fetch:
+        seen = {(h.kind, h.ref_id) for h in hits}
+        hits += [h for h in search("any") if (h.kind, h.ref_id) not in seen]
+    out: dict[str, list[int]] = {k: [] for k in kinds}
+    for h in hits:
+        out[h.kind].append(h)
+    return {k: _label_filter(store, k, v, labels)[:fetch] for k, v in out.items()}
+
+
+def _label_filter(store, kind: str, hits, labels) -> list[int]:
+    if not labels:
+        return [h.ref_id for h in hits]
+    if kind == OBJECT:
+        ids = [h.ref_id for h in hits]
         keep = {r[0] for r in select_in(store.db.conn(), f"SELECT track_id FROM tracks WHERE label IN "
                                                          f"({placeholders(labels)}) AND track_id IN ({{ids}})",
                                         ids, *labels)}
-        ids = [i for i in ids if i in keep]
-    elif labels:
-        ids = [h.ref_id for h in hits if shows_label(store, h.camera_id, h.t_start, h.t_end, labels)]
-    return ids[:fetch]
+        return [i for i in ids if i in keep]
+    return [h.ref_id for h in hits if shows_label(store, h.camera_id, h.t_start, h.t_end, labels)]
 
 
 def label_ids(store, space: str, labels, allowed: np.ndarray | None) -> np.ndarray | None:

@@ -168,11 +168,11 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
             if zs is not None:
                 zscore[(kind, vid)] = max(zscore.get((kind, vid), -math.inf), float(zs[rank]))
     if text is not None:
-        for kind in keyword.WORD_KINDS:
-            if kind in sources:
-                for rank, ref in enumerate(keyword.fulltext_hits(store, text, kind, (cameras, t0, t1, as_of), fetch,
-                                                                 labels)):
-                    fused[(kind, ref)] = fused.get((kind, ref), 0.0) + 1.0 / (RRF_K + rank + 1)
+        lists = keyword.word_lists(store, text, [k for k in keyword.WORD_KINDS if k in sources],
+                                   (cameras, t0, t1, as_of), fetch, labels)
+        for kind, refs in lists.items():
+            for rank, ref in enumerate(refs):
+                fused[(kind, ref)] = fused.get((kind, ref), 0.0) + 1.0 / (RRF_K + rank + 1)
     if text is not None and SPEECH in sources:
         speech_q = next((q for space, q in queries if space == SPEECH), None)
         _speech_words(store, vectors, text, speech_q, (cameras, t0, t1, as_of), fetch, fused, cosine, zscore)

@@ -31,7 +31,7 @@ from .entities import EntityLinker, LinkParams
 from .ocr import OcrReader
 from .records import Entity, FramePerception, OcrLine, PerceptionBatch, PerceptionFrame, Track
 from .state import CameraPerceptionState, PerceptionState
-from .textgate import TextChangeGate, text_change
+from .textgate import TextChangeGate, merge_lines, read_box, shift_lines, text_change
 from .tracks import CameraTracker, TrackerParams
 
 INSIDE = 0.8  # share of an OCR line's box inside a detection's box for the text to be read on it
@@ -106,6 +106,7 @@ class PerceptionStage:
         self._closed = False
         self.stats = {"rounds": 0, "frames": 0, "detected_frames": 0, "detections": 0, "ocr_reads": 0,
                       "ocr_skips": 0, "text_changes": 0, "dropped_submissions": 0,
+                      "ocr_region_reads": 0, "ocr_region_px": 0.0,
                       "detect_s": 0.0, "ocr_s": 0.0, "gate_s": 0.0, "track_s": 0.0}
 
     # -- the work -----------------------------------------------------------------------------------
@@ -156,7 +157,7 @@ class PerceptionStage:
             self.stats["ocr_skips"] += 1
             return tuple(self._lines.get(f.camera_id, ())), False, None
         t0 = time.perf_counter()
-        lines = self.ocr.read([f.frame])[0]
+        lines = self._ocr_read(f, sig)
         self.stats["ocr_s"] += time.perf_counter() - t0
         self.stats["ocr_reads"] += 1
         self.text_gate.mark_read(f.camera_id, sig)
@@ -164,6 +165,19 @@ class PerceptionStage:
         self._lines[f.camera_id] = list(lines)
         self.stats["text_changes"] += change is not None
         return tuple(lines), True, change
+
+    def _ocr_read(self, f: PerceptionFrame, sig) -> list[OcrLine]:
+        """Read the part of the frame where text-like cells changed (the camera's other lines
+        carried), or the whole frame (a first read, a large change)."""
+        last = self._lines.get(f.camera_id)
+        region = self.text_gate.region(f.camera_id, sig) if last is not None else None
+        if region is None:
+            return self.ocr.read([f.frame])[0]
+        x0, y0, x1, y1 = read_box(region, last, f.frame.shape[:2])
+        self.stats["ocr_region_reads"] += 1
+        self.stats["ocr_region_px"] += (x1 - x0) * (y1 - y0) / (f.frame.shape[0] * f.frame.shape[1])
+        got = shift_lines(self.ocr.read([f.frame[y0:y1, x0:x1]])[0], x0, y0)
+        return merge_lines(last, (x0, y0, x1, y1), got)
 
     def _round(self, items: list[PerceptionFrame]) -> PerceptionBatch:
         order = sorted(range(len(items)), key=lambda i: items[i].t)
