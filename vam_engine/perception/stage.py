@@ -101,6 +101,7 @@ class PerceptionStage:
         self._state = threading.Lock()        # held while a round runs and by snapshots
         self._order = threading.Lock()        # guards _submitted_t
         self._submitted_t: dict[str, float] = {}
+        self._processed_t: dict[str, float] = {}  # the last frame time a round took, per camera (_state)
         self._queue: queue.Queue = queue.Queue(maxsize=int(queue_batches))
         self._worker: threading.Thread | None = None
         self._closed = False
@@ -181,6 +182,8 @@ class PerceptionStage:
 
     def _round(self, items: list[PerceptionFrame]) -> PerceptionBatch:
         order = sorted(range(len(items)), key=lambda i: items[i].t)
+        for i in order:
+            self._processed_t[items[i].camera_id] = items[i].t
         dets = self._detect(items, order)
         text = {i: self._read_text(items[i]) for i in order}
         t0 = time.perf_counter()
@@ -334,8 +337,8 @@ class PerceptionStage:
             return self._snapshot()
 
     def _snapshot(self) -> PerceptionState:
-        with self._order:
-            submitted = dict(self._submitted_t)
+        # what the rounds so far took (never _order: a submit holds it while the queue is full)
+        submitted = dict(self._processed_t)
         cams = set(self._trackers) | set(self._lines) | set(submitted)
         cameras = {}
         for cam in sorted(cams):
@@ -352,9 +355,9 @@ class PerceptionStage:
         """Continue from saved state: ``state.cameras`` as a snapshot gave them, ``entities``
         every entity to hold for linking and ``tracks`` the tracks they are made of. Call it
         before the first frame."""
-        with self._state, self._order:
+        with self._state:
             tracks = dict(state.tracks)
-            self._trackers, self._lines, self._submitted_t = {}, {}, {}
+            self._trackers, self._lines, self._processed_t = {}, {}, {}
             for cam, cs in state.cameras.items():
                 for a in cs.tracks:
                     tracks[a.track.track_id] = a.track  # one object for tracker and linker
@@ -364,10 +367,13 @@ class PerceptionStage:
                 if cs.lines_read:
                     self._lines[cam] = list(cs.lines)
                 if cs.submitted_t is not None:
-                    self._submitted_t[cam] = cs.submitted_t
+                    self._processed_t[cam] = cs.submitted_t
             self._linker.load(list(state.entities), tracks, state.next_entity)
             self._next_track = max([int(state.next_track), *(t + 1 for t in tracks)])
             self._changed_tracks = {}
+            processed = dict(self._processed_t)
+        with self._order:
+            self._submitted_t = processed
 
     # -- snapshots ----------------------------------------------------------------------------------
     def tracks(self, camera_id: str | None = None) -> list[Track]:
@@ -390,6 +396,7 @@ class PerceptionStage:
             self._submitted_t.pop(camera_id, None)
 
     def _forget(self, camera_id: str) -> None:
+        self._processed_t.pop(camera_id, None)
         self._trackers.pop(camera_id, None)
         self._lines.pop(camera_id, None)
         self.text_gate.forget(camera_id)
