@@ -78,17 +78,12 @@ class PerceptionFeed:
                 self.stats["present_dropped"] += 1
             q.append(PerceptionFrame(camera_id, float(t), rgb, kind="present"))
 
-    def _due(self, bounds: dict[str, float]) -> tuple[list[PerceptionFrame], list[str]]:
+    def _due(self, bounds: dict[str, float]) -> list[PerceptionFrame]:
         """Kept frames collected so far, and the present's frames older than each camera's
         earliest undecided frame (``bounds``: camera -> the time of the frame its online
-        committer holds, else of its last gated sample: later kept frames come after it); and
-        the cameras whose clock started again (a new source without absolute times)."""
+        committer holds, else of its last gated sample: later kept frames come after it)."""
         frames, self._kept = self._kept, []
         with self._lock:
-            restart = sorted({f.camera_id for f in frames if f.t < self._submitted.get(f.camera_id, f.t)})
-            for cam in restart:
-                self._submitted.pop(cam, None)
-                self._present.pop(cam, None)
             for cam, q in self._present.items():
                 bound = bounds.get(cam)
                 while bound is not None and q and q[0].t < bound:
@@ -98,22 +93,21 @@ class PerceptionFeed:
         kept = sum(f.kind == "kept" for f in frames)
         self.stats["kept_frames"] += kept
         self.stats["present_frames"] += len(frames) - kept
-        return frames, restart
+        return frames
 
     def submit(self, bounds: dict[str, float]) -> list[Future]:
         """Hand what is due to the stage's worker (after a gated batch); the futures go with
         the commit unit."""
-        frames, restart = self._due(bounds)
+        frames = self._due(bounds)
         if not frames:
             return []
         self.stats["submissions"] += 1
-        return [self.stage.submit(frames, restart=restart)]
+        return [self.stage.submit(frames)]
 
     def snapshot(self, bounds: dict[str, float]) -> Future:
         """What is due, and the stage's state right after it (at a hand-over)."""
-        frames, restart = self._due(bounds)
         self.stats["submissions"] += 1
-        return self.stage.submit(frames, snapshot=True, restart=restart)
+        return self.stage.submit(self._due(bounds), snapshot=True)
 
     # -- out (the commit thread) ---------------------------------------------------------------
     def resolve(self, futures: list[Future], batch: CommitBatch) -> None:

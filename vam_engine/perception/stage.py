@@ -228,27 +228,22 @@ class PerceptionStage:
 
     # -- the worker ---------------------------------------------------------------------------------
     def submit(self, frames: Sequence[PerceptionFrame], *, block: bool = True,
-               timeout: float | None = None, snapshot: bool = False, restart=()) -> Future | None:
+               timeout: float | None = None, snapshot: bool = False) -> Future | None:
         """Queue ``frames`` for the worker; returns a Future of their PerceptionBatch, or None when
         the queue stayed full (``block=False``, or ``timeout`` passed; counted in
         stats["dropped_submissions"]). Bad frames, or a camera's frames going back in time, raise
         ValueError here, on the caller's thread. ``snapshot``: the batch carries the stage's
         state right after these frames (the worker joins no later submission into their round;
-        ``frames`` may be empty). ``restart``: cameras whose clock starts again with these frames
-        (a new source): their tracks in progress and text state are dropped first, in queue
-        order (``forget_camera``), and their frames may go back in time."""
+        ``frames`` may be empty)."""
         if self._closed:
             raise RuntimeError("PerceptionStage: submit after close()")
         items = check_items(frames)
         with self._order:
             seen = dict(self._submitted_t)
-            restart = tuple(restart)
-            for cam in restart:
-                seen.pop(cam, None)
             self._check_order(items, seen)
             fut: Future = Future()
             try:
-                self._queue.put((items, fut, snapshot, restart), block=block, timeout=timeout)
+                self._queue.put((items, fut, snapshot), block=block, timeout=timeout)
             except queue.Full:
                 self.stats["dropped_submissions"] += 1
                 return None
@@ -259,25 +254,22 @@ class PerceptionStage:
         return fut
 
     def _run(self) -> None:
-        stop, carry = False, None
-        while carry is not None or not stop:
-            item, carry = (carry, None) if carry is not None else (self._queue.get(), None)
+        stop = False
+        while not stop:
+            item = self._queue.get()
             if item is _STOP:
                 break
             group, n = [item], len(item[0])
-            while n < self.max_batch and not group[-1][2] and not stop:  # a snapshot ends its round
+            while n < self.max_batch and not group[-1][2]:  # a snapshot ends its round
                 try:
                     nxt = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if nxt is _STOP:
                     stop = True
-                elif nxt[3]:  # restarts cameras: it opens the next round
-                    carry = nxt
                     break
-                else:
-                    group.append(nxt)
-                    n += len(nxt[0])
+                group.append(nxt)
+                n += len(nxt[0])
             live = [g for g in group if g[1].set_running_or_notify_cancel()]
             if live:
                 self._serve(live)
@@ -286,8 +278,6 @@ class PerceptionStage:
         """One round for the submissions of ``group``; each gets its part (or the error)."""
         try:
             with self._state:
-                for cam in group[0][3]:
-                    self._forget(cam)
                 batch = self._round([f for items, *_ in group for f in items])
                 state = self._snapshot() if group[-1][2] else None
         except BaseException as e:  # noqa: BLE001 - handed to every waiting caller
