@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..gate.records import GateRecord
+from ..perception.records import SeenSpan
 
 __all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary", "SummaryKind",
            "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "GateSample",
@@ -303,7 +304,7 @@ class TrackRecord:
 
 
 @dataclass(frozen=True)
-class EntityRecord:
+class EntityRecord(SeenSpan):
     """One thing, across cameras: its label, colour names, the strings read on it, when it was
     first and last seen on each camera (``seen``: camera -> (first, last), camera axis; in a
     view bounded by ``as_of``, as far as it sees) and its representative crop (a JPEG path;
@@ -316,14 +317,6 @@ class EntityRecord:
     seen: dict[str, tuple[float, float]]
     crop_path: str | None = None
     crop_camera: str | None = None
-
-    @property
-    def first_t(self) -> float:
-        return min(a for a, _ in self.seen.values())
-
-    @property
-    def last_t(self) -> float:
-        return max(b for _, b in self.seen.values())
 
     @property
     def cameras(self) -> tuple[str, ...]:

@@ -131,7 +131,7 @@ def _write_state(conn, changes: list, state: PerceptionState) -> None:
 def _write_entity(conn, changes: list, le) -> None:
     e = le.entity
     eid = e.entity_id
-    first, last = min(a for a, _ in e.seen.values()), max(b for _, b in e.seen.values())
+    first, last = e.first_t, e.last_t
     old = conn.execute("SELECT crop_ref, crop_camera, crop_t, crop_box FROM entities WHERE entity_id=?",
                        (eid,)).fetchone()
     crop = old if old is not None else (None, None, None, None)

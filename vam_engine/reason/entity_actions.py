@@ -74,6 +74,9 @@ def last_seen(view: MemoryView, action: LastSeenAction) -> list[Evidence]:
 def results(view: MemoryView, action, time_range, seen: set, notes: list) -> list[tuple]:
     """The planner's new results of one entity action (``time_range``: resolved, or None):
     (evidence, "search", None, its key) not in ``seen``; a note when nothing matches."""
+    if not hasattr(view, "entities"):  # a cluster's view keeps no entities
+        notes.append("this memory keeps no detected things")
+        return []
     evidence = find_entity(view, action, time_range) if isinstance(action, FindEntityAction) else \
         last_seen(view, action)
     if not evidence:
