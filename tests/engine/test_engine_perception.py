@@ -173,3 +173,17 @@ def test_a_model_failing_mid_stream_leaves_the_moments(perception_store, tmp_pat
         assert rep.kept >= 10 and len(eng.moments("yard")) == rep.kept  # indexing went on
         assert len(calls) >= 2 and stats["feed"]["failed_rounds"] >= 1
         assert "accelerator" in stats["last_error"]
+
+
+def test_after_deleting_a_camera_its_things_start_afresh(perception_store, tmp_path):
+    cfg = ps.perception_config()
+    cfg["perception"]["ocr"] = False
+    with Engine(tmp_path / "s", cfg, device="cpu") as eng:
+        eng.index_file(perception_store["clips"]["yard"], "yard")
+        old = {e.entity_id for e in eng.entities()}
+        eng.delete(cameras=["yard"])
+        assert eng.entities() == []
+        eng.index_file(perception_store["clips"]["gate"], "yard")  # new video on the emptied camera
+        cats = eng.entities(label="cat")
+    assert len(cats) == 1 and not old & {cats[0].entity_id}  # ids are never reused
+    assert cats[0].seen == {"yard": ps.CAT_ON_GATE}  # nothing of the deleted sightings comes back

@@ -30,7 +30,7 @@ import numpy as np
 from ..memory.commit import CommitBatch
 from ..memory.sightings import PerceptionCommit
 from ..memory.store import Store
-from ..perception import PerceptionFrame, PerceptionStage
+from ..perception import PerceptionFrame, PerceptionStage, PerceptionState
 
 
 class PerceptionFeed:
@@ -51,8 +51,8 @@ class PerceptionFeed:
         """Load the stage's saved state from the store (a resumed run, a later run, the store
         after a deletion): tracks, entities and text go on where the committed rows left them."""
         state = self.store.entities.stage_state(self.stage.max_entities)
-        if state is not None:
-            self.stage.restore(state)
+        # nothing saved (a store without perception yet, or all of it deleted): a fresh stage
+        self.stage.restore(state if state is not None else PerceptionState(1, 1))
         with self._lock:
             self._submitted = {cam: cs.submitted_t for cam, cs in (state.cameras.items() if state else ())
                                if cs.submitted_t is not None}

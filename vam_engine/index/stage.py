@@ -1,6 +1,10 @@
 """The pipeline's semantic stage: embed the frames that passed the gates (one batch across
 cameras), run each camera's online committer, and turn its decisions into pending moments.
 
+A kept frame is also handed to the perception feed when there is one (index/perceive.py): what it
+finds commits with the moment, and a change of the text on screen there makes the frame start an
+event too (the feed marks it when the results come back, before the commit).
+
 The committer holds at most one frame per camera (the newest of a run of similar frames). So
 that a crash loses nothing, the held frame's JPEG is written before each commit that records
 the committer's state (which holds its embedding); when the frame is later dropped, its file
