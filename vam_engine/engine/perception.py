@@ -98,8 +98,9 @@ class PerceptionReads:
     def entities(self, label=None, camera=None, time_range=None, as_of=None, *, after: int | None = None,
                  limit: int | None = None):
         if label is not None and not (isinstance(label, str) and label) and not (
-                isinstance(label, (list, tuple)) and all(isinstance(x, str) and x for x in label)):
-            raise VamError(f"label must be a class name or a list of them, got {label!r}")
+                isinstance(label, (list, tuple)) and 0 < len(label) <= 100
+                and all(isinstance(x, str) and x for x in label)):
+            raise VamError(f"label must be a class name or a list of up to 100, got {label!r}"[:300])
         if limit is not None and not (isinstance(limit, int) and 1 <= limit <= MAX_ENTITY_PAGE):
             raise VamError(f"limit must be an integer in 1..{MAX_ENTITY_PAGE}, got {limit!r}")
         t0, t1 = _range(time_range)

@@ -209,12 +209,26 @@ class EntityRepository:
             for mode in ("all", "any"):
                 hits = index.search(query, mode=mode, kinds=kinds, cameras=cameras, limit=200)
                 hits = [h for h in hits if as_of is None or h.t_start <= as_of]
+                if as_of is not None and kinds == (OBJECT,):  # matched on what was known by then
+                    hits = [h for h in hits if self._known_then(h.ref_id, query, mode, cameras, as_of)]
                 if mode == "any" and hits:  # the hits holding the most words
                     top = max(h.score for h in hits)
                     hits = [h for h in hits if h.score >= top - 1e-9]
                 if hits:
                     return self._latest(query, kinds[0], hits, cameras, as_of)
         return None
+
+    def _known_then(self, track_id: int, query: str, mode: str, cameras, as_of: float) -> bool:
+        """Whether a thing's label, colours and text as known at ``as_of`` hold the query's
+        words (every one in mode "all", one at least in "any"): the full-text row holds what
+        was learnt later too."""
+        row = self.db.conn().execute("SELECT entity_id FROM tracks WHERE track_id=?", (track_id,)).fetchone()
+        ent = self.get(row[0], cameras=cameras, as_of=as_of) if row and row[0] is not None else None
+        if ent is None:
+            return False
+        have = set(fulltext.terms(" ".join([ent.label, *ent.colours, *ent.texts])))
+        words = fulltext.terms(query)
+        return all(w in have for w in words) if mode == "all" else any(w in have for w in words)
 
     def _latest(self, query: str, kind: str, hits, cameras, as_of) -> LastSeen | None:
         clip = (lambda t: t) if as_of is None else (lambda t: min(t, as_of))  # noqa: E731
