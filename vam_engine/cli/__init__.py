@@ -5,6 +5,7 @@ engine they share in ``common.py``.
 - ``index``: index (files; ``--live``/``--realtime`` through ``live``), demo
 - ``query``: info, search, summarize, ask, delete, retain
 - ``watch``: watch
+- ``perception``: entities
 - ``serve``: serve (one engine, or ``--cluster``), token
 - ``eval``: eval
 
@@ -17,12 +18,12 @@ import sys
 
 from ..errors import VamError
 from . import eval as eval_commands
-from . import index, query, serve, watch
+from . import index, perception, query, serve, watch
 from .common import option_groups
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = (index, query, watch, eval_commands, serve)
+COMMAND_MODULES = (index, query, watch, perception, eval_commands, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ class OptionGroups:
     ``ingest`` (--fps, --keyframes-only), ``quiet`` (-q), ``model`` (--llm), ``texts``
     (--text-model), ``cameras`` (--camera, repeatable), ``tools`` (--web-search,
     --web-search-kind, --image-search: the planner's outside tools), ``audio`` (--audio-model,
-    --audio-language)."""
+    --audio-language), ``perception`` (--detector, --labels, --ocr)."""
 
     store: argparse.ArgumentParser
     engine: argparse.ArgumentParser
@@ -27,13 +27,14 @@ class OptionGroups:
     cameras: argparse.ArgumentParser
     tools: argparse.ArgumentParser
     audio: argparse.ArgumentParser
+    perception: argparse.ArgumentParser
 
 
 def option_groups() -> OptionGroups:
     def group() -> argparse.ArgumentParser:
         return argparse.ArgumentParser(add_help=False)
 
-    store, engine, ingest, quiet, model, texts, cameras, tools, audio = (group() for _ in range(9))
+    store, engine, ingest, quiet, model, texts, cameras, tools, audio, perception = (group() for _ in range(10))
     store.add_argument("--store", required=True, help="store directory")
     engine.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     engine.add_argument("--config", help="JSON or TOML config file")
@@ -56,7 +57,13 @@ def option_groups() -> OptionGroups:
                        help="transcribe the sources' speech with this CTranslate2 Whisper model directory "
                             "(model.bin; needs the 'audio' extra)")
     audio.add_argument("--audio-language", metavar="CODE", help="the speech's language, ISO 639-1 (default: detected)")
-    return OptionGroups(store, engine, ingest, quiet, model, texts, cameras, tools, audio)
+    perception.add_argument("--detector", help="object detector model: a TensorFlow .pb (its .pbtxt beside it), an "
+                                               ".onnx (YOLO or DETR layout) or a TensorRT .engine "
+                                               "(needs vam_engine[perception])")
+    perception.add_argument("--labels", help="the detector's class names, one per line (default: COCO)")
+    perception.add_argument("--ocr", action="store_true", help="read the text on kept frames (RapidOCR; needs "
+                                                                "vam_engine[perception])")
+    return OptionGroups(store, engine, ingest, quiet, model, texts, cameras, tools, audio, perception)
 
 
 def config_from_args(args, **extra):
@@ -82,6 +89,11 @@ def config_from_args(args, **extra):
     if web or image:
         over["tools"] = {**({"web_search": web} if web else {}), **({"image_search": image} if image else {})}
     over.update(audio_overrides(args))
+    perception = {k: v for k, v in (("detector", getattr(args, "detector", None)),
+                                    ("labels", getattr(args, "labels", None)),
+                                    ("ocr", True if getattr(args, "ocr", False) else None)) if v is not None}
+    if perception:
+        over["perception"] = perception
     return EngineConfig.load(getattr(args, "config", None), device=getattr(args, "device", None), **over)
 
 

@@ -62,19 +62,22 @@ def cmd_search(args) -> int:
     with make_engine(args) as eng:
         res = eng.search(text=args.text, image=args.image, top_k=args.top_k, cameras=args.camera,
                          time_range=(args.t0, args.t1) if args.t0 is not None or args.t1 is not None else None,
-                         as_of=args.as_of)
+                         as_of=args.as_of, labels=args.label)
     for note in res.notes:
         print(f"note: {note}")
     if not res.evidence:
         print("no results")
         return 0
-    print(f"{'#':>3}  {'source':6}  {'camera':12}  {'from':>19}  {'to':>19}  {'score':>7}  frame")
+    print(f"{'#':>3}  {'source':7}  {'camera':12}  {'from':>19}  {'to':>19}  {'score':>7}  frame")
     for i, ev in enumerate(res.evidence, 1):
         frame = ev.frame_paths[0] if ev.frame_paths else "-"
-        print(f"{i:>3}  {ev.source:6}  {ev.camera_id[:12]:12}  {fmt_t(ev.t_start):>19}  {fmt_t(ev.t_end):>19}  "
+        print(f"{i:>3}  {ev.source:7}  {ev.camera_id[:12]:12}  {fmt_t(ev.t_start):>19}  {fmt_t(ev.t_end):>19}  "
               f"{ev.score:7.4f}  {frame}")
         if ev.source == "speech":
             print(f"     said: \"{ev.text}\"")
+        if ev.source in ("ocr", "object") and ev.text:  # what was read or detected, and where on the frame
+            box = next((b for b in ev.boxes if ev.moment_ids and b.moment_id == ev.moment_ids[0]), None)
+            print(f"     {ev.text!r}" + (f" at box {[round(v) for v in box.box]}" if box else ""))
     return 0
 
 
@@ -160,6 +163,7 @@ def register(sub, g) -> None:
     sp.add_argument("--t0", type=float, help="interval start (camera axis, seconds)")
     sp.add_argument("--t1", type=float, help="interval end")
     sp.add_argument("--as-of", type=float, help="nothing that ends after this time")
+    sp.add_argument("--label", action="append", help="only hits showing a detected thing of this class (repeatable)")
     sp.set_defaults(func=cmd_search)
 
     sp = sub.add_parser("transcripts", parents=[g.store, g.cameras],

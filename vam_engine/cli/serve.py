@@ -169,7 +169,7 @@ def cmd_token(args) -> int:
 
 
 def register(sub, g) -> None:
-    sp = sub.add_parser("serve", parents=[g.store, g.engine, g.model, g.texts, g.tools, g.audio],
+    sp = sub.add_parser("serve", parents=[g.store, g.engine, g.model, g.texts, g.tools, g.audio, g.perception],
                         help="serve the store over HTTP: API, alerts, metrics and the web page")
     sp.add_argument("--cameras", help="cameras file (TOML) to ingest; SIGHUP reloads it")
     sp.add_argument("--host", default="127.0.0.1",

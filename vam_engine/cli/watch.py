@@ -58,7 +58,8 @@ def cmd_watch(args) -> int:
 
 
 def register(sub, g) -> None:
-    sp = sub.add_parser("watch", parents=[g.store, g.engine, g.ingest, g.model, g.texts, g.audio, g.quiet],
+    sp = sub.add_parser("watch", parents=[g.store, g.engine, g.ingest, g.model, g.texts, g.audio, g.quiet,
+                                          g.perception],
                         help="watch for a condition and print each alert (needs --llm); indexes the given "
                              "sources, or follows a store another process is indexing")
     sp.add_argument("condition", help="what to watch for, e.g. 'a person at the door'")

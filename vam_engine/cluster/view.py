@@ -31,7 +31,8 @@ def globalize(obj, no: int):
     if isinstance(obj, Moment):
         return replace(obj, moment_id=g(obj.moment_id), event_id=g(obj.event_id))
     if isinstance(obj, Evidence):
-        return replace(obj, moment_ids=tuple(map(g, obj.moment_ids)))
+        return replace(obj, moment_ids=tuple(map(g, obj.moment_ids)),
+                       boxes=tuple(replace(b, moment_id=g(b.moment_id)) for b in obj.boxes))
     if isinstance(obj, Event):
         return replace(obj, event_id=g(obj.event_id), keyframes=tuple(map(g, obj.keyframes)))
     if isinstance(obj, Alert):  # (its monitor id is the shard's: the router maps it)

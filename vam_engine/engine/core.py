@@ -68,6 +68,7 @@ from .lifecycle import Lifecycle
 from .live import LiveCameras
 from .models import EngineModels, model_name
 from .monitors import EngineMonitors
+from .perception import EnginePerception, PerceptionReads
 from .pushed import PushedCameras
 from .sessions import EngineSessions, TurnOptions, TurnResult
 
@@ -112,8 +113,11 @@ class Engine:
                                             remember=self._remember_reply)
             self._audio = EngineAudio(self.store, cfg, self.device, self._models.text_embedder,
                                       lambda: self._life.claim(), self.working)
+            # detector and OCR load now: a model that cannot run is an error before any frame
+            self._perception = EnginePerception(self.store, cfg, self.device) if cfg.perception.enabled else None
             self._life = Lifecycle(self.store, cfg, self.device, self._models, self._cascade, self.embedder,
-                                   self.working, on_ingest=self._monitors.resume, speech_settled=self._audio.settled)
+                                   self.working, on_ingest=self._monitors.resume, speech_settled=self._audio.settled,
+                                   perception=self._perception)
         except BaseException:
             if self._life is not None:
                 self._life.close_store()
@@ -125,6 +129,7 @@ class Engine:
         self._live = LiveCameras(self.store, cfg, life.pipe, self._cascade, self._pushed, self._monitors,
                                  has_model=name is not None, audio=self._audio)
         self._documents = Documents(self.store, life, self._models, cfg)
+        self._reads = PerceptionReads(self.store, lambda: life.vectors)
         self._qa = None  # the QA-history recorder, started by the first ask
         self.tools = make_toolbox(cfg.tools)  # the planner's outside tools (config ``tools``; None: off)
         self._qa_lock = threading.Lock()
@@ -341,27 +346,33 @@ class Engine:
         return self._models.text_embedder()
 
     def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
-               sources=None, as_of: float | None = None, *, near=None, radius: float | None = None,
+               sources=None, as_of: float | None = None, *, labels=None, near=None, radius: float | None = None,
                region=None, map_frame: str | None = None) -> SearchResult:
         """Evidence for a text and/or image query (image: H x W x 3 uint8 array or a path), fused
-        across the frame, event and summary spaces, and speech (transcript segments, found by
-        their words and their meaning; evidence ``source == "speech"`` with the segment's text).
-        ``sources`` None: frames, events and summaries, and speech when the store holds any
-        transcript (a store that never heard anything pays nothing for it). Times are on each
-        camera's axis (absolute seconds when known); ``as_of`` returns nothing that ends after
-        it. ``cameras``: one id or a list (None: all). ``near`` (x, y) with ``radius``, ``region``
-        (a box (x0, y0, x1, y1) or a polygon of (x, y) corners) and ``map_frame``: only hits taken
-        there (their moments' poses; memory/places.py), filtered before ranking. Each hit carries
-        the pose of its latest moment that has one (``Evidence.pose``)."""
+        by rank across the frame, event and summary spaces and, for text, the full-text index
+        (words on screen, detected things, event and summary documents) and speech (transcript
+        segments, found by their words and their meaning; evidence ``source == "speech"`` with
+        the segment's text); each hit's ``source`` says where it came from. ``sources`` None:
+        all but speech, and speech when the store holds any transcript (a store that never heard
+        anything pays nothing for it). Times are on each camera's axis (absolute seconds when
+        known); ``as_of`` returns nothing that ends after it. ``cameras``: one id or a list
+        (None: all). ``labels``: only hits showing a detected thing of these classes. ``near``
+        (x, y) with ``radius``, ``region`` (a box (x0, y0, x1, y1) or a polygon of (x, y)
+        corners) and ``map_frame``: only hits taken there (their moments' poses;
+        memory/places.py), filtered before ranking. Each hit carries the pose of its latest
+        moment that has one (``Evidence.pose``)."""
         if isinstance(cameras, str):
             cameras = [cameras]
+        if isinstance(labels, str):
+            labels = [labels]
         place = make_place(near, radius, region, map_frame)
         if sources is None:
             sources = SOURCES + (SPEECH,) if self.store.transcripts.exists() else SOURCES
         wants_texts = {"event", "summary", SPEECH} & set(sources)
         texts = self.text_embedder() if text is not None and wants_texts else None
         return search(self.store, self.vectors, self.embedder, texts, text=text, image=image, top_k=top_k,
-                      time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of, place=place)
+                      time_range=time_range, cameras=cameras, sources=tuple(sources), as_of=as_of, place=place,
+                      labels=labels)
 
     def delete(self, cameras=None, time_range=None) -> Deletion:
         """Remove the moments (rows, JPEGs, vectors), events, samples, alerts and transcript
@@ -385,6 +396,8 @@ class Engine:
         self._cascade.forget(out.cameras)
         if self._life.pipeline is not None:
             self._life.pipeline.semantic.reset(out.cameras)
+        if self._perception is not None:
+            self._perception.reset()
         self._monitors.forget_deleted()
         return out
 
@@ -587,6 +600,28 @@ class Engine:
         """``MonitorStats``: checks, model calls, vigilance skips, alerts since this engine began."""
         return self._monitors.stats()
 
+    # -- what perception found ----------------------------------------------------------------
+    def entities(self, label=None, camera=None, time_range=None, as_of: float | None = None, *,
+                 after: int | None = None, limit: int | None = None):
+        """Entities (things detected, tracked and linked across cameras) seen on ``camera`` (one
+        id or a list; None: all) in ``time_range`` (overlap, camera axis), of ``label`` (a class
+        name or a list), as known at ``as_of``; by id (``after``: those after that id)."""
+        return self._reads.entities(label, camera, time_range, as_of, after=after, limit=limit)
+
+    def entity(self, entity_id: int, *, camera=None, as_of: float | None = None):
+        """An entity's timeline (``EntityTimeline``: its sightings on stored frames with boxes,
+        its tracks, look-alike entities); None when it is not in view."""
+        return self._reads.entity(entity_id, camera, as_of)
+
+    def last_seen(self, query: str, *, camera=None, as_of: float | None = None):
+        """Where something was last seen (``LastSeen``: camera, time, frame, box), found by its
+        label, colour names, text read on it, or text shown on screen; None when nothing matches."""
+        return self._reads.last_seen(query, camera, as_of)
+
+    def perceived(self, moment_id: int) -> tuple[list, list]:
+        """(detections, OCR lines) stored for one moment."""
+        return self._reads.perceived(moment_id)
+
     # -- reads ---------------------------------------------------------------------------------
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None, *,
                 near=None, radius: float | None = None, region=None, map_frame: str | None = None) -> list[Moment]:
@@ -604,6 +639,8 @@ class Engine:
         out["transcripts_by_camera"] = self.store.transcripts.counts()
         out["audio"] = {"model": self.config.audio.model, "active": self._audio.active,
                         "cameras": self._audio.statuses()}
+        if self._perception is not None:
+            out["perception"] = self._perception.stats()
         if self.writer is not None:
             out["writer"] = vars(self.writer.stats())
             out["forest_nodes"] = len(self.forest)

@@ -26,7 +26,8 @@ class Lifecycle:
 
     def __init__(self, store: Store, config: EngineConfig, device: str, models: EngineModels, cascade, embedder,
                  working, on_ingest: Callable[[], None] = lambda: None,
-                 speech_settled: Callable[[str, float], bool] | None = None):
+                 speech_settled: Callable[[str, float], bool] | None = None, perception=None):
+        """``perception``: the engine's EnginePerception (None: perception off)."""
         self.store = store
         self._config = config
         self._device = device
@@ -36,6 +37,7 @@ class Lifecycle:
         self._working = working
         self._on_ingest = on_ingest
         self._speech_settled = speech_settled  # the writer documents an event once its speech is in
+        self._perception = perception
         self._writer_lock = WriterLock(store.root)
         self._start_lock = threading.RLock()  # claiming the store and starting its workers
         self._lock = threading.Lock()  # the pipeline's creation and hand-over at close
@@ -109,11 +111,14 @@ class Lifecycle:
         with self._lock:
             if self._pipeline is None:
                 wanted = self._models.name is not None  # a model reads the present (answers, monitors)
+                perc = self._perception
+                wanted = wanted or (perc is not None and perc.detect_present)  # ... or the detector does
                 w = self._working
                 self._pipeline = IndexPipeline(self.store, self._cascade, self._config, self._embedder,
                                                after_commit=self._after_commit, observe=w.observe,
                                                present_fps=w.short_fps if wanted else None,
-                                               present_side=w.max_side)
+                                               present_side=w.max_side,
+                                               perception=perc.feed() if perc is not None else None)
             return self._pipeline
 
     @property
@@ -156,6 +161,8 @@ class Lifecycle:
             step(self.writer.stop_holding)  # closing must not wait for the writer's backlog to drain
         if pipe is not None:
             step(pipe.close)
+        if self._perception is not None:
+            step(self._perception.close)  # after the pipeline: its last commit waited for the stage
         if self.writer is not None:
             step(self.writer.close)
 

@@ -297,6 +297,11 @@ class OnlineCommitter:
         """Whether a frame is held (its decision not yet final)."""
         return self._held is not None
 
+    @property
+    def held_t(self) -> float | None:
+        """The held frame's time (None: none held)."""
+        return None if self._held is None else self._held.t
+
     # -- persistence -----------------------------------------------------------------------------
     def state(self) -> CommitterState:
         """A snapshot (later pushes do not change it), safe to serialize on another thread."""

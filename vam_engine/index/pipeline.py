@@ -138,10 +138,14 @@ class _Source:
 
 class IndexPipeline:
     def __init__(self, store: Store, cascade: GateCascade, cfg: EngineConfig, embedder, *,
-                 after_commit=None, observe=None, present_fps: float | None = None, present_side: int = 448):
+                 after_commit=None, observe=None, present_fps: float | None = None, present_side: int = 448,
+                 perception=None):
         """``observe(camera, t, rgb)``: the working memory's feed. ``present_fps``: the rate
         decoders feed it at from decode (None: only the gated frames feed it); fixed for the
-        pipeline's life. ``present_side``: the long side those frames are scaled to."""
+        pipeline's life. ``present_side``: the long side those frames are scaled to.
+        ``perception``: a PerceptionFeed (index/perceive.py): kept frames (and the present's,
+        when it detects on them) are perceived on its stage's worker and committed with their
+        moments."""
         if present_fps is not None and (isinstance(present_fps, bool) or not isinstance(present_fps, (int, float))
                                         or not 0 < present_fps < float("inf")):
             raise ValueError(f"IndexPipeline: present_fps must be a positive number or None, got {present_fps!r}")
@@ -162,8 +166,10 @@ class IndexPipeline:
         self.observe = observe
         self.present_fps = present_fps
         self.present_side = present_side
+        self.perception = perception
+        self._gated_t: dict[str, float] = {}  # camera -> time of its last gated sample (camera axis)
         self.semantic = SemanticStage(store, embedder, cfg, self._encoder,
-                                      observe=observe if present_fps is None else None)
+                                      observe=observe if present_fps is None else None, perception=perception)
         self._stop = threading.Event()
         self._flush_requested = threading.Event()
         self._error: BaseException | None = None
@@ -247,8 +253,10 @@ class IndexPipeline:
                 for frame in decoder:
                     if isinstance(frame, PresentFrame):
                         try:
-                            self.observe(frame.camera_id, camera_time(frame.t_rel, frame.t_abs),
-                                         frame.rgb(self.present_side))
+                            t = camera_time(frame.t_rel, frame.t_abs)
+                            if self.perception is not None and self.perception.detect_present:
+                                self.perception.present(frame.camera_id, t, frame.rgb(1 << 16))  # full size
+                            self.observe(frame.camera_id, t, frame.rgb(self.present_side))
                         except Exception as e:  # noqa: BLE001 - the present is best effort, the index is not
                             if len(decoder.stats.errors) < 20:
                                 decoder.stats.errors.append(f"present: {e}")
@@ -329,7 +337,7 @@ class IndexPipeline:
         return items
 
     def _gate_loop(self) -> None:
-        batch, writes, ended = CommitBatch(), [], []
+        batch, writes, ended, perceived = CommitBatch(), [], [], []
         taken = gated = 0  # items taken since the last hand-over; frames gated since then
         last = time.monotonic()
         try:
@@ -340,14 +348,18 @@ class IndexPipeline:
                 n, done = self._gate(items, batch, writes)
                 gated += n
                 ended += done
+                if self.perception is not None:  # the kept frames of every camera: one submission
+                    perceived += self.perception.submit(self.semantic.undecided(self._gated_t))
                 # Commit by size, at a source's end, on flush(), or once per commit interval: a
                 # commit per sample would write the camera's reference frame every time.
                 if taken and (gated >= self.cfg.store.commit_every or ended or self._flush_requested.is_set()
                               or time.monotonic() - last >= self.cfg.store.commit_interval_s):
                     self._flush_requested.clear()
                     self.semantic.checkpoint(batch, writes)
-                    self._hand_over((batch, writes, ended, taken))
-                    batch, writes, ended = CommitBatch(), [], []
+                    if self.perception is not None:
+                        perceived.append(self.perception.snapshot(self.semantic.undecided(self._gated_t)))
+                    self._hand_over((batch, writes, ended, taken, perceived))
+                    batch, writes, ended, perceived = CommitBatch(), [], [], []
                     taken = gated = 0
                     last = time.monotonic()
         except BaseException as e:  # noqa: BLE001 - surfaced to every caller through raise_if_failed
@@ -371,10 +383,12 @@ class IndexPipeline:
             unit = self._commits.get()
             if unit is None:
                 return
-            batch, writes, ended, taken = unit
+            batch, writes, ended, taken, perceived = unit
             try:
                 for w in writes:
                     w.result()  # every file is in place before its row commits
+                if perceived:
+                    self.perception.resolve(perceived, batch)
                 batch.refs = {cam: GateReference(r.t, _host(r.gray), r.sharpness) for cam, r in batch.refs.items()}
                 self.store.commit(batch)
                 if self.after_commit is not None:
@@ -419,6 +433,7 @@ class IndexPipeline:
                 rep = src.report
                 rep.sampled += 1
                 src.last_t = f.t_rel
+                self._gated_t[cam] = camera_time(f.t_rel, f.t_abs)
                 touched.add(src)
                 if self.cfg.store.record_samples:
                     batch.samples.append(GateSample(cam, it.source_id, f.t_rel, rec))

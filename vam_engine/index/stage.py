@@ -1,6 +1,10 @@
 """The pipeline's semantic stage: embed the frames that passed the gates (one batch across
 cameras), run each camera's online committer, and turn its decisions into pending moments.
 
+A kept frame is also handed to the perception feed when there is one (index/perceive.py): what it
+finds commits with the moment, and a change of the text on screen there makes the frame start an
+event too (the feed marks it when the results come back, before the commit).
+
 The committer holds at most one frame per camera (the newest of a run of similar frames). So
 that a crash loses nothing, the held frame's JPEG is written before each commit that records
 the committer's state (which holds its embedding); when the frame is later dropped, its file
@@ -83,6 +87,13 @@ def sweep_source(store: Store, camera_id: str, source_id: int) -> int:
     return store.sources.sweep_files(source_id, keep)
 
 
+def _read_rgb(path) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+
+
 def _key(frame, source_id: int, rec: GateRecord) -> FrameKey:
     h, w = frame.shape
     return FrameKey(source_id, frame.t_rel, frame.t_abs, frame.pts, w, h, rec, frame.pose)
@@ -93,8 +104,11 @@ def _ident(key: FrameKey) -> tuple:
 
 
 class SemanticStage:
-    def __init__(self, store: Store, embedder, cfg: EngineConfig, encoder: Executor, *, observe=None):
+    def __init__(self, store: Store, embedder, cfg: EngineConfig, encoder: Executor, *, observe=None,
+                 perception=None):
+        """``perception``: a PerceptionFeed (index/perceive.py) each kept frame is handed to."""
         self.store = store
+        self.perception = perception
         self.observe = observe  # observe(camera, t, rgb) for each frame that passed the gates (working memory)
         self.embedder = embedder
         self.cfg = cfg
@@ -114,6 +128,15 @@ class SemanticStage:
                 self._payload[(sid, t_rel)] = {"rgb": None, "emb": held.embedding.astype(np.float32),
                                                "written": True, "ref": self.store.frames.ref(cam, sid, t_rel)}
         return c
+
+    def undecided(self, gated: dict[str, float]) -> dict[str, float]:
+        """Per camera, the time from which frames may still be kept: its held frame's, else
+        its last gated sample's (``gated``: camera -> that time)."""
+        out = dict(gated)
+        for cam, c in self._committers.items():
+            if c.held_t is not None:
+                out[cam] = c.held_t
+        return out
 
     def reset(self, cameras) -> None:
         """Forget cameras' committers (after a deletion cleared their saved state)."""
@@ -192,6 +215,10 @@ class SemanticStage:
         emb = p["emb"]
         if not p["written"]:
             writes.append(self.encoder.submit(self.store.frames.write, ref, p["rgb"], self.cfg.store.jpeg_quality))
-        batch.moments.append(PendingMoment(cam, sid, t_rel, key.t_abs, key.pts, ref, key.width, key.height, g,
-                                           embedding=emb, event_start=d.event_start, pose=key.pose))
+        pending = PendingMoment(cam, sid, t_rel, key.t_abs, key.pts, ref, key.width, key.height, g,
+                                embedding=emb, event_start=d.event_start, pose=key.pose)
+        batch.moments.append(pending)
+        if self.perception is not None:  # a frame held before a restart is read back from its file
+            rgb = p["rgb"] if p["rgb"] is not None else (lambda: _read_rgb(self.store.frames.path(ref)))
+            self.perception.kept(cam, pending.t, rgb, (sid, t_rel))
         return sid, None

@@ -241,12 +241,12 @@ Rules:
 - "retrieve" args have exactly one key, question.
 - No empty strings and no keys other than those shown."""
 
-PLANNER = """You plan retrieval over a visual memory of video streams to answer one question. The memory holds frames, event documents (one per event of a camera), summary documents (one per time window) and, when the cameras' audio is transcribed, speech (what was said, with its time: source "speech"; a search finds it by its words or its meaning, and quoted words in a query must occur as written).
+PLANNER = """You plan retrieval over a visual memory of video streams to answer one question. The memory holds frames, event documents (one per event of a camera), summary documents (one per time window) and, when the cameras' audio is transcribed, speech (what was said, with its time: source "speech"; a search finds it by its words or its meaning, and quoted words in a query must occur as written); where a detector and OCR ran, also the text read on screen ("ocr") and the things detected and tracked ("object": people, vehicles, animals, objects, with their colour names and any text read on them).
 Each turn, choose ONE action and reply with ONLY one JSON object.
 
 Actions:
 - search (the default for questions):
-  {"action": "search", "queries": [{"q": "...", "top_k": 10, "inspect_k": 2, "threshold": 0.65}], "time_range": {...}, "sources": ["frame", "event", "summary", "speech"], "summary_filter": {"summary_structure": "...", "granularity_seconds": 60.0}, "thought": "..."}
+  {"action": "search", "queries": [{"q": "...", "top_k": 10, "inspect_k": 2, "threshold": 0.65}], "time_range": {...}, "sources": ["frame", "event", "summary", "ocr", "object", "speech"], "summary_filter": {"summary_structure": "...", "granularity_seconds": 60.0}, "thought": "..."}
   1 to 8 queries in English. top_k: results per query, 1..200. inspect_k: how many of a query's best new results a visual inspector looks at directly, 0..50.
   threshold: results whose relevance is below it are dropped, 0..1 (default 0.65). Relevance is calibrated against what else the memory holds, the same in every source: 0.5 is a typical item, 0.84 one standard deviation above typical, 0.98 two; 0 keeps everything. time_range, sources and summary_filter are optional (sources default to every source the memory holds; ["speech"] alone for what was said).
   Optional too: "visual_ref": {"ref": {"turn_idx": 1, "result_idx": 0}} searches for what that result's frame looks like (same person, object or place);
@@ -258,6 +258,12 @@ Actions:
 - summarize (write summary documents, one per window):
   {"action": "summarize", "time_range": {...}, "granularity_seconds": 60.0, "prompt": "...", "summary_structure": "...", "thought": "..."}
   Only when the question wants a timeline or a window-by-window account. 0 < granularity_seconds <= 86400.
+- find_entity (things the detector tracked, across cameras, with when each camera saw them):
+  {"action": "find_entity", "label": "car", "query": "red", "time_range": {...}, "limit": 10, "thought": "..."}
+  label: a detected class name in English (COCO names: "person", "car", "truck", "bicycle", "dog", "cat", "cup", ...); query: words that must all be among its colour names or the text read on it (a plate, a label); at least one of the two; time_range optional; limit 1..50.
+- last_seen (where and when something was seen last, with its frame and box):
+  {"action": "last_seen", "query": "blue cup", "thought": "..."}
+  query: a class name, colour names, or text shown on screen or on the thing.
 - answer (finish):
   {"action": "answer", "response": "...", "best_ref": {"turn_idx": 1, "result_idx": 0}, "thought": "..."}
   best_ref points at the result that supports the answer most.

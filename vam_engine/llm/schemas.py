@@ -19,7 +19,7 @@ MAX_REPLY_CHARS = 50_000  # longer replies are rejected before JSON parsing (no 
 MAX_QUERIES = 8           # search queries per action: each one is a search (and maybe inspections)
 DAY_S = 86_400.0          # granularity_seconds is in (0, DAY_S]
 WEEK_S = 604_800.0        # anchor windows: at most seven days on each side
-SOURCES = ("frame", "event", "summary")
+SOURCES = ("frame", "event", "summary", "ocr", "object")
 
 
 def _text(max_chars: int):
@@ -176,8 +176,8 @@ class SearchAction(Strict):
     queries: list[SearchQuery] = Field(min_length=1, max_length=MAX_QUERIES)
     time_range: Optional[TimeRange] = None
     # left out: every source the memory holds (the view's default_sources: speech too when there is any)
-    sources: list[Literal["frame", "event", "summary", "speech"]] = Field(default_factory=lambda: list(SOURCES),
-                                                                          min_length=1, max_length=4)
+    sources: list[Literal["frame", "event", "summary", "ocr", "object", "speech"]] = Field(
+        default_factory=lambda: list(SOURCES), min_length=1, max_length=len(SOURCES) + 1)
     summary_filter: Optional[SummaryFilter] = None
     visual_ref: Optional[VisualRef] = None
     joint_inspection: bool = False           # the inspect_k picks are looked at together, in one request
@@ -260,8 +260,36 @@ class ImageSearchAction(Strict):
 
 TOOL_ACTIONS = {"web_search": WebSearchAction, "image_search": ImageSearchAction}
 
-Action = Union[AnswerAction, SearchAction, InspectAction, SummarizeAction, WebSearchAction, ImageSearchAction]
-_ACTIONS = {"answer": AnswerAction, "search": SearchAction, "inspect": InspectAction, "summarize": SummarizeAction}
+
+class FindEntityAction(Strict):
+    """Things the detector found and tracked (entities), by class name and/or words matched
+    against their colour names and the text read on them."""
+    action: Literal["find_entity"]
+    label: Optional[Label] = None
+    query: Optional[QueryText] = None
+    time_range: Optional[TimeRange] = None
+    limit: int = Field(10, ge=1, le=50)
+    thought: Thought = ""
+
+    @model_validator(mode="after")
+    def _something(self):
+        if self.label is None and self.query is None:
+            raise ValueError("find_entity needs a label, a query, or both")
+        return self
+
+
+class LastSeenAction(Strict):
+    """Where and when something (a label, colours, text read on it or shown on screen) was
+    seen last."""
+    action: Literal["last_seen"]
+    query: QueryText
+    thought: Thought = ""
+
+
+Action = Union[AnswerAction, SearchAction, InspectAction, SummarizeAction, FindEntityAction, LastSeenAction,
+               WebSearchAction, ImageSearchAction]
+_ACTIONS = {"answer": AnswerAction, "search": SearchAction, "inspect": InspectAction, "summarize": SummarizeAction,
+            "find_entity": FindEntityAction, "last_seen": LastSeenAction}
 
 
 # -- the anchor verifier's verdict and two-phase's replies ------------------------------------------

@@ -17,7 +17,9 @@ import numpy as np
 from ..numerics import spread_evenly, unit
 from .db import Database
 from .frames import FrameFiles
+from . import sightings
 from .records import GateReference, GateSample, PendingMoment
+from .sightings import PerceptionCommit
 from .vector_table import VectorChange, put_vector, vectors_by_id
 
 
@@ -45,10 +47,11 @@ class CommitBatch:
     commit_states: dict[str, "SavedState"] = field(default_factory=dict)
     close_events: set[str] = field(default_factory=set)  # cameras whose open event ends here
     discard_files: list[str] = field(default_factory=list)  # files of held frames later dropped
+    perception: PerceptionCommit | None = None  # what perception found on these moments (memory/sightings.py)
 
     def __bool__(self) -> bool:
         return bool(self.moments or self.samples or self.progress or self.refs or self.finished
-                    or self.commit_states or self.close_events or self.discard_files)
+                    or self.commit_states or self.close_events or self.discard_files or self.perception)
 
 
 class Committer:
@@ -61,6 +64,8 @@ class Committer:
         """One transaction; returns the vector changes (also passed to the vector memory)."""
         if not batch:
             return []
+        for ref, rgb in sightings.crops_to_write(batch.perception):  # files before the rows naming them
+            self.frames.write(ref, rgb, sightings.CROP_QUALITY)
         with self.db.write() as (conn, changes):
             self._rows(conn, batch, changes)
         for ref in batch.discard_files:
@@ -68,6 +73,7 @@ class Committer:
         return changes
 
     def _rows(self, conn, batch: CommitBatch, changes: list) -> None:
+        inserted = {}  # (source_id, t_rel) -> (moment_id, camera, t, width, height) of the moments inserted now
         for m in batch.moments:
             cur = conn.execute(
                 "INSERT OR IGNORE INTO moments (camera_id, source_id, t_rel, t_abs, pts, frame_ref, width, height,"
@@ -80,6 +86,9 @@ class Committer:
             if cur.rowcount == 0:
                 continue  # committed before (a resumed run repeats nothing)
             self._link_moment(conn, cur.lastrowid, m, changes)
+            inserted[(m.source_id, m.t_rel)] = (cur.lastrowid, m.camera_id, m.t, m.width, m.height)
+        if batch.perception is not None:
+            sightings.write(conn, changes, batch.perception, inserted)
         conn.executemany("INSERT OR REPLACE INTO samples (camera_id, source_id, t_rel, lap_var, mad, ssim, hist_corr,"
                          " dropped_by, tile_mad, tiles_changed) VALUES (?,?,?,?,?,?,?,?,?,?)",
                          [(s.camera_id, s.source_id, s.t_rel, _nan_to_none(s.gate.lap_var), _nan_to_none(s.gate.mad),

@@ -16,7 +16,21 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
+
+FULLTEXT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS fulltext_docs (
+    doc_id INTEGER PRIMARY KEY,  -- its rowid in fulltext
+    kind TEXT NOT NULL,
+    ref_id INTEGER NOT NULL,
+    camera_id TEXT NOT NULL,     -- '*': every camera (as in the vectors table)
+    t_start REAL NOT NULL,       -- camera axis
+    t_end REAL NOT NULL,
+    UNIQUE (kind, ref_id)
+);
+CREATE INDEX IF NOT EXISTS fulltext_docs_filter ON fulltext_docs (kind, camera_id, t_end, t_start);
+CREATE VIRTUAL TABLE IF NOT EXISTS fulltext USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');
+"""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -236,19 +250,90 @@ CREATE TABLE IF NOT EXISTS transcripts (
 CREATE INDEX IF NOT EXISTS transcripts_camera_t ON transcripts (camera_id, t_start);
 
 -- one full-text index for the whole store (memory/fulltext.py; schema 7): a document is a text
--- of some kind ("speech" now; OCR text, labels, event and summary documents may follow) keyed by
--- (kind, ref_id), the id of its row in that kind's table
-CREATE TABLE IF NOT EXISTS fulltext_docs (
-    doc_id INTEGER PRIMARY KEY,  -- its rowid in fulltext
-    kind TEXT NOT NULL,
-    ref_id INTEGER NOT NULL,
-    camera_id TEXT NOT NULL,     -- '*': every camera (as in the vectors table)
+-- of some kind ("speech"; since schema 11 "ocr", "object", "event", "summary") keyed by (kind,
+-- ref_id), the id of its row in that kind's table
+""" + FULLTEXT_SCHEMA + """
+
+-- perception: what was detected and read on kept frames, tracks and entities (memory/sightings.py
+-- writes them, memory/entities.py reads them; schema 11). Boxes are x0, y0, x1, y1 in the frame's
+-- pixels as it was indexed.
+CREATE TABLE IF NOT EXISTS detections (
+    detection_id INTEGER PRIMARY KEY,
+    moment_id INTEGER NOT NULL,
+    camera_id TEXT NOT NULL,
+    t REAL NOT NULL,             -- the moment's time, camera axis
+    x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, y1 REAL NOT NULL,
+    w INTEGER NOT NULL, h INTEGER NOT NULL,  -- the frame's size the box is in (retention may shrink the file)
+    label TEXT NOT NULL,
+    score REAL NOT NULL,
+    track_id INTEGER,
+    entity_id INTEGER
+);
+CREATE INDEX IF NOT EXISTS detections_moment ON detections (moment_id);
+CREATE INDEX IF NOT EXISTS detections_camera_t ON detections (camera_id, t);
+CREATE INDEX IF NOT EXISTS detections_entity ON detections (entity_id, t);
+CREATE INDEX IF NOT EXISTS detections_track ON detections (track_id, t);
+CREATE INDEX IF NOT EXISTS detections_label ON detections (label, camera_id, t);
+CREATE TABLE IF NOT EXISTS ocr_lines (
+    line_id INTEGER PRIMARY KEY,
+    moment_id INTEGER NOT NULL,
+    camera_id TEXT NOT NULL,
+    t REAL NOT NULL,
+    x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, y1 REAL NOT NULL,
+    w INTEGER NOT NULL, h INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    read INTEGER NOT NULL        -- 1: read on this frame; 0: carried from the camera's last read
+);
+CREATE INDEX IF NOT EXISTS ocr_lines_moment ON ocr_lines (moment_id);
+CREATE INDEX IF NOT EXISTS ocr_lines_camera_t ON ocr_lines (camera_id, t);
+-- a string shown on a camera from one kept frame to another without a break (full-text kind "ocr")
+CREATE TABLE IF NOT EXISTS text_spans (
+    span_id INTEGER PRIMARY KEY, -- its fulltext ref_id
+    camera_id TEXT NOT NULL,
+    text TEXT NOT NULL,          -- as read, whitespace collapsed
+    norm TEXT NOT NULL,          -- case-folded: what a later frame continues the span on
     t_start REAL NOT NULL,       -- camera axis
     t_end REAL NOT NULL,
-    UNIQUE (kind, ref_id)
+    open INTEGER NOT NULL DEFAULT 1
 );
-CREATE INDEX IF NOT EXISTS fulltext_docs_filter ON fulltext_docs (kind, camera_id, t_end, t_start);
-CREATE VIRTUAL TABLE IF NOT EXISTS fulltext USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');
+CREATE INDEX IF NOT EXISTS text_spans_open ON text_spans (camera_id, open, norm);
+CREATE INDEX IF NOT EXISTS text_spans_camera_t ON text_spans (camera_id, t_start);
+CREATE TABLE IF NOT EXISTS tracks (
+    track_id INTEGER PRIMARY KEY,  -- the perception stage's id; its fulltext ref_id (kind "object")
+    camera_id TEXT NOT NULL,
+    entity_id INTEGER,
+    label TEXT NOT NULL,
+    first_t REAL NOT NULL,       -- camera axis
+    last_t REAL NOT NULL,
+    count INTEGER NOT NULL,      -- sightings, present frames included
+    texts TEXT NOT NULL          -- JSON list: OCR strings read inside its boxes
+);
+CREATE INDEX IF NOT EXISTS tracks_entity ON tracks (entity_id);
+CREATE INDEX IF NOT EXISTS tracks_camera_t ON tracks (camera_id, first_t);
+CREATE TABLE IF NOT EXISTS entities (
+    entity_id INTEGER PRIMARY KEY,  -- also its id in the "entity" vector space
+    label TEXT NOT NULL,
+    colours TEXT NOT NULL,       -- JSON list of colour names, most dominant first
+    texts TEXT NOT NULL,         -- JSON list
+    first_t REAL NOT NULL,       -- over every camera (each camera's in entity_seen)
+    last_t REAL NOT NULL,
+    crop_ref TEXT,               -- store-relative JPEG of its representative crop
+    crop_camera TEXT, crop_t REAL, crop_box TEXT,   -- where that crop was cut (box: JSON)
+    crop_rank REAL NOT NULL      -- the linker's rank of that crop (score x sqrt(area))
+);
+CREATE TABLE IF NOT EXISTS entity_seen (
+    entity_id INTEGER NOT NULL,
+    camera_id TEXT NOT NULL,
+    first_t REAL NOT NULL,       -- camera axis: kept by retention
+    last_t REAL NOT NULL,
+    PRIMARY KEY (entity_id, camera_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entity_seen_camera ON entity_seen (camera_id, last_t);
+CREATE TABLE IF NOT EXISTS perception_state (
+    camera_id TEXT PRIMARY KEY,  -- '*': the id counters; else that camera's trackers and last read
+    state TEXT NOT NULL          -- JSON (perception/state.py)
+);
 """
 
 
@@ -356,9 +441,26 @@ def _migrate_9_to_10(conn) -> None:
         conn.execute(f"ALTER TABLE moments ADD COLUMN {col}")
 
 
+def _migrate_10_to_11(conn) -> None:
+    """Version 11 keeps what perception found (detections, OCR lines and the spans of text they
+    show, tracks, entities: new tables, which SCHEMA creates) and indexes event and summary
+    documents in the full-text index (kinds "event" and "summary"): those already written are
+    indexed here."""
+    for statement in FULLTEXT_SCHEMA.split(";"):  # a store older than 8 has no full-text tables yet (SCHEMA runs after)
+        if statement.strip():
+            conn.execute(statement)
+    for kind, sql in (("event", "SELECT event_id, camera_id, t_start, t_end, doc FROM events WHERE doc IS NOT NULL"),
+                      ("summary", "SELECT summary_id, COALESCE(camera_id, '*'), t0, t1, text FROM summaries")):
+        for ref, cam, t0, t1, text in conn.execute(sql).fetchall():
+            doc = conn.execute("INSERT OR IGNORE INTO fulltext_docs (kind, ref_id, camera_id, t_start, t_end) "
+                               "VALUES (?,?,?,?,?)", (kind, ref, cam, t0, t1))
+            if doc.rowcount:
+                conn.execute("INSERT INTO fulltext (rowid, text) VALUES (?,?)", (doc.lastrowid, text))
+
+
 MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
               5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8,
-              8: _migrate_8_to_9, 9: _migrate_9_to_10}  # from version -> step to the next
+              8: _migrate_8_to_9, 9: _migrate_9_to_10, 10: _migrate_10_to_11}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from . import fulltext
 from .db import Database
 from .events import EVENT_COLUMNS, event_from_row
 from .moments import MomentRepository
@@ -55,6 +56,7 @@ class DocumentQueue:
                     continue
                 conn.execute("UPDATE events SET doc=?, doc_embedding_id=?, doc_error=NULL WHERE event_id=?",
                              (text, None if vec is None else eid, eid))
+                fulltext.put(conn, "event", eid, row[0], row[1], row[2], text)  # found by its words too
                 if vec is not None:
                     put_vector(conn, "event_doc", eid, row[0], row[1], row[2], np.asarray(vec, np.float32), changes)
                 stored += 1

@@ -84,6 +84,13 @@ def put(conn, kind: str, ref_id: int, camera_id: str, t_start: float, t_end: flo
     conn.execute("INSERT INTO fulltext (rowid, text) VALUES (?,?)", (doc, str(text)))
 
 
+def set_end(conn, kind: str, ref_id: int, t_end: float) -> None:
+    """Inside a transaction: a document's interval now ends at ``t_end`` (if later; its text
+    is unchanged: a span of text shown on longer)."""
+    conn.execute("UPDATE fulltext_docs SET t_end=MAX(t_end, ?) WHERE kind=? AND ref_id=?", (float(t_end), kind,
+                                                                                          int(ref_id)))
+
+
 def drop(conn, kind: str, ref_ids) -> int:
     """Inside a transaction: remove the documents of some rows of one kind. Returns how many."""
     docs = [r[0] for r in select_in(conn, "SELECT doc_id FROM fulltext_docs WHERE kind=? AND ref_id IN ({ids})",

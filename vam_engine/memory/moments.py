@@ -10,8 +10,9 @@ from pathlib import Path
 
 from .db import Database, placeholders, select_in
 from .frames import FrameFiles
-from .places import Place
-from .records import CameraExtent, GateRecord, GateSample, Moment, Pose
+from .places import Place, pose_of
+from .records import CameraExtent, GateRecord, GateSample, Moment
+from .sightings import drop_moments as drop_perceived
 from .vector_table import drop_vectors
 
 _COLUMNS = ("moment_id, camera_id, t_rel, t_abs, frame_ref, width, height, lap_var, mad, ssim, hist_corr,"
@@ -121,9 +122,8 @@ class MomentRepository:
         return [self._moment(r) for r in self.db.conn().execute(sql, args)]
 
     def _moment(self, r) -> Moment:
-        pose = None if r[16] is None else Pose(r[16], r[17], r[18], r[19], r[20])
         return Moment(r[0], r[1], r[2], r[3], str(self.root / r[4]), r[5], r[6],
-                      GateRecord(r[7], r[8], r[9], r[10], None, r[14], r[15]), r[11], r[12], r[13], pose)
+                      GateRecord(r[7], r[8], r[9], r[10], None, r[14], r[15]), r[11], r[12], r[13], pose_of(r[16:21]))
 
     # -- retention -----------------------------------------------------------------------------
     def retention_rows(self, camera_id: str):
@@ -147,6 +147,7 @@ class MomentRepository:
             rows = select_in(conn, "SELECT moment_id, frame_ref FROM moments WHERE protected=0 "
                                    "AND moment_id IN ({ids})", ids)
             drop_vectors(conn, "frame", [r[0] for r in rows], changes)
+            drop_perceived(conn, [r[0] for r in rows])  # their detections and OCR lines go with them
             conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
         for r in rows:
             self.frames.unlink(r[1])

@@ -22,8 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import VamError
+from ..ingest.poses import Pose
 
 MAX_CORNERS = 1000
+POSE_COLUMNS = "m.pose_x, m.pose_y, m.pose_z, m.pose_yaw, m.pose_frame"  # a moment's pose (alias m)
+
+
+def pose_of(cols) -> Pose | None:
+    """The Pose of a row's ``POSE_COLUMNS`` (None: the moment has none)."""
+    return None if cols[0] is None else Pose(*cols)
 
 
 @dataclass(frozen=True)
@@ -149,12 +156,16 @@ _SPACE_SQL = {  # (id, pose_x, pose_y) of each space's rows whose moments pass `
                "JOIN moments m ON m.moment_id = j.value WHERE {where}",
     "speech": "SELECT tr.segment_id, m.pose_x, m.pose_y FROM transcripts tr JOIN moments m "
               "ON m.camera_id = tr.camera_id AND m.t >= tr.t_start AND m.t <= tr.t_end WHERE {where}",
+    "ocr": "SELECT sp.span_id, m.pose_x, m.pose_y FROM text_spans sp JOIN moments m "
+           "ON m.camera_id = sp.camera_id AND m.t >= sp.t_start AND m.t <= sp.t_end WHERE {where}",
+    "object": "SELECT d.track_id, m.pose_x, m.pose_y FROM detections d JOIN moments m "
+              "ON m.moment_id = d.moment_id WHERE d.track_id IS NOT NULL AND {where}",
 }
 
 
 def allowed_ids(conn, space: str, place: Place) -> np.ndarray:
-    """The ids of ``space`` ("frame", "event", "event_doc", "summary", "speech") whose rows
-    pass ``place`` (module doc), sorted."""
+    """The ids of ``space`` ("frame", "event", "event_doc", "summary", "speech", and the
+    full-text kinds "ocr" and "object") whose rows pass ``place`` (module doc), sorted."""
     where, args = place.sql("m")
     sql = _SPACE_SQL["event" if space == "event_doc" else space].format(where=where)
     ids = {i for i, x, y in conn.execute(sql, args) if place.polygon is None or place.contains(x, y)}

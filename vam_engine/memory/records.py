@@ -8,10 +8,13 @@ import numpy as np
 
 from ..gate.records import GateRecord
 from ..ingest.poses import Pose
+from ..perception.records import SeenSpan
 
 __all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary", "SummaryKind",
            "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "GateSample",
-           "GateReference", "Transcript", "Pose", "camera_time", "is_absolute_time", "last_pose"]
+           "GateReference", "Transcript", "Pose", "camera_time", "is_absolute_time", "last_pose", "BoxRef",
+           "DetectionRecord", "TextLineRecord", "TrackRecord", "EntityRecord", "EntitySighting", "EntityTimeline",
+           "LastSeen"]
 
 
 # -- camera-axis time -----------------------------------------------------------------------------
@@ -58,8 +61,23 @@ class Moment:
 
 
 @dataclass(frozen=True)
+class BoxRef:
+    """A box on a stored frame that evidence points at: a detected thing ("object", ``label``
+    its class name) or a line of text read there ("text", ``label`` the text). ``box``:
+    x0, y0, x1, y1 in the frame's pixels as indexed."""
+
+    moment_id: int
+    box: tuple[float, float, float, float]
+    label: str
+    score: float | None = None
+    kind: str = "object"
+    frame_size: tuple[int, int] = (0, 0)  # (width, height) the box is in; (0, 0): not known
+
+
+@dataclass(frozen=True)
 class Evidence:
-    """A search hit or a citation: an interval of one camera, with the moments that show it."""
+    """A search hit or a citation: an interval of one camera, with the moments that show it
+    (and, where perception found them, the boxes on those moments' frames)."""
 
     camera_id: str
     t_start: float  # the camera's axis: absolute seconds when known, else relative
@@ -76,6 +94,7 @@ class Evidence:
     # where its last moment with a pose was taken (``last_pose``): for "where" questions, the
     # place of the latest sighting it shows; None when none of its moments has a pose
     pose: Pose | None = None
+    boxes: tuple[BoxRef, ...] = ()  # things and text on the cited frames ("object" and "ocr" hits)
 
 
 def last_pose(moments) -> Pose | None:
@@ -235,6 +254,9 @@ class Deletion:
     alerts: int = 0
     monitors: int = 0  # ended with their cameras
     transcripts: int = 0  # segments (with their full-text rows and vectors)
+    detections: int = 0  # perception's rows of the range: detections, OCR lines, entities left with no sighting
+    ocr_lines: int = 0
+    entities: int = 0
 
 
 @dataclass(frozen=True)
@@ -248,6 +270,121 @@ class Transcript:
     text: str
     language: str | None
     confidence: float | None
+
+
+@dataclass(frozen=True)
+class DetectionRecord:
+    """A stored detection: one thing on one kept frame (``track_id`` / ``entity_id``: what
+    perception joined it to)."""
+
+    detection_id: int
+    moment_id: int
+    camera_id: str
+    t: float  # the moment's, camera axis
+    box: tuple[float, float, float, float]
+    label: str
+    score: float
+    track_id: int | None
+    entity_id: int | None
+    frame_size: tuple[int, int] = (0, 0)  # (width, height) the box is in
+
+
+@dataclass(frozen=True)
+class TextLineRecord:
+    """A stored OCR line of a kept frame; ``read`` False: carried from the camera's last read
+    (the text gate saw no text-like change)."""
+
+    line_id: int
+    moment_id: int
+    camera_id: str
+    t: float
+    box: tuple[float, float, float, float]
+    text: str
+    confidence: float
+    read: bool
+    frame_size: tuple[int, int] = (0, 0)  # (width, height) the box is in
+
+
+@dataclass(frozen=True)
+class TrackRecord:
+    """Sightings of one thing on one camera over time."""
+
+    track_id: int
+    camera_id: str
+    entity_id: int | None
+    label: str
+    first_t: float  # camera axis
+    last_t: float
+    count: int
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EntityRecord(SeenSpan):
+    """One thing, across cameras: its label, colour names, the strings read on it, when it was
+    first and last seen on each camera (``seen``: camera -> (first, last), camera axis; in a
+    view bounded by ``as_of``, as far as it sees) and its representative crop (a JPEG path;
+    None when it has none, or it lies outside the view)."""
+
+    entity_id: int
+    label: str
+    colours: tuple[str, ...]
+    texts: tuple[str, ...]
+    seen: dict[str, tuple[float, float]]
+    crop_path: str | None = None
+    crop_camera: str | None = None
+
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        return tuple(sorted(self.seen, key=lambda c: self.seen[c][0]))
+
+
+@dataclass(frozen=True)
+class EntitySighting:
+    """An entity on a stored frame."""
+
+    entity_id: int
+    track_id: int | None
+    camera_id: str
+    t: float
+    moment_id: int
+    frame_path: str
+    box: tuple[float, float, float, float]
+    label: str
+    score: float
+    frame_size: tuple[int, int] = (0, 0)
+    pose: Pose | None = None  # where the camera was (its moment's pose)
+
+
+@dataclass(frozen=True)
+class EntityTimeline:
+    """An entity with its sightings in time order (on frames the memory still holds), its
+    tracks, and ``similar``: other entities of its label whose appearance is close (entity id,
+    cosine), best first: links the online linker did not make, for a reader to judge."""
+
+    entity: EntityRecord
+    sightings: tuple[EntitySighting, ...]
+    tracks: tuple[TrackRecord, ...]
+    similar: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class LastSeen:
+    """Where and when something matching a query was last seen: ``source`` "object" (an entity
+    matched by label, colour or the text read on it) or "ocr" (text shown on screen). ``t`` is
+    the latest time it was seen; ``moment_id``, ``frame_path`` and ``box`` the latest stored
+    frame showing it (None when none is left: retention thinned them)."""
+
+    query: str
+    source: str
+    camera_id: str
+    t: float
+    entity: EntityRecord | None
+    text: str
+    moment_id: int | None = None
+    frame_path: str | None = None
+    box: tuple[float, float, float, float] | None = None
+    pose: Pose | None = None  # where the camera was for that frame, when known
 
 
 @dataclass(frozen=True)

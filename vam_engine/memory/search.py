@@ -9,6 +9,12 @@ both by its frames and by its document counts once, with both ranks summed.
 Filters (cameras, time range, ``as_of``) are resolved in SQLite into the ids a space may return,
 so a query never sees evidence outside them (``as_of``: nothing that ends after it).
 
+Words (memory/keyword.py): a text query also runs in the full-text index (bm25), one ranked
+list per kind fused like the vector lists: "ocr" (text shown on screen), "object" (detected
+things by label, colour names and text read on them), and event and summary documents (also
+found by their vectors: found both ways, a document counts once with both ranks summed).
+``labels`` keeps only hits showing a detected thing of those classes.
+
 Speech (source "speech", asked for explicitly: not in the default ``SOURCES``). Transcript
 segments are found two ways, each one ranked list in the fusion: by meaning, in the "speech"
 space of the text embedder (as event documents are), and by words, in the full-text index
@@ -56,7 +62,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import VamError, VectorError
-from . import places
+from . import keyword, places
 from .records import Evidence, last_pose
 
 if TYPE_CHECKING:
@@ -64,7 +70,7 @@ if TYPE_CHECKING:
     from .vectors import VectorSpace
 
 RRF_K = 60
-SOURCES = ("frame", "event", "summary")  # the default
+SOURCES = ("frame", "event", "summary", "ocr", "object")  # the default
 SPEECH = "speech"
 KNOWN_SOURCES = SOURCES + (SPEECH,)
 SPEECH_FRAMES = 4  # moments cited with a speech hit, spread over it
@@ -117,7 +123,7 @@ def space_queries(embedder, text_embedder, text, image, sources) -> tuple[list[t
                       if src in sources]
         if doc_spaces:
             if text_embedder is None:
-                notes.append("no text embedder is configured: documents were not searched")
+                notes.append("no text embedder is configured: documents were searched by their words only")
             else:
                 q = text_embedder.embed_texts([text])[0]
                 queries += [(s, q) for s in doc_spaces]
@@ -136,10 +142,12 @@ def check_search(text, image, top_k, sources) -> None:
 
 
 def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=None, top_k=10, time_range=None,
-           cameras=None, sources=SOURCES, as_of=None, place=None) -> SearchResult:
+           cameras=None, sources=SOURCES, as_of=None, place=None, labels=None) -> SearchResult:
     """``place``: only hits whose moments were taken there (memory/places.py), filtered with
-    the other filters before ranking."""
+    the other filters before ranking; ``labels``: only hits showing a detected thing of those
+    classes (memory/keyword.py)."""
     check_search(text, image, top_k, sources)
+    labels = check_labels(labels)
     t0, t1 = time_range if time_range is not None else (None, None)
     queries, notes = space_queries(embedder, text_embedder, text, image, sources)
     fused: dict[tuple[str, int], float] = {}
@@ -147,7 +155,8 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
     zscore: dict[tuple[str, int], float] = {}  # the best over the spaces that calibrated it
     fetch = max(top_k * 3, top_k + 10)
     for space, q in queries:
-        allowed = store.vector_table.allowed_ids(space, cameras, t0, t1, as_of)
+        allowed = keyword.label_ids(store, space, labels,
+                                    store.vector_table.allowed_ids(space, cameras, t0, t1, as_of))
         if place is not None:
             allowed = _in_place(store, space, place, allowed)
         sims, ids = vectors.search(space, q, fetch, allowed)
@@ -164,11 +173,32 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
             cosine[(kind, vid)] = max(cosine.get((kind, vid), -1.0), float(sim))
             if zs is not None:
                 zscore[(kind, vid)] = max(zscore.get((kind, vid), -math.inf), float(zs[rank]))
+    if text is not None:
+        lists = keyword.word_lists(store, text, [k for k in keyword.WORD_KINDS if k in sources],
+                                   (cameras, t0, t1, as_of), fetch, labels)
+        for kind, refs in lists.items():
+            if place is not None:
+                there = set(_in_place(store, kind, place, None).tolist())
+                refs = [r for r in refs if r in there]
+            for rank, ref in enumerate(refs):
+                fused[(kind, ref)] = fused.get((kind, ref), 0.0) + 1.0 / (RRF_K + rank + 1)
     if text is not None and SPEECH in sources:
         speech_q = next((q for space, q in queries if space == SPEECH), None)
         _speech_words(store, vectors, text, speech_q, (cameras, t0, t1, as_of, place), fetch, fused, cosine, zscore)
-    best = sorted(fused.items(), key=lambda kv: -kv[1])[:top_k]
-    return SearchResult(_evidence(store, best, cosine, zscore), notes)
+    # with labels, hits of the spaces not filtered before the search are checked now: take enough
+    best = sorted(fused.items(), key=lambda kv: -kv[1])[:max(fetch, top_k * 4) if labels else top_k]
+    evidence = keyword.post_filter(store, _evidence(store, best, cosine, zscore), labels)
+    return SearchResult(evidence[:top_k], notes)
+
+
+def check_labels(labels) -> list[str] | None:
+    """A search's ``labels`` filter: class names (None or empty: no filter)."""
+    if labels is None:
+        return None
+    labels = [labels] if isinstance(labels, str) else list(labels)
+    if not all(isinstance(x, str) and x.strip() for x in labels) or len(labels) > 100:
+        raise VamError(f"labels must be up to 100 non-empty class names, got {labels!r}"[:300])
+    return [x.strip() for x in labels] or None
 
 
 def _speech_words(store, vectors, text, q, scope, fetch, fused, cosine, zscore) -> None:
@@ -307,10 +337,21 @@ def _evidence(store, best, cosine, zscore) -> list[Evidence]:
     events = store.events.by_id([vid for (space, vid), _ in best if space == "event"])
     summaries = store.summaries.by_id([vid for (space, vid), _ in best if space == "summary"])
     said = store.transcripts.by_id([vid for (space, vid), _ in best if space == SPEECH])
+    scored = {key: (score, cosine.get(key), relevance(zscore.get(key))) for key, score in best}
+    perceived = {keyword.OCR: keyword.span_evidence(store, [v for (s, v), _ in best if s == keyword.OCR],
+                                                    {v: scored[(s, v)] for (s, v), _ in best if s == keyword.OCR}),
+                 keyword.OBJECT: keyword.object_evidence(store, [v for (s, v), _ in best if s == keyword.OBJECT],
+                                                         {v: scored[(s, v)] for (s, v), _ in best
+                                                          if s == keyword.OBJECT})}
+    boxes = keyword.frame_boxes(store, list(moments))
     key_moments = store.moments.by_id([k for e in events.values() for k in e.keyframes] +
                                       [k for s in summaries.values() for k in s.moment_ids])
     out = []
     for (space, vid), score in best:
+        if space in perceived:
+            if vid in perceived[space]:
+                out.append(perceived[space][vid])
+            continue
         if space == SPEECH and vid in said:
             seg = said[vid]
             ms = store.moments.on_axis(seg.camera_id, seg.t_start, seg.t_end + 1e-6)
@@ -323,18 +364,18 @@ def _evidence(store, best, cosine, zscore) -> list[Evidence]:
         if space == "frame" and vid in moments:
             m = moments[vid]
             out.append(Evidence(m.camera_id, m.t, m.t, (vid,), (m.frame_path,), score, "frame",
-                                similarity=cosine[(space, vid)], relevance=relevance(zscore.get((space, vid))),
-                                pose=m.pose))
+                                similarity=cosine.get((space, vid)), relevance=relevance(zscore.get((space, vid))),
+                                pose=m.pose, boxes=boxes.get(vid, ())))
         elif space == "event" and vid in events:
             e = events[vid]
             kms = [key_moments[k] for k in e.keyframes if k in key_moments]
             out.append(Evidence(e.camera_id, e.t_start, e.t_end, tuple(m.moment_id for m in kms),
-                                tuple(m.frame_path for m in kms), score, "event", e.doc, cosine[(space, vid)],
+                                tuple(m.frame_path for m in kms), score, "event", e.doc, cosine.get((space, vid)),
                                 relevance(zscore.get((space, vid))), last_pose(kms)))
         elif space == "summary" and vid in summaries:
             sm = summaries[vid]
             kms = [key_moments[k] for k in sm.moment_ids if k in key_moments]
             out.append(Evidence(sm.camera_id or "*", sm.t0, sm.t1, tuple(m.moment_id for m in kms),
-                                tuple(m.frame_path for m in kms), score, "summary", sm.text, cosine[(space, vid)],
+                                tuple(m.frame_path for m in kms), score, "summary", sm.text, cosine.get((space, vid)),
                                 relevance(zscore.get((space, vid))), last_pose(kms)))
     return out

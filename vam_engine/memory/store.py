@@ -10,9 +10,11 @@ import os
 from pathlib import Path
 
 from ..errors import StoreError
+from . import fulltext, sightings
 from .commit import CommitBatch, Committer
 from .db import SCHEMA_VERSION, Database, placeholders
 from .doc_queue import DocumentQueue
+from .entities import EntityRepository
 from .events import EventRepository
 from .frames import FrameFiles
 from .fulltext import FullTextIndex
@@ -52,6 +54,7 @@ class Store:
         self.sessions = SessionRepository(self.db)
         self.transcripts = TranscriptRepository(self.db)
         self.fulltext = FullTextIndex(self.db)
+        self.entities = EntityRepository(self.db, self.root)
         self.committer = Committer(self.db, self.frames, keyframes_per_event)
         self.frames.sweep_temporaries()
 
@@ -63,7 +66,9 @@ class Store:
         """Remove moments (rows, files, vectors), overlapping events, summaries and transcript
         segments (with their full-text rows and vectors), samples and alerts of the given cameras
         (all when None) in [t0, t1] on the camera axis (everything when both None; then also the
-        monitors that watched only those cameras)."""
+        monitors that watched only those cameras), and what perception found there
+        (memory/sightings.py: detections, OCR lines, text spans, tracks and entities trimmed to
+        what lies outside the range, with their full-text rows, vectors and crops)."""
         where, args = [], []
         if cameras:
             where.append(f"camera_id IN ({placeholders(cameras)})")
@@ -93,6 +98,8 @@ class Store:
             drop_vectors(conn, "event", events, changes)
             drop_vectors(conn, "event_doc", events, changes)
             drop_vectors(conn, "summary", summaries, changes)
+            fulltext.drop(conn, "event", events)
+            fulltext.drop(conn, "summary", summaries)
             conn.executemany("DELETE FROM summaries WHERE summary_id=?", [(i,) for i in summaries])
             conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
             conn.executemany("DELETE FROM events WHERE event_id=?", [(e,) for e in events])
@@ -112,10 +119,11 @@ class Store:
                              [(c,) for c in cams])
             gone = self.monitors.delete_in(conn, cameras, t0, t1)
             said = self.transcripts.delete_in(conn, changes, cameras, t0, t1)
-        for ref in [r[1] for r in rows] + gone.files:
+            seen = sightings.delete_in(conn, changes, cameras, t0, t1)
+        for ref in [r[1] for r in rows] + gone.files + list(seen.files):
             self.frames.unlink(ref)
         return Deletion(len(rows), len(events), len(summaries), len(changes), tuple(sorted(cams)), gone.alerts,
-                        gone.monitors, said)
+                        gone.monitors, said, seen.detections, seen.ocr_lines, seen.entities)
 
     def info(self) -> dict:
         """What the store holds, for reports (``vam-engine info``)."""
@@ -125,7 +133,7 @@ class Store:
                 "moments": sum(v["moments"] for v in counts["cameras"].values()), "samples": counts["samples"],
                 "events": events, "documented_events": documented, "summaries": self.summaries.count(),
                 "monitors": self.monitors.count_active(), "alerts": self.monitors.count_alerts(),
-                "transcripts": self.transcripts.count(),
+                "transcripts": self.transcripts.count(), "entities": self.entities.count(),
                 "vectors": self.vector_table.counts(), "tiers": counts["tiers"], "sources": self.sources.all(),
                 "frame_bytes": self.moments.frame_bytes()}
 

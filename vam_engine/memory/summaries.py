@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from . import fulltext
 from .db import Database, select_in
 from .records import Summary
 from .vector_table import drop_vectors, put_vector
@@ -30,6 +31,7 @@ class SummaryRepository:
                                (camera_id, t0, t1, prompt)).fetchone()
             if old is not None:
                 drop_vectors(conn, "summary", [old[0]], changes)
+                fulltext.drop(conn, "summary", [old[0]])
                 conn.execute("DELETE FROM summaries WHERE summary_id=?", (old[0],))
             sid = conn.execute(
                 "INSERT INTO summaries (camera_id, t0, t1, granularity_s, prompt, structure, text, moments,"
@@ -38,6 +40,7 @@ class SummaryRepository:
                  json.dumps([int(m) for m in moment_ids]), time.time())).lastrowid
             if vec is not None:
                 put_vector(conn, "summary", sid, camera_id or "*", t0, t1, np.asarray(vec, np.float32), changes)
+            fulltext.put(conn, "summary", sid, camera_id or "*", t0, t1, text)  # found by its words too
         return sid
 
     def by_id(self, ids) -> dict[int, Summary]:

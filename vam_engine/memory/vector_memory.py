@@ -19,7 +19,8 @@ from ..config import VectorConfig
 from .vector_table import VectorTable
 from .vectors import VectorError, VectorSpace
 
-SPACES = ("frame", "event", "event_doc", "summary", "speech")  # event_doc, summary, speech: the text embedder's
+SPACES = ("frame", "event", "event_doc", "summary", "speech", "entity")  # event_doc, summary, speech: the
+# text embedder's; entity: perception's appearance vectors of entities (memory/sightings.py)
 
 
 class VectorMemory:

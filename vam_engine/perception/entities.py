@@ -38,8 +38,21 @@ class LinkParams:
                              f"{self.max_entities}")
 
 
+@dataclass(frozen=True)
+class LinkedEntity:
+    """An entity as the linker saves it (``EntityLinker.export_changes``): the entity (a copy; its crop
+    only when it changed since the last export), its running appearance and the rank of its
+    representative crop."""
+
+    entity: Entity
+    appearance: np.ndarray
+    crop_rank: float
+
+
 class EntityLinker:
-    """See the module docstring. Not thread-safe: the perception stage's worker owns it."""
+    """See the module docstring. Not thread-safe: the perception stage's worker owns it.
+    ``changed`` / ``crops_changed``: ids of the entities (and of their crops) changed since
+    the last ``take_changes``."""
 
     def __init__(self, params: LinkParams | None = None):
         self.params = params or LinkParams()
@@ -48,14 +61,51 @@ class EntityLinker:
         self._best: dict[int, float] = {}           # entity id -> its representative crop's rank
         self._tracks: dict[int, Track] = {}          # track id -> track (of every entity)
         self._next = 1
+        self.changed: set[int] = set()
+        self.crops_changed: set[int] = set()
+        self._gone: dict[int, LinkedEntity] = {}  # changed, then evicted: still to export
+
+    @property
+    def next_id(self) -> int:
+        return self._next
+
+    def export_changes(self) -> list[LinkedEntity]:
+        """Copies of the entities changed since the last call (their crops when those changed;
+        entities evicted meanwhile included), by id; resets the record of changes."""
+        out = {eid: le for eid, le in self._gone.items()}
+        for eid in self.changed:
+            if eid in self.entities:
+                out[eid] = self._linked(eid, eid in self.crops_changed)
+        self.changed, self.crops_changed, self._gone = set(), set(), {}
+        return [out[k] for k in sorted(out)]
+
+    def _linked(self, eid: int, with_crop: bool) -> LinkedEntity:
+        e = self.entities[eid]
+        copy = Entity(e.entity_id, e.label, list(e.track_ids), dict(e.seen), tuple(e.colours),
+                      e.crop if with_crop else None, e.crop_from, list(e.texts))
+        return LinkedEntity(copy, self._appearance[eid].copy(), float(self._best[eid]))
+
+    def load(self, entities: list[LinkedEntity], tracks: dict[int, Track], next_id: int) -> None:
+        """Continue from saved state: the entities to hold (the most recently seen first wins
+        when over ``max_entities``), the tracks they are made of (track id -> Track, shared
+        with the trackers for the active ones) and the next id to hand out."""
+        held = sorted(entities, key=lambda le: -max((b for _, b in le.entity.seen.values()), default=-math.inf))
+        self.entities, self._appearance, self._best, self._tracks = {}, {}, {}, {}
+        for le in held[:self.params.max_entities]:
+            e = le.entity
+            self.entities[e.entity_id] = e
+            self._appearance[e.entity_id] = np.asarray(le.appearance, np.float32).copy()
+            self._best[e.entity_id] = float(le.crop_rank)
+            for tid in e.track_ids:
+                if tid in tracks:
+                    self._tracks[tid] = tracks[tid]
+        self._next = max([int(next_id), *(eid + 1 for eid in self.entities)])
 
     def _candidates(self, track: Track, t: float):
         for eid, e in self.entities.items():
             if e.label != track.label:
                 continue
-            busy = any(self._tracks[tid].camera_id == track.camera_id and self._tracks[tid].last_t >= t
-                       for tid in e.track_ids if tid != track.track_id)
-            if not busy:
+            if not self._busy(e, track, t):
                 yield eid
 
     def _link(self, track: Track, appearance: np.ndarray, t: float) -> Entity:
@@ -76,10 +126,16 @@ class EntityLinker:
         track.entity_id = best
         return e
 
+    def _busy(self, e: Entity, track: Track, t: float) -> bool:
+        return any(tid in self._tracks and self._tracks[tid].camera_id == track.camera_id
+                   and self._tracks[tid].last_t >= t for tid in e.track_ids if tid != track.track_id)
+
     def _evict(self) -> None:
         """Room for one more entity: forget the least recently seen (the caller has its copy)."""
         while len(self.entities) >= self.params.max_entities:
             old = min(self.entities.values(), key=lambda e: e.last_t if e.seen else -math.inf)
+            if old.entity_id in self.changed:
+                self._gone[old.entity_id] = self._linked(old.entity_id, old.entity_id in self.crops_changed)
             for tid in old.track_ids:
                 self._tracks.pop(tid, None)
             for d in (self.entities, self._appearance, self._best):
@@ -97,6 +153,7 @@ class EntityLinker:
             e = self.entities[track.entity_id]
             m = (1 - self.params.smoothing) * self._appearance[e.entity_id] + self.params.smoothing * appearance
             self._appearance[e.entity_id] = (m / max(float(np.linalg.norm(m)), 1e-12)).astype(np.float32)
+        self.changed.add(e.entity_id)
         first, last = e.seen.get(track.camera_id, (t, t))
         e.seen[track.camera_id] = (min(first, t), max(last, t))
         x0, y0, x1, y1 = det.box
@@ -107,6 +164,7 @@ class EntityLinker:
             e.crop = shrink(c, self.params.crop_long)
             e.crop_from = (track.camera_id, t, det.box, track.sightings[-1].key)
             e.colours = colour_names(c)
+            self.crops_changed.add(e.entity_id)
         for s in texts:
             if s not in track.texts and len(track.texts) < MAX_TEXTS:
                 track.texts.append(s)

@@ -117,8 +117,23 @@ KEEP_SIGHTINGS = 16   # recent sightings a track keeps in the stage (motion need
 MAX_TEXTS = 64        # strings kept per track and per entity
 
 
+class SeenSpan:
+    """First and last seen over every camera, for records with ``seen``: camera id -> (first,
+    last) stream time."""
+
+    seen: dict
+
+    @property
+    def first_t(self) -> float:
+        return min(a for a, _ in self.seen.values())
+
+    @property
+    def last_t(self) -> float:
+        return max(b for _, b in self.seen.values())
+
+
 @dataclass
-class Entity:
+class Entity(SeenSpan):
     """Tracks of one thing, across cameras. ``seen``: camera id -> (first, last) stream time;
     ``crop`` is the representative crop (from the sighting of the highest score x sqrt(area)),
     ``crop_from`` where it came from: (camera id, t, box, key); ``colours`` are the dominant
@@ -133,14 +148,6 @@ class Entity:
     crop_from: tuple[str, float, Box, Any] | None = None
     texts: list[str] = field(default_factory=list)
 
-    @property
-    def first_t(self) -> float:
-        return min(a for a, _ in self.seen.values())
-
-    @property
-    def last_t(self) -> float:
-        return max(b for _, b in self.seen.values())
-
 
 @dataclass(frozen=True)
 class PerceptionBatch:
@@ -151,3 +158,4 @@ class PerceptionBatch:
     frames: tuple[FramePerception, ...]
     tracks: tuple[Track, ...] = ()
     entities: tuple[Entity, ...] = ()
+    state: Any = None  # the stage's PerceptionState right after these frames, when asked for (snapshot=True)

@@ -30,7 +30,8 @@ from .detect_base import Detector
 from .entities import EntityLinker, LinkParams
 from .ocr import OcrReader
 from .records import Entity, FramePerception, OcrLine, PerceptionBatch, PerceptionFrame, Track
-from .textgate import TextChangeGate, text_change
+from .state import CameraPerceptionState, PerceptionState
+from .textgate import TextChangeGate, merge_lines, read_box, shift_lines, text_change
 from .tracks import CameraTracker, TrackerParams
 
 INSIDE = 0.8  # share of an OCR line's box inside a detection's box for the text to be read on it
@@ -96,14 +97,17 @@ class PerceptionStage:
         self._linker = EntityLinker(linker)
         self._lines: dict[str, list[OcrLine]] = {}
         self._next_track = 1
+        self._changed_tracks: dict[int, Track] = {}  # since the last snapshot
         self._state = threading.Lock()        # held while a round runs and by snapshots
         self._order = threading.Lock()        # guards _submitted_t
         self._submitted_t: dict[str, float] = {}
+        self._processed_t: dict[str, float] = {}  # the last frame time a round took, per camera (_state)
         self._queue: queue.Queue = queue.Queue(maxsize=int(queue_batches))
         self._worker: threading.Thread | None = None
         self._closed = False
         self.stats = {"rounds": 0, "frames": 0, "detected_frames": 0, "detections": 0, "ocr_reads": 0,
                       "ocr_skips": 0, "text_changes": 0, "dropped_submissions": 0,
+                      "ocr_region_reads": 0, "ocr_region_px": 0.0,
                       "detect_s": 0.0, "ocr_s": 0.0, "gate_s": 0.0, "track_s": 0.0}
 
     # -- the work -----------------------------------------------------------------------------------
@@ -121,13 +125,15 @@ class PerceptionStage:
                                  f"t={last}: each camera's frames must be given in time order")
             seen[f.camera_id] = f.t
 
-    def process(self, frames: Sequence[PerceptionFrame]) -> PerceptionBatch:
-        """Perceive ``frames`` on this thread (see the module docstring)."""
+    def process(self, frames: Sequence[PerceptionFrame], *, snapshot: bool = False) -> PerceptionBatch:
+        """Perceive ``frames`` on this thread (see the module docstring); ``snapshot``: the
+        batch carries the stage's state right after them (``snapshot()``)."""
         items = check_items(frames)
         with self._order:
             self._check_order(items, self._submitted_t)
         with self._state:
-            return self._round(items)
+            batch = self._round(items)
+            return dataclasses.replace(batch, state=self._snapshot()) if snapshot else batch
 
     def _detect(self, items, order) -> dict[int, list]:
         idx = [i for i in order if items[i].kind == "kept" or self.detect_present] if self.detector else []
@@ -152,7 +158,7 @@ class PerceptionStage:
             self.stats["ocr_skips"] += 1
             return tuple(self._lines.get(f.camera_id, ())), False, None
         t0 = time.perf_counter()
-        lines = self.ocr.read([f.frame])[0]
+        lines = self._ocr_read(f, sig)
         self.stats["ocr_s"] += time.perf_counter() - t0
         self.stats["ocr_reads"] += 1
         self.text_gate.mark_read(f.camera_id, sig)
@@ -161,8 +167,23 @@ class PerceptionStage:
         self.stats["text_changes"] += change is not None
         return tuple(lines), True, change
 
+    def _ocr_read(self, f: PerceptionFrame, sig) -> list[OcrLine]:
+        """Read the part of the frame where text-like cells changed (the camera's other lines
+        carried), or the whole frame (a first read, a large change)."""
+        last = self._lines.get(f.camera_id)
+        region = self.text_gate.region(f.camera_id, sig) if last is not None else None
+        if region is None:
+            return self.ocr.read([f.frame])[0]
+        x0, y0, x1, y1 = read_box(region, last, f.frame.shape[:2])
+        self.stats["ocr_region_reads"] += 1
+        self.stats["ocr_region_px"] += (x1 - x0) * (y1 - y0) / (f.frame.shape[0] * f.frame.shape[1])
+        got = shift_lines(self.ocr.read([f.frame[y0:y1, x0:x1]])[0], x0, y0)
+        return merge_lines(last, (x0, y0, x1, y1), got)
+
     def _round(self, items: list[PerceptionFrame]) -> PerceptionBatch:
         order = sorted(range(len(items)), key=lambda i: items[i].t)
+        for i in order:
+            self._processed_t[items[i].camera_id] = items[i].t
         dets = self._detect(items, order)
         text = {i: self._read_text(items[i]) for i in order}
         t0 = time.perf_counter()
@@ -191,6 +212,7 @@ class PerceptionStage:
                 texts = [ln.text for ln in lines if read_now and _inside(ln, ds[k].box)]
                 e = self._linker.observe(tr, new, a[k], f.frame, ds[k], f.t, texts)
                 touched_tracks[tr.track_id], touched_entities[e.entity_id] = tr, e
+                self._changed_tracks[tr.track_id] = tr
                 added.setdefault(tr.track_id, []).append(tr.sightings[-1])
             track_ids[i] = tuple(tr.track_id for tr, _ in joined)
         self.stats["track_s"] += time.perf_counter() - t0
@@ -206,11 +228,13 @@ class PerceptionStage:
 
     # -- the worker ---------------------------------------------------------------------------------
     def submit(self, frames: Sequence[PerceptionFrame], *, block: bool = True,
-               timeout: float | None = None) -> Future | None:
+               timeout: float | None = None, snapshot: bool = False) -> Future | None:
         """Queue ``frames`` for the worker; returns a Future of their PerceptionBatch, or None when
         the queue stayed full (``block=False``, or ``timeout`` passed; counted in
         stats["dropped_submissions"]). Bad frames, or a camera's frames going back in time, raise
-        ValueError here, on the caller's thread."""
+        ValueError here, on the caller's thread. ``snapshot``: the batch carries the stage's
+        state right after these frames (the worker joins no later submission into their round;
+        ``frames`` may be empty)."""
         if self._closed:
             raise RuntimeError("PerceptionStage: submit after close()")
         items = check_items(frames)
@@ -219,7 +243,7 @@ class PerceptionStage:
             self._check_order(items, seen)
             fut: Future = Future()
             try:
-                self._queue.put((items, fut), block=block, timeout=timeout)
+                self._queue.put((items, fut, snapshot), block=block, timeout=timeout)
             except queue.Full:
                 self.stats["dropped_submissions"] += 1
                 return None
@@ -236,7 +260,7 @@ class PerceptionStage:
             if item is _STOP:
                 break
             group, n = [item], len(item[0])
-            while n < self.max_batch:
+            while n < self.max_batch and not group[-1][2]:  # a snapshot ends its round
                 try:
                     nxt = self._queue.get_nowait()
                 except queue.Empty:
@@ -246,21 +270,25 @@ class PerceptionStage:
                     break
                 group.append(nxt)
                 n += len(nxt[0])
-            futs = [fut for _, fut in group if fut.set_running_or_notify_cancel()]
-            group = [(items, fut) for items, fut in group if fut in futs]
-            if not group:
-                continue
-            try:
-                with self._state:
-                    batch = self._round([f for items, _ in group for f in items])
-            except BaseException as e:  # noqa: BLE001 - handed to every waiting caller
-                for _, fut in group:
-                    fut.set_exception(e)
-                continue
-            start = 0
-            for items, fut in group:
-                fut.set_result(self._part(batch, start, len(items)))
-                start += len(items)
+            live = [g for g in group if g[1].set_running_or_notify_cancel()]
+            if live:
+                self._serve(live)
+
+    def _serve(self, group: list) -> None:
+        """One round for the submissions of ``group``; each gets its part (or the error)."""
+        try:
+            with self._state:
+                batch = self._round([f for items, *_ in group for f in items])
+                state = self._snapshot() if group[-1][2] else None
+        except BaseException as e:  # noqa: BLE001 - handed to every waiting caller
+            for _, fut, *_ in group:
+                fut.set_exception(e)
+            return
+        start = 0
+        for k, (items, fut, *_) in enumerate(group):
+            part = self._part(batch, start, len(items))
+            fut.set_result(dataclasses.replace(part, state=state) if k == len(group) - 1 else part)
+            start += len(items)
 
     @staticmethod
     def _part(batch: PerceptionBatch, start: int, n: int) -> PerceptionBatch:
@@ -286,6 +314,57 @@ class PerceptionStage:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # -- saved state (perception/state.py) ---------------------------------------------------------
+    @property
+    def max_entities(self) -> int:
+        """Entities held for linking at most (the rest stay in the caller's tables)."""
+        return self._linker.params.max_entities
+
+    def snapshot(self) -> PerceptionState:
+        """The state to save between rounds (what changed since the last snapshot, and what a
+        resumed stage needs of each camera)."""
+        with self._state:
+            return self._snapshot()
+
+    def _snapshot(self) -> PerceptionState:
+        # what the rounds so far took (never _order: a submit holds it while the queue is full)
+        submitted = dict(self._processed_t)
+        cams = set(self._trackers) | set(self._lines) | set(submitted)
+        cameras = {}
+        for cam in sorted(cams):
+            tr = self._trackers.get(cam)
+            cameras[cam] = CameraPerceptionState(tuple(tr.export()) if tr else (), tr.last_t if tr else None,
+                                                 tuple(self._lines.get(cam, ())), cam in self._lines,
+                                                 submitted.get(cam))
+        tracks = {tid: _copy_track(t, []) for tid, t in self._changed_tracks.items()}
+        self._changed_tracks = {}
+        return PerceptionState(self._next_track, self._linker.next_id, cameras, tuple(self._linker.export_changes()),
+                               tracks)
+
+    def restore(self, state: PerceptionState) -> None:
+        """Continue from saved state: ``state.cameras`` as a snapshot gave them, ``entities``
+        every entity to hold for linking and ``tracks`` the tracks they are made of. Call it
+        before the first frame."""
+        with self._state:
+            tracks = dict(state.tracks)
+            self._trackers, self._lines, self._processed_t = {}, {}, {}
+            for cam, cs in state.cameras.items():
+                for a in cs.tracks:
+                    tracks[a.track.track_id] = a.track  # one object for tracker and linker
+                if cs.tracks or cs.tracker_t is not None:
+                    tr = self._trackers[cam] = CameraTracker(cam, self._new_track_id, self._tracker_params)
+                    tr.load(cs.tracker_t, list(cs.tracks))
+                if cs.lines_read:
+                    self._lines[cam] = list(cs.lines)
+                if cs.submitted_t is not None:
+                    self._processed_t[cam] = cs.submitted_t
+            self._linker.load(list(state.entities), tracks, state.next_entity)
+            self._next_track = max([int(state.next_track), *(t + 1 for t in tracks)])
+            self._changed_tracks = {}
+            processed = dict(self._processed_t)
+        with self._order:
+            self._submitted_t = processed
+
     # -- snapshots ----------------------------------------------------------------------------------
     def tracks(self, camera_id: str | None = None) -> list[Track]:
         """Copies of the active tracks (of one camera, or all), with their recent sightings."""
@@ -302,8 +381,12 @@ class PerceptionStage:
         """Drop a camera's tracks in progress and text state (a removed camera, a gap in its
         stream): its next frame starts afresh. Its entities stay for linking."""
         with self._state:
-            self._trackers.pop(camera_id, None)
-            self._lines.pop(camera_id, None)
-            self.text_gate.forget(camera_id)
+            self._forget(camera_id)
         with self._order:
             self._submitted_t.pop(camera_id, None)
+
+    def _forget(self, camera_id: str) -> None:
+        self._processed_t.pop(camera_id, None)
+        self._trackers.pop(camera_id, None)
+        self._lines.pop(camera_id, None)
+        self.text_gate.forget(camera_id)

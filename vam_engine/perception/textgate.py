@@ -14,6 +14,9 @@ cells (16: 32 px at 720p):
 - a frame is read when a cell changed that is text-like now or was at the last read (text
   appeared, changed or went), widened by one cell (glyphs cross cell borders). A camera's first
   frame, or a frame of a new size, is always read.
+- ``region`` says where: the box around those cells (widened by a cell), so a reader may read
+  that part of the frame and carry the camera's other lines (``read_box``, ``merge_lines``);
+  the whole frame (None) when the part would be more than ``max_region`` of it.
 
 Moving textured things (fur, foliage, a patterned shirt) look text-like too and cause reads: the
 test errs towards reading. ``benchmarks/bench_perception.py`` measures its skip and miss rates.
@@ -52,7 +55,8 @@ class TextChangeGate:
 
     def __init__(self, *, work_long: int = 640, cell: int = 16, edge_min: float = 40.0,
                  text_density: float = 0.06, min_contrast: float = 60.0, max_mid: float = 0.25,
-                 pixel_diff: float = 32.0, min_pixels: int = 2, cell_mad: float = 10.0, min_new_cells: int = 3):
+                 pixel_diff: float = 32.0, min_pixels: int = 2, cell_mad: float = 10.0, min_new_cells: int = 3,
+                 max_region: float = 0.5):
         if int(work_long) < 32 or int(cell) < 4 or int(cell) > int(work_long):
             raise ValueError(f"TextChangeGate: need work_long >= 32 and 4 <= cell <= work_long, got "
                              f"work_long={work_long}, cell={cell}")
@@ -61,6 +65,7 @@ class TextChangeGate:
         self.min_contrast, self.max_mid = float(min_contrast), float(max_mid)
         self.pixel_diff, self.min_pixels, self.cell_mad = float(pixel_diff), int(min_pixels), float(cell_mad)
         self.min_new_cells = int(min_new_cells)
+        self.max_region = float(max_region)
         self._last: dict[str, TextSignature] = {}
         self.reads = 0
         self.skips = 0
@@ -121,12 +126,67 @@ class TextChangeGate:
             self.skips += 1
         return read
 
+    def region(self, camera_id: str, sig: TextSignature) -> tuple[float, float, float, float] | None:
+        """Where ``sig``'s frame holds text that may have changed since the camera's last read
+        (x0, y0, x1, y1 in the frame's pixels): the changed cells that are or were text-like,
+        widened by a cell; None for the whole frame (a first read, a new size, or a part over
+        ``max_region`` of the frame)."""
+        last = self._last.get(camera_id)
+        if last is None or last.gray.shape != sig.gray.shape or last.frame_hw != sig.frame_hw:
+            return None
+        cells = self.changed_cells(last, sig) & (last.textlike | sig.textlike)
+        if not cells.any():
+            return None
+        ys, xs = np.nonzero(cells)
+        H, W = sig.frame_hw
+        f = max(1, -(-max(H, W) // self.work_long))  # thumbnail pixels -> frame pixels
+        c = self.cell * f
+        box = (max(0, (xs.min() - 1) * c), max(0, (ys.min() - 1) * c), min(W, (xs.max() + 2) * c),
+               min(H, (ys.max() + 2) * c))
+        if (box[2] - box[0]) * (box[3] - box[1]) > self.max_region * W * H:
+            return None
+        return tuple(float(v) for v in box)
+
     def mark_read(self, camera_id: str, sig: TextSignature) -> None:
         """``sig``'s frame was read: later frames of the camera are compared with it."""
         self._last[camera_id] = sig
 
     def forget(self, camera_id: str) -> None:
         self._last.pop(camera_id, None)
+
+
+def _meets(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def read_box(region, lines: Sequence[OcrLine], frame_hw: tuple[int, int], pad: float = 8.0):
+    """The part of a frame to read for ``region``: it widened to take in whole every line of the
+    last read it meets (a line cut in two would be misread), padded; whole pixels, clipped."""
+    x0, y0, x1, y1 = region
+    grown = True
+    while grown:
+        grown = False
+        for ln in lines:
+            if _meets(ln.box, (x0, y0, x1, y1)) and not (x0 <= ln.box[0] and y0 <= ln.box[1] and x1 >= ln.box[2]
+                                                          and y1 >= ln.box[3]):
+                x0, y0, x1, y1 = min(x0, ln.box[0]), min(y0, ln.box[1]), max(x1, ln.box[2]), max(y1, ln.box[3])
+                grown = True
+    H, W = frame_hw
+    return (int(max(0, x0 - pad)), int(max(0, y0 - pad)), int(min(W, x1 + pad + 0.999)),
+            int(min(H, y1 + pad + 0.999)))
+
+
+def merge_lines(last: Sequence[OcrLine], box, read: Sequence[OcrLine]) -> list[OcrLine]:
+    """The camera's lines after reading the part ``box`` of a frame: the last read's lines
+    outside it, and those read in it (boxes in the frame's pixels), top to bottom."""
+    kept = [ln for ln in last if not _meets(ln.box, box)]
+    return sorted(kept + list(read), key=lambda ln: (ln.box[1], ln.box[0]))
+
+
+def shift_lines(lines: Sequence[OcrLine], dx: float, dy: float) -> list[OcrLine]:
+    """Lines read in a crop, in the frame's pixels."""
+    return [OcrLine((ln.box[0] + dx, ln.box[1] + dy, ln.box[2] + dx, ln.box[3] + dy), ln.text, ln.confidence,
+                    tuple((x + dx, y + dy) for x, y in ln.polygon)) for ln in lines]
 
 
 def text_change(before: Sequence[OcrLine] | None, after: Sequence[OcrLine]) -> TextChange | None:

@@ -72,6 +72,16 @@ class _Active:
     velocity: np.ndarray  # px / s of the centre
 
 
+@dataclass(frozen=True)
+class ActiveTrack:
+    """An active track as a tracker saves it (``CameraTracker.export``): the track with its
+    recent sightings, its running appearance and its centre's velocity (px / s)."""
+
+    track: Track
+    appearance: np.ndarray
+    velocity: np.ndarray
+
+
 class CameraTracker:
     """Tracks of one camera. ``update`` takes one frame's detections (time order) and returns a
     track per detection; ``next_id`` hands out track ids (shared by the stage's cameras)."""
@@ -155,6 +165,19 @@ class CameraTracker:
         tr.count += 1
         tr.last_t = t
         return tr
+
+    def export(self) -> list[ActiveTrack]:
+        """Copies of the active tracks with what matching them needs (a resumed run loads them)."""
+        return [ActiveTrack(Track(a.track.track_id, a.track.camera_id, a.track.label, a.track.first_t, a.track.last_t,
+                                  a.track.count, list(a.track.sightings), a.track.entity_id, list(a.track.texts)),
+                            a.appearance.copy(), a.velocity.copy()) for a in self._active]
+
+    def load(self, last_t: float | None, actives: list[ActiveTrack]) -> None:
+        """Continue from an ``export``: the tracks (the objects given, not copies: the caller
+        may share them with the entity linker) and the last frame time."""
+        self.last_t = last_t
+        self._active = [_Active(a.track, np.asarray(a.appearance, np.float32).copy(),
+                                np.asarray(a.velocity, np.float64).copy()) for a in actives]
 
     def appearance(self, track_id: int) -> np.ndarray | None:
         """The running appearance of an active track (None once closed)."""

@@ -34,11 +34,12 @@ from contextlib import contextmanager, nullcontext
 from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError
-from ..llm.schemas import (TOOL_ACTIONS, AnswerAction, InspectAction, RouteFinal, RouteRetrieve, SearchAction,
-                           TimeRange, parse_action, parse_anchor, parse_route)
+from ..llm.schemas import (TOOL_ACTIONS, AnswerAction, FindEntityAction, InspectAction, LastSeenAction, RouteFinal,
+                           RouteRetrieve, SearchAction, TimeRange, parse_action, parse_anchor, parse_route)
 from ..memory.records import Evidence, last_pose
 from ..memory.view import MemoryView
 from ..numerics import spread_evenly
+from . import entity_actions
 from .answer import Answer
 from .planner_context import CONTEXT_TEXT_CHARS, Found, PlannerRun, evidence_key, found_rank, render_block
 from .tool_actions import ToolActions
@@ -239,6 +240,8 @@ class AgenticAnswerer:
         elif isinstance(action, InspectAction):
             with self.stage_clock("inspect"):
                 found = self._guarded(run, entry, lambda: self._inspect(run, action, entry))
+        elif isinstance(action, (FindEntityAction, LastSeenAction)):
+            found = self._guarded(run, entry, lambda: self._entities(run, action, entry))
         else:
             found = self._guarded(run, entry, lambda: self._summarize(
                 run, action.time_range, action.granularity_seconds, action.prompt, action.summary_structure, entry))
@@ -322,6 +325,16 @@ class AgenticAnswerer:
             note = notes.get(picks.index(i)) if i in picks else None
             out.append((h, "search", note, evidence_key(h)))
         return out
+
+    def _entities(self, run: PlannerRun, action, entry: TraceEntry) -> list:
+        """find_entity / last_seen (reason/entity_actions.py): no model call."""
+        rng = None
+        if getattr(action, "time_range", None) is not None:
+            rng = self._resolve(run, action.time_range, entry)
+            if rng is None:
+                return []
+        with self._timed(run, "retrieval"):
+            return entity_actions.results(run.view, action, rng, run.seen, entry.notes)
 
     def _summary_filter(self, run: PlannerRun, flt) -> set | None:
         """(camera, t0, t1) of the summaries that pass ``summary_filter`` (None: no filter)."""

@@ -36,6 +36,7 @@ from .routes_live import router as live_router
 from .routes_memory import router as memory_router
 from .routes_sessions import router as sessions_router
 from .routes_sessions import session_state
+from .routes_perception import router as perception_router
 from .sse import AlertHub
 from .ownership import Ownership, QuotaExceeded
 from .tokens import CameraForbidden, Principal, TokenStore
@@ -136,6 +137,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.include_router(memory_router)
     app.include_router(live_router)
     app.include_router(sessions_router)
+    app.include_router(perception_router)
 
     app.mount("/static", StaticFiles(directory=WEB), name="static")
 

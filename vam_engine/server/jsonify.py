@@ -59,7 +59,54 @@ def evidence_json(ev: Evidence) -> dict:
     return {"camera_id": ev.camera_id, "t_start": ev.t_start, "t_end": ev.t_end, "source": ev.source,
             "score": _num(ev.score), "similarity": _num(ev.similarity), "text": ev.text,
             "moment_ids": list(ev.moment_ids), "frames": [frame_url(i) for i in ev.moment_ids],
-            "pose": pose_json(ev.pose)}
+            "pose": pose_json(ev.pose),
+            "boxes": [box_json(b.moment_id, b.box, b.label, b.score, b.kind, b.frame_size)
+                      for b in getattr(ev, "boxes", ())]}
+
+
+def box_json(moment_id, box, label, score, kind, frame_size) -> dict:
+    """A box on a frame: pixels as indexed, and normalised to [0, 1] when the frame's size is known."""
+    w, h = frame_size or (0, 0)
+    norm = [box[0] / w, box[1] / h, box[2] / w, box[3] / h] if w and h else None
+    return {"moment_id": moment_id, "frame": frame_url(moment_id), "box": [float(v) for v in box],
+            "norm": [round(float(v), 5) for v in norm] if norm else None, "label": label, "score": _num(score),
+            "kind": kind}
+
+
+def entity_json(e) -> dict:
+    """An EntityRecord: label, colours, text read on it, first/last seen per camera, its crop."""
+    return {"entity_id": e.entity_id, "label": e.label, "colours": list(e.colours), "texts": list(e.texts),
+            "first_t": e.first_t, "last_t": e.last_t,
+            "seen": {cam: {"first_t": a, "last_t": b} for cam, (a, b) in e.seen.items()},
+            "crop": f"/api/entities/{int(e.entity_id)}/crop" if e.crop_path else None}
+
+
+def timeline_json(line) -> dict:
+    return {"entity": entity_json(line.entity),
+            "sightings": [{"camera_id": s.camera_id, "t": s.t, "track_id": s.track_id, "pose": pose_json(s.pose),
+                           **box_json(s.moment_id, s.box, s.label, s.score, "object", s.frame_size)}
+                          for s in line.sightings],
+            "tracks": [{"track_id": t.track_id, "camera_id": t.camera_id, "label": t.label, "first_t": t.first_t,
+                        "last_t": t.last_t, "count": t.count, "texts": list(t.texts)} for t in line.tracks],
+            "similar": [{"entity_id": i, "similarity": _num(s)} for i, s in line.similar]}
+
+
+def last_seen_json(got) -> dict:
+    if got is None:
+        return {"found": False}
+    return {"found": True, "query": got.query, "source": got.source, "camera_id": got.camera_id, "t": got.t,
+            "text": got.text, "entity": entity_json(got.entity) if got.entity is not None else None,
+            "moment_id": got.moment_id, "frame": frame_url(got.moment_id) if got.moment_id is not None else None,
+            "box": list(got.box) if got.box is not None else None, "pose": pose_json(got.pose)}
+
+
+def perceived_json(m: Moment, detections, lines) -> dict:
+    """A moment's detections and OCR lines."""
+    return {"moment_id": m.moment_id, "camera_id": m.camera_id, "t": m.t, "frame": frame_url(m.moment_id),
+            "detections": [{**box_json(m.moment_id, d.box, d.label, d.score, "object", d.frame_size),
+                            "track_id": d.track_id, "entity_id": d.entity_id} for d in detections],
+            "ocr": [{**box_json(m.moment_id, ln.box, ln.text, ln.confidence, "text", ln.frame_size),
+                     "read": ln.read} for ln in lines]}
 
 
 def summary_json(s: Summary) -> dict:

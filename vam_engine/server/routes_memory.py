@@ -55,8 +55,10 @@ class SearchBody(RequestBody):
     t0: float | None = None
     t1: float | None = None
     as_of: float | None = None
-    # None: frames, events and summaries, and speech when the store holds transcripts
-    sources: list[Literal["frame", "event", "summary", "speech"]] | None = Field(None, min_length=1, max_length=4)
+    # None: every source but speech, and speech when the store holds transcripts
+    sources: list[Literal["frame", "event", "summary", "ocr", "object", "speech"]] | None = Field(
+        None, min_length=1, max_length=6)
+    labels: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None = Field(None, max_length=100)
     # where the hits were taken (their moments' poses): a point and a radius in metres, a region
     # (a box [x0, y0, x1, y1] or a polygon [[x, y], ...]), a map frame
     near: Point | None = None
@@ -216,7 +218,7 @@ async def _search_request(request: Request) -> tuple[SearchBody, object]:
                         raise RequestValidationError([{"loc": ("body", "image"), "msg": "must be a file upload",
                                                        "type": "value_error"}])
                     image = await v.read()
-                elif k in ("cameras", "sources"):
+                elif k in ("cameras", "sources", "labels"):
                     fields.setdefault(k, []).extend(x for x in v.split(",") if x)
                 elif k in ("near", "region"):  # JSON, as in a JSON body: [x, y]; [x0, y0, x1, y1] or [[x, y], ...]
                     try:
@@ -291,9 +293,10 @@ async def search(request: Request, p: Principal = need("read")):
         pixels = _decode_image(image, max_pixels) if image is not None else None
         t0 = time.perf_counter()
         try:
+            extra = {"labels": body.labels} if body.labels else {}  # (an engine without perception has no labels)
             res = eng.search(text=body.text, image=pixels, top_k=body.top_k, time_range=tr, cameras=cams,
                              sources=None if body.sources is None else tuple(body.sources), as_of=body.as_of,
-                             **where)
+                             **where, **extra)
         finally:
             metrics.search.observe(time.perf_counter() - t0)
         # a summary over every camera ("*") may describe cameras outside a limited token's view

@@ -1,5 +1,6 @@
 // vam_engine's operator page: per-camera timelines (frames, events, what was said), search, ask,
-// monitors and live alerts.
+// monitors and live alerts, the entities perception found per camera, and the boxes and labels of
+// detections and OCR lines drawn over the frames in the viewer.
 // Plain JS, no build step. Every API call carries the bearer token (kept in localStorage; a
 // "#token=..." fragment is taken once and removed from the address bar: fragments never reach
 // the server's logs). Frames are fetched with the token and shown as blob URLs.
@@ -8,6 +9,7 @@
 const $ = (id) => document.getElementById(id);
 const S = {
   token: localStorage.getItem("vam_token") || "",
+  cited: [],              // boxes the open viewer's evidence cites (drawn highlighted)
   cameras: [],            // from /api/cameras
   view: null,             // {t0, t1} on the shared time axis
   span: "all",            // seconds or "all"
@@ -263,10 +265,12 @@ async function refreshCameras() {
     const before = S.cameras.map((c) => c.camera_id).join("\n");
     S.cameras = r.cameras;
     const changed = before !== S.cameras.map((c) => c.camera_id).join("\n");
-    const sel = $("monitor-camera"), cur = sel.value;
-    sel.replaceChildren(el("option", { value: "", text: "all cameras" }),
-      ...S.cameras.map((c) => el("option", { value: c.camera_id, text: c.camera_id })));
-    sel.value = cur;
+    for (const id of ["monitor-camera", "entity-camera"]) {
+      const sel = $(id), cur = sel.value;
+      sel.replaceChildren(el("option", { value: "", text: "all cameras" }),
+        ...S.cameras.map((c) => el("option", { value: c.camera_id, text: c.camera_id })));
+      sel.value = cur;
+    }
     if (S.follow || !S.view) followView();
     if (changed || S.follow) await loadView(); else render();
   } catch (err) {
@@ -319,14 +323,55 @@ function bindTimeline() {
 }
 
 // -- the viewer ------------------------------------------------------------------------------------
-function openViewer(title, frames, text, index = 0) {
+// Boxes: each frame shown is a moment; its detections and OCR lines (/api/moments/{id}/detections)
+// are drawn over it, normalised boxes placed on the image as object-fit: contain shows it. The
+// boxes an answer or a search hit cites (S.cited) are drawn highlighted.
+function momentOf(url) { const m = /\/api\/frames\/(\d+)/.exec(url || ""); return m ? Number(m[1]) : null; }
+
+function placeBoxes(items) {
+  const img = $("viewer-img"), layer = $("viewer-boxes");
+  layer.replaceChildren();
+  if (!img.naturalWidth || !items.length) return;
+  const k = Math.min(img.clientWidth / img.naturalWidth, img.clientHeight / img.naturalHeight);
+  const w = img.naturalWidth * k, h = img.naturalHeight * k;
+  const ox = img.offsetLeft + (img.clientWidth - w) / 2, oy = img.offsetTop + (img.clientHeight - h) / 2;
+  for (const b of items) {
+    if (!b.norm) continue;
+    const [x0, y0, x1, y1] = b.norm;
+    const cited = S.cited.some((c) => c.moment_id === b.moment_id && c.label === b.label &&
+      Math.abs(c.box[0] - b.box[0]) < 1 && Math.abs(c.box[1] - b.box[1]) < 1);
+    const score = b.kind === "text" || b.score == null ? "" : ` ${Math.round(b.score * 100)}%`;
+    layer.append(el("div", { class: `box ${b.kind}${cited ? " cited" : ""}`, "data-label": b.label,
+      style: `left:${ox + x0 * w}px;top:${oy + y0 * h}px;width:${(x1 - x0) * w}px;height:${(y1 - y0) * h}px` },
+      el("span", { text: b.label + score })));
+  }
+}
+
+async function drawBoxes(url) {
+  const id = momentOf(url), layer = $("viewer-boxes");
+  layer.replaceChildren(); layer.dataset.moment = id == null ? "" : String(id);
+  if (id == null) return;
+  let items = [];
+  try {
+    const r = await getJSON(`/api/moments/${id}/detections`);
+    items = [...r.detections, ...r.ocr];
+  } catch (err) { items = S.cited.filter((c) => c.moment_id === id); }  // 501: no perception reads here
+  if (layer.dataset.moment !== String(id)) return;  // another frame is shown by now
+  const img = $("viewer-img");
+  if (img.complete && img.naturalWidth) placeBoxes(items); else img.onload = () => placeBoxes(items);
+  layer.dataset.count = String(items.length);
+}
+
+function openViewer(title, frames, text, index = 0, cited = []) {
+  S.cited = cited;
   $("viewer").hidden = false;
   $("viewer-title").textContent = title;
   $("viewer-text").textContent = text || "";
   const strip = $("viewer-strip"); strip.replaceChildren();
   const show = (i) => {
-    if (!frames.length) { $("viewer-img").removeAttribute("src"); return; }
+    if (!frames.length) { $("viewer-img").removeAttribute("src"); $("viewer-boxes").replaceChildren(); return; }
     setImg($("viewer-img"), frames[i]);
+    drawBoxes(frames[i]);
     strip.querySelectorAll(".thumb").forEach((t, k) => t.classList.toggle("sel", k === i));
   };
   if (frames.length > 1) frames.forEach((f, i) => strip.append(thumb(f, null, () => show(i), 128)));
@@ -342,7 +387,8 @@ async function openEvidence(ev, label) {
     } catch (err) { toast(err.message); }
   }
   const span = ev.t_end - ev.t_start;
-  openViewer(`${label || ""} ${ev.camera_id} · ${fmtT(ev.t_start, span)}–${fmtT(ev.t_end, span)} (${ev.source})`, frames, ev.text);
+  openViewer(`${label || ""} ${ev.camera_id} · ${fmtT(ev.t_start, span)}–${fmtT(ev.t_end, span)} (${ev.source})`, frames, ev.text,
+    0, ev.boxes || []);
   if (ev.camera_id && ev.camera_id !== "*") jumpTo(ev.camera_id, ev.t_start, ev.t_end);
 }
 
@@ -381,6 +427,46 @@ async function doSearch(e) {
     }));
     if (!res.evidence.length) out.replaceChildren(el("div", { class: "notes", text: "no results" }));
   } catch (err) { out.replaceChildren(el("div", { class: "notes", text: "search failed: " + err.message })); }
+}
+
+// -- entities (perception) --------------------------------------------------------------------------
+function fmtSeen(e) {
+  return Object.entries(e.seen).map(([cam, s]) => `${cam} ${fmtT(s.first_t, s.last_t - s.first_t)}–${fmtT(s.last_t, s.last_t - s.first_t)}`).join(", ");
+}
+
+async function listEntities(e) {
+  if (e) e.preventDefault();
+  const camera = $("entity-camera").value, label = $("entity-label").value.trim(), out = $("entity-list");
+  try {
+    const r = await getJSON("/api/entities?" + qs({ camera: camera || undefined, label: label || undefined, limit: 100 }));
+    const byCam = {};
+    for (const ent of r.items) for (const cam of Object.keys(ent.seen)) (byCam[cam] = byCam[cam] || []).push(ent);
+    const rows = [];
+    for (const cam of Object.keys(byCam).sort()) {
+      rows.push(el("li", { class: "cam-head", text: `${cam} · ${byCam[cam].length} entities` }));
+      for (const ent of byCam[cam]) {
+        const desc = [ent.label, ...ent.colours].join(" ") + (ent.texts.length ? ` “${ent.texts.slice(0, 2).join(", ")}”` : "");
+        rows.push(el("li", { class: "entity", "data-entity": String(ent.entity_id), onclick: () => openEntity(ent.entity_id) },
+          ent.crop ? thumb(ent.crop, null, null, 96) : el("div", { class: "thumb" }),
+          el("div", { class: "d" }, el("b", { text: `#${ent.entity_id} ${desc}` }), el("div", { text: fmtSeen(ent) }))));
+      }
+    }
+    out.replaceChildren(...(rows.length ? rows : [el("li", { class: "empty", text: "no entities" })]));
+  } catch (err) {
+    out.replaceChildren(el("li", { class: "empty", text: err.status === 501 ? "no entities on this server" : "entities: " + err.message }));
+  }
+}
+
+async function openEntity(id) {
+  try {
+    const r = await getJSON(`/api/entities/${id}`);
+    const s = r.sightings.slice(-16);
+    const e = r.entity;
+    openViewer(`entity #${id} · ${e.label} ${e.colours.join(" ")}`, s.map((x) => x.frame),
+      `${fmtSeen(e)}${e.texts.length ? " · read: " + e.texts.join(", ") : ""}`, Math.max(0, s.length - 1), s);
+    const last = s[s.length - 1];
+    if (last) jumpTo(last.camera_id, last.t - 2, last.t + 2);
+  } catch (err) { toast("entity: " + err.message); }
 }
 
 // -- ask (SSE over a POST: fetch's stream reader) --------------------------------------------------
@@ -529,6 +615,7 @@ function start() {
   $("search-image").addEventListener("change", (e) => e.target.parentElement.classList.toggle("has", !!e.target.files.length));
   $("ask-form").addEventListener("submit", doAsk);
   $("monitor-form").addEventListener("submit", addMonitor);
+  $("entity-form").addEventListener("submit", listEntities);
   bindTimeline();
   refreshAll();
   connect();
@@ -539,6 +626,7 @@ async function refreshAll() {
   await refreshMonitors();
   await refreshCameras();
   await loadAlerts();
+  await listEntities();
 }
 
 start();
