@@ -10,7 +10,7 @@ import pytest
 from support.paths import unpack_store
 from vam_engine.memory.db import SCHEMA_VERSION
 from vam_engine.memory.monitors import MonitorSpec
-from vam_engine.memory.records import Evidence
+from vam_engine.memory.records import BoxRef, Evidence, Pose
 from vam_engine.memory.sessions import NewTurn
 from vam_engine.memory.store import Store
 
@@ -55,7 +55,9 @@ def test_a_schema_8_store_migrates_its_conversations_into_sessions(v8_store):
 def test_turns_are_kept_newest_first_and_ids_never_reused(tmp_path):
     s = Store(tmp_path / "s")
     try:
-        ev = Evidence("cam", 1.0, 2.0, (4, 5), ("/a.jpg", "/b.jpg"), 0.5, "frame", "seen", 0.7, None)
+        ev = Evidence("cam", 1.0, 2.0, (4, 5), ("/a.jpg", "/b.jpg"), 0.5, "frame", "seen", 0.7, None,
+                      Pose(1.5, -2.0, 0.0, 0.25, "lab"), (BoxRef(4, (1.0, 2.0, 30.0, 40.0), "cat", 0.9, "object",
+                                                               (640, 480)),))  # nested records come back whole
         s.sessions.ensure("a")
         s.sessions.ensure("ab", ("cam", "door"))
         first = s.sessions.add_turns("a", [NewTurn("user", "question", "q1", 1.0),

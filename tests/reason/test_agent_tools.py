@@ -151,7 +151,8 @@ def test_a_tool_result_that_says_ignore_your_instructions_changes_nothing(eng, s
     assert [(e.stage, e.action, e.error, e.repaired) for e in injected.trace] == \
         [(e.stage, e.action, e.error, e.repaired) for e in benign.trace]
     bad = [e for e in injected.trace if e.error and "delete_all" in e.error][0]
-    assert "must be one of ['answer', 'inspect', 'search', 'summarize', 'web_search']" in bad.error
+    assert "must be one of ['answer', 'find_entity', 'inspect', 'last_seen', 'search', 'summarize', 'web_search']" \
+        in bad.error
     system = prompts.planner_system(("web_search",), 4)
     assert {p.messages[0].content[0] for p in bplans + iplans} == {system}  # never changed by a result
     state = _state(iplans[1])
@@ -172,7 +173,7 @@ def test_tool_actions_exist_only_when_configured(eng, srv):
                {"action": "answer", "response": "not known"}]
     ans, plans = _ask(_view(eng), planner, None)
     first = [e for e in ans.trace if e.stage == "planner"][0]
-    assert "must be one of ['answer', 'inspect', 'search', 'summarize']" in first.error
+    assert "must be one of ['answer', 'find_entity', 'inspect', 'last_seen', 'search', 'summarize']" in first.error
     assert first.fallback == "permissive search" and srv.requests == []
     assert plans[0].messages[0].content[0] == prompts.PLANNER and "web_search" not in prompts.PLANNER
     planner = [{"action": "image_search", "t": 3.0}, {"action": "image_search", "t": 3.0},

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 from ..errors import VamError
 from .db import Database, placeholders
-from .records import Evidence
+from .records import BoxRef, Evidence, Pose
 
 ROLES = ("user", "engine")
 TURN_KINDS = ("question", "answer", "watch", "cancel", "reply")
@@ -107,9 +107,14 @@ def evidence_to_json(e: Evidence) -> dict:
 
 
 def _evidence(text: str) -> tuple[Evidence, ...]:
+    """Evidence as ``evidence_to_json`` wrote it, its nested records rebuilt (a turn written
+    before poses or boxes existed has neither)."""
     out = []
     for d in json.loads(text):
         d["moment_ids"], d["frame_paths"] = tuple(d["moment_ids"]), tuple(d["frame_paths"])
+        d["pose"] = Pose(**d["pose"]) if d.get("pose") else None
+        d["boxes"] = tuple(BoxRef(b["moment_id"], tuple(b["box"]), b["label"], b["score"], b["kind"],
+                                  tuple(b["frame_size"])) for b in d.get("boxes", ()))
         out.append(Evidence(**d))
     return tuple(out)
 
