@@ -229,6 +229,27 @@ def test_speech_in_search_by_words_and_by_meaning(store, minilm):
     vm.close()
 
 
+def test_a_segment_found_by_its_words_alone_gets_its_cosine_from_its_own_vector(store):
+    """The vector list ranks the query's fetch of nearest segments; a segment beyond them that
+    the words find is scored against its own vector (one relevance rule for every hit)."""
+    rng = np.random.default_rng(0)
+    near, far = np.eye(16, dtype=np.float32)[0], np.eye(16, dtype=np.float32)[1]
+    segs = [TranscriptSegment("door", float(i), i + 0.5, f"delivery number {i} came in", "en", 0.9)
+            for i in range(30)] + [TranscriptSegment("door", 40.0, 41.0, "my cat sleeps on the mat", "en", 0.9)]
+    vecs = [near + 0.05 * rng.standard_normal(16).astype(np.float32) for _ in range(30)] + [far]
+    store.transcripts.append(segs, np.stack([v / np.linalg.norm(v) for v in vecs]))
+    vm = VectorMemory(store.vector_table, store.root / "vectors", VectorConfig())
+
+    class Embedder:  # every query lands among the deliveries, far from the cat
+        def embed_texts(self, texts):
+            return np.stack([near] * len(texts))
+
+    hits = search(store, vm, None, Embedder(), text="cat", sources=("speech",), top_k=3).evidence
+    cat = [h for h in hits if h.t_start == 40.0]
+    assert cat and abs(cat[0].similarity) < 0.05 and cat[0].relevance is not None and cat[0].relevance < 0.1
+    vm.close()
+
+
 def test_speech_vectors_survive_a_reopen(tmp_path, minilm):
     s = Store(tmp_path / "s")
     segs = _segments()

@@ -1,41 +1,10 @@
 """Engine: the public API. Its methods are short delegations to the parts it is composed of,
-each of which receives what it uses, never the engine:
-
-- ``EngineModels`` (models.py): the MLLM, the document text embedder and the event forest,
-  built at first use;
-- ``Lifecycle`` (lifecycle.py): the writer lock, the vector indexes, the document writer,
-  background retention and the indexing pipeline;
-- ``PushedCameras`` (pushed.py), ``LiveCameras`` (live.py), ``index_sources`` (files.py): the
-  three ways video comes in;
-- ``EngineMonitors`` (monitors.py): watch, alerts;
-- ``EngineSessions`` (sessions.py): sessions, the one entry for a user turn, replies to alerts;
-- ``Documents`` (documents.py): summaries and the forest after a deletion;
-- ``EngineAudio`` (audio.py): speech transcribed beside the video (files, live cameras, pushed
-  audio) when ``audio.model`` is set; its hub is built at the first call that needs it.
-
-What starts when (one rule, so that reading a store never changes it):
-
-=========================================  ===========  ===============  =========
-call                                       writer lock  document writer  retention
-=========================================  ===========  ===============  =========
-construction, search, moments, info, ask   no           no               no
-index_file(s), push, push_audio,          yes          yes (with LLM)   yes (when enabled)
-add_camera, start
-summarize, wait_for_documents              yes          yes              no
-delete, retain                             yes          no               retain: one pass
-=========================================  ===========  ===============  =========
-
-The writer lock (memory/writer_lock.py) makes one process the store's writer; readers take no
-lock and keep working meanwhile. ``ask`` records every answer in the QA history (one row at
-once; its embedding and the rolling summary's rewrite by a background thread that ``close``
-waits for), and writes summary documents only when its planner asks for them (taking the
-writer lock then). The LLM is built at its first use (``ask``, a monitor or the document
-writer), never at construction.
+each of which receives what it uses, never the engine. The package docstring
+(engine/__init__.py) lists the parts and says what starts when.
 """
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
 import time
@@ -57,7 +26,7 @@ from ..memory.places import make_place
 from ..memory.records import Alert, Deletion, Moment, Summary
 from ..memory.records import Transcript
 from ..memory.search import SOURCES, SPEECH, SearchResult, search
-from ..memory.store import Store
+from ..memory.store import Store, check_delete_range
 from ..memory.view import MemoryView
 from ..reason.working import WorkingMemory, present_side
 from ..tools import make_toolbox
@@ -384,7 +353,7 @@ class Engine:
             raise ValueError("delete needs cameras=... and/or time_range=... (refusing to delete everything implicitly)")
         if isinstance(cameras, str):
             cameras = [cameras]
-        t0, t1 = _check_delete_range(time_range)
+        t0, t1 = check_delete_range(time_range)
         self._life.claim()
         self.flush()  # nothing in flight may re-add what is deleted
         self._audio.forget(cameras, t0, t1)  # nor speech still being transcribed
@@ -646,13 +615,3 @@ class Engine:
             out["forest_nodes"] = len(self.forest)
         return out
 
-
-def _check_delete_range(time_range) -> tuple[float | None, float | None]:
-    t0, t1 = time_range if time_range is not None else (None, None)
-    for name, t in (("start", t0), ("end", t1)):
-        if t is not None and not (isinstance(t, (int, float)) and math.isfinite(t)):
-            raise VamError(f"delete: the time range's {name} must be a finite time in seconds, got {t!r}")
-    if t0 is not None and t1 is not None and t0 > t1:
-        raise VamError(f"delete: the time range starts after it ends (t0={t0:g} > t1={t1:g}): nothing "
-                       f"would be deleted; give t0 <= t1")
-    return t0, t1

@@ -219,7 +219,7 @@ def _speech_words(store, vectors, text, q, scope, fetch, fused, cosine, zscore) 
     if not len(ids):
         return
     background = store.vector_table.allowed_ids(SPEECH, cameras, None, None, as_of)
-    zs = background_z(_space(vectors, SPEECH), q, sims, background)
+    zs = background_z(space_of(vectors, SPEECH), q, sims, background)
     for i, (sim, vid) in enumerate(zip(sims.tolist(), ids.tolist())):
         cosine[(SPEECH, vid)] = float(sim)
         if zs is not None:

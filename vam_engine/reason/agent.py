@@ -41,7 +41,8 @@ from ..memory.view import MemoryView
 from ..numerics import spread_evenly
 from . import entity_actions
 from .answer import Answer
-from .planner_context import CONTEXT_TEXT_CHARS, Found, PlannerRun, evidence_key, found_rank, render_block
+from .planner_context import (CONTEXT_TEXT_CHARS, Found, PlannerRun, anchor_occurrences, evidence_key, found_rank,
+                              render_block)
 from .tool_actions import ToolActions
 from .turn import ModelTurns, TraceEntry
 
@@ -52,8 +53,6 @@ INSPECT_FRAMES = 8             # frames per inspection of a search hit
 JOINT_FRAMES = 16              # frames of one joint inspection, shared by its hits
 MAX_ANCHOR_CHECKS = 4          # verifier calls per anchor
 MAX_SUMMARY_DOCS = 16          # summary documents one summarize may write (windows x cameras)
-ANCHOR_GAP_S = 2.0             # hits closer than this in time are one occurrence of an anchor event
-ANCHOR_RELATIVE_FLOOR = 0.8    # anchor candidates must score at least this fraction of the best of their source
 POINT_PAD_S = 1.0              # an instant (a frame hit) is widened by this on each side before looking at it
 MAX_NOTE_CHARS = 2000          # of an inspector reply kept
 MAX_CITED = 10                 # evidence records an answer cites
@@ -486,28 +485,13 @@ class AgenticAnswerer:
     def _anchor(self, run: PlannerRun, anchor, entry: TraceEntry):
         """(t0, t1) of the anchor's occurrence_index-th occurrence, or None.
 
-        Candidates: a search for the description; hits scoring below ANCHOR_RELATIVE_FLOOR of
-        the best of their source are dropped (a search always returns top_k hits, related or
-        not). Hits within ANCHOR_GAP_S of each other form one occurrence; occurrences are counted
-        in time order. The first min(inspect_k, MAX_ANCHOR_CHECKS) occurrences are checked by the
+        Candidates: a search for the description, grouped into occurrences in time order
+        (``anchor_occurrences``). The first min(inspect_k, MAX_ANCHOR_CHECKS) occurrences are checked by the
         verifier on their frames (one call each, one batch): rejected ones do not count, an
         unreadable verdict counts as unverified; later occurrences count unverified."""
         notes = entry.notes
         with self._timed(run, "retrieval"):
-            hits = run.view.search(anchor.description, top_k=anchor.top_k)
-        best: dict = {}
-        for h in hits:
-            best[h.source] = max(best.get(h.source, -math.inf), h.similarity or 0.0)
-        hits = [h for h in hits if (h.similarity or 0.0) >= ANCHOR_RELATIVE_FLOOR * max(best[h.source], 0.0)]
-        occurrences: list[list] = []  # [t0, t1, camera or None]
-        for h in sorted(hits, key=lambda h: (h.t_start, h.t_end)):
-            if occurrences and h.t_start <= occurrences[-1][1] + ANCHOR_GAP_S:
-                last = occurrences[-1]
-                last[1] = max(last[1], h.t_end)
-                if last[2] != h.camera_id:
-                    last[2] = None
-            else:
-                occurrences.append([h.t_start, h.t_end, h.camera_id])
+            occurrences = anchor_occurrences(run.view.search(anchor.description, top_k=anchor.top_k))
         label = f"anchor {anchor.description[:80]!r}"
         checks = min(anchor.inspect_k, MAX_ANCHOR_CHECKS, len(occurrences))
         verdicts = self._verify(run, anchor, occurrences[:checks], notes)

@@ -13,6 +13,8 @@ from .answer import Answer
 from .turn import ModelTurns
 
 CONTEXT_TEXT_CHARS = 300  # of each result's text shown to the planner
+ANCHOR_GAP_S = 2.0             # hits closer than this in time are one occurrence of an anchor event
+ANCHOR_RELATIVE_FLOOR = 0.8    # anchor candidates must score at least this fraction of the best of their source
 
 
 @dataclass
@@ -85,3 +87,24 @@ def found_rank(f: Found) -> float:
     """The fallback order: highest similarity first; results without one (inspections,
     summaries) after every scored result."""
     return f.evidence.similarity if f.evidence.similarity is not None else -math.inf
+
+
+def anchor_occurrences(hits) -> list[list]:
+    """An anchor's occurrences in time order, [t0, t1, camera or None when several]: hits
+    scoring below ANCHOR_RELATIVE_FLOOR of the best of their source are dropped (a search
+    always returns top_k hits, related or not); hits within ANCHOR_GAP_S of each other form
+    one occurrence."""
+    best: dict = {}
+    for h in hits:
+        best[h.source] = max(best.get(h.source, -math.inf), h.similarity or 0.0)
+    hits = [h for h in hits if (h.similarity or 0.0) >= ANCHOR_RELATIVE_FLOOR * max(best[h.source], 0.0)]
+    occurrences: list[list] = []
+    for h in sorted(hits, key=lambda h: (h.t_start, h.t_end)):
+        if occurrences and h.t_start <= occurrences[-1][1] + ANCHOR_GAP_S:
+            last = occurrences[-1]
+            last[1] = max(last[1], h.t_end)
+            if last[2] != h.camera_id:
+                last[2] = None
+        else:
+            occurrences.append([h.t_start, h.t_end, h.camera_id])
+    return occurrences
