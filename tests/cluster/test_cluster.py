@@ -24,6 +24,7 @@ from support.scripted import images, scripted_llm, texts, verdict  # noqa: E402
 from support.waiting import wait_for  # noqa: E402
 from vam_engine import Engine  # noqa: E402
 from vam_engine.cluster import ShardDown, connect, split_id  # noqa: E402
+from vam_engine.errors import VamError  # noqa: E402
 
 H, W = 48, 64
 CFG = {"ingest": {"fps": 1.0}, "writer": {"enabled": False}, "retention": {"enabled": False}}
@@ -137,6 +138,14 @@ def test_search_and_moments_equal_one_engine(cluster):
         got = router.search(image=q, top_k=6)
         assert_same(got, want)
         assert got.evidence[0].camera_id == cam and not got.missing_cameras
+    # the full-text sources are not searched across shards: named, they are left out with a note
+    q = frame("cam-b", 4.0)
+    named = router.search(image=q, top_k=6, sources=("frame", "event", "summary", "ocr", "speech"))
+    assert any(n.startswith("ocr, speech not searched across a cluster") for n in named.notes)
+    assert_same(named, plain.search(image=q, top_k=6, sources=("frame", "event", "summary")))
+    assert not any("not searched" in n for n in router.search(image=q, top_k=6).notes)
+    with pytest.raises(VamError, match="labels filter is not built across a cluster"):
+        router.search(image=q, labels=["cat"])
     # the frame of a hit comes back by its cluster id, from its shard
     hit = router.search(image=frame("cam-d", 1.0), top_k=1).evidence[0]
     jpeg = router.frame(hit.moment_ids[0])
@@ -301,6 +310,8 @@ def test_the_router_serves_the_single_engines_http_api(cluster, served):
         assert ra["evidence"] and [ev(e) for e in rb["evidence"]] == [ev(e) for e in ra["evidence"]]
         assert [e["score"] for e in rb["evidence"]] == pytest.approx([e["score"] for e in ra["evidence"]])
         assert rb["missing_cameras"] == []
+        refused = b.post("/api/search", json={"text": "cat", "labels": ["cat"]})
+        assert refused.status_code == 400 and "labels filter" in refused.json()["detail"]
 
         m_a = _pages(a, "/api/moments", 1000, camera="cam-d")[0][0]
         m_b = _pages(b, "/api/moments", 1000, camera="cam-d")[0][0]
@@ -567,7 +578,6 @@ def test_a_monitor_of_every_camera_reaches_a_shard_added_later(cluster):
 def test_an_unreachable_cluster_address_is_an_error_in_seconds():
     from support.net import free_port
     from vam_engine.cluster.router import _check_reachable
-    from vam_engine.errors import VamError
 
     port = free_port()  # nothing listens there
     t0 = time.monotonic()

@@ -25,13 +25,13 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import Unavailable, VamError
 from ..memory.records import Deletion, Moment
-from ..memory.search import SOURCES, SearchResult
+from ..memory.search import SOURCES, SPEECH, VECTOR_SOURCES, SearchResult, check_search
 from ..reason.monitor import AlertSubscription
 from .catalogue import Catalogue, cluster_id, split_id
-from ..memory.search import check_search
 from .fanout import fuse
 from .shard import ACTOR_PREFIX, NAMESPACE, ShardStatus, shard_actor_class
 
+WORD_ONLY = tuple(x for x in SOURCES if x not in VECTOR_SOURCES) + (SPEECH,)  # full-text lists: not across shards
 
 log = logging.getLogger(__name__)
 
@@ -303,14 +303,18 @@ class ClusterEngine:
 
     # -- reads -------------------------------------------------------------------------------
     def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
-               sources=None, as_of: float | None = None) -> ClusterSearchResult:
+               sources=None, as_of: float | None = None, *, labels=None) -> ClusterSearchResult:
         """As Engine.search, over every shard holding ``cameras``; evidence moment ids are cluster
-        ids. Speech is not searched across shards (not built: a shard's hits carry no full-text
-        list nor speech evidence); asked for, it is left out with a note."""
+        ids. The full-text sources (speech, text on screen, detected things) are not searched
+        across shards (not built: a shard's hits carry no full-text lists); asked for, they are
+        left out with a note. A ``labels`` filter is refused (VamError) for the same reason."""
+        if labels:
+            raise VamError("a labels filter is not built across a cluster's shards (search one engine's store)")
+        sources_named = sources is not None
         sources = tuple(SOURCES if sources is None else sources)
         check_search(text, image, top_k, sources)
-        unsearched = [s for s in sources if s == "speech"]
-        sources = tuple(s for s in sources if s != "speech") or SOURCES
+        unsearched = [s for s in sources if s in WORD_ONLY]
+        sources = tuple(s for s in sources if s not in WORD_ONLY) or VECTOR_SOURCES
         shards, cams = self._targets(cameras)
         if image is not None:  # read here: a path on the router's machine means nothing on a shard's node
             from ..memory.search import load_query_image
@@ -321,8 +325,9 @@ class ClusterEngine:
         out, down = self._call_many({s: ("search_hits", (), kw) for s in shards})
         parts = {s: out[s] for s in shards if s in out}
         notes = list(dict.fromkeys(n for h in parts.values() for n in h.notes))
-        if unsearched:
-            notes.append("speech is not searched across a cluster (not built): transcripts are read per camera")
+        if unsearched and sources_named:
+            notes.append(f"{', '.join(unsearched)} not searched across a cluster (not built): transcripts, entities "
+                         f"and text on screen are read per camera")
         missing = self._missing(down, cams)
         if down:
             notes.append(f"shards {down} did not answer: nothing from cameras {list(missing)}")

@@ -20,7 +20,7 @@ from typing import Mapping
 
 from ..memory.records import (Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind,
                               Transcript)
-from ..memory.search import SOURCES
+from ..memory.search import VECTOR_SOURCES
 from ..memory.view import summary_kinds
 from .catalogue import cluster_id
 
@@ -109,7 +109,10 @@ class FanoutView:
         return float(min(e.first for e in exts)) if exts and absolute else 0.0
 
     # -- reads ---------------------------------------------------------------------------------
-    def search(self, text: str | None, top_k: int = 10, time_range=None, sources=SOURCES, *, image=None) -> list[Evidence]:
+    def search(self, text: str | None, top_k: int = 10, time_range=None, sources=None, *,
+               image=None) -> list[Evidence]:
+        if sources is None:
+            sources = self.default_sources()
         if time_range is not None and self.as_of is not None:
             t0, t1 = time_range
             time_range = (t0, self.as_of if t1 is None else min(t1, self.as_of))
@@ -120,9 +123,10 @@ class FanoutView:
         return self._router.frame_cache.localize(res.evidence)
 
     def default_sources(self) -> tuple[str, ...]:
-        """Frames, events and summaries: the cluster's search does not cover speech yet (its
-        shards' hits carry no full-text list nor speech evidence; ``transcripts`` reads them)."""
-        return SOURCES
+        """Frames, events and summaries: the cluster's search does not cover the full-text
+        sources yet (speech, text on screen, detected things: its shards' hits carry no
+        full-text lists; ``transcripts`` reads what was said)."""
+        return VECTOR_SOURCES
 
     def transcripts(self, t0: float | None = None, t1: float | None = None, camera: str | None = None,
                     limit: int | None = None) -> list[Transcript]:

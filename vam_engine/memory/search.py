@@ -70,7 +70,8 @@ if TYPE_CHECKING:
     from .vectors import VectorSpace
 
 RRF_K = 60
-SOURCES = ("frame", "event", "summary", "ocr", "object")  # the default
+VECTOR_SOURCES = ("frame", "event", "summary")  # found in the vector spaces (and, for documents, by words)
+SOURCES = VECTOR_SOURCES + ("ocr", "object")  # the default
 SPEECH = "speech"
 KNOWN_SOURCES = SOURCES + (SPEECH,)
 SPEECH_FRAMES = 4  # moments cited with a speech hit, spread over it
