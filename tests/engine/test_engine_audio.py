@@ -192,6 +192,21 @@ def test_sources_without_audio_or_with_a_broken_track_index_normally(tmp_path):
             assert eng.store.sources.info(src["source_id"])["audio_done"] is True
 
 
+def test_files_whose_audio_cannot_start_index_their_video_and_say_why(tmp_path):
+    path = speech.speech_video(((0.5, speech.TRUCK),), 5.0, scene_s=1.0)
+    broken = tmp_path / "model"
+    broken.mkdir()
+    (broken / "model.bin").write_bytes(b"not a model")
+    cfg = config()
+    cfg["audio"]["model"] = str(broken)
+    with Engine(tmp_path / "store", cfg, device="cpu") as eng:
+        reports = eng.index_files([path, path], ["door", "hall"])  # neither stops at the other's failure
+        for r in reports:
+            assert r.failed is None and r.kept > 0
+            assert r.audio["state"] == "error" and "cannot be loaded" in r.audio["error"], r.audio
+        assert eng.moments("door") and eng.moments("hall") and eng.transcripts() == []
+
+
 def test_delete_removes_speech_everywhere(tmp_path):
     path = speech.speech_video(((1.0, speech.TRUCK), (6.0, speech.PLANTS)), 10.0)
     with Engine(tmp_path / "store", config(), device="cpu") as eng:
@@ -214,6 +229,25 @@ def _track_blocks(track: np.ndarray, block_s: float):
     n = int(block_s * speech.ESPEAK_RATE)
     for a in range(0, len(track), n):
         yield a / speech.ESPEAK_RATE, track[a:a + n]
+
+
+def test_speech_after_a_deletion_is_kept(tmp_path):
+    """A deletion drops only the speech in flight when it happened: a robot that speaks again
+    after its camera was deleted is heard again."""
+    track = speech.speech_track(((0.5, speech.TRUCK),), 5.0)
+    with Engine(tmp_path / "store", config(), device="cpu") as eng:
+        for t, block in _track_blocks(track, 0.5):
+            eng.push_audio("robot", block, speech.ESPEAK_RATE, t)
+        eng.end_push("robot")
+        assert eng.wait_for_transcripts(60) and len(eng.transcripts("robot")) == 1
+        eng.delete(cameras=["robot"])
+        assert eng.transcripts("robot") == []
+        for t, block in _track_blocks(track, 0.5):
+            eng.push_audio("robot", block, speech.ESPEAK_RATE, t + 10.0)
+        eng.end_push("robot")
+        assert eng.wait_for_transcripts(60)
+        (seg,) = eng.transcripts("robot")
+        assert speech.word_error_rate(speech.TRUCK, seg.text) <= 0.2 and seg.t_start > 10.0
 
 
 def test_a_robot_pushes_audio_and_a_monitor_fires_on_a_spoken_phrase_within_timeok(tmp_path):

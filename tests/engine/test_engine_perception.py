@@ -79,6 +79,12 @@ def test_a_crossing_cat_is_one_entity_seen_on_both_cameras(perception_store):
             xs = [(s.box[0] + s.box[2]) / 2 for s in line.sightings if s.camera_id == cam]
             assert len(xs) >= 6 and xs == sorted(xs)  # left to right, every kept frame
         assert "orange" in cat.colours and cat.crop_path is not None
+        # a view of one camera sees the colours of a crop cut there only
+        for cam in ("gate", "yard"):
+            (mine,) = eng.entities(label="cat", camera=cam)
+            assert set(mine.seen) == {cam}
+            assert (mine.colours == cat.colours) == (cat.crop_camera == cam) and \
+                (mine.crop_path is not None) == (cat.crop_camera == cam)
         people = eng.entities(label="person")
     assert len(people) == 1 and set(people[0].seen) == {"yard"}
     a, b = ps.PERSON_ON_YARD

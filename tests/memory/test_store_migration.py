@@ -14,10 +14,23 @@ from vam_engine.memory.forest_nodes import ForestNodeRepository
 from vam_engine.memory.store import Store
 
 
-
 @pytest.fixture
 def v2_store(tmp_path):
     return unpack_store(2, tmp_path)  # 40 s demo clip at 1 fps, documented, asked once
+
+
+def test_a_schema_2_store_that_never_asked_or_summarized_migrates(v2_store):
+    """QA and summary tables were made on first use then: a store without them takes every step."""
+    with sqlite3.connect(v2_store / "store.sqlite") as conn:
+        for table in ("qa_history", "qa_summary", "summaries"):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    s = Store(v2_store, create=False)
+    try:
+        assert int(s.db.conn().execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]) \
+            == SCHEMA_VERSION
+        assert s.info()["moments"] == 12 and s.fulltext.count() == 7  # the event documents, indexed by words
+    finally:
+        s.close()
 
 
 def test_schema_2_store_migrates_in_place_and_keeps_everything(v2_store):

@@ -35,6 +35,7 @@ from .transcriber import Transcriber
 from .vad import SpeechChunker
 
 PUSH_QUEUE_S = 60.0  # pushed audio (all cameras) waiting for the push thread, at most
+FILE_BACKLOG_SHARE = 0.5  # a file read faster than real time waits while more than this share of max_backlog_s waits
 
 
 class _Camera:
@@ -97,10 +98,21 @@ class AudioHub:
                 cam.status.state = state
                 cam.status.error = cam.reader.error if cam.reader is not None else None
 
-        cam.reader = AudioReader(path, camera_id, lambda block, cam=cam: self._feed(cam, block.t, block.samples),
+        paced = not realtime and "://" not in str(path)  # a file: its reading waits for ASR, a stream cannot
+        cam.reader = AudioReader(path, camera_id, lambda block, cam=cam: self._feed(cam, block.t, block.samples,
+                                                                                   paced=paced),
                                  start_time_abs=start_time_abs, realtime=realtime, timeout_s=self.cfg.timeout_s,
                                  resume_after=resume_after, on_end=on_end)
         cam.reader.start()
+
+    def _wait_for_room(self, cam: _Camera) -> None:
+        """A file decodes far faster than ASR transcribes: its reader waits while the speech
+        queued for ASR passes FILE_BACKLOG_SHARE of the backlog, so none of a file's speech is
+        dropped and live cameras keep the rest of the room."""
+        limit = self.cfg.max_backlog_s * FILE_BACKLOG_SHARE
+        while self.transcriber.pending_s() > limit and not self._closed and cam.reader is not None \
+                and not cam.reader.stopping:
+            time.sleep(0.05)
 
     def feed(self, camera_id: str, t: float, samples: np.ndarray) -> None:
         """16 kHz mono float32 audio starting at camera-axis ``t``, from a caller that decodes it
@@ -161,7 +173,9 @@ class AudioHub:
         self.transcriber.forget(camera_id)
 
     # -- feeding -------------------------------------------------------------------------------
-    def _feed(self, cam: _Camera, t: float, samples: np.ndarray) -> None:
+    def _feed(self, cam: _Camera, t: float, samples: np.ndarray, paced: bool = False) -> None:
+        if paced:
+            self._wait_for_room(cam)
         with cam.lock:
             chunks = cam.chunker.feed(t, samples)
             st = cam.status

@@ -19,7 +19,10 @@ Where audio comes from:
 
 Deletion. Segments still in flight when a range is deleted (queued for ASR, or being embedded)
 would come back after it: each deletion leaves a tombstone, and a segment that overlaps a
-deleted range and started before the camera's audio position at the deletion is dropped.
+deleted range and started before the camera's audio position at the deletion is dropped. A
+tombstone lapses once its cameras' speech heard by then is transcribed (later speech is new,
+even on a camera whose clock restarted). Storing a batch and a deletion's tombstone exclude each
+other, so a segment is either stored before the deletion (and deleted) or dropped after it.
 """
 from __future__ import annotations
 
@@ -44,7 +47,8 @@ CLOSE_DRAIN_S = 30.0  # closing transcribes the speech already heard for at most
 class _Tombstone:
     cameras: frozenset | None  # None: every camera
     t0: float
-    t1: dict  # camera -> the end of the deleted range for it (its audio position when t1 was open)
+    t1: float  # inf: an open end
+    heard: dict  # camera -> its audio position at the deletion: speech in flight started before it
 
 
 def audio_summary(st, error_hint: str | None = None) -> dict:
@@ -77,6 +81,7 @@ class EngineAudio:
         self._hub = None
         self._writer = None
         self._lock = threading.Lock()
+        self._store_lock = threading.Lock()  # a batch's check and write vs a deletion's tombstone
         self._tombstones: deque[_Tombstone] = deque(maxlen=MAX_TOMBSTONES)
         self._expected: dict[str, int] = {}  # cameras whose file audio is being started: not settled
         self.start_error: str | None = None  # why the hub could not be built (its model did not load)
@@ -117,23 +122,38 @@ class EngineAudio:
     def _on_segments(self, segments) -> None:
         """On the ASR thread: store a batch (minus what a deletion since took), then hand what
         was stored to the present and its listeners (the monitors)."""
-        segments = [s for s in segments if not self._deleted(s)]
-        if not segments:
+        with self._store_lock:
+            self._lapse_tombstones()  # (this batch is still counted in flight: its tombstones hold)
+            segments = [s for s in segments if not self._deleted(s)]
+            stored = self._writer(segments) if segments else []
+        if not stored:
             return
-        stored = self._writer(segments)
-        if stored and self._working is not None:
+        if self._working is not None:
             hub = self._hub
-            now = max((hub.heard_until(c) or -math.inf) for c in {s.camera_id for s in stored}) if hub else None
-            self._working.hear(stored, None if now is None or now == -math.inf else now)
+            by_cam: dict[str, list] = {}
+            for seg in stored:
+                by_cam.setdefault(seg.camera_id, []).append(seg)
+            for cam, segs in by_cam.items():  # each camera's listeners on its own axis
+                self._working.hear(segs, hub.heard_until(cam) if hub is not None else None)
 
     def _deleted(self, seg) -> bool:
-        for ts in list(self._tombstones):
-            if ts.cameras is not None and seg.camera_id not in ts.cameras:
+        for ts in self._tombstones:
+            heard = ts.heard.get(seg.camera_id)
+            if heard is None or (ts.cameras is not None and seg.camera_id not in ts.cameras):
                 continue
-            end = ts.t1.get(seg.camera_id, ts.t1.get("*", math.inf))
-            if seg.t_end >= ts.t0 and seg.t_start <= end:
+            if seg.t_end >= ts.t0 and seg.t_start <= ts.t1 and seg.t_start < heard:
                 return True
         return False
+
+    def _lapse_tombstones(self) -> None:
+        """Drop the tombstones whose cameras' speech heard before the deletion is all transcribed."""
+        hub = self._hub
+        if hub is None:
+            return
+        for ts in list(self._tombstones):
+            if all((hub.settled_until(c) if hub.settled_until(c) is not None else math.inf) >= h
+                   for c, h in ts.heard.items()):
+                self._tombstones.remove(ts)
 
     def forget(self, cameras, t0: float | None, t1: float | None) -> None:
         """A deletion of ``cameras`` (None: all) over [t0, t1] happened: segments of it still in
@@ -143,14 +163,17 @@ class EngineAudio:
         hub = self._hub
         if hub is None:
             return
-        if t1 is not None:
-            ends = {"*": float(t1)}
-        else:  # an open end: up to where each camera's audio had come (later speech is new)
-            ends = {c: (hub.heard_until(c) if hub.heard_until(c) is not None else -math.inf)
-                    for c in (cameras if cameras is not None else hub.cameras())}
-            ends["*"] = -math.inf
-        self._tombstones.append(_Tombstone(None if cameras is None else frozenset(cameras),
-                                           -math.inf if t0 is None else float(t0), ends))
+        heard = {}
+        for c in (cameras if cameras is not None else hub.cameras()):
+            h, settled = hub.heard_until(c), hub.settled_until(c)
+            if h is not None and settled is not None and settled < h:  # speech of it still in flight
+                heard[c] = h
+        if not heard:
+            return
+        with self._store_lock:
+            self._tombstones.append(_Tombstone(None if cameras is None else frozenset(cameras),
+                                               -math.inf if t0 is None else float(t0),
+                                               math.inf if t1 is None else float(t1), heard))
 
     # -- files -----------------------------------------------------------------------------------
     def expect(self, cameras) -> None:

@@ -66,6 +66,7 @@ class Engine:
         name = model_name(cfg, llm)  # checked before anything opens: a config that cannot work loads nothing
         self.store = None
         self._life = None
+        self._perception = None
         try:
             self.store = Store(store_dir, keyframes_per_event=cfg.writer.frames_per_event)
             self._cascade = GateCascade(make_body(self.device), cfg.gate)
@@ -88,6 +89,8 @@ class Engine:
                                    self.working, on_ingest=self._monitors.resume, speech_settled=self._audio.settled,
                                    perception=self._perception)
         except BaseException:
+            if self._perception is not None and self._life is None:  # built, not yet handed to the lifecycle
+                self._perception.close()
             if self._life is not None:
                 self._life.close_store()
             elif self.store is not None:

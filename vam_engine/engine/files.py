@@ -110,6 +110,8 @@ def _start_audio(store: Store, audio: EngineAudio, heard) -> list:
                 epoch = store.sources.info(source_id).get("audio_epoch")
             if audio.open_file(cam, path, source_id, epoch, resume=not is_url(path)):
                 out.append((cam, source_id, rep))
+        except Exception as e:  # noqa: BLE001 - one source's audio failing to start ends its audio only
+            rep.audio = {"state": "error", "error": f"{type(e).__name__}: {e}"}
         finally:
             audio.unexpect(cam)
     return out

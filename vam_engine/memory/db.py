@@ -403,8 +403,11 @@ def _migrate_6_to_7(conn) -> None:
     """Version 7 partitions the QA history by scope (cameras, session): records gain their
     session (none, for the old ones); the one store-wide rolling summary becomes the summary of
     questions about every camera, the only scope that could see all it was written from."""
-    conn.execute("ALTER TABLE qa_history ADD COLUMN session TEXT NOT NULL DEFAULT ''")
-    conn.execute("UPDATE qa_summary SET key='|*' WHERE key='rolling'")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "qa_history" in tables:  # a store that never asked has none yet (SCHEMA makes it)
+        conn.execute("ALTER TABLE qa_history ADD COLUMN session TEXT NOT NULL DEFAULT ''")
+    if "qa_summary" in tables:
+        conn.execute("UPDATE qa_summary SET key='|*' WHERE key='rolling'")
 
 
 def _migrate_7_to_8(conn) -> None:
@@ -449,8 +452,11 @@ def _migrate_10_to_11(conn) -> None:
     for statement in FULLTEXT_SCHEMA.split(";"):  # a store older than 8 has no full-text tables yet (SCHEMA runs after)
         if statement.strip():
             conn.execute(statement)
-    for kind, sql in (("event", "SELECT event_id, camera_id, t_start, t_end, doc FROM events WHERE doc IS NOT NULL"),
-                      ("summary", "SELECT summary_id, COALESCE(camera_id, '*'), t0, t1, text FROM summaries")):
+    for kind, table, sql in (
+            ("event", "events", "SELECT event_id, camera_id, t_start, t_end, doc FROM events WHERE doc IS NOT NULL"),
+            ("summary", "summaries", "SELECT summary_id, COALESCE(camera_id, '*'), t0, t1, text FROM summaries")):
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone() is None:
+            continue  # an early store without it: nothing written to index
         for ref, cam, t0, t1, text in conn.execute(sql).fetchall():
             doc = conn.execute("INSERT OR IGNORE INTO fulltext_docs (kind, ref_id, camera_id, t_start, t_end) "
                                "VALUES (?,?,?,?,?)", (kind, ref, cam, t0, t1))

@@ -116,15 +116,18 @@ class EntityRepository:
     def _records(self, rows, cameras, as_of) -> list[EntityRecord]:
         ids = [r[0] for r in rows]
         seen = self._seen(ids, cameras, as_of)
-        texts = self._texts(ids, as_of) if as_of is not None else {}
+        # a view limited in cameras or time knows only the text read on its cameras by then, and
+        # the colours of a crop it may see (the entity row holds what every camera taught)
+        scoped = as_of is not None or bool(cameras)
+        texts = self._texts(ids, cameras, as_of) if scoped else {}
         out = []
         for eid, label, colours, txt, crop, crop_cam, crop_t in rows:
             if not seen.get(eid):
                 continue
             visible = crop is not None and (as_of is None or (crop_t is not None and crop_t <= as_of)) and (
                 not cameras or crop_cam in cameras)
-            out.append(EntityRecord(eid, label, tuple(json.loads(colours)) if visible or as_of is None else (),
-                                    tuple(texts.get(eid, ())) if as_of is not None else tuple(json.loads(txt)),
+            out.append(EntityRecord(eid, label, tuple(json.loads(colours)) if visible or not scoped else (),
+                                    tuple(texts.get(eid, ())) if scoped else tuple(json.loads(txt)),
                                     seen[eid], str(self.root / crop) if visible else None,
                                     crop_cam if visible else None))
         return out
@@ -146,10 +149,15 @@ class EntityRepository:
             out.setdefault(eid, {})[cam] = (a, b)
         return out
 
-    def _texts(self, ids, as_of: float) -> dict[int, list[str]]:
+    def _texts(self, ids, cameras, as_of: float | None) -> dict[int, list[str]]:
+        """The text read on each entity by tracks on ``cameras`` (None: all) ended by ``as_of``."""
         out: dict[int, list[str]] = {}
-        rows = select_in(self.db.conn(), "SELECT entity_id, texts FROM tracks WHERE last_t <= ? AND entity_id IN "
-                                         "({ids}) ORDER BY first_t", ids, float(as_of))
+        cams = list(cameras or [])
+        where = (f"camera_id IN ({placeholders(cams)}) AND " if cams else "") + ("last_t <= ? AND " if as_of is not None
+                                                                                 else "")
+        head = [*cams, *([float(as_of)] if as_of is not None else [])]
+        rows = select_in(self.db.conn(), f"SELECT entity_id, texts FROM tracks WHERE {where}entity_id IN ({{ids}}) "
+                                         "ORDER BY first_t", ids, *head)
         for eid, tx in rows:
             for s in json.loads(tx):
                 if s not in out.setdefault(eid, []):
@@ -244,8 +252,11 @@ class EntityRepository:
                 "JOIN moments m ON m.moment_id = d.moment_id WHERE d.track_id = ? AND d.t <= ? ORDER BY d.t DESC "
                 "LIMIT 1",
                 (hit.ref_id, t)).fetchone()
-            text = self.db.conn().execute("SELECT text FROM fulltext_docs d JOIN fulltext f ON f.rowid = d.doc_id "
-                                          "WHERE d.kind=? AND d.ref_id=?", (OBJECT, hit.ref_id)).fetchone()
+            if as_of is not None:  # the thing as known then (the full-text row holds what was learnt later)
+                text = (" ".join([ent.label, *ent.colours, *ent.texts]),) if ent is not None else None
+            else:
+                text = self.db.conn().execute("SELECT text FROM fulltext_docs d JOIN fulltext f ON f.rowid = "
+                                              "d.doc_id WHERE d.kind=? AND d.ref_id=?", (OBJECT, hit.ref_id)).fetchone()
         else:
             ent = None
             span = self.db.conn().execute("SELECT norm, text FROM text_spans WHERE span_id=?", (hit.ref_id,)).fetchone()
@@ -260,6 +271,8 @@ class EntityRepository:
             text = (span[1],) if span else None
         if det is None:
             return LastSeen(query, kind, hit.camera_id, t, ent, text[0] if text else "")
+        if as_of is not None:  # the time of the frame found, not as_of itself (which would say it went on)
+            t = det[6]
         return LastSeen(query, kind, hit.camera_id, t, ent, text[0] if text else "", det[0], str(self.root / det[1]),
                         tuple(det[2:6]), pose_of(det[7:12]))
 

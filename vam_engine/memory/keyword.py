@@ -131,7 +131,7 @@ def object_evidence(store, track_ids, scored: dict) -> dict[int, Evidence]:
     for tid, cam, a, b in select_in(conn, "SELECT track_id, camera_id, first_t, last_t FROM tracks WHERE track_id "
                                           "IN ({ids})", track_ids):
         dets = _spread(conn.execute("SELECT moment_id, x0, y0, x1, y1, label, score, w, h FROM detections WHERE "
-                                    "track_id=? ORDER BY t", (tid,)).fetchall())
+                                    "track_id=? AND t >= ? AND t <= ? ORDER BY t", (tid, a, b)).fetchall())
         moments = store.moments.by_id([d[0] for d in dets])
         dets = [d for d in dets if d[0] in moments]
         score, cos, rel = scored[tid]

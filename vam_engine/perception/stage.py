@@ -346,6 +346,9 @@ class PerceptionStage:
         every entity to hold for linking and ``tracks`` the tracks they are made of. Call it
         before the first frame."""
         with self._state:
+            # ids already handed out (rounds processed but not committed when a deletion restores
+            # the stage mid-run) are never handed out again: a row or crop would be overwritten
+            next_track, next_entity = self._next_track, self._linker.next_id
             tracks = dict(state.tracks)
             self._trackers, self._lines, self._processed_t = {}, {}, {}
             for cam, cs in state.cameras.items():
@@ -358,8 +361,11 @@ class PerceptionStage:
                     self._lines[cam] = list(cs.lines)
                 if cs.submitted_t is not None:
                     self._processed_t[cam] = cs.submitted_t
-            self._linker.load(list(state.entities), tracks, state.next_entity)
-            self._next_track = max([int(state.next_track), *(t + 1 for t in tracks)])
+            self._linker.load(list(state.entities), tracks, max(int(state.next_entity), next_entity))
+            self._next_track = max([int(state.next_track), next_track, *(t + 1 for t in tracks)])
+            for cam in list(self.text_gate.cameras()):  # a camera whose lines were not restored reads afresh
+                if cam not in self._lines:
+                    self.text_gate.forget(cam)
             self._changed_tracks = {}
             processed = dict(self._processed_t)
         with self._order:

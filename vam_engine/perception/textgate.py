@@ -154,6 +154,10 @@ class TextChangeGate:
     def forget(self, camera_id: str) -> None:
         self._last.pop(camera_id, None)
 
+    def cameras(self) -> list[str]:
+        """The cameras it holds a last read for."""
+        return list(self._last)
+
 
 def _meets(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]

@@ -11,7 +11,7 @@ failure, so the camera's forest does not stall behind it (the event, its frames 
 are untouched).
 
 What was said. With transcripts (the audio path), an event's document request carries the
-transcript segments of its interval, and the summary windows theirs. Transcription runs behind
+transcript segments overlapping its interval, and the summary windows theirs. Transcription runs behind
 the video (speech is transcribed once its utterance ends, and ASR may lag), so an event whose
 camera's speech up to its end is not stored yet (``WriterMemory.speech_settled``) waits for it,
 at most ``SPEECH_WAIT_S`` after it closed; then it is documented with what is there.
@@ -62,7 +62,9 @@ class WriterMemory:
     speech_settled: Callable[[str, float], bool] | None = None
 
     def said(self, camera_id: str, t0: float, t1: float) -> list[tuple[float, float, str]]:
-        """(t_start, t_end, text) of the camera's transcript segments overlapping [t0, t1]."""
+        """(t_start, t_end, text) of the camera's transcript segments overlapping [t0, t1]: a
+        sentence that runs past the interval's end is quoted whole (one kept frame every few
+        seconds would otherwise leave it in no event's document)."""
         if self.transcripts is None:
             return []
         segs = self.transcripts.list(camera_id, t0, t1)
