@@ -20,8 +20,8 @@ Where audio comes from:
 Deletion. Segments still in flight when a range is deleted (queued for ASR, or being embedded)
 would come back after it: each deletion leaves a tombstone, and a segment that overlaps a
 deleted range and started before the camera's audio position at the deletion is dropped. A
-tombstone lapses once its cameras' speech heard by then is transcribed (later speech is new,
-even on a camera whose clock restarted). Storing a batch and a deletion's tombstone exclude each
+tombstone lapses once its cameras' speech heard by then is transcribed (what comes later is
+new speech). Storing a batch and a deletion's tombstone exclude each
 other, so a segment is either stored before the deletion (and deleted) or dropped after it.
 """
 from __future__ import annotations
