@@ -29,6 +29,7 @@ from .records import SAMPLE_RATE, SpeechChunk
 WINDOW = 512  # Silero's window at 16 kHz
 CONTEXT = 64  # samples of the previous window each window is scored with
 NEG_OFFSET = 0.15  # silence is under threshold - this (Silero's rule)
+CLOCK_BACK_S = 1.0  # a new run starting this far before the last chunk's end: the clock restarted
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,6 +108,8 @@ class SpeechChunker:
 
     # -- the buffer: absolute sample indices since the run's first sample ----------------------
     def _new_run(self, t0: float | None) -> None:
+        if t0 is not None and self._kept_until is not None and t0 < self._kept_until - CLOCK_BACK_S:
+            self._kept_until = None  # the camera's clock went back (a restart): nothing before is ours
         self._t0 = t0  # camera-axis time of sample 0 of this run
         self._buf = np.zeros(4 * SAMPLE_RATE, np.float32)  # grows to a chunk while speech lasts
         self._base = 0  # absolute index of _buf[0]
