@@ -42,3 +42,12 @@ def test_the_isolated_body_hears_what_the_in_process_one_hears():
 def test_a_bad_model_is_named_by_the_isolated_body(tmp_path):
     with pytest.raises(ASRError, match="no model.bin"):
         make_recognizer(AudioConfig(model=str(tmp_path)), "cpu")
+
+
+def test_a_child_that_does_not_start_in_time_is_an_error_not_a_hang():
+    from vam_engine.audio.isolated import IsolatedRecognizer
+
+    options = dict(model=str(speech.whisper_model_dir()), device="cpu", compute_type="auto", cpu_threads=1,
+                   beam_size=1, batch_size=4)
+    with pytest.raises(ASRError, match="did not start within 0.01 s"):
+        IsolatedRecognizer(options, start_timeout_s=0.01)  # loading the model takes longer than that

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import struct
 import subprocess
 import sys
@@ -64,6 +65,10 @@ class IsolatedRecognizer:
         self._proc = subprocess.Popen([sys.executable, "-m", "vam_engine.audio.isolated"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=None, env=env)
         _send(self._proc.stdin, self.options)
+        ready, _, _ = select.select([self._proc.stdout], [], [], self.start_timeout_s)
+        if not ready:  # a model that hangs while loading must not hold its first caller forever
+            self.close()
+            raise ASRError(f"the ASR process did not start within {self.start_timeout_s:g} s")
         reply = self._reply()
         if isinstance(reply, Exception):
             self.close()
