@@ -17,7 +17,9 @@ def test_a_token_is_stored_as_its_hash_only_in_a_private_file(tmp_path):
     ts = TokenStore(tmp_path)
     info, token = ts.create("read", ["front", "yard"], label="ops")
     raw = (tmp_path / "tokens.json").read_text()
-    assert token not in raw and token.split("_")[-1] not in raw
+    secret = token.split("_", 2)[2]  # vam_<id>_<secret>; the secret may hold "_" itself
+    assert token.startswith(f"vam_{info.token_id}_") and len(secret) >= 32
+    assert token not in raw and secret not in raw
     assert stat.S_IMODE(os.stat(tmp_path / "tokens.json").st_mode) == 0o600
     assert json.loads(raw)["tokens"][0]["token_id"] == info.token_id
     got = TokenStore(tmp_path).verify(token)  # a fresh reader (another process) finds it
