@@ -192,13 +192,19 @@ def test_sources_without_audio_or_with_a_broken_track_index_normally(tmp_path):
             assert eng.store.sources.info(src["source_id"])["audio_done"] is True
 
 
-def test_files_whose_audio_cannot_start_index_their_video_and_say_why(tmp_path):
-    path = speech.speech_video(((0.5, speech.TRUCK),), 5.0, scene_s=1.0)
+def _broken_model_config(tmp_path):
+    """A config whose audio.model directory holds a model.bin that is not a model."""
     broken = tmp_path / "model"
     broken.mkdir()
     (broken / "model.bin").write_bytes(b"not a model")
     cfg = config()
     cfg["audio"]["model"] = str(broken)
+    return cfg, broken
+
+
+def test_files_whose_audio_cannot_start_index_their_video_and_say_why(tmp_path):
+    path = speech.speech_video(((0.5, speech.TRUCK),), 5.0, scene_s=1.0)
+    cfg, _ = _broken_model_config(tmp_path)
     with Engine(tmp_path / "store", cfg, device="cpu") as eng:
         reports = eng.index_files([path, path], ["door", "hall"])  # neither stops at the other's failure
         for r in reports:
@@ -296,11 +302,7 @@ def test_a_live_camera_transcribes_its_audio_track_and_names_a_model_that_cannot
         assert speech.word_error_rate(speech.TRUCK, seg.text) <= 0.2
         st = eng.status("door")[0]
         assert st.audio["state"] in ("running", "ended") and st.audio["segments"] == 1 and st.error is None
-    broken = tmp_path / "model"
-    broken.mkdir()
-    (broken / "model.bin").write_bytes(b"not a model")
-    cfg = config()
-    cfg["audio"]["model"] = str(broken)
+    cfg, broken = _broken_model_config(tmp_path)
     with Engine(tmp_path / "store2", cfg, device="cpu") as eng:
         eng.add_camera("door", str(path))
         wait_for("the camera's end", lambda: eng.status("door")[0].state == "offline", 60)
