@@ -31,6 +31,21 @@ def _record(r) -> Transcript:
     return Transcript(r[0], r[1], r[2], r[3], r[4], r[5], r[6])
 
 
+def _filter(cameras, t0: float | None, t1: float | None, as_of: float | None = None) -> tuple[str, list]:
+    """The WHERE clause (with its leading space; "" for none) and arguments selecting segments of
+    ``cameras`` overlapping [t0, t1] and ending by ``as_of``."""
+    where, args = [], []
+    cams = _cameras(cameras)
+    if cams:
+        where.append(f"camera_id IN ({placeholders(cams)})")
+        args += cams
+    for clause, value in (("t_end >= ?", t0), ("t_start <= ?", t1), ("t_end <= ?", as_of)):
+        if value is not None:
+            where.append(clause)
+            args.append(float(value))
+    return (" WHERE " + " AND ".join(where) if where else ""), args
+
+
 def _cameras(cameras) -> list[str] | None:
     if cameras is None:
         return None
@@ -125,19 +140,8 @@ class TranscriptRepository:
     @staticmethod
     def delete_in(conn, changes: list, cameras=None, t0: float | None = None, t1: float | None = None) -> int:
         """``delete`` inside the caller's transaction (the store's deletion spans every table)."""
-        where, args = [], []
-        cams = _cameras(cameras)
-        if cams:
-            where.append(f"camera_id IN ({placeholders(cams)})")
-            args += cams
-        if t0 is not None:
-            where.append("t_end >= ?")
-            args.append(float(t0))
-        if t1 is not None:
-            where.append("t_start <= ?")
-            args.append(float(t1))
-        sql = "SELECT segment_id FROM transcripts" + (" WHERE " + " AND ".join(where) if where else "")
-        ids = [r[0] for r in conn.execute(sql, args)]
+        where, args = _filter(cameras, t0, t1)
+        ids = [r[0] for r in conn.execute("SELECT segment_id FROM transcripts" + where, args)]
         if not ids:
             return 0
         drop_vectors(conn, KIND, ids, changes)
@@ -150,21 +154,8 @@ class TranscriptRepository:
              limit: int | None = None) -> list[Transcript]:
         """Segments in time order (by camera, then start): of ``cameras`` (a camera id or a list;
         None: all), overlapping [t0, t1], and with ``as_of`` none that ends after it."""
-        where, args = [], []
-        cams = _cameras(cameras)
-        if cams:
-            where.append(f"camera_id IN ({placeholders(cams)})")
-            args += cams
-        if t0 is not None:
-            where.append("t_end >= ?")
-            args.append(float(t0))
-        if t1 is not None:
-            where.append("t_start <= ?")
-            args.append(float(t1))
-        if as_of is not None:
-            where.append("t_end <= ?")
-            args.append(float(as_of))
-        sql = f"SELECT {_COLUMNS} FROM transcripts" + (" WHERE " + " AND ".join(where) if where else "")
+        where, args = _filter(cameras, t0, t1, as_of)
+        sql = f"SELECT {_COLUMNS} FROM transcripts" + where
         sql += " ORDER BY t_start, camera_id, segment_id" + (f" LIMIT {int(limit)}" if limit is not None else "")
         return [_record(r) for r in self.db.conn().execute(sql, args)]
 

@@ -217,3 +217,20 @@ def decode(layout: Layout, outputs: Sequence[np.ndarray], prep: Prepared, labels
         keep = batched_nms(np.nan_to_num(boxes), score[ok], cls[ok], NMS_IOU) if len(ok) else ok
         out.append(to_detections(boxes[keep], score[ok][keep], cls[ok][keep], labels, size, min_score))
     return out
+
+
+def detect_in_batches(layout: Layout, frames: list[np.ndarray], hw: tuple[int, int], batch_size: int, run,
+                      labels: Sequence[str], min_score: float, who: str) -> list:
+    """Detections per frame of a model body: ``frames`` in batches of ``batch_size``, each
+    prepared for ``layout``, passed to ``run(x)`` (the body's raw outputs, one row per frame) and
+    decoded. An output whose rows do not match the batch is a PerceptionError naming ``who``."""
+    out: list = []
+    for i in range(0, len(frames), batch_size):
+        chunk = frames[i:i + batch_size]
+        prep = prepare(layout, chunk, hw)
+        outputs = run(prep.x)
+        for j, o in enumerate(outputs):
+            if o.shape[0] != len(chunk):
+                raise PerceptionError(f"{who}: output {j} has {o.shape[0]} rows for {len(chunk)} frames")
+        out.extend(decode(layout, outputs, prep, labels, min_score))
+    return out

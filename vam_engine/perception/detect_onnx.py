@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .detect_base import check_frame_list, check_min_score, optional_module
-from .detect_layouts import Layout, decode, detect_layout, prepare
+from .detect_layouts import Layout, detect_in_batches, detect_layout, prepare
 from .records import Detection, PerceptionError
 
 
@@ -130,18 +130,8 @@ class OnnxDetector:
         return [np.asarray(o)[:n] for o in outs]
 
     def detect(self, frames) -> list[list[Detection]]:
-        items = check_frame_list(frames, self.name)
-        out: list[list[Detection]] = []
-        for i in range(0, len(items), self.batch_size):
-            chunk = items[i:i + self.batch_size]
-            prep = prepare(self.layout, chunk, self.input_hw)
-            outputs = self._run(prep.x)
-            for j, o in enumerate(outputs):
-                if o.shape[0] != len(chunk):
-                    raise PerceptionError(f"{self.name}: output {self._outputs[j]} has {o.shape[0]} rows for "
-                                          f"{len(chunk)} frames")
-            out.extend(decode(self.layout, outputs, prep, self.labels, self.min_score))
-        return out
+        return detect_in_batches(self.layout, check_frame_list(frames, self.name), self.input_hw, self.batch_size,
+                                 self._run, self.labels, self.min_score, self.name)
 
     def __repr__(self) -> str:
         return (f"OnnxDetector({str(self.model)!r}, layout={self.layout.kind}, input={self.input_hw}, "

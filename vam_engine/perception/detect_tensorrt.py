@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .detect_base import check_frame_list, check_min_score, optional_module
-from .detect_layouts import Layout, decode, detect_layout, prepare
+from .detect_layouts import Layout, detect_in_batches, detect_layout, prepare
 from .detect_onnx import input_hw, model_file
 from .records import Detection, PerceptionError
 
@@ -89,13 +89,8 @@ class TensorRTDetector:
             return [o.float().cpu().numpy()[:n] for o in outs]  # the copy waits for the stream
 
     def detect(self, frames) -> list[list[Detection]]:
-        items = check_frame_list(frames, self.name)
-        out: list[list[Detection]] = []
-        for i in range(0, len(items), self.batch_size):
-            chunk = items[i:i + self.batch_size]
-            prep = prepare(self.layout, chunk, self.input_hw)
-            out.extend(decode(self.layout, self._run(prep.x), prep, self.labels, self.min_score))
-        return out
+        return detect_in_batches(self.layout, check_frame_list(frames, self.name), self.input_hw, self.batch_size,
+                                 self._run, self.labels, self.min_score, self.name)
 
     def __repr__(self) -> str:
         return f"TensorRTDetector({str(self.model)!r}, layout={self.layout.kind}, input={self.input_hw})"
