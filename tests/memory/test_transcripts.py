@@ -250,6 +250,15 @@ def test_a_segment_found_by_its_words_alone_gets_its_cosine_from_its_own_vector(
     vm.close()
 
 
+def test_a_listing_with_a_bad_range_is_an_error_naming_it(store):
+    store.transcripts.append(_segments())
+    with pytest.raises(VamError, match=r"t0 \(5\) is after t1 \(1\)"):
+        store.transcripts.list(t0=5.0, t1=1.0)
+    with pytest.raises(VamError, match="as_of must be a finite time"):
+        store.transcripts.list(as_of=float("nan"))
+    assert [x.t_start for x in store.transcripts.list(t0=1.0, t1=5.0)] == [1.4, 2.0]
+
+
 def test_speech_vectors_survive_a_reopen(tmp_path, minilm):
     s = Store(tmp_path / "s")
     segs = _segments()

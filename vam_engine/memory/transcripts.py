@@ -154,6 +154,11 @@ class TranscriptRepository:
              limit: int | None = None) -> list[Transcript]:
         """Segments in time order (by camera, then start): of ``cameras`` (a camera id or a list;
         None: all), overlapping [t0, t1], and with ``as_of`` none that ends after it."""
+        for name, v in (("t0", t0), ("t1", t1), ("as_of", as_of)):
+            if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)):
+                raise VamError(f"transcripts: {name} must be a finite time in seconds, got {v!r}")
+        if t0 is not None and t1 is not None and t0 > t1:
+            raise VamError(f"transcripts: t0 ({t0:g}) is after t1 ({t1:g}): give t0 <= t1")
         where, args = _filter(cameras, t0, t1, as_of)
         sql = f"SELECT {_COLUMNS} FROM transcripts" + where
         sql += " ORDER BY t_start, camera_id, segment_id" + (f" LIMIT {int(limit)}" if limit is not None else "")
