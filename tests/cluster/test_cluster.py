@@ -192,9 +192,9 @@ def test_ask_through_the_router_equals_one_engine(cluster, tmp_path):
         assert {router.locate(int(p.stem))[0] for p in fetched} == {"shard-0", "shard-1"}
         assert router.wait_for_answers(30) and asker.wait_for_answers(30)
     # the router keeps its own QA history, per scope: a follow-up sees the earlier questions of its cameras
-    assert len(router._ask._store.qa.records()) == 4  # (asked before the present's test)
-    assert len(router._ask._store.qa.recent(10)) == 2  # the two about every camera
-    assert len(router._ask._store.qa.recent(10, cameras=["cam-a", "cam-b"])) == 1
+    assert len(router.router_store.qa.records()) == 4  # (asked before the present's test)
+    assert len(router.router_store.qa.recent(10)) == 2  # the two about every camera
+    assert len(router.router_store.qa.recent(10, cameras=["cam-a", "cam-b"])) == 1
 
 
 def test_ask_at_the_router_sees_each_cameras_present_on_its_shard(cluster):
