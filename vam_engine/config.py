@@ -1,4 +1,4 @@
-"""One typed config tree with the seed defaults (DESIGN.md section 6).
+"""One typed config tree with the seed defaults (docs/design.md section 6).
 
 Overrides, later wins: a JSON or TOML file (``EngineConfig.load(path)``), then environment
 variables ``VAM_<SECTION>__<FIELD>`` (for example ``VAM_GATE__SSIM_MAX=0.95``), then keyword
