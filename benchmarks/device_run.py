@@ -7,7 +7,7 @@ of the time budget; every result is JSON under ``$OUT``, a short table last.
     python benchmarks/device_run.py --dry-run   # anywhere: every step on the CPU, tiny sizes
 
 How to prepare the machine (the ``.whl/`` folder), the steps and their budgets, and what each
-script's rows measure: benchmarks/GPU.md.
+script's rows measure: docs/gpu.md.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The package's architecture as tests: imports run downward only (DESIGN.md section 3), the import
+"""The package's architecture as tests: imports run downward only (docs/design.md section 3), the import
 graph has no circle, no module imports another's private name, and the reasoning layer reads
 the memory through a view only (no SQL, no store, no connection).
 

@@ -71,7 +71,7 @@ from ..numerics import spread_evenly
 from .answer import Answer, moment_evidence
 from .turn import ModelTurns, TraceEntry
 
-# defaults when no WorkingMemory is given (DESIGN.md section 6, OASIS 4.2)
+# defaults when no WorkingMemory is given (docs/design.md section 6, OASIS 4.2)
 _SHORT_S, _SHORT_FPS, _MEDIUM_S, _MEDIUM_FPS = 8.0, 2.0, 32.0, 1.0
 _QA_SUMMARY_CHARS = 2000
 SPEECH_LINES = 24  # transcript segments per camera the coarse request shows at most (the latest)
