@@ -17,7 +17,7 @@ Rows, per N (1e2, 1e3, 1e4; ``--full`` adds 1e5), measured in one process on the
   cost floor of scoring every node), timed query by query in alternation with it. The forest
   scores small cameras (<= 4M multiply-adds, ~1e4 nodes at d=384) with single-threaded einsum
   instead of BLAS, slower on an idle machine but free of the ~8 ms BLAS thread wake-ups on a
-  busy one (see vectors.py), so at N <= 1e3 it trails the baseline by design;
+  busy one (see vam_engine/vectors/bodies.py), so at N <= 1e3 it trails the baseline by design;
 - reopen: constructing a new EventForest on the store (loads every node).
 
 Usage (from the repository root, with the package importable):

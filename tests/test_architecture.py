@@ -16,6 +16,7 @@ REASON = PKG / "reason"
 LAYERS = {
     "urls": 0, "errors": 0, "config": 0, "device": 0, "numerics": 0, "native": 0, "kernels": 0,
     "ingest": 1, "gate": 1, "embed": 1, "llm": 1, "perception": 1, "audio": 1, "synthetic": 1, "tools": 1,
+    "vectors": 1,
     "memory": 2,
     "reason": 3, "index": 3, "server": 3,
     "engine": 4,

@@ -12,7 +12,7 @@ from support.scripted import scripted_llm
 from support.vectors import unit_rows
 from vam_engine.memory import search as search_mod
 from vam_engine.memory.search import BACKGROUND_SAMPLE, SPREAD_FLOOR, background_z, relevance
-from vam_engine.memory.vectors import VectorSpace
+from vam_engine.vectors import VectorSpace
 from vam_engine.memory.view import MemoryView
 from vam_engine.reason.agent import AgenticAnswerer
 

@@ -52,7 +52,7 @@ ordinals (time order within its camera) it covers; within a camera those ranges 
 (nested or disjoint), so "ancestor or descendant of the picked node" is exactly "range
 overlaps the picked node's range": the greedy pruning is a few vectorized comparisons. Scoring
 is one matrix-vector product per camera (numpy's single-threaded einsum for small matrices, as
-in vectors.py, BLAS above ``SINGLE_THREAD_MAX`` multiply-adds).
+in vectors/bodies.py, BLAS above ``SINGLE_THREAD_MAX`` multiply-adds).
 """
 from __future__ import annotations
 
