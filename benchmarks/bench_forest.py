@@ -45,9 +45,7 @@ from _common import percentiles, print_table, write_json
 
 from vam_engine.config import ForestConfig
 from vam_engine.memory import Store
-from vam_engine.memory.forest import EventForest
-from vam_engine.memory.forest_check import reference_policy_depth
-from vam_engine.memory.forest_nodes import ForestNodeRepository
+from vam_engine.memory.forest import EventForest, ForestNodeRepository, reference_policy_depth
 
 
 def make_events(n: int, d: int, seed: int):

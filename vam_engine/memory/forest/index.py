@@ -1,6 +1,6 @@
 """Vector side of the event forest: node embeddings (unit vectors, children's weighted mean
 directions) and each camera's retrieval matrix with its greedy lineage-pruned top-k; and the
-small helpers forest.py applies to nodes (copies handed out, keyframes spread in time, text
+small helpers forest/tree.py applies to nodes (copies handed out, keyframes spread in time, text
 clipped)."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..numerics import SINGLE_THREAD_MAX, unit
-from .records import ForestNode
+from ...numerics import SINGLE_THREAD_MAX, unit
+from ..records import ForestNode
 
 
 def frozen_unit(v, dim: int | None, what: str) -> np.ndarray:
