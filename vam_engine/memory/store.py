@@ -23,6 +23,7 @@ from .fulltext import FullTextIndex
 from .gaps import GapRepository
 from .moments import MomentRepository
 from .monitors import MonitorRepository
+from .pages import Pages
 from .qa import QAHistory
 from .records import Deletion
 from .sessions import SessionRepository
@@ -59,6 +60,7 @@ class Store:
         self.fulltext = FullTextIndex(self.db)
         self.entities = EntityRepository(self.db, self.root)
         self.gaps = GapRepository(self.db)
+        self.pages = Pages(self.db, self.moments, self.events, self.transcripts)
         self.committer = Committer(self.db, self.frames, keyframes_per_event)
         # what Store.delete runs, in order: the sources first (they read which cameras lose
         # moments), then every other part that keeps rows of a camera's time
