@@ -128,9 +128,14 @@ class NumpyRows:
         pass
 
     def topk(self, q, host, n, k, rows=None, mask=None):
-        if rows is not None:
-            return numpy_topk(q, host, k, rows=rows)
-        return numpy_topk(q, host[:n], k, mask)
+        return host_topk(q, host, n, k, rows, mask)
+
+
+def host_topk(q, host, n, k, rows=None, mask=None):
+    """``RowsBody.topk`` by numpy over the host rows."""
+    if rows is not None:
+        return numpy_topk(q, host, k, rows=rows)
+    return numpy_topk(q, host[:n], k, mask)
 
 
 class TorchRows:
@@ -238,10 +243,8 @@ class FaissGpuRows:
             self.index.add(np.ascontiguousarray(vecs))
 
     def topk(self, q, host, n, k, rows=None, mask=None):
-        if rows is not None:
-            return numpy_topk(q, host, k, rows=rows)
-        if mask is not None:
-            return numpy_topk(q, host[:n], k, mask)
+        if rows is not None or mask is not None:
+            return host_topk(q, host, n, k, rows, mask)
         with self.lock:
             if self.stale or self.index.ntotal != n:
                 self.reset(host[:n])
