@@ -145,7 +145,7 @@ class CommitConfig(_Section):
 
 
 class VectorConfig(_Section):
-    """The vector spaces (memory/vectors.py): exact numpy scans, a FAISS HNSW or IVF index from
+    """The vector spaces (vectors/space.py): exact numpy scans, a FAISS HNSW or IVF index from
     ann_min_size on; on CUDA the rows are mirrored in a resident torch tensor."""
 
     index: Literal["flat", "ivf", "hnsw", "auto"] = Field("auto", description="auto: flat below ann_min_size")
@@ -214,7 +214,7 @@ class WriterConfig(_Section):
 
 
 class ForestConfig(_Section):
-    """Each camera's event forest (memory/forest.py, OASIS)."""
+    """Each camera's event forest (memory/forest/, OASIS)."""
 
     root_cap: int = Field(4, ge=1, description="roots per camera; above it the best adjacent pair merges")
     keyframes: int = Field(16, ge=1, description="keyframes per node, spread evenly in time")

@@ -50,7 +50,7 @@ class RouterAsk:
                 from ..device import resolve_device
                 from ..embed import make_image_embedder, make_text_embedder
                 from ..llm import describe_llm, make_llm
-                from ..memory.store import Store
+                from ..memory import Store
                 from ..reason.qa_record import QARecorder
 
                 cfg = self.config

@@ -12,7 +12,7 @@ import time
 
 from ..errors import VamError
 from ..llm import LLMError, prompts
-from ..memory.sessions import check_session_id
+from ..memory import check_session_id
 from .answer import locate
 from .turn import TraceEntry
 

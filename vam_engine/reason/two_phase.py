@@ -65,8 +65,7 @@ from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError, LLMRequest
 from ..llm.schemas import parse_coarse, parse_fine
-from ..memory.records import Evidence, last_pose
-from ..memory.view import MemoryView
+from ..memory import Evidence, MemoryView, last_pose
 from ..numerics import spread_evenly
 from .answer import Answer, moment_evidence
 from .turn import ModelTurns, TraceEntry
