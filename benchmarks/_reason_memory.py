@@ -11,8 +11,7 @@ import numpy as np
 
 from vam_engine.memory import Store
 from vam_engine.memory.commit import CommitBatch
-from vam_engine.memory.forest import EventForest
-from vam_engine.memory.forest_nodes import ForestNodeRepository
+from vam_engine.memory.forest import EventForest, ForestNodeRepository
 from vam_engine.memory.records import GateRecord, PendingMoment
 
 TEXT_DIM = 384

@@ -17,7 +17,7 @@ Rows, per N (1e2, 1e3, 1e4; ``--full`` adds 1e5), measured in one process on the
   cost floor of scoring every node), timed query by query in alternation with it. The forest
   scores small cameras (<= 4M multiply-adds, ~1e4 nodes at d=384) with single-threaded einsum
   instead of BLAS, slower on an idle machine but free of the ~8 ms BLAS thread wake-ups on a
-  busy one (see vectors.py), so at N <= 1e3 it trails the baseline by design;
+  busy one (see vam_engine/vectors/bodies.py), so at N <= 1e3 it trails the baseline by design;
 - reopen: constructing a new EventForest on the store (loads every node).
 
 Usage (from the repository root, with the package importable):
@@ -45,9 +45,7 @@ from _common import percentiles, print_table, write_json
 
 from vam_engine.config import ForestConfig
 from vam_engine.memory import Store
-from vam_engine.memory.forest import EventForest
-from vam_engine.memory.forest_check import reference_policy_depth
-from vam_engine.memory.forest_nodes import ForestNodeRepository
+from vam_engine.memory.forest import EventForest, ForestNodeRepository, reference_policy_depth
 
 
 def make_events(n: int, d: int, seed: int):

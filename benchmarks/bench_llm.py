@@ -31,7 +31,7 @@ from vam_engine.synthetic import tiny_qwen
 
 
 # Dims of the real checkpoints (their config.json). Qwen2-VL-7B's LLM has the dims of
-# Qwen2.5-VL-7B's (the model benchmarks/GPU.md names); the vision towers differ (Qwen2.5-VL's uses window
+# Qwen2.5-VL-7B's (the model docs/gpu.md names); the vision towers differ (Qwen2.5-VL's uses window
 # attention and a gated MLP), and LocalQwenVL is only verified on Qwen2-VL, so Qwen2-VL it is.
 # The vocabulary keeps the real size (the embedding / lm_head bytes and the lm_head FLOPs of the
 # real model); the tokenizer is the tiny one of vam_engine/synthetic/tiny_qwen.py and uses its first ids only.

@@ -3,7 +3,7 @@ in the VAM paper: 105.6 hours of content over 51 days, 11,406,923 raw frames at 
 
 What is simulated, and what is real:
 - One camera, one session a day (51 sessions of 105.6 h / 51 = 2.07 h each, starting at 09:00
-  +- up to 2 h, deterministic seed), raw 30 fps, sampled at 0.5 fps (DESIGN.md section 6).
+  +- up to 2 h, deterministic seed), raw 30 fps, sampled at 0.5 fps (docs/design.md section 6).
 - The front end (blur/low-change/SSIM gates, semantic dedup) is replaced by a synthetic keep
   rate: each 0.5 fps sample is kept with probability ``p`` (i.i.d., seeded). Two rates by default:
   ``p = 6876 / 190,115`` ("calibrated": without retention the month would keep exactly as many
@@ -20,7 +20,7 @@ What is simulated, and what is real:
   mid (768 px, q70) and long (512 px, q45) settings.
 
 The baseline for the byte figures is the same gated stream with no retention (every kept moment
-at quality 90); the baseline for encodes is the defect DESIGN.md names (a retention that
+at quality 90); the baseline for encodes is the defect docs/design.md names (a retention that
 re-encodes every mid/long frame on every pass), counted on the same passes.
 
     python benchmarks/bench_retention.py              # default: 51 days, two keep rates (~30-60 s)

@@ -44,7 +44,7 @@ from _common import (add_device_args, fmt, free_memory, host_timed, percentiles,
                      run_part, write_json)
 
 from vam_engine.config import VectorConfig
-from vam_engine.memory import vector_bodies, vector_index, vectors as V
+from vam_engine.vectors import bodies as vector_bodies, index as vector_index, space as V
 
 
 def _unit(a: np.ndarray) -> np.ndarray:
@@ -164,11 +164,11 @@ def _unit_rows(torch, n: int, dim: int, device, seed: int, store_dtype, *, truth
 
 
 def _mirror_topk(torch, t, n: int):
-    """VectorSpace's device body over ``t``: vam_engine.memory.vector_bodies.TorchRows.topk when it
+    """VectorSpace's device body over ``t``: vam_engine.vectors.bodies.TorchRows.topk when it
     exists (query chunks of 2^26 / n rows, fp16 matmul + torch.topk, results to the host), else
     the same computation written out here. Returns fn(q numpy M x dim, k) -> (scores, rows)."""
     try:
-        from vam_engine.memory.vector_bodies import TorchRows
+        from vam_engine.vectors.bodies import TorchRows
 
         body = TorchRows(t.shape[1], str(t.device), t.dtype)
         body.t = t
@@ -251,7 +251,7 @@ class VectorBench:
 
     def space(self, n: int, host: np.ndarray, rec: dict):
         """VectorSpace(device=...) over the same rows (a host float32 copy): the engine's path."""
-        from vam_engine.memory.vectors import VectorSpace
+        from vam_engine.vectors import VectorSpace
 
         t0 = time.perf_counter()
         sp = VectorSpace("frame", self.DIM, VectorConfig(index="flat"), device=self.space_dev, torch_dtype=self.dtype,

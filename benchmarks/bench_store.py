@@ -13,7 +13,7 @@ One camera, one source, committed in batches of ``--batch`` (64) moments, in one
   ``ANALYZE``: a what-if, not the engine as shipped (no engine code is changed, only the
   database), showing what the store's event lookups cost once they stop scanning (the shipped
   event close reads every moment row and every frame vector: see the query plans printed).
-- ``full_rewrite``: the reference implementations' defect (DESIGN.md section 6: "rewriting the
+- ``full_rewrite``: the reference implementations' defect (docs/design.md section 6: "rewriting the
   whole database on every insert"): every moment record, its embedding included, in one JSON
   file, rewritten in full (temporary name + rename) on every committed batch. It runs only until
   one rewrite takes longer than ``--rewrite-limit-s`` (2 s); its cost grows with the size from

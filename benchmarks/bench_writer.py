@@ -35,8 +35,7 @@ from _common import machine_info, percentiles, print_table, write_json
 from vam_engine.config import EngineConfig
 from vam_engine.embed.text import SentenceTransformerEmbedder
 from vam_engine.llm import ScriptedLLM
-from vam_engine.memory.forest import EventForest
-from vam_engine.memory.forest_nodes import ForestNodeRepository
+from vam_engine.memory.forest import EventForest, ForestNodeRepository
 from vam_engine.memory.records import GateRecord
 from vam_engine.memory.commit import CommitBatch
 from vam_engine.memory.records import PendingMoment

@@ -7,7 +7,7 @@ of the time budget; every result is JSON under ``$OUT``, a short table last.
     python benchmarks/device_run.py --dry-run   # anywhere: every step on the CPU, tiny sizes
 
 How to prepare the machine (the ``.whl/`` folder), the steps and their budgets, and what each
-script's rows measure: benchmarks/GPU.md.
+script's rows measure: docs/gpu.md.
 """
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
         base = [py, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
         if args.dry_run:
             # the gpu tests must collect and skip cleanly here; one fast module stands in for the run
-            cmd = base + ["-m", "gpu", "tests/memory/test_vectors.py", "tests/embed/test_embed.py"]
+            cmd = base + ["-m", "gpu", "tests/vectors/test_space.py", "tests/embed/test_embed.py"]
         else:
             # the gpu-marked tests (slow ones included), and test_gate_triton.py whole: natively on
             # CUDA its interpreter-slow tests take seconds (pytest runs a file named twice once)

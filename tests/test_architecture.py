@@ -1,4 +1,4 @@
-"""The package's architecture as tests: imports run downward only (DESIGN.md section 3), the import
+"""The package's architecture as tests: imports run downward only (docs/design.md section 3), the import
 graph has no circle, no module imports another's private name, and the reasoning layer reads
 the memory through a view only (no SQL, no store, no connection).
 
@@ -16,6 +16,7 @@ REASON = PKG / "reason"
 LAYERS = {
     "urls": 0, "errors": 0, "config": 0, "device": 0, "numerics": 0, "native": 0, "kernels": 0,
     "ingest": 1, "gate": 1, "embed": 1, "llm": 1, "perception": 1, "audio": 1, "synthetic": 1, "tools": 1,
+    "vectors": 1,
     "memory": 2,
     "reason": 3, "index": 3, "server": 3,
     "engine": 4,
@@ -148,6 +149,132 @@ def test_the_layer_check_catches_a_violating_module(tmp_path):
     face = pkg / "server" / "face.py"
     face.write_text("import vam_engine\n")
     assert any("package face" in v for v in violations(face, pkg))
+
+
+# -- a subpackage's face is the way in; no module touches another module's private attribute ---------
+# subpackages whose face (__init__.py) is the only thing a module outside them imports, and whose
+# modules touch no private attribute their module does not define (extend it to every subpackage)
+FACES_ENFORCED = {"vam_engine.memory", "vam_engine.memory.forest", "vam_engine.vectors"}
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _face_names(face: str, modules: dict[str, Path]) -> set[str]:
+    """The names a face binds by importing them (what it exports)."""
+    tree = ast.parse(modules[face].read_text())
+    return {a.asname or a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+
+
+def face_violations(path: Path, root: Path = PKG, modules: dict[str, Path] | None = None,
+                    enforced=FACES_ENFORCED) -> list[str]:
+    """Imports of ``path`` that reach inside an enforced subpackage it is not part of."""
+    modules = _all_modules(root) if modules is None else modules
+    me = _module_name(path, root)
+    out = []
+    for target, name, line in imports_of(path, root):
+        for face in sorted(enforced):
+            if _inside(me, face) or face not in modules:
+                continue
+            # a submodule named through the face (``from pkg import store``) is inside it too,
+            # unless the face exports a name spelled like it (``search``: memory's function)
+            sub = f"{target}.{name}" if name and target == face and f"{face}.{name}" in modules else None
+            if target.startswith(face + ".") or (sub and name not in _face_names(face, modules)):
+                out.append(f"line {line}: imports {sub or target} from inside {face}: import from {face} itself")
+    return out
+
+
+def test_modules_outside_a_subpackage_import_only_its_face():
+    modules = _all_modules()
+    assert FACES_ENFORCED <= set(modules)
+    found = {name: v for name, p in sorted(modules.items()) if (v := face_violations(p, modules=modules))}
+    assert found == {}, found
+
+
+def private_attribute_violations(path: Path) -> list[str]:
+    """``x._name`` (read or written) where ``x`` is not ``self`` or ``cls`` and no class of this
+    module defines ``_name`` (a method, a class attribute or an attribute set on ``self``): a
+    private attribute of another module's object."""
+    tree = ast.parse(path.read_text(), str(path))
+    own = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            own.add(node.attr)
+        if isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
+                    if isinstance(stmt, ast.AnnAssign) else []
+                own |= {t.id for t in targets if isinstance(t, ast.Name)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")) \
+                and node.attr not in own:
+            out.append(f"line {node.lineno}: {ast.unparse(node.value)[:40]}.{node.attr} is another module's private")
+    return out
+
+
+def test_no_module_of_an_enforced_subpackage_touches_another_modules_private_attribute():
+    modules = _all_modules()
+    paths = [p for name, p in sorted(modules.items()) if any(_inside(name, f) for f in FACES_ENFORCED)]
+    assert len(paths) >= 40
+    found = {str(p.relative_to(PKG)): v for p in paths if (v := private_attribute_violations(p))}
+    assert found == {}, found
+
+
+def test_the_face_and_private_checks_catch_violating_modules(tmp_path):
+    pkg = tmp_path / "vam_engine"
+    for d in ("memory", "memory/forest", "vectors", "server"):
+        (pkg / d).mkdir(parents=True)
+    for d in (pkg, pkg / "memory", pkg / "memory" / "forest", pkg / "vectors", pkg / "server"):
+        (d / "__init__.py").write_text("")
+    (pkg / "memory" / "__init__.py").write_text("from .store import Store\nfrom .search import search\n")
+    for m in ("memory/store.py", "memory/search.py", "memory/view.py", "memory/forest/tree.py", "vectors/space.py"):
+        (pkg / m).write_text("")
+    bad = pkg / "server" / "bad.py"
+    bad.write_text("from ..memory.store import Store\nfrom ..memory import view\nfrom ..memory import search, Store\n"
+                   "from ..vectors import space\n\ndef later():\n    from vam_engine.memory.forest.tree import E\n")
+    inner = pkg / "memory" / "view.py"
+    inner.write_text("from .store import Store\nfrom .forest.tree import EventForest\nfrom .forest import EventForest\n")
+    got = face_violations(bad, pkg)
+    assert [v.split(":")[0] for v in got] == ["line 1", "line 2", "line 4", "line 7", "line 7"], got
+    assert any("vam_engine.vectors.space from inside vam_engine.vectors" in v for v in got)
+    assert [v.split(":")[0] for v in face_violations(inner, pkg)] == ["line 2"]  # memory is outside forest
+    friend = pkg / "vectors" / "snapshot.py"
+    friend.write_text("class Ann:\n    def grow(self):\n        self._bits = 1\n\n    @classmethod\n"
+                      "    def make(cls):\n        a = cls()\n        a._bits = 2\n        return a\n\n"
+                      "def save(space):\n    n = space._n\n    space._vecs = None\n    return space.dim\n")
+    got = private_attribute_violations(friend)
+    assert [v.split(":")[0] for v in got] == ["line 12", "line 13"] and "space._n" in got[0], got
+
+
+# -- no SQL outside the memory ------------------------------------------------------------------------
+def _sql_violations(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [f"imports {a.name}" for a in node.names if a.name == "sqlite3"]
+        elif isinstance(node, ast.ImportFrom) and node.module == "sqlite3":
+            out.append("imports sqlite3")
+        elif isinstance(node, ast.Attribute) and node.attr in ("execute", "executemany", "executescript"):
+            out.append(f"line {node.lineno}: calls .{node.attr}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(w in node.value for w in SQL_WORDS):
+            out.append(f"line {node.lineno}: SQL text {node.value[:40]!r}")
+    return out
+
+
+def test_sql_runs_only_inside_the_memory(tmp_path):
+    modules = _all_modules()
+    found = {name: v for name, p in sorted(modules.items()) if not _inside(name, "vam_engine.memory")
+             and (v := _sql_violations(p))}
+    assert found == {}, found
+    bad = tmp_path / "queries.py"
+    bad.write_text("def count(store):\n    return store.db.conn().execute('SELECT COUNT(*) FROM events')\n")
+    assert _sql_violations(bad) == ["line 2: calls .execute", "line 2: SQL text 'SELECT COUNT(*) FROM events'"]
 
 
 # -- the reasoning layer reads the memory through a view only ---------------------------------------

@@ -19,14 +19,14 @@ _EXPORTS = {
     "EngineConfig": "vam_engine.config",
     "SourceReport": "vam_engine.index.pipeline",
     "Progress": "vam_engine.index.pipeline",
-    "SearchResult": "vam_engine.memory.search",
-    "Evidence": "vam_engine.memory.records",
-    "Moment": "vam_engine.memory.records",
+    "SearchResult": "vam_engine.memory",
+    "Evidence": "vam_engine.memory",
+    "Moment": "vam_engine.memory",
     "Answer": "vam_engine.reason.answer",
     "ToolCitation": "vam_engine.reason.answer",
     "Pose": "vam_engine.ingest.poses",
     "PoseError": "vam_engine.ingest.poses",
-    "RetentionReport": "vam_engine.memory.retention",
+    "RetentionReport": "vam_engine.memory",
     "VamError": "vam_engine.errors",
     "SourceError": "vam_engine.errors",
     "FrameError": "vam_engine.errors",
@@ -65,9 +65,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from .engine import Engine, retain_store
     from .errors import FrameError, SourceError, StoreError, VamError, VectorError
     from .llm.base import LLMError
-    from .memory.records import Evidence, Moment
-    from .memory.retention import RetentionReport
-    from .memory.search import SearchResult
+    from .memory import Evidence, Moment, RetentionReport, SearchResult
     from .index.pipeline import Progress, SourceReport
     from .ingest.poses import Pose, PoseError
     from .reason.answer import Answer, ToolCitation

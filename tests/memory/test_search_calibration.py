@@ -10,11 +10,11 @@ import pytest
 from support.demo_store import documented_demo
 from support.scripted import scripted_llm
 from support.vectors import unit_rows
-from vam_engine.memory import search as search_mod
+from vam_engine.memory import whole_space_sample
 from vam_engine.memory.search import BACKGROUND_SAMPLE, SPREAD_FLOOR, background_z, relevance
-from vam_engine.memory.vectors import VectorSpace
 from vam_engine.memory.view import MemoryView
 from vam_engine.reason.agent import AgenticAnswerer
+from vam_engine.vectors import VectorSpace
 
 pytestmark = pytest.mark.usefixtures("watchdog")
 WATCHDOG_S = 120
@@ -146,21 +146,21 @@ def test_scope_is_the_background():
 def test_the_sample_is_cached_and_redrawn_as_the_space_grows():
     rng = np.random.default_rng(4)
     sp = _space("grow", unit_rows(rng.standard_normal((1000, 32))))
-    s1 = search_mod.whole_space_sample(sp)
+    s1 = whole_space_sample(sp)
     assert s1.shape == (BACKGROUND_SAMPLE, 32)
-    assert search_mod.whole_space_sample(sp) is s1  # cached
+    assert whole_space_sample(sp) is s1  # cached
     sp.add(np.arange(1000, 1050), unit_rows(rng.standard_normal((50, 32))))
-    assert search_mod.whole_space_sample(sp) is s1  # 5% larger: still representative
+    assert whole_space_sample(sp) is s1  # 5% larger: still representative
     sp.add(np.arange(1050, 1200), unit_rows(rng.standard_normal((150, 32))))
-    s2 = search_mod.whole_space_sample(sp)
+    s2 = whole_space_sample(sp)
     assert s2 is not s1 and s2.shape == (BACKGROUND_SAMPLE, 32)  # 20% larger: redrawn
     # a space smaller than the sample is its own background: any change is seen at once
     small = _space("small", unit_rows(rng.standard_normal((10, 32))))
-    assert search_mod.whole_space_sample(small).shape == (10, 32)
+    assert whole_space_sample(small).shape == (10, 32)
     small.add(np.array([10]), unit_rows(rng.standard_normal((1, 32))))
-    assert search_mod.whole_space_sample(small).shape == (11, 32)
+    assert whole_space_sample(small).shape == (11, 32)
     small.remove(np.arange(10))
-    assert search_mod.whole_space_sample(small) is None  # one vector left
+    assert whole_space_sample(small) is None  # one vector left
 
 
 # -- through the engine and the agentic loop ---------------------------------------------------

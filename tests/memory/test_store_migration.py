@@ -9,8 +9,7 @@ from support.paths import unpack_store
 from vam_engine.engine import Engine
 from vam_engine.errors import StoreError
 from vam_engine.memory.db import SCHEMA_VERSION
-from vam_engine.memory.forest import EventForest
-from vam_engine.memory.forest_nodes import ForestNodeRepository
+from vam_engine.memory.forest import EventForest, ForestNodeRepository
 from vam_engine.memory.store import Store
 
 

@@ -13,8 +13,7 @@ from vam_engine.llm import ScriptedLLM
 from vam_engine.llm.base import Image
 from vam_engine.memory import Store
 from vam_engine.memory.commit import CommitBatch
-from vam_engine.memory.forest import EventForest
-from vam_engine.memory.forest_nodes import ForestNodeRepository
+from vam_engine.memory.forest import EventForest, ForestNodeRepository
 from vam_engine.memory.records import GateRecord, PendingMoment
 from vam_engine.memory.view import MemoryView
 from vam_engine.reason.two_phase import TwoPhaseAnswerer

@@ -133,7 +133,7 @@ def check_store(store: str) -> None:
 
 def fmt_t(t: float) -> str:
     """A time as the commands print it: UTC date and time for unix seconds, else seconds."""
-    from ..memory.records import is_absolute_time
+    from ..memory import is_absolute_time
 
     if is_absolute_time(t):
         return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")

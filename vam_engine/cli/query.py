@@ -10,7 +10,7 @@ from .common import check_store, fmt_t, make_engine
 
 
 def cmd_info(args) -> int:
-    from ..memory.store import Store
+    from ..memory import Store
 
     store = Store(args.store, create=False)
     info = store.info()
@@ -36,7 +36,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_transcripts(args) -> int:
-    from ..memory.store import Store
+    from ..memory import Store
 
     check_store(args.store)
     store = Store(args.store, create=False)

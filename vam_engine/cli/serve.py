@@ -70,7 +70,7 @@ def cmd_serve(args) -> int:
         opts = _options(app_module, args, cors_origins=tuple(args.cors_origin or ()),
                         require_tokens=not auth.is_loopback(args.host))
         app = app_module.create_app(eng, opts)  # first: it taps the model the writer and the monitors then use
-        # serve is the store's one writer (DESIGN.md 7): claimed now, so a second writer is told
+        # serve is the store's one writer (docs/design.md section 7): claimed now, so a second writer is told
         # at once, and the document writer and retention run while it serves
         eng.start()
         cams = None

@@ -82,7 +82,7 @@ class RouterViews:
         """The router's own store (``<root>/_router``: the QA history), opened at first use."""
         with self._lock:
             if self._store is None:
-                from ..memory.store import Store
+                from ..memory import Store
 
                 self._store = Store(self._router.catalogue.root / "_router")
             return self._store

@@ -26,9 +26,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import VectorError
-from ..memory.records import Evidence
-from ..memory.search import (BACKGROUND_SAMPLE, MIN_BACKGROUND, RRF_K, SOURCES, SPREAD_FLOOR, space_of,
-                             whole_space_sample, check_search, relevance, space_queries)
+from ..memory import (BACKGROUND_SAMPLE, MIN_BACKGROUND, RRF_K, SOURCES, SPREAD_FLOOR, Evidence, check_search,
+                      relevance, space_of, space_queries, whole_space_sample)
 
 
 @dataclass(frozen=True)

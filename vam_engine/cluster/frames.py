@@ -13,7 +13,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from ..memory.records import Evidence, Moment
+from ..memory import Evidence, Moment
 from .catalogue import cluster_id
 
 

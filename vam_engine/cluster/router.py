@@ -25,8 +25,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..errors import Unavailable, VamError
-from ..memory.records import Deletion, Moment
-from ..memory.search import SOURCES, SPEECH, VECTOR_SOURCES, SearchResult, check_search
+from ..memory import SOURCES, SPEECH, VECTOR_SOURCES, Deletion, Moment, SearchResult, check_search
 from ..reason.monitor import AlertSubscription
 from .catalogue import Catalogue, cluster_id, split_id
 from .fanout import fuse
@@ -325,7 +324,7 @@ class ClusterEngine:
         sources = tuple(s for s in sources if s not in WORD_ONLY) or VECTOR_SOURCES
         shards, cams = self._targets(cameras)
         if image is not None:  # read here: a path on the router's machine means nothing on a shard's node
-            from ..memory.search import load_query_image
+            from ..memory import load_query_image
 
             image = load_query_image(image)
         kw = dict(text=text, image=image, top_k=int(top_k), time_range=time_range, cameras=cams,

@@ -18,10 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
-from ..memory.records import (Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind,
-                              Transcript)
-from ..memory.search import VECTOR_SOURCES
-from ..memory.view import summary_kinds
+from ..memory import (VECTOR_SOURCES, Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind,
+                      Transcript, summary_kinds)
 from .catalogue import cluster_id
 
 
@@ -189,7 +187,7 @@ class FanoutView:
                                 for n in ns])
 
     def event_memory(self, keyframes: int = 4, *, before: Mapping[str, float] | None = None, limit: int | None = None):
-        from ..memory.records import EventMemory
+        from ..memory import EventMemory
 
         kw = {"before": before} if limit is None else {"before": before, "limit": limit}
         got = self._each("event_memory", keyframes, **kw)

@@ -35,7 +35,7 @@ from typing import Callable
 
 from ..config import EngineConfig
 from ..errors import VamError
-from ..memory.store import Store
+from ..memory import Store
 
 STATE_DONE = ("ended", "no_audio", "error")  # a file's audio is over (a re-run does it no more)
 BEHIND_PENDING_S = 30.0  # speech waiting for ASR beyond this: the camera's audio is reported "behind"
@@ -105,7 +105,7 @@ class EngineAudio:
                 raise VamError("the engine is closed")
             if self._hub is None:
                 from ..audio import AudioHub
-                from ..memory.transcripts import TranscriptWriter
+                from ..memory import TranscriptWriter
 
                 self._claim()
                 writer = TranscriptWriter(self._store.transcripts, self._texts())

@@ -18,14 +18,8 @@ from ..index.pipeline import Progress, SourceReport
 from ..ingest import check_camera_id
 from ..ingest.cameras_file import CameraDiff, CameraSpec
 from ..ingest.live import CameraStatus
-from ..memory.gaps import Gap
-from ..memory.monitors import MonitorSpec
-from ..memory.places import make_place
-from ..memory.records import Alert, Deletion, Moment, Summary
-from ..memory.records import Transcript
-from ..memory.search import SOURCES, SPEECH, SearchResult, search
-from ..memory.store import Store, check_delete_range
-from ..memory.view import MemoryView
+from ..memory import (SOURCES, SPEECH, Alert, Deletion, Gap, MemoryView, Moment, MonitorSpec, SearchResult, Store,
+                      Summary, Transcript, check_delete_range, make_place, search)
 from ..reason.ask import Answering
 from ..reason.sessions import TurnResult
 from ..reason.working import WorkingMemory, present_side

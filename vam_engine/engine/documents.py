@@ -7,8 +7,7 @@ import math
 import threading
 
 from ..errors import VamError
-from ..memory.records import Summary
-from ..memory.store import Store
+from ..memory import Store, Summary
 from .lifecycle import Lifecycle, writer_memory
 from .models import EngineModels
 

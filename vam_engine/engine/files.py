@@ -16,7 +16,7 @@ from ..errors import SourceError
 from ..index.pipeline import IndexPipeline, Progress, SourceReport, fingerprint
 from ..index.stage import sweep_source
 from ..ingest import check_camera_id, default_camera_ids, is_url, open_decoder, redact
-from ..memory.store import Store
+from ..memory import Store
 from .audio import EngineAudio
 
 

@@ -15,9 +15,7 @@ from typing import Callable
 
 from ..config import EngineConfig, load_config
 from ..index.pipeline import IndexPipeline
-from ..memory.store import Store
-from ..memory.vector_memory import VectorMemory
-from ..memory.writer_lock import WriterLock
+from ..memory import Store, VectorMemory, WriterLock
 from .models import EngineModels
 
 
@@ -94,7 +92,7 @@ class Lifecycle:
         with self._start_lock:
             self.start_writer()
             if self._retention is None and self._config.retention.enabled:
-                from ..memory.retention import RetentionWorker
+                from ..memory import RetentionWorker
 
                 self._retention = RetentionWorker(self.store.moments, cfg=self._config.retention)
                 self._retention.start()
@@ -145,7 +143,7 @@ class Lifecycle:
                 ret = self._retention.retention
             else:
                 if self._retention_pass is None:
-                    from ..memory.retention import RetentionPass
+                    from ..memory import RetentionPass
 
                     self._retention_pass = RetentionPass(self.store.moments, cfg=self._config.retention)
                 ret = self._retention_pass
@@ -192,7 +190,7 @@ def retain_store(store_dir: str | os.PathLike, config: EngineConfig | dict | str
     """One retention pass over the store at ``store_dir`` (an existing store), without building
     an engine (no embedder, no vector index, no model): what ``vam-engine retain`` runs. Takes
     the store's writer lock for the pass; returns the ``RetentionReport``."""
-    from ..memory.retention import RetentionPass
+    from ..memory import RetentionPass
 
     cfg = load_config(config, None)
     store = Store(store_dir, create=False)

@@ -26,9 +26,7 @@ from ..ingest.cameras_file import CameraDiff, CameraSpec, check_gate, diff_camer
 from ..ingest.live import CameraStatus, LiveCamera, LiveSpec
 from ..ingest.poses import make_pose_source, pose_at
 from ..urls import redact
-from ..memory.gaps import Gap, GapRepository
-from ..memory.monitors import MonitorSpec
-from ..memory.store import Store
+from ..memory import Gap, GapRepository, MonitorSpec, Store
 from .audio import EngineAudio
 from .monitors import EngineMonitors
 from .pushed import PushedCameras

@@ -73,8 +73,7 @@ class EngineModels:
     def forest(self):
         """The event forest (with a model and the writer enabled, else None), loaded at first use."""
         if self._forest is None and self.documents:
-            from ..memory.forest import EventForest
-            from ..memory.forest_nodes import ForestNodeRepository
+            from ..memory import EventForest, ForestNodeRepository
 
             with self._lock:
                 if self._forest is None:

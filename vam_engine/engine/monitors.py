@@ -21,9 +21,7 @@ import numpy as np
 from ..config import EngineConfig
 from ..errors import VamError
 from ..llm.base import Image
-from ..memory.monitors import MonitorSpec, check_spec
-from ..memory.records import Alert, Monitor
-from ..memory.store import Store
+from ..memory import Alert, Monitor, MonitorSpec, Store, check_spec
 from ..reason.monitor import AlertHub, AlertSubscription, MonitorStats, MonitorWorker
 from .models import EngineModels
 

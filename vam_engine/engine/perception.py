@@ -17,7 +17,7 @@ import math
 from ..config import EngineConfig
 from ..errors import VamError
 from ..index.perceive import PerceptionFeed
-from ..memory.store import Store
+from ..memory import Store
 from ..perception import make_perception_stage
 
 MAX_ENTITY_PAGE = 10_000

@@ -19,8 +19,7 @@ from ..ingest import Frame, TickSampler, check_camera_id
 from ..ingest.buffers import BufferPool
 from ..ingest.poses import check_pose
 from ..ingest.pushed import gray_and_spare, own_copy, pushed_view
-from ..memory.records import camera_time
-from ..memory.store import Store
+from ..memory import Store, camera_time
 
 
 @dataclass

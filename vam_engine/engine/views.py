@@ -2,8 +2,7 @@
 the causal view of its memory (memory/view.py), the cameras' present, and the time now."""
 from __future__ import annotations
 
-from ..memory.store import Store
-from ..memory.view import MemoryView
+from ..memory import MemoryView, Store
 from ..reason.working import WorkingMemory
 from .documents import Documents
 from .lifecycle import Lifecycle

@@ -27,9 +27,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from ..memory.commit import CommitBatch
-from ..memory.sightings import PerceptionCommit
-from ..memory.store import Store
+from ..memory import CommitBatch, PerceptionCommit, Store
 from ..perception import PerceptionFrame, PerceptionStage, PerceptionState
 
 

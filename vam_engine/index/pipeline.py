@@ -32,9 +32,7 @@ from ..errors import SourceError
 from ..gate.cascade import GateCascade
 from ..ingest import Frame
 from ..ingest.frame import PresentFrame
-from ..memory.commit import CommitBatch
-from ..memory.records import GateReference, GateSample, camera_time
-from ..memory.store import Store
+from ..memory import CommitBatch, GateReference, GateSample, Store, camera_time
 from .stage import SemanticStage
 
 

@@ -22,9 +22,7 @@ from ..config import EngineConfig
 from ..gate.cascade import is_local_change
 from ..gate.records import GateRecord
 from ..ingest.poses import Pose
-from ..memory.commit import CommitBatch
-from ..memory.records import GateSample, PendingMoment, camera_time
-from ..memory.store import Store
+from ..memory import CommitBatch, GateSample, PendingMoment, Store, camera_time
 from .online import CommitterState, OnlineCommitter
 
 

@@ -91,7 +91,7 @@ class Sampling:
     json_object: bool = False  # ask the server for a JSON object where it supports that
 
 
-# The two priority classes (DESIGN.md section 2, StreamMind): frontend work is latency-critical
+# The two priority classes (docs/design.md section 2, StreamMind): frontend work is latency-critical
 # (answers, monitor checks) and never queues behind backend work (event documents, forest
 # merges, summaries, QA-summary rewrites), which builds memory asynchronously and may lag.
 FRONTEND = "frontend"

@@ -1,4 +1,4 @@
-"""Two-tier model scheduling (DESIGN.md section 2, StreamMind): frontend requests (answers,
+"""Two-tier model scheduling (docs/design.md section 2, StreamMind): frontend requests (answers,
 monitor checks) never wait behind queued backend work (event documents, forest merges,
 summaries, QA-summary rewrites).
 

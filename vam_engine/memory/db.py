@@ -147,7 +147,7 @@ CREATE TABLE IF NOT EXISTS vector_log (
     op INTEGER NOT NULL          -- +1 added, -1 removed
 );
 
--- the event forest (memory/forest_nodes.py)
+-- the event forest (memory/forest/nodes.py)
 CREATE TABLE IF NOT EXISTS forest_nodes (
     node_id INTEGER PRIMARY KEY,
     camera_id TEXT NOT NULL,

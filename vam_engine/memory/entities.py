@@ -20,6 +20,8 @@ from .db import Database, placeholders, select_in
 from .places import POSE_COLUMNS, pose_of
 from .records import (DetectionRecord, EntityRecord, EntitySighting, EntityTimeline, LastSeen, TextLineRecord,
                       TrackRecord)
+from . import sightings
+from .deletion import DeleteRange, Removed
 from .sightings import ENTITY, OBJECT, OCR
 from .vector_table import vectors_by_id
 
@@ -33,9 +35,15 @@ def _scope(cameras, col: str = "camera_id") -> tuple[str, list]:
 
 
 class EntityRepository:
+    tables = sightings.TABLES
+
     def __init__(self, db: Database, root):
         self.db = db
         self.root = root
+
+    def delete_range(self, conn, changes: list, scope: DeleteRange) -> Removed:
+        """Perception's rows in the range, trimmed by its write side (memory/sightings.py)."""
+        return sightings.delete_range(conn, changes, scope)
 
     # -- moments' detections and text ---------------------------------------------------------
     def detections(self, moment_ids) -> dict[int, list[DetectionRecord]]:

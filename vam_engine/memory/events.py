@@ -4,9 +4,11 @@ from __future__ import annotations
 import json
 import math
 
+from . import fulltext
 from .db import Database, select_in
+from .deletion import DeleteRange, Removed
 from .records import Event
-from .vector_table import vectors_by_id
+from .vector_table import drop_vectors, vectors_by_id
 
 EVENT_COLUMNS = "event_id, camera_id, t_start, t_end, keyframes, doc, closed"
 
@@ -16,8 +18,22 @@ def event_from_row(r, doc_vector=None) -> Event:
 
 
 class EventRepository:
+    tables = ("events",)
+
     def __init__(self, db: Database):
         self.db = db
+
+    def delete_range(self, conn, changes: list, scope: DeleteRange) -> Removed:
+        """Events overlapping the range, with their vectors and full-text rows; moments outside
+        it that belonged to one lose the link."""
+        where, args = scope.where("t_start", "t_end")
+        events = [r[0] for r in conn.execute(f"SELECT event_id FROM events{where}", args)]
+        drop_vectors(conn, "event", events, changes)
+        drop_vectors(conn, "event_doc", events, changes)
+        fulltext.drop(conn, "event", events)
+        conn.executemany("DELETE FROM events WHERE event_id=?", [(e,) for e in events])
+        conn.executemany("UPDATE moments SET event_id=NULL WHERE event_id=?", [(e,) for e in events])
+        return Removed({"events": len(events)})
 
     def by_id(self, ids) -> dict[int, Event]:
         rows = select_in(self.db.conn(), f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id IN ({{ids}})", ids)

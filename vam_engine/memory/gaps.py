@@ -8,6 +8,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from .db import Database
+from .deletion import DeleteRange, Removed, whole_cameras
 
 ENDED_BY = ("frame", "removed", "gave_up", "closed")
 
@@ -38,8 +39,16 @@ _COLS = "gap_id, camera_id, source_id, t_start, t_end, reason, ended_by, created
 
 
 class GapRepository:
+    tables = ("gaps",)
+
     def __init__(self, db: Database):
         self.db = db
+
+    def delete_range(self, conn, changes: list, scope: DeleteRange) -> Removed:
+        """A whole camera goes with its record of outages; a time range keeps them (they stay true)."""
+        if scope.whole:
+            conn.executemany("DELETE FROM gaps WHERE camera_id=?", [(c,) for c in whole_cameras(conn, scope)])
+        return Removed()
 
     def open(self, camera_id: str, source_id: int | None, t_start: float, reason: str) -> int:
         with self.db.transaction() as conn:

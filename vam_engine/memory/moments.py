@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from .db import Database, placeholders, select_in
+from .deletion import DeleteRange, Removed, whole_cameras
 from .frames import FrameFiles
 from .places import Place, pose_of
 from .records import CameraExtent, GateRecord, GateSample, Moment
@@ -21,6 +22,8 @@ _COLUMNS = ("moment_id, camera_id, t_rel, t_abs, frame_ref, width, height, lap_v
 
 class MomentRepository:
     """Also what retention needs of the store (memory/retention.py: ``RetentionStore``)."""
+
+    tables = ("moments", "samples")
 
     def __init__(self, db: Database, frames: FrameFiles):
         self.db = db
@@ -151,6 +154,18 @@ class MomentRepository:
             conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
         for r in rows:
             self.frames.unlink(r[1])
+
+    def delete_range(self, conn, changes: list, scope: DeleteRange) -> Removed:
+        """Moments in the range (rows, vectors; their frame files once committed) and their gate
+        samples; a camera deleted as a whole loses all its samples (dropped frames too)."""
+        where, args = scope.where("t")
+        rows = conn.execute(f"SELECT moment_id, frame_ref, source_id, t_rel FROM moments{where}", args).fetchall()
+        whole = whole_cameras(conn, scope) if scope.whole else []
+        drop_vectors(conn, "frame", [r[0] for r in rows], changes)
+        conn.executemany("DELETE FROM moments WHERE moment_id=?", [(r[0],) for r in rows])
+        conn.executemany("DELETE FROM samples WHERE source_id=? AND t_rel=?", [(r[2], r[3]) for r in rows])
+        conn.executemany("DELETE FROM samples WHERE camera_id=?", [(c,) for c in whole])
+        return Removed({"moments": len(rows)}, [r[1] for r in rows])
 
     def set_tier(self, ids_and_tiers: list[tuple[int, str]]) -> None:
         """After the files were re-encoded: their tier, size and (downscaled) dimensions."""

@@ -1,6 +1,6 @@
 """Monitors and their alerts, durable in the store: a monitor survives a restart (active ones
 start checking again when the engine next runs them) and an alert keeps the frames its check
-observed. Both go with their camera or time range (``Store.delete`` calls ``delete_in``).
+observed. Both go with their camera or time range (``Store.delete`` calls ``delete_range``).
 
 Files: a monitor's reference images are ``monitors/<id>/ref_<k>.jpg``, an alert's observed
 frames ``alerts/<monitor id>/<alert key>_<k>.jpg`` (store-relative refs in the rows; written
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .db import Database, placeholders
+from .deletion import DeleteRange, Removed
 from .frames import FrameFiles
 from .records import MONITOR_MODES, Alert, Monitor
 
@@ -79,15 +80,6 @@ def _monitor(r) -> Monitor:
 
 
 @dataclass(frozen=True)
-class AlertDeletion:
-    """What ``delete_in`` removed: alert rows, monitors, and the files to unlink after the commit."""
-
-    alerts: int
-    monitors: int
-    files: list
-
-
-@dataclass(frozen=True)
 class ObservedFrame:
     """One frame a check looked at: the image as the model saw it and its camera-axis time."""
 
@@ -96,6 +88,8 @@ class ObservedFrame:
 
 
 class MonitorRepository:
+    tables = ("alerts",)  # and the monitors that watched only deleted cameras
+
     def __init__(self, db: Database, frames: FrameFiles, jpeg_quality: int = 90):
         self.db = db
         self.files = frames
@@ -211,10 +205,11 @@ class MonitorRepository:
                      tuple(str(self.root / ref) for ref in json.loads(r[8])), r[9])
 
     # -- deletion ------------------------------------------------------------------------------
-    def delete_in(self, conn, cameras, t0: float | None, t1: float | None) -> AlertDeletion:
+    def delete_range(self, conn, changes: list, scope: DeleteRange) -> Removed:
         """Inside ``Store.delete``'s transaction: the alerts of ``cameras`` (all: None) in
         [t0, t1], and when whole cameras go (no range), the monitors that watched only them
         (monitors watching others too forget the deleted ones)."""
+        cameras, t0, t1 = scope.cameras, scope.t0, scope.t1
         where, args = [], []
         if cameras:
             where.append(f"camera_id IN ({placeholders(cameras)})"); args += list(cameras)
@@ -246,4 +241,4 @@ class MonitorRepository:
                 conn.execute("DELETE FROM monitors WHERE monitor_id=?", (mid,))
                 files += json.loads(images)
                 gone += 1
-        return AlertDeletion(len(rows), gone, files)
+        return Removed({"alerts": len(rows), "monitors": gone}, files)

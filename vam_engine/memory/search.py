@@ -67,7 +67,7 @@ from .records import Evidence, last_pose
 
 if TYPE_CHECKING:
     from .store import Store
-    from .vectors import VectorSpace
+    from ..vectors import VectorSpace
 
 RRF_K = 60
 VECTOR_SOURCES = ("frame", "event", "summary")  # found in the vector spaces (and, for documents, by words)

@@ -12,7 +12,7 @@ running appearance in the "entity" vector space; its representative crop as a JP
 with the moments or not at all, so a run resumed after a crash loads exactly the state the
 committed rows were made with.
 
-Deletion (``delete_in``) takes a range's rows and trims what spans it: text spans and tracks
+Deletion (``delete_range``) takes a range's rows and trims what spans it: text spans and tracks
 keep the part outside the range that still has a stored frame, an entity's first/last seen per
 camera keeps what lies outside the range, an entity with nothing left goes (row, vector, crop,
 its tracks' full-text rows), and a surviving entity's crop cut in the range goes. Retention
@@ -28,9 +28,12 @@ from dataclasses import dataclass
 from ..perception import PerceptionState, normalise_text
 from . import fulltext
 from .db import select_in
+from .deletion import DeleteRange, Removed
 from .vector_table import drop_vectors, put_vector
 
 OCR, OBJECT, ENTITY = "ocr", "object", "entity"  # full-text kinds and the vector space
+# the camera-timed tables perception keeps (a deletion trims them all)
+TABLES = ("detections", "ocr_lines", "text_spans", "tracks", "entity_seen", "perception_state")
 CROP_QUALITY = 85
 
 
@@ -165,36 +168,29 @@ def drop_moments(conn, moment_ids) -> None:
     conn.executemany("DELETE FROM ocr_lines WHERE moment_id=?", ids)
 
 
-@dataclass
-class PerceptionDeletion:
-    detections: int = 0
-    ocr_lines: int = 0
-    entities: int = 0
-    files: tuple[str, ...] = ()  # crops to remove once the transaction commits
-
-
-def delete_in(conn, changes: list, cameras, t0: float | None, t1: float | None) -> PerceptionDeletion:
+def delete_range(conn, changes: list, scope: DeleteRange) -> Removed:
     """Inside the store's deletion: perception's rows of ``cameras`` (None: all) in [t0, t1]
-    (camera axis; None: unbounded), trimmed as the module docstring says."""
+    (camera axis; None: unbounded), trimmed as the module docstring says; the crops of entities
+    gone are the files to remove once the transaction commits."""
+    cameras, t0, t1 = scope.cameras, scope.t0, scope.t1
     cams = list(cameras) if cameras else [r[0] for r in conn.execute(
         "SELECT camera_id FROM entity_seen UNION SELECT camera_id FROM detections UNION "
         "SELECT camera_id FROM text_spans UNION SELECT camera_id FROM perception_state WHERE camera_id<>'*'")]
     lo = -math.inf if t0 is None else float(t0)
     hi = math.inf if t1 is None else float(t1)
-    out = PerceptionDeletion()
+    detections = ocr_lines = 0
     touched: set[int] = set()
     for cam in cams:
-        out.detections += conn.execute("DELETE FROM detections WHERE camera_id=? AND t>=? AND t<=?",
-                                       (cam, lo, hi)).rowcount
-        out.ocr_lines += conn.execute("DELETE FROM ocr_lines WHERE camera_id=? AND t>=? AND t<=?",
-                                      (cam, lo, hi)).rowcount
+        detections += conn.execute("DELETE FROM detections WHERE camera_id=? AND t>=? AND t<=?",
+                                   (cam, lo, hi)).rowcount
+        ocr_lines += conn.execute("DELETE FROM ocr_lines WHERE camera_id=? AND t>=? AND t<=?",
+                                  (cam, lo, hi)).rowcount
         _trim_spans(conn, cam, lo, hi)
         touched |= _trim_tracks(conn, cam, lo, hi)
         touched |= _trim_seen(conn, cam, lo, hi)
         conn.execute("DELETE FROM perception_state WHERE camera_id=?", (cam,))  # its trackers restart
     gone, files = _settle_entities(conn, changes, touched, cams, lo, hi)
-    out.entities, out.files = gone, tuple(files)
-    return out
+    return Removed({"detections": detections, "ocr_lines": ocr_lines, "entities": gone}, files)
 
 
 def _parts(times_before, times_after, a: float, b: float, lo: float, hi: float):

@@ -9,11 +9,14 @@ import numpy as np
 
 from ..errors import StoreError
 from .db import Database
+from .deletion import DeleteRange, Removed, whole_cameras
 from .frames import FrameFiles
 from .records import GateReference, SourceState
 
 
 class SourceRepository:
+    tables = ("commit_state",)  # deletion: a camera's references restart (its cameras row stays)
+
     def __init__(self, db: Database, frames: FrameFiles):
         self.db = db
         self.frames = frames
@@ -74,6 +77,19 @@ class SourceRepository:
         index/stage.py: the committer's records belong to index/)."""
         row = self.db.conn().execute("SELECT state FROM commit_state WHERE camera_id=?", (camera_id,)).fetchone()
         return None if row is None else json.loads(row[0])
+
+    def delete_range(self, conn, changes: list, scope: DeleteRange) -> Removed:
+        """The gate reference and the committer's reference embedding may derive from a deleted
+        frame: cameras that lose kept frames (every camera deleted as a whole) restart them. Runs
+        before the moments go (it reads which cameras lose some)."""
+        where, args = scope.where("t")
+        cams = {r[0] for r in conn.execute(f"SELECT DISTINCT camera_id FROM moments{where}", args)}
+        if scope.whole:
+            cams |= set(whole_cameras(conn, scope))
+        conn.executemany("DELETE FROM commit_state WHERE camera_id=?", [(c,) for c in cams])
+        conn.executemany("UPDATE cameras SET ref_t=NULL, ref_shape=NULL, ref_gray=NULL, ref_sharpness=NULL"
+                         " WHERE camera_id=?", [(c,) for c in cams])
+        return Removed(cameras=frozenset(cams))
 
     def check_model(self, role: str, model_id: str) -> None:
         """A store keeps one embedding model per role: vectors of two models do not compare."""

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import fulltext
 from .db import Database, select_in
+from .deletion import DeleteRange, Removed
 from .records import Summary
 from .vector_table import drop_vectors, put_vector
 
@@ -19,8 +20,20 @@ def _summary(r) -> Summary:
 
 
 class SummaryRepository:
+    tables = ("summaries",)
+
     def __init__(self, db: Database):
         self.db = db
+
+    def delete_range(self, conn, changes: list, scope: DeleteRange) -> Removed:
+        """Summaries overlapping the range (of the cameras, or of every camera: either may
+        describe what is deleted), with their vectors and full-text rows."""
+        where, args = scope.where("t0", "t1", every_camera_rows=True)
+        summaries = [r[0] for r in conn.execute(f"SELECT summary_id FROM summaries{where}", args)]
+        drop_vectors(conn, "summary", summaries, changes)
+        fulltext.drop(conn, "summary", summaries)
+        conn.executemany("DELETE FROM summaries WHERE summary_id=?", [(i,) for i in summaries])
+        return Removed({"summaries": len(summaries)})
 
     def add(self, camera_id: str | None, t0: float, t1: float, granularity_s: float, prompt: str,
             structure: str | None, text: str, moment_ids, vec) -> int:

@@ -20,6 +20,7 @@ from ..audio.records import TranscriptSegment
 from ..errors import VamError
 from . import fulltext
 from .db import Database, placeholders, select_in
+from .deletion import DeleteRange, Removed
 from .records import Transcript
 from .vector_table import drop_vectors, put_vector
 
@@ -69,6 +70,8 @@ def _check(seg: TranscriptSegment) -> None:
 
 
 class TranscriptRepository:
+    tables = ("transcripts",)
+
     def __init__(self, db: Database):
         self.db = db
 
@@ -135,11 +138,14 @@ class TranscriptRepository:
         """Remove the segments of ``cameras`` (all when None) overlapping [t0, t1], with their
         full-text rows and vectors. Returns how many."""
         with self.db.write() as (conn, changes):
-            return self.delete_in(conn, changes, cameras, t0, t1)
+            return self._delete(conn, changes, cameras, t0, t1)
+
+    def delete_range(self, conn, changes: list, scope: DeleteRange) -> Removed:
+        """``delete`` inside the store's deletion (which spans every table)."""
+        return Removed({"transcripts": self._delete(conn, changes, scope.cameras, scope.t0, scope.t1)})
 
     @staticmethod
-    def delete_in(conn, changes: list, cameras=None, t0: float | None = None, t1: float | None = None) -> int:
-        """``delete`` inside the caller's transaction (the store's deletion spans every table)."""
+    def _delete(conn, changes: list, cameras, t0: float | None, t1: float | None) -> int:
         where, args = _filter(cameras, t0, t1)
         ids = [r[0] for r in conn.execute("SELECT segment_id FROM transcripts" + where, args)]
         if not ids:

@@ -1,7 +1,7 @@
 """The store's vector indexes, kept consistent with SQLite.
 
 SQLite's ``vectors`` table is the source of truth, written in the same transaction as the rows
-the vectors belong to. The in-memory indexes (memory/vectors.py) follow it: on open each space
+the vectors belong to. The in-memory indexes (vectors/: one VectorSpace per space) follow it: on open each space
 loads its last snapshot and replays ``vector_log`` entries after the snapshot's position; a
 missing or unreadable snapshot is rebuilt from the table (with a warning naming the file), so
 nothing committed is ever lost to an index file. Snapshots are written every
@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import VectorConfig
+from ..vectors import VectorError, VectorSpace
 from .vector_table import VectorTable
-from .vectors import VectorError, VectorSpace
 
 SPACES = ("frame", "event", "event_doc", "summary", "speech", "entity")  # event_doc, summary, speech: the
 # text embedder's; entity: perception's appearance vectors of entities (memory/sightings.py)

@@ -36,8 +36,7 @@ from ..llm import prompts
 from ..llm.base import Image, LLMError
 from ..llm.schemas import (TOOL_ACTIONS, AnswerAction, FindEntityAction, InspectAction, LastSeenAction, RouteFinal,
                            RouteRetrieve, SearchAction, TimeRange, parse_action, parse_anchor, parse_route)
-from ..memory.records import Evidence, last_pose
-from ..memory.view import MemoryView
+from ..memory import Evidence, MemoryView, last_pose
 from ..numerics import spread_evenly
 from . import entity_actions
 from .answer import Answer

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from ..memory.records import Evidence, Moment, Pose, last_pose
+from ..memory import Evidence, Moment, Pose, last_pose
 from .turn import TraceEntry
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import VamError
 from ..llm import LLMError
-from ..memory.sessions import check_session_id
+from ..memory import check_session_id
 from .agent import AgenticAnswerer
 from .answer import Answer, locate
 from .qa_record import QARecorder

@@ -48,8 +48,7 @@ import numpy as np
 from ..llm import prompts
 from ..llm.base import Image, LLMError
 from ..llm.schemas import parse_monitor_verdict
-from ..memory.monitors import ObservedFrame
-from ..memory.records import Alert, Monitor, is_absolute_time
+from ..memory import Alert, Monitor, ObservedFrame, is_absolute_time
 from .vigilance import ChangeTest, ConditionSimilarity, RecentRange
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..memory.records import Evidence
-from ..memory.view import MemoryView
+from ..memory import Evidence, MemoryView
 from .answer import Answer
 from .turn import ModelTurns
 

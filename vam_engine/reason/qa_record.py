@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..llm import prompts
-from ..memory.view import MemoryView
+from ..memory import MemoryView
 from .answer import Answer
 from .turn import ModelTurns, TraceEntry
 

@@ -18,8 +18,7 @@ from typing import Callable
 
 from ..llm import prompts
 from ..llm.base import Image
-from ..memory.records import Alert, Evidence
-from ..memory.sessions import NewTurn, SessionRepository, SessionTurn, SessionWatch
+from ..memory import Alert, Evidence, NewTurn, SessionRepository, SessionTurn, SessionWatch
 
 log = logging.getLogger(__name__)
 MAX_REPLY_CHARS = 1000

@@ -65,13 +65,12 @@ from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError, LLMRequest
 from ..llm.schemas import parse_coarse, parse_fine
-from ..memory.records import Evidence, last_pose
-from ..memory.view import MemoryView
+from ..memory import Evidence, MemoryView, last_pose
 from ..numerics import spread_evenly
 from .answer import Answer, moment_evidence
 from .turn import ModelTurns, TraceEntry
 
-# defaults when no WorkingMemory is given (DESIGN.md section 6, OASIS 4.2)
+# defaults when no WorkingMemory is given (docs/design.md section 6, OASIS 4.2)
 _SHORT_S, _SHORT_FPS, _MEDIUM_S, _MEDIUM_FPS = 8.0, 2.0, 32.0, 1.0
 _QA_SUMMARY_CHARS = 2000
 SPEECH_LINES = 24  # transcript segments per camera the coarse request shows at most (the latest)

@@ -35,12 +35,8 @@ import numpy as np
 from ..config import WriterConfig
 from ..llm import prompts
 from ..llm.base import Image, LLMError
-from ..memory.doc_queue import DocumentQueue
-from ..memory.events import EventRepository
-from ..memory.moments import MomentRepository
-from ..memory.records import Summary, is_absolute_time
-from ..memory.summaries import SummaryRepository
-from ..memory.transcripts import TranscriptRepository
+from ..memory import (DocumentQueue, EventRepository, MomentRepository, Summary, SummaryRepository,
+                      TranscriptRepository, is_absolute_time)
 from ..numerics import spread_evenly
 
 log = logging.getLogger(__name__)

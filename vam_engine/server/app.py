@@ -1,6 +1,6 @@
 """The service's FastAPI app: ``create_app(engine, ServeOptions(...))``.
 
-Security by default (DESIGN.md section 7): once any token exists (``vam-engine token create``),
+Security by default (docs/design.md section 7): once any token exists (``vam-engine token create``),
 every API request but ``GET /api/health`` needs one, on loopback too; with ``require_tokens``
 (set by ``serve`` on any address other than loopback) even an empty token file admits nobody.
 The page's static files (``/``, ``/static/...``) and the API description (``/openapi.json``,

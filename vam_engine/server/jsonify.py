@@ -12,7 +12,7 @@ import math
 
 from starlette.responses import Response
 
-from ..memory.records import Event, Evidence, Moment, Summary, Transcript
+from ..memory import Event, Evidence, Moment, Summary, Transcript
 
 
 def json_response(content, status_code: int = 200, headers=None) -> Response:

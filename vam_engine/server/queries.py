@@ -14,8 +14,6 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..memory.db import placeholders
-
 
 class BadQuery(ValueError):
     """A query parameter is malformed: the message names it (the API answers 422)."""
@@ -98,54 +96,18 @@ class RowKey:
     row_id: int
 
 
-_PAGED = {"moments": ("moment_id", "t", "t"), "events": ("event_id", "t_start", "t_end"),
-          "transcripts": ("segment_id", "t_start", "t_end")}
-
-
 def page_after(store, kind: str, *, cameras, t0=None, t1=None, as_of=None, after: RowKey | None = None,
                limit: int = 200, place=None) -> tuple[list, bool]:
     """Up to ``limit`` moments, events or transcript segments (``kind``) strictly after the key
-    ``after``, by (camera, time, id), and whether more follow. Moments: t0 <= t <= t1; events
-    and segments: overlapping [t0, t1]; all ending by ``as_of``. ``place`` (memory/places.py;
-    moments and events only): moments whose pose is there, events with such a moment."""
+    ``after``, by (camera, time, id), and whether more follow (memory/pages.py). Moments: t0 <= t
+    <= t1; events and segments: overlapping [t0, t1]; all ending by ``as_of``. ``place``
+    (memory/places.py; moments and events only): moments whose pose is there, events with such a
+    moment."""
     check_range(t0, t1, as_of)
-    id_col, t_col, end_col = _PAGED[kind]
-    where, args = [], []
-    if place is not None:
-        from ..memory.places import allowed_ids
-
-        if kind not in ("moments", "events"):
-            raise BadQuery(f"a place filter applies to moments and events, not {kind}")
-
-        ids = allowed_ids(store.db.conn(), "frame" if kind == "moments" else "event", place)
-        if not len(ids):
-            return [], False
-        where.append(f"{id_col} IN (SELECT value FROM json_each(?))")
-        args.append(json.dumps(ids.tolist()))
-    if cameras is not None:
-        if not cameras:
-            return [], False
-        where.append(f"camera_id IN ({placeholders(cameras)})")
-        args += list(cameras)
-    if t0 is not None:
-        where.append(f"{end_col} >= ?")
-        args.append(float(t0))
-    if t1 is not None:
-        where.append(f"{t_col} <= ?")
-        args.append(float(t1))
-    if as_of is not None:  # the causal bound: nothing that ends after it
-        where.append(f"{end_col} <= ?")
-        args.append(float(as_of))
-    if after is not None:
-        where.append(f"(camera_id, {t_col}, {id_col}) > (?, ?, ?)")
-        args += [after.camera_id, after.t, after.row_id]
-    sql = (f"SELECT {id_col} FROM {kind}" + (" WHERE " + " AND ".join(where) if where else "")
-           + f" ORDER BY camera_id, {t_col}, {id_col} LIMIT ?")
-    ids = [r[0] for r in store.db.conn().execute(sql, args + [int(limit) + 1])]
-    more = len(ids) > limit
-    ids = ids[:limit]
-    found = {"moments": store.moments, "events": store.events, "transcripts": store.transcripts}[kind].by_id(ids)
-    return [found[i] for i in ids if i in found], more
+    if place is not None and kind not in ("moments", "events"):
+        raise BadQuery(f"a place filter applies to moments and events, not {kind}")
+    key = None if after is None else (after.camera_id, after.t, after.row_id)
+    return store.pages.after(kind, cameras=cameras, t0=t0, t1=t1, as_of=as_of, after=key, limit=limit, place=place)
 
 
 def row_key(kind: str, row) -> RowKey:
@@ -179,28 +141,11 @@ def events_page(store, **query) -> Page:
     return page(store, "events", **query)
 
 
-def camera_extents(store) -> dict[str, dict]:
-    """Per camera: moments, first and last time on its axis, whether that axis is absolute."""
-    rows = store.db.conn().execute(
-        "SELECT camera_id, COUNT(*), MIN(t), MAX(t), MAX(t_abs IS NOT NULL) FROM moments GROUP BY camera_id")
-    return {r[0]: {"moments": r[1], "t_first": r[2], "t_last": r[3], "absolute": bool(r[4])} for r in rows}
-
-
-def events_count(store) -> dict[str, int]:
-    return dict(store.db.conn().execute("SELECT camera_id, COUNT(*) FROM events GROUP BY camera_id").fetchall())
-
-
-def sample_outcomes(store) -> dict[tuple[str, str], int]:
-    """(camera, outcome) -> gated samples: 'kept' or the gate that dropped them."""
-    sql = "SELECT camera_id, COALESCE(dropped_by, 'kept'), COUNT(*) FROM samples GROUP BY 1, 2"
-    return {(r[0], r[1]): r[2] for r in store.db.conn().execute(sql)}
-
-
 @dataclass(frozen=True)
 class StoreStats:
     """Per-camera figures of a store (``/api/cameras``, ``/metrics``)."""
 
-    extents: dict[str, dict]  # camera -> camera_extents' entry
+    extents: dict[str, dict]  # camera -> its entry of memory Pages.camera_extents
     events: dict[str, int]  # camera -> events
     outcomes: dict[tuple[str, str], int]  # (camera, outcome) -> gated samples
     bytes_by_part: dict[str, int]  # frames / database / vectors -> bytes on disk
@@ -211,5 +156,6 @@ def store_stats(store) -> StoreStats:
     db = sum(p.stat().st_size for p in root.glob("store.sqlite*") if p.is_file())
     vec = sum(p.stat().st_size for p in (root / "vectors").glob("*") if p.is_file()) \
         if (root / "vectors").is_dir() else 0
-    return StoreStats(camera_extents(store), events_count(store), sample_outcomes(store),
+    pages = store.pages
+    return StoreStats(pages.camera_extents(), pages.events_count(), pages.sample_outcomes(),
                       {"frames": store.moments.frame_bytes(), "database": db, "vectors": vec})

@@ -147,7 +147,7 @@ def _query_place(request: Request, near, radius, region, map_frame):
 
 
 def _place(request: Request, near, radius, region, map_frame):
-    from ..memory.places import make_place
+    from ..memory import make_place
 
     try:
         place = make_place(near, radius, region, map_frame)

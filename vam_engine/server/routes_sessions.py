@@ -30,7 +30,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
-from ..memory.sessions import SessionError, SessionLimit, WatchNotAllowed
+from ..memory import SessionError, SessionLimit, WatchNotAllowed
 from .auth import need
 from .jsonify import answer_json, evidence_json, json_response
 from .queries import MAX_ID, BadQuery, parse_position

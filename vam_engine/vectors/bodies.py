@@ -1,14 +1,16 @@
-"""Exact top-k bodies of a vector space (memory/vectors.py): numpy on the host, and the device
-mirrors of its rows (a resident torch tensor, or faiss-gpu), behind one ``topk`` signature."""
+"""Exact top-k bodies of a vector space (vectors/space.py): numpy over the host rows, and the
+device mirrors of those rows (a resident torch tensor, or faiss-gpu), behind one interface
+(``RowsBody``), chosen once when the space is made (``make_rows_body``)."""
 from __future__ import annotations
 
 import threading
+from typing import Protocol
 
 import numpy as np
 
 from ..errors import VectorError
+from ..numerics import SINGLE_THREAD_MAX
 
-SINGLE_THREAD_MAX = 1 << 22       # exact scans up to this many multiply-adds skip BLAS threads
 SCORE_BLOCK = 1 << 24             # exact scans: scores computed per block (floats)
 GATHER_BLOCK = 1 << 22            # exact scans of a row subset: bytes gathered per block
 MIN_BLOCK = 2048
@@ -20,6 +22,25 @@ def faiss_module():
     except ImportError as e:  # pragma: no cover - faiss-cpu is a dependency of the vector memory
         raise VectorError(f"the vector memory needs faiss (pip install faiss-cpu): {e}") from None
     return faiss
+
+
+class RowsBody(Protocol):
+    """What a space asks of its exact-search body. The host rows (``host``, float32, contiguous)
+    are the space's own copy; a body mirrors them in the same order, told of every change:
+    appends (``write``), swap-removes (``move`` then ``truncate``), a whole new set (``reset``)."""
+
+    name: str       # for stats(): "numpy", "torch-cuda:0-float16", "faiss-gpu", ...
+    approx: bool    # scores in reduced precision: the space re-scores candidates in float32
+    on_device: bool  # searches run on a GPU (the space then prefers exact search to an ANN index)
+
+    def write(self, start: int, vecs: np.ndarray) -> None: ...
+    def move(self, dst: np.ndarray, src: np.ndarray) -> None: ...
+    def truncate(self, n: int) -> None: ...
+    def reset(self, vecs: np.ndarray) -> None: ...
+
+    def topk(self, q: np.ndarray, host: np.ndarray, n: int, k: int, rows=None, mask=None):
+        """Exact (scores, row indices) of the top k of the first ``n`` rows, of ``rows`` only, or
+        of the rows where ``mask`` is set; each (M x min(k, candidates)), best first."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,6 +108,36 @@ def numpy_topk(q: np.ndarray, v: np.ndarray, k: int, mask: np.ndarray | None = N
     return top_sorted(best_s, best_i, kk)
 
 
+class NumpyRows:
+    """The host body: numpy over the space's own rows (no mirror to keep)."""
+
+    name = "numpy"
+    approx = False
+    on_device = False
+
+    def write(self, start: int, vecs: np.ndarray) -> None:
+        pass
+
+    def move(self, dst: np.ndarray, src: np.ndarray) -> None:
+        pass
+
+    def truncate(self, n: int) -> None:
+        pass
+
+    def reset(self, vecs: np.ndarray) -> None:
+        pass
+
+    def topk(self, q, host, n, k, rows=None, mask=None):
+        return host_topk(q, host, n, k, rows, mask)
+
+
+def host_topk(q, host, n, k, rows=None, mask=None):
+    """``RowsBody.topk`` by numpy over the host rows."""
+    if rows is not None:
+        return numpy_topk(q, host, k, rows=rows)
+    return numpy_topk(q, host[:n], k, mask)
+
+
 class TorchRows:
     """A resident torch copy of the rows, kept in the same order (same swap-removes), searched
     with a matmul + torch.topk. fp16 on CUDA (the caller re-scores candidates in fp32)."""
@@ -99,6 +150,7 @@ class TorchRows:
         self.device = torch.device(device)
         self.dtype = dtype or (torch.float16 if self.device.type == "cuda" else torch.float32)
         self.approx = self.dtype != torch.float32
+        self.on_device = self.device.type == "cuda"
         self.name = f"torch-{self.device}-{str(self.dtype).replace('torch.', '')}"
         self.t = torch.empty((0, dim), dtype=self.dtype, device=self.device)
 
@@ -160,6 +212,7 @@ class FaissGpuRows:
     and masked searches run on the host (numpy)."""
 
     approx = False
+    on_device = True
     name = "faiss-gpu"
 
     def __init__(self, dim: int):
@@ -190,10 +243,8 @@ class FaissGpuRows:
             self.index.add(np.ascontiguousarray(vecs))
 
     def topk(self, q, host, n, k, rows=None, mask=None):
-        if rows is not None:
-            return numpy_topk(q, host, k, rows=rows)
-        if mask is not None:
-            return numpy_topk(q, host[:n], k, mask)
+        if rows is not None or mask is not None:
+            return host_topk(q, host, n, k, rows, mask)
         with self.lock:
             if self.stale or self.index.ntotal != n:
                 self.reset(host[:n])
@@ -203,11 +254,12 @@ class FaissGpuRows:
         return s, i
 
 
-def make_rows_backend(device: str, dim: int, torch_dtype=None):
-    """None (numpy on the host) or a device body for exact search."""
+def make_rows_body(device: str, dim: int, torch_dtype=None) -> RowsBody:
+    """The exact-search body for ``device``: numpy on the host ("cpu"), torch ("cuda", "cuda:N",
+    "torch-cpu"), faiss-gpu (CUDA without a CUDA torch); "auto" takes a GPU when there is one."""
     dev = str(device or "cpu")
     if dev == "cpu":
-        return None
+        return NumpyRows()
     if dev == "torch-cpu":
         return TorchRows(dim, "cpu", torch_dtype)
     if dev == "auto" or dev.startswith("cuda"):
@@ -224,6 +276,6 @@ def make_rows_backend(device: str, dim: int, torch_dtype=None):
         if faiss_gpus > 0:
             return FaissGpuRows(dim)
         if dev == "auto":
-            return None
+            return NumpyRows()
         raise VectorError(f"vector device {dev!r}: neither a CUDA torch nor faiss-gpu is available")
     raise VectorError(f"unknown vector device {dev!r} (expected cpu, cuda, cuda:N, auto or torch-cpu)")

@@ -41,7 +41,7 @@ that has changed meanwhile, so repeated changes to one node coalesce into one wr
 The reference implementation also never set parent pointers and used recursion that
 overflowed on its chains; here every node has its parent, and every walk is iterative.
 
-Persistence. Nodes live in the store's SQLite database (``forest_nodes``, memory/forest_nodes.py),
+Persistence. Nodes live in the store's SQLite database (``forest_nodes``, forest/nodes.py),
 embeddings as float32 blobs. Each public mutating call writes its changes in one transaction; if that fails, the in-memory forest is reloaded from the
 database, so memory and disk always hold the state before or after the call, never a mix.
 ``EventForest(None, cfg)`` (no repository) keeps a forest in memory only (simulations, benchmarks).
@@ -52,19 +52,20 @@ ordinals (time order within its camera) it covers; within a camera those ranges 
 (nested or disjoint), so "ancestor or descendant of the picked node" is exactly "range
 overlaps the picked node's range": the greedy pruning is a few vectorized comparisons. Scoring
 is one matrix-vector product per camera (numpy's single-threaded einsum for small matrices, as
-in vectors.py, BLAS above ``SINGLE_THREAD_MAX`` multiply-adds).
+in vectors/bodies.py, BLAS above ``SINGLE_THREAD_MAX`` multiply-adds).
 """
 from __future__ import annotations
 
 import math
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import ForestConfig
-from .forest_index import CameraIndex, clip_text, frozen_unit, mean_direction, public_copy, spread_in_time
-from .forest_nodes import ForestNodeRepository
-from .records import ForestNode
+from ...config import ForestConfig
+from ..records import ForestNode
+from .index import CameraIndex, clip_text, frozen_unit, mean_direction, public_copy, spread_in_time
+from .nodes import ForestNodeRepository
 
 
 # Placeholder summaries of pending nodes are the children's summaries joined, cut to this size.
@@ -581,10 +582,29 @@ class EventForest:
             return idx.ids[:idx.n].copy(), idx.emb[:idx.n].copy()
 
     # -- invariants ------------------------------------------------------------------------------
+    def structure(self) -> "ForestStructure":
+        """The forest's own structures as they are now, not copies: for the invariant check
+        (``check``) and debugging. Change nothing in them."""
+        return ForestStructure(self._nodes, self._roots, self._by_event, self._index, self._stale, self._next_id,
+                               self.cfg)
+
     def check(self) -> None:
         """Verify every structural invariant; AssertionError with a message on the first broken
         one. O(N), iterative."""
-        from .forest_check import check_forest
+        from .check import check_forest
 
         with self._lock:
-            check_forest(self)
+            check_forest(self.structure())
+
+
+@dataclass(frozen=True)
+class ForestStructure:
+    """An EventForest's structures (``EventForest.structure``): the live objects, not copies."""
+
+    nodes: dict[int, ForestNode]    # every node by id
+    roots: dict[str, list[int]]     # per camera, its roots oldest first
+    by_event: dict[int, int]        # event id -> its leaf
+    indexes: dict[str, CameraIndex]  # per camera, its retrieval matrix
+    stale: set[int]                 # nodes waiting for a summary
+    next_id: int                    # the id the next node gets
+    cfg: ForestConfig

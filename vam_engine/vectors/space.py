@@ -1,8 +1,7 @@
-"""Vector memory: one ``VectorSpace`` per space ("frame", "event", "summary").
+"""A vector space: normalized float32 vectors under the caller's stable int64 ids.
 
-Ids are the int64 stable ids of the SQLite rows (moment_id, event_id, summary id); scores are
-inner products of L2-normalized float32 vectors (cosine). Vectors are normalized on the way in,
-queries too.
+Scores are inner products of L2-normalized float32 vectors (cosine). Vectors are normalized on
+the way in, queries too.
 
 Layout of one space:
 
@@ -37,9 +36,9 @@ of its labels, looking wider (efSearch / nprobe up to 4x) the more selective it 
 come back short fall back to the exact masked scan. Without an ANN index every filtered search
 is exact.
 
-Snapshots (``save``/``load``): one file per space, written atomically (memory/vector_snapshot.py).
-The exact top-k bodies live in memory/vector_bodies.py, the ANN index and the id map in
-memory/vector_index.py.
+Snapshots (``save``/``load``): one file per space, written atomically (vectors/snapshot.py).
+The exact top-k bodies live in vectors/bodies.py (one chosen at construction, behind
+``RowsBody``), the ANN index and the id map in vectors/index.py.
 
 Thread safety: mutations (add, remove, save, index swaps) are serialized by one mutex; searches
 take the read side of a readers-writer lock and run concurrently with each other, and with the
@@ -56,9 +55,10 @@ import numpy as np
 
 from ..config import VectorConfig
 from ..errors import VectorError
-from . import vector_snapshot
-from .vector_bodies import FaissGpuRows, TorchRows, make_rows_backend, numpy_topk, pad_rows, top_sorted
-from .vector_index import Ann, IdMap, RWLock, format_ids, ivf_nlist
+from . import snapshot
+from .bodies import make_rows_body, pad_rows, top_sorted
+from .index import Ann, IdMap, RWLock, format_ids, ivf_nlist
+from .snapshot import SpaceContents
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,6 @@ TOMBSTONE_REBUILD_FRACTION = 0.2  # rebuild the ANN index when this share of it 
 IVF_REBUILD_GROWTH = 4.0          # retrain IVF when the space has grown this much since
 BUILD_CHUNK = 16_384              # rows copied per lock hold while building an ANN index
 GATHER_FRACTION = 8               # gathering a row costs ~8x scanning it: subsets above n/8 are scanned
-
 
 
 class VectorSpace:
@@ -90,12 +89,10 @@ class VectorSpace:
         self.device = str(device)
         self.model_id = str(model_id or "")
         self.background_build = bool(background_build)
-        self._backend = make_rows_backend(self.device, self.dim, torch_dtype)
-        be = self._backend
-        on_gpu = isinstance(be, FaissGpuRows) or (isinstance(be, TorchRows) and be.device.type == "cuda")
+        self._body = make_rows_body(self.device, self.dim, torch_dtype)
         idx = self.cfg.index
         self._ann_kind = None if idx == "flat" else ("hnsw" if idx == "auto" else idx)
-        if idx == "auto" and on_gpu:
+        if idx == "auto" and self._body.on_device:
             self._ann_kind = None
         self.ef_search = HNSW_EF_SEARCH
         self.nprobe: int | None = None  # None: ivf_nprobe(nlist)
@@ -129,6 +126,12 @@ class VectorSpace:
                 f"device={self.device!r})")
 
     @property
+    def ann_kind(self) -> str | None:
+        """The ANN index this space builds from ``cfg.ann_min_size`` on ("ivf", "hnsw"; None:
+        exact search only)."""
+        return self._ann_kind
+
+    @property
     def index_kind(self) -> str:
         """The index searches use now: "flat", "ivf" or "hnsw"."""
         ann = self._ann
@@ -154,15 +157,33 @@ class VectorSpace:
             return {
                 "name": self.name, "dim": self.dim, "n": self._n, "model_id": self.model_id,
                 "device": self.device,
-                "exact_body": "numpy" if self._backend is None else self._backend.name,
+                "exact_body": self._body.name,
                 "index": self.index_kind, "index_setting": self.cfg.index,
                 "ann_ntotal": 0 if ann is None else ann.ntotal,
                 "tombstones": 0 if ann is None else ann.tombstones,
                 "nlist": None if ann is None or ann.kind != "ivf" else ann.nlist,
                 "building": self._building,
                 "vector_bytes": self._n * self.dim * 4,
+                "idmap": self._map.kind,
                 "idmap_bytes": self._map.nbytes(),
             }
+
+    def check(self) -> None:
+        """Verify the ANN index against the rows (a test and debugging aid): each row's label
+        holds its id, every other label is a tombstone. AssertionError naming the first broken
+        invariant; nothing to check without an index."""
+        with self._rw.read():
+            ann, n = self._ann, self._n
+            if ann is None:
+                return
+            labels = self._label[:n]
+            if (labels < 0).any():
+                raise AssertionError(f"vector space {self.name!r}: rows without an index label")
+            if not np.array_equal(ann.label_id[labels], self._ids[:n]):
+                raise AssertionError(f"vector space {self.name!r}: index labels name other ids than their rows")
+            if (ann.label_id[:ann.ntotal] >= 0).sum() != n or ann.tombstones != ann.ntotal - n:
+                raise AssertionError(f"vector space {self.name!r}: {ann.tombstones} tombstones, "
+                                     f"{ann.ntotal} labels for {n} rows")
 
     # -- validation ----------------------------------------------------------------------------
     def _err(self, msg: str) -> VectorError:
@@ -244,8 +265,7 @@ class VectorSpace:
                     self._vecs, self._ids, self._seqno, self._label = grown
                 if self._ann is not None:
                     self._label[n:n + m] = self._ann.add(v, ids)
-                if self._backend is not None:
-                    self._backend.write(n, v)
+                self._body.write(n, v)
                 self._map.put(ids, np.arange(n, n + m, dtype=np.int64), self._ids[:n + m])
                 self._n = n + m
             build = self._claim_build()
@@ -290,12 +310,10 @@ class VectorSpace:
                 if len(holes):
                     for arr in (self._vecs, self._ids, self._seqno, self._label):
                         arr[holes] = arr[movers]
-                    if self._backend is not None:
-                        self._backend.move(holes, movers)
+                    self._body.move(holes, movers)
                     self._map.put(self._ids[holes], holes, self._ids[:new_n])
                 self._n = new_n
-                if self._backend is not None:
-                    self._backend.truncate(new_n)
+                self._body.truncate(new_n)
             build = self._claim_build()
         if build:
             self._run_build()
@@ -501,11 +519,7 @@ class VectorSpace:
     def _exact(self, q, k, rows=None, mask=None):
         """Exact (scores, rows) over all rows, ``rows``, or the rows in ``mask``."""
         n = self._n
-        be = self._backend
-        if be is None:
-            if rows is not None:
-                return numpy_topk(q, self._vecs, k, rows=rows)
-            return numpy_topk(q, self._vecs[:n], k, mask)
+        be = self._body
         if not be.approx:
             return be.topk(q, self._vecs, n, k, rows, mask)
         # reduced precision on the device: over-fetch, then re-score the candidates in fp32
@@ -517,18 +531,22 @@ class VectorSpace:
         s[cand < 0] = -np.inf
         return top_sorted(s, cand, min(k, cols))
 
-    # -- snapshots -----------------------------------------------------------------------------
-
-    # -- snapshots (memory/vector_snapshot.py) ------------------------------------------------
+    # -- snapshots (vectors/snapshot.py) ------------------------------------------------------
     def save(self, path, seq: int) -> None:
         """Write a snapshot covering change-log position ``seq`` to ``path`` atomically (a
         temporary file, fsynced, renamed into place). Mutations wait; searches do not."""
-        vector_snapshot.save(self, path, seq)
+        if isinstance(seq, bool) or not isinstance(seq, (int, np.integer)) or seq < 0:
+            raise self._err(f"snapshot seq must be an integer >= 0, got {seq!r}")
+        with self._mut:
+            n, ann = self._n, self._ann
+            snapshot.save(SpaceContents(self.name, self.dim, self.model_id, self.cfg.index, self._ids[:n],
+                                        self._vecs[:n], ann, None if ann is None else self._label[:n]), path, seq)
+        snapshot.sync_directory(path)
 
     @staticmethod
     def snapshot_info(path) -> dict:
         """The JSON header of a snapshot (seq, dim, model_id, kind, n, ...), read cheaply."""
-        return vector_snapshot.snapshot_info(path)
+        return snapshot.snapshot_info(path)
 
     @classmethod
     def load(cls, path, cfg: VectorConfig | None = None, *, device: str = "cpu", name: str | None = None,
@@ -537,5 +555,27 @@ class VectorSpace:
         """Read a snapshot written by ``save``. Returns (space, seq). VectorError naming the
         file when it is missing, truncated or corrupt, or when ``name``/``dim``/``model_id``
         are given and differ from the snapshot's."""
-        return vector_snapshot.load(cls, path, cfg, device=device, name=name, dim=dim, model_id=model_id,
-                                    background_build=background_build)
+        def new_space(space_name: str, space_dim: int, space_model: str) -> VectorSpace:
+            return cls(space_name, space_dim, cfg, device=device, model_id=space_model,
+                       background_build=background_build)
+
+        space, contents, seq = snapshot.load(path, new_space, name=name, dim=dim, model_id=model_id)
+        space._restore(contents)
+        return space, seq
+
+    def _restore(self, c: SpaceContents) -> None:
+        """Take a snapshot's rows (and its ANN index) into this new, empty space."""
+        n = len(c.ids)
+        self._vecs, self._ids = c.vectors, c.ids
+        self._seqno = np.arange(n, dtype=np.int64)
+        self._next_seqno = n
+        self._label = c.row_labels if c.ann is not None else np.full(n, -1, np.int64)
+        self._n = n
+        self._map.rebuild(c.ids)
+        self._body.reset(c.vectors)
+        if c.ann is not None:
+            self._ann = c.ann
+        with self._mut:
+            build = self._claim_build()
+        if build:
+            self._run_build()

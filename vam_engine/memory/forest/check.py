@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .forest_index import mean_direction, frozen_unit
+from .index import frozen_unit, mean_direction
 
 
 def fail(msg: str):
@@ -14,20 +14,21 @@ def fail(msg: str):
 
 
 def check_forest(forest) -> None:
-    """AssertionError with a message on the first broken invariant of ``forest``."""
+    """AssertionError with a message on the first broken invariant of a forest's structures
+    (``EventForest.structure()``, read under its lock)."""
     _check_reachable(forest)
-    for nid, n in forest._nodes.items():
+    for nid, n in forest.nodes.items():
         _check_node(forest, nid, n)
-    if set(forest._by_event.values()) - set(forest._nodes):
+    if set(forest.by_event.values()) - set(forest.nodes):
         fail("event map points at missing nodes")
 
 
 def _check_reachable(forest) -> None:
     """Every node reachable exactly once from its camera's roots (no cycles, no orphans), the
     roots in order, and each camera's retrieval index holding exactly its nodes."""
-    nodes = forest._nodes
+    nodes = forest.nodes
     seen: set[int] = set()
-    for cam, roots in forest._roots.items():
+    for cam, roots in forest.roots.items():
         if len(roots) > forest.cfg.root_cap:
             fail(f"camera {cam!r}: {len(roots)} roots > root_cap {forest.cfg.root_cap}")
         prev = None
@@ -64,10 +65,10 @@ def _check_reachable(forest) -> None:
     if len(seen) != len(nodes):
         orphans = sorted(set(nodes) - seen)[:5]
         fail(f"{len(nodes) - len(seen)} nodes unreachable from any root, e.g. {orphans}")
-    for cam in forest._roots:
-        if cam not in forest._index or forest._index[cam].n != sum(1 for n in nodes.values() if n.camera_id == cam):
+    for cam in forest.roots:
+        if cam not in forest.indexes or forest.indexes[cam].n != sum(1 for n in nodes.values() if n.camera_id == cam):
             fail(f"camera {cam!r}: retrieval index does not hold exactly the camera's nodes")
-    if set(forest._index) != set(forest._roots):
+    if set(forest.indexes) != set(forest.roots):
         fail("retrieval indexes and cameras differ")
 
 
@@ -75,18 +76,18 @@ def _check_node(forest, nid: int, n) -> None:
     """One node's own invariants: interval, keyframes, staleness, its index row; a leaf's event
     and embedding, an internal node's children (order, ranges, AVL balance, keyframes taken
     from them, the placeholder embedding of a pending node)."""
-    nodes, budget = forest._nodes, forest.cfg.keyframes
-    if nid >= forest._next_id:
-        fail(f"node {nid} >= next id {forest._next_id}")
+    nodes, budget = forest.nodes, forest.cfg.keyframes
+    if nid >= forest.next_id:
+        fail(f"node {nid} >= next id {forest.next_id}")
     if not (n.t_start <= n.t_end):
         fail(f"node {nid}: interval [{n.t_start}, {n.t_end}]")
     if len(n.keyframes) != len(n.keyframe_times) or len(n.keyframes) > budget:
         fail(f"node {nid}: {len(n.keyframes)} keyframes (budget {budget}) / {len(n.keyframe_times)} times")
     if any(a > b for a, b in zip(n.keyframe_times, n.keyframe_times[1:])):
         fail(f"node {nid}: keyframes not sorted by time")
-    if (nid in forest._stale) != n.stale:
+    if (nid in forest.stale) != n.stale:
         fail(f"node {nid}: stale set disagrees with its versions")
-    idx = forest._index[n.camera_id]
+    idx = forest.indexes[n.camera_id]
     r = idx.row.get(nid)
     if r is None or idx.ids[r] != nid or idx.t_end[r] != n.t_end or idx.lo[r] != n.leaf_lo \
             or idx.hi[r] != n.leaf_hi:
@@ -100,7 +101,7 @@ def _check_node(forest, nid: int, n) -> None:
 def _check_leaf(forest, nid: int, n, idx, r) -> None:
     if n.height != 0 or n.n_leaves != 1 or n.event_id is None or n.leaf_lo != n.leaf_hi:
         fail(f"leaf {nid}: height {n.height}, n_leaves {n.n_leaves}, event {n.event_id}")
-    if forest._by_event.get(n.event_id) != nid:
+    if forest.by_event.get(n.event_id) != nid:
         fail(f"leaf {nid}: event map does not point at it")
     if n.stale or n.embedding is None:
         fail(f"leaf {nid}: leaves are never pending")
@@ -111,7 +112,7 @@ def _check_leaf(forest, nid: int, n, idx, r) -> None:
 
 
 def _check_internal(forest, nid: int, n, idx, r) -> None:
-    nodes, budget = forest._nodes, forest.cfg.keyframes
+    nodes, budget = forest.nodes, forest.cfg.keyframes
     if len(n.children) != 2:
         fail(f"node {nid}: {len(n.children)} children (nodes are binary)")
     if n.event_id is not None:

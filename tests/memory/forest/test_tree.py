@@ -18,9 +18,7 @@ from hypothesis import strategies as st
 
 from vam_engine.config import ForestConfig
 from vam_engine.memory import Store
-from vam_engine.memory.forest import EventForest
-from vam_engine.memory.forest_check import reference_policy_depth
-from vam_engine.memory.forest_nodes import ForestNodeRepository
+from vam_engine.memory.forest import EventForest, ForestNodeRepository, reference_policy_depth
 from vam_engine.memory.records import ForestNode
 
 DIM = 8
@@ -463,15 +461,15 @@ def test_check_catches_corruption():
         return f
 
     def internal(f):
-        return next(n for n in f._nodes.values() if n.children and n.height >= 2)
+        return next(n for n in f.structure().nodes.values() if n.children and n.height >= 2)
 
     corruptions = {
-        "parent pointer": lambda f: setattr(f._nodes[internal(f).children[0]], "parent", None),
+        "parent pointer": lambda f: setattr(f.structure().nodes[internal(f).children[0]], "parent", None),
         "height": lambda f: setattr(internal(f), "height", internal(f).height + 1),
         "interval": lambda f: setattr(internal(f), "t_end", internal(f).t_end + 1),
         "keyframes": lambda f: setattr(internal(f), "keyframes", internal(f).keyframes[:-1] + [999_999]),
         "cycle": lambda f: setattr(internal(f), "children", (f.roots("c")[0].node_id, internal(f).children[1])),
-        "too many roots": lambda f: f._roots["c"].extend([f._roots["c"][0]] * 4),
+        "too many roots": lambda f: f.structure().roots["c"].extend([f.structure().roots["c"][0]] * 4),
         "stale flag": lambda f: setattr(internal(f), "written_version", internal(f).summary_version),
     }
     for name, corrupt in corruptions.items():

@@ -1,6 +1,6 @@
 """Vector side of the event forest: node embeddings (unit vectors, children's weighted mean
 directions) and each camera's retrieval matrix with its greedy lineage-pruned top-k; and the
-small helpers forest.py applies to nodes (copies handed out, keyframes spread in time, text
+small helpers forest/tree.py applies to nodes (copies handed out, keyframes spread in time, text
 clipped)."""
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..numerics import unit
-from .records import ForestNode
-from .vector_bodies import SINGLE_THREAD_MAX
+from ...numerics import SINGLE_THREAD_MAX, unit
+from ..records import ForestNode
 
 
 def frozen_unit(v, dim: int | None, what: str) -> np.ndarray:
@@ -80,7 +79,7 @@ class CameraIndex:
         n = self.n
         if n * len(q) <= SINGLE_THREAD_MAX:
             # numpy's own single-threaded loop: waking BLAS threads costs a scheduler slice
-            # (~8 ms) on a busy machine, far more than a small scan (as in vectors.py)
+            # (~8 ms) on a busy machine, far more than a small scan (as in vectors/bodies.py)
             s = np.einsum("nd,d->n", self.emb[:n], q)
         else:
             s = self.emb[:n] @ q

@@ -1,4 +1,4 @@
-"""The parts a vector space (memory/vectors.py) is built of: the ANN index (faiss HNSW or IVF
+"""The parts a vector space (vectors/space.py) is built of: the ANN index (faiss HNSW or IVF
 whose labels are insertion positions, removed rows tombstoned until a rebuild), the id -> row
 map, and the readers-writer lock searches and mutations share."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .vector_bodies import faiss_module
+from .bodies import faiss_module
 
 # ANN parameters (benchmarks/bench_search.py measures them on 512-d clustered vectors)
 HNSW_M = 32
@@ -137,6 +137,11 @@ class IdMap:
         table[live_ids - lo] = np.arange(count, dtype=np.int64)
         self.base, self.table = lo, table
 
+    @property
+    def kind(self) -> str:
+        """"table" (dense ids) or "dict" (sparse ones)."""
+        return "table" if self.d is None else "dict"
+
     def nbytes(self) -> int:
         return self.table.nbytes if self.d is None else 100 * len(self.d)
 
@@ -148,11 +153,12 @@ class Ann:
     """A faiss ANN index whose labels are insertion positions, with label -> id and a bitmap
     of live labels (removed ones are tombstones until the next rebuild)."""
 
-    def __init__(self, kind: str, dim: int, index, nlist: int = 0):
+    def __init__(self, kind: str, dim: int, index, nlist: int = 0, quantizer=None):
         self.kind = kind
         self.dim = dim
         self.index = index
         self.nlist = nlist
+        self.quantizer = quantizer  # an IVF index borrows it: kept alive with the index
         self.label_id = np.empty(0, np.int64)
         self.bits = np.empty(0, np.uint8)
         self.ntotal = 0
@@ -176,8 +182,24 @@ class Ann:
         index.cp.max_points_per_centroid = 64
         index.cp.seed = 1234
         index.train(train)
-        ann = cls("ivf", dim, index, nlist)
-        ann._quantizer = quantizer  # the IVF index borrows it
+        return cls("ivf", dim, index, nlist, quantizer)
+
+    @classmethod
+    def restore(cls, kind: str, dim: int, index, nlist: int, labels: np.ndarray, ids: np.ndarray,
+                ntotal: int, n_built: int) -> "Ann":
+        """An index read back from a snapshot: ``ntotal`` labels, of which ``labels`` are the
+        live rows' (holding ``ids``), the others tombstones."""
+        ann = cls(kind, dim, index, nlist)
+        ann._grow(ntotal)
+        ann.ntotal = ntotal
+        ann.label_id[:ntotal] = -1
+        ann.label_id[labels] = ids
+        live = np.zeros(ntotal, bool)
+        live[labels] = True
+        packed = np.packbits(live, bitorder="little")
+        ann.bits[:len(packed)] = packed
+        ann.tombstones = ntotal - len(labels)
+        ann.n_built = n_built
         return ann
 
     def _grow(self, n: int) -> None:
@@ -235,6 +257,3 @@ class Ann:
             params.sel = sel  # `sel` and `bits` stay referenced until the search returns
         s, i = self.index.search(np.ascontiguousarray(q), int(k), params=params)
         return s, i
-
-
-# ---------------------------------------------------------------------------------------------

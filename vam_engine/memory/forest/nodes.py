@@ -1,12 +1,12 @@
-"""The event forest's nodes in SQLite (the forest itself lives in memory: memory/forest.py)."""
+"""The event forest's nodes in SQLite (the forest itself lives in memory: forest/tree.py)."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 
-from .db import Database
-from .records import ForestNode
+from ..db import Database
+from ..records import ForestNode
 
 
 class ForestNodeRepository:

@@ -1,8 +1,8 @@
-"""Snapshots of a vector space (memory/vectors.py) in one file: the sections (ids, vectors, ANN
+"""Snapshots of a vector space (vectors/space.py) in one file: the sections (ids, vectors, ANN
 labels, the serialized faiss index), then a JSON trailer with seq, dim, model_id, kind and each
 section's offset, size and CRC32. Written to a temporary name, fsynced and renamed into place,
 so a reader sees the old file or the new one, never a mix; ``snapshot_info`` reads the trailer
-alone."""
+alone. The space hands its rows over as ``SpaceContents`` and takes them back the same way."""
 from __future__ import annotations
 
 import json
@@ -12,14 +12,15 @@ import struct
 import threading
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from ..config import VectorConfig
 from ..errors import VectorError
-from .vector_index import Ann
-from .vector_bodies import faiss_module
+from .bodies import faiss_module
+from .index import Ann
 
 _MAGIC = b"VAMVEC\x01\n"
 _END = b"VAMVEND1"
@@ -27,71 +28,90 @@ _FORMAT = 1
 _TRAILER = struct.Struct("<Q8s")
 
 
-def save(space, path, seq: int) -> None:
-    """Write a snapshot covering change-log position ``seq`` to ``path`` atomically (a
-    temporary file, fsynced, renamed into place). Mutations wait; searches do not."""
+@dataclass(frozen=True)
+class SpaceContents:
+    """What a snapshot holds of a space: its rows in row order and, when it has one, its ANN
+    index with each row's label in it. Saving, the arrays are views of the space's own (its
+    mutations wait meanwhile)."""
+
+    name: str
+    dim: int
+    model_id: str
+    index_setting: str  # the space's cfg.index ("flat", "ivf", "hnsw", "auto")
+    ids: np.ndarray  # (n,) int64
+    vectors: np.ndarray  # (n, dim) float32, normalized
+    ann: Ann | None = None
+    row_labels: np.ndarray | None = None  # (n,) int64: each row's label in ``ann``
+
+
+def save(contents: SpaceContents, path, seq: int) -> None:
+    """Write a snapshot of ``contents`` covering change-log position ``seq`` to ``path``
+    atomically: a temporary file, fsynced, renamed into place (``sync_directory`` then makes
+    the rename durable)."""
     path = Path(path)
-    if isinstance(seq, bool) or not isinstance(seq, (int, np.integer)) or seq < 0:
-        raise space._err(f"snapshot seq must be an integer >= 0, got {seq!r}")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    with space._mut:
-        n = space._n
-        ann = space._ann
-        sections: list[dict] = []
+    n = len(contents.ids)
+    ann = contents.ann
+    sections: list[dict] = []
+    try:
+        with open(tmp, "wb") as f:
+            f.write(_MAGIC)
+
+            def put(name: str, arr: np.ndarray) -> None:
+                mv = memoryview(np.ascontiguousarray(arr).reshape(-1)).cast("B")  # 1-D: an emptied space (0 x dim) too
+                sections.append({"name": name, "offset": f.tell(), "nbytes": mv.nbytes,
+                                 "crc32": zlib.crc32(mv)})
+                f.write(mv)
+
+            put("ids", contents.ids)
+            put("vectors", contents.vectors)
+            meta = None
+            if ann is not None:
+                put("row_labels", contents.row_labels)
+                put("label_ids", ann.label_id[:ann.ntotal])
+                off, crc = f.tell(), [0]
+
+                def write(b: bytes) -> int:
+                    crc[0] = zlib.crc32(b, crc[0])
+                    f.write(b)
+                    return len(b)
+
+                faiss = faiss_module()
+                faiss.write_index(ann.index, faiss.PyCallbackIOWriter(write))
+                sections.append({"name": "faiss", "offset": off, "nbytes": f.tell() - off,
+                                 "crc32": crc[0]})
+                meta = {"kind": ann.kind, "ntotal": ann.ntotal, "tombstones": ann.tombstones,
+                        "n_built": ann.n_built, "nlist": ann.nlist}
+            header = {"format": _FORMAT, "name": contents.name, "dim": contents.dim, "model_id": contents.model_id,
+                      "kind": contents.index_setting, "n": n, "seq": int(seq), "saved_at": time.time(),
+                      "ann": meta, "sections": sections}
+            hb = json.dumps(header).encode()
+            f.write(hb)
+            f.write(_TRAILER.pack(len(hb), _END))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
         try:
-            with open(tmp, "wb") as f:
-                f.write(_MAGIC)
+            tmp.unlink()
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise VectorError(f"{path}: cannot write vector snapshot: {e}") from e
+        raise
 
-                def put(name: str, arr: np.ndarray) -> None:
-                    mv = memoryview(np.ascontiguousarray(arr).reshape(-1)).cast("B")  # 1-D: an emptied space (0 x dim) too
-                    sections.append({"name": name, "offset": f.tell(), "nbytes": mv.nbytes,
-                                     "crc32": zlib.crc32(mv)})
-                    f.write(mv)
 
-                put("ids", space._ids[:n])
-                put("vectors", space._vecs[:n])
-                meta = None
-                if ann is not None:
-                    put("row_labels", space._label[:n])
-                    put("label_ids", ann.label_id[:ann.ntotal])
-                    off, crc = f.tell(), [0]
-
-                    def write(b: bytes) -> int:
-                        crc[0] = zlib.crc32(b, crc[0])
-                        f.write(b)
-                        return len(b)
-
-                    faiss = faiss_module()
-                    faiss.write_index(ann.index, faiss.PyCallbackIOWriter(write))
-                    sections.append({"name": "faiss", "offset": off, "nbytes": f.tell() - off,
-                                     "crc32": crc[0]})
-                    meta = {"kind": ann.kind, "ntotal": ann.ntotal, "tombstones": ann.tombstones,
-                            "n_built": ann.n_built, "nlist": ann.nlist}
-                header = {"format": _FORMAT, "name": space.name, "dim": space.dim, "model_id": space.model_id,
-                          "kind": space.cfg.index, "n": n, "seq": int(seq), "saved_at": time.time(),
-                          "ann": meta, "sections": sections}
-                hb = json.dumps(header).encode()
-                f.write(hb)
-                f.write(_TRAILER.pack(len(hb), _END))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException as e:
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
-            if isinstance(e, OSError):
-                raise VectorError(f"{path}: cannot write vector snapshot: {e}") from e
-            raise
-    try:  # make the rename durable
-        fd = os.open(path.parent, os.O_RDONLY)
+def sync_directory(path) -> None:
+    """Make the rename of a snapshot at ``path`` durable (best effort)."""
+    try:
+        fd = os.open(Path(path).parent, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
     except OSError:
         pass
+
 
 def read_header(f, path: Path) -> dict:
     size = os.fstat(f.fileno()).st_size
@@ -127,6 +147,7 @@ def read_header(f, path: Path) -> dict:
         raise VectorError(f"{path}: vector snapshot corrupt (header: {e!r})") from None
     return h
 
+
 def snapshot_info(path) -> dict:
     """The JSON header of a snapshot (seq, dim, model_id, kind, n, ...), read cheaply."""
     path = Path(path)
@@ -136,16 +157,18 @@ def snapshot_info(path) -> dict:
     except OSError as e:
         raise VectorError(f"{path}: cannot read vector snapshot: {e}") from None
 
-def load(cls, path, cfg: VectorConfig | None = None, *, device: str = "cpu", name: str | None = None,
-         dim: int | None = None, model_id: str | None = None,
-         background_build: bool = True) -> tuple:
-    """Read a snapshot written by ``save``. Returns (space, seq). VectorError naming the
-    file when it is missing, truncated or corrupt, or when ``name``/``dim``/``model_id``
-    are given and differ from the snapshot's."""
+
+def load(path, new_space: Callable, *, name: str | None = None, dim: int | None = None,
+         model_id: str | None = None) -> tuple:
+    """Read a snapshot written by ``save``: (space, its SpaceContents, seq). ``new_space(name,
+    dim, model_id)`` makes the empty space the snapshot is read into; its ANN index is read only
+    when it is of the kind that space builds (``space.ann_kind``). VectorError naming the file
+    when it is missing, truncated or corrupt, or when ``name``/``dim``/``model_id`` are given
+    and differ from the snapshot's."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
-            return _load(cls, f, path, cfg, device, name, dim, model_id, background_build)
+            return _load(f, path, new_space, name, dim, model_id)
     except OSError as e:
         raise VectorError(f"{path}: cannot read vector snapshot: {e}") from None
     except (ValueError, TypeError, KeyError, IndexError, RuntimeError, struct.error) as e:
@@ -153,7 +176,8 @@ def load(cls, path, cfg: VectorConfig | None = None, *, device: str = "cpu", nam
     except MemoryError:
         raise VectorError(f"{path}: vector snapshot too large for memory (or corrupt sizes)") from None
 
-def _load(cls, f, path, cfg, device, name, dim, model_id, background_build):
+
+def _load(f, path, new_space, name, dim, model_id):
     h = read_header(f, path)
     if dim is not None and int(h["dim"]) != int(dim):
         raise VectorError(f"{path}: snapshot holds {h['dim']}-d vectors, expected {dim}")
@@ -184,8 +208,7 @@ def _load(cls, f, path, cfg, device, name, dim, model_id, background_build):
             raise corrupt(f"{key}: checksum mismatch")
         return arr
 
-    space = cls(h.get("name") or name or path.stem, d, cfg, device=device, model_id=h.get("model_id", ""),
-                background_build=background_build)
+    space = new_space(h.get("name") or name or path.stem, d, h.get("model_id", ""))
     ids = read("ids", (n,), np.int64)
     vecs = read("vectors", (n, d), np.float32)
     if n:
@@ -193,27 +216,15 @@ def _load(cls, f, path, cfg, device, name, dim, model_id, background_build):
             raise corrupt("negative or duplicate ids")
         if not np.isfinite(vecs).all():
             raise corrupt("non-finite vectors")
-    ann = None
+    ann, labels = None, None
     meta = h.get("ann")
-    if meta and n and meta.get("kind") == space._ann_kind:
-        ann = _load_ann(f, path, sec, meta, n, d, ids, read, corrupt)
-    space._vecs, space._ids = vecs, ids
-    space._seqno = np.arange(n, dtype=np.int64)
-    space._next_seqno = n
-    space._label = ann[1] if ann else np.full(n, -1, np.int64)
-    space._n = n
-    space._map.rebuild(ids)
-    if space._backend is not None:
-        space._backend.reset(vecs)
-    if ann:
-        space._ann = ann[0]
-    with space._mut:
-        build = space._claim_build()
-    if build:
-        space._run_build()
-    return space, int(h["seq"])
+    if meta and n and meta.get("kind") == space.ann_kind:
+        ann, labels = _load_ann(f, sec, meta, n, d, ids, read, corrupt)
+    contents = SpaceContents(space.name, d, space.model_id, h.get("kind", ""), ids, vecs, ann, labels)
+    return space, contents, int(h["seq"])
 
-def _load_ann(f, path, sec, meta, n, d, ids, read, corrupt):
+
+def _load_ann(f, sec, meta, n, d, ids, read, corrupt):
     try:
         ntotal = int(meta["ntotal"])
         kind = meta["kind"]
@@ -251,18 +262,5 @@ def _load_ann(f, path, sec, meta, n, d, ids, read, corrupt):
         raise corrupt(f"faiss index is {index.d}-d with {index.ntotal} vectors, expected {d}-d with {ntotal}")
     if (labels < 0).any() or (labels >= ntotal).any() or not np.array_equal(label_id[labels], ids):
         raise corrupt("ann labels do not match the ids")
-    ann = Ann(kind, d, index, int(meta.get("nlist") or 0))
-    if kind == "ivf":
-        ann.nlist = int(faiss.extract_index_ivf(index).nlist)
-    ann._grow(ntotal)
-    ann.ntotal = ntotal
-    ann.label_id[:ntotal] = -1
-    ann.label_id[labels] = ids
-    live = np.zeros(ntotal, bool)
-    live[labels] = True
-    ann.bits[:] = 0
-    packed = np.packbits(live, bitorder="little")
-    ann.bits[:len(packed)] = packed
-    ann.tombstones = ntotal - n
-    ann.n_built = int(meta.get("n_built") or n)
-    return ann, labels
+    nlist = int(faiss.extract_index_ivf(index).nlist) if kind == "ivf" else int(meta.get("nlist") or 0)
+    return Ann.restore(kind, d, index, nlist, labels, ids, ntotal, int(meta.get("n_built") or n)), labels
