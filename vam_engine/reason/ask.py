@@ -163,7 +163,7 @@ class Answering:
             return self._answer(q, camera)
         sess = self.sessions.open(session)
         answer = self._answer(q, self.sessions.scope(sess, camera))
-        self.sessions.record_exchange(session, q.text, answer)
+        self.sessions.record_exchange(session, question, answer)  # the question turn as the user wrote it
         return answer
 
     def turn(self, text: str, *, session: str, camera=None, as_of: float | None = None, mode: str = "auto",
