@@ -10,6 +10,7 @@ corner during the alert test's event span (the scripted judge of tests/support/m
 """
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -192,9 +193,9 @@ def test_ask_through_the_router_equals_one_engine(cluster, tmp_path):
         assert {router.locate(int(p.stem))[0] for p in fetched} == {"shard-0", "shard-1"}
         assert router.wait_for_answers(30) and asker.wait_for_answers(30)
     # the router keeps its own QA history, per scope: a follow-up sees the earlier questions of its cameras
-    assert len(router._ask._store.qa.records()) == 4  # (asked before the present's test)
-    assert len(router._ask._store.qa.recent(10)) == 2  # the two about every camera
-    assert len(router._ask._store.qa.recent(10, cameras=["cam-a", "cam-b"])) == 1
+    assert len(router.router_store.qa.records()) == 4  # (asked before the present's test)
+    assert len(router.router_store.qa.recent(10)) == 2  # the two about every camera
+    assert len(router.router_store.qa.recent(10, cameras=["cam-a", "cam-b"])) == 1
 
 
 def test_ask_at_the_router_sees_each_cameras_present_on_its_shard(cluster):
@@ -214,6 +215,91 @@ def test_ask_at_the_router_sees_each_cameras_present_on_its_shard(cluster):
     frames = next(e["detail"]["frames"] for e in shown if "frames" in e.get("detail", {}))
     assert {c: f["from"] for c, f in frames.items()} == {"cam-a": "buffer", "cam-b": "buffer"}
     assert router.wait_for_answers(30)
+
+
+def _session_asker():
+    """A session's questions, scripted: the turn classifier says question; the planner looks the
+    question up on the web first, then inspects the first 12 s of every camera in view, then
+    answers with a digest of what the inspector saw (equal answers: equal frames shown) and the
+    earlier questions of the dialogue it was shown, citing the inspection and the web result."""
+    def plan(req):
+        state = req.messages[1].content[0]
+        notes = [t[t.index("NOTE "):t.index(" END")] for t in texts(req) if "NOTE " in t and " END" in t]
+        if notes:
+            earlier = "; ".join(re.findall(r"^- at [0-9.]+s: (.*)$", state, re.MULTILINE)) or "nothing"
+            return json.dumps({"action": "answer", "response": f"saw {_digest(notes[0])}; earlier: {earlier}",
+                               "best_ref": {"turn_idx": 2, "result_idx": 0},
+                               "tool_refs": [{"turn_idx": 1, "result_idx": 0}], "thought": "done"})
+        if 'title "Scene guide"' in state:
+            return _plan(req)
+        return json.dumps({"action": "web_search", "query": "what do the cameras show", "thought": "look it up"})
+
+    return scripted_llm({"turn_classifier": {"kind": "question", "condition": "", "target": None, "repeat": False},
+                         "router": {"type": "tool", "name": "retrieve", "args": {"question": "what is there"}},
+                         "inspector": _inspect, "planner": plan}, default="{}")
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def test_one_answering_body_gives_the_same_session_through_the_engine_the_service_and_the_router(cluster):
+    """The same session questions through Engine.turn, the service's session turns and the
+    router's ask in a session: the same answers, evidence, outside-tool citations and history,
+    each follow-up shown the same earlier exchange within the dialogue budget (30 estimated
+    tokens: the newest pair only). The router answers with the config's tools and budget."""
+    import httpx
+
+    from support.server import ServerThread
+    from support.tool_server import ToolServer, results
+    from vam_engine.server import create_app
+
+    router, plain, root = cluster
+    questions = ["what is there?", "and before that?", "anything else?"]
+    with ToolServer() as srv:
+        srv.web = lambda q: results(("Scene guide", "https://example.org/scene", f"{q}: patterns, every 3 s"))
+        cfg = {**CFG, "tools": {"web_search": {"url": srv.url}}, "sessions": {"dialogue_tokens": 30}}
+        with Engine(plain.store.root, cfg, device="cpu", llm=_session_asker()) as eng, \
+                ServerThread(create_app(eng)) as web, httpx.Client(base_url=web.url, timeout=60) as c:
+            at_router = connect(None, root=root, config=cfg, llm_factory=make_llm, device="cpu", llm=_session_asker())
+            try:
+                assert c.post("/api/sessions", json={"id": "web"}).status_code == 201
+                got = {"engine": [], "http": [], "router": []}
+                for q in questions:
+                    a = eng.turn(q, session="direct", mode="agentic").answer
+                    got["engine"].append((a.text, [key(e) for e in a.evidence], [x.url for x in a.tool_citations]))
+                    r = c.post("/api/sessions/web/turns", json={"text": q, "mode": "agentic"})
+                    assert r.status_code == 200, r.text
+                    a = r.json()["answer"]
+                    got["http"].append((a["text"], [_json_key(e) for e in a["evidence"]],
+                                        [x["url"] for x in a["tool_citations"]]))
+                    a = at_router.ask(q, mode="agentic", session="chat")
+                    got["router"].append((a.text, [key(e) for e in a.evidence], [x.url for x in a.tool_citations]))
+                assert got["http"] == got["engine"] and got["router"] == got["engine"]
+                texts_ = [t for t, _, _ in got["engine"]]
+                seen = texts_[0].split(";")[0]  # "saw <digest of the frames shown>": each question saw the same
+                assert texts_ == [f"{seen}; earlier: nothing", f"{seen}; earlier: what is there?",
+                                  f"{seen}; earlier: and before that?"]  # the budget kept the newest pair
+                assert all(ev and cites == ["https://example.org/scene"] for _, ev, cites in got["engine"])
+                # the session's history: the engine's turns, the service's, the router's question history
+                turns = [(t.role, t.kind, t.text, [key(e) for e in t.evidence]) for t in eng.session("direct").turns]
+                served = [(t["role"], t["kind"], t["text"], [_json_key(e) for e in t["evidence"]])
+                          for t in c.get("/api/sessions/web").json()["turns"]]
+                assert served == turns
+                asked = [(k, x) for q, t in zip(questions, texts_) for k, x in (("question", q), ("answer", t))]
+                assert [(k, x) for _, k, x, _ in turns] == asked
+                pairs = [(r.question, r.answer) for r in at_router.router_store.qa.recent(10, session="chat")]
+                assert pairs == [(r.question, r.answer) for r in eng.store.qa.recent(10, session="direct")]
+                assert pairs == list(zip(questions, texts_))
+                assert at_router.wait_for_answers(30) and eng.wait_for_answers(30)
+            finally:
+                at_router.close()
+
+
+def _json_key(e: dict):
+    return (e["camera_id"], e["t_start"], e["t_end"], e["source"], len(e["moment_ids"]))
 
 
 def test_alerts_from_both_shards_arrive_on_one_stream(cluster):

@@ -174,10 +174,10 @@ class ClusterBackend:
                              max((b.lag_s for b in out.values()), default=0.0))
 
     def model_queued(self) -> dict[str, int] | None:
-        return queued_by_class(self.router._ask.built_llm())
+        return queued_by_class(self.router.built_llm())
 
     def wrap_model(self, wrap) -> bool:
-        return self.router._ask.wrap_model(wrap)
+        return self.router.wrap_model(wrap)
 
     def metric_lines(self) -> list[str]:
         from ..server.metrics import metric_family

@@ -12,7 +12,8 @@ here) opens the catalogue under ``root`` (catalogue.py), creates or reattaches t
 - a shard that does not answer (down, restarting) is never silently skipped: every read result
   carries ``missing_cameras`` and ``missing_shards``; a write that needs it raises ShardDown.
 
-``ask`` runs here over a causal view whose reads fan out (view.py, ask.py).
+``ask`` runs here, in the router's answering part (reason/ask.py's ``Answering``, the body
+behind ``Engine.ask``), over a causal view whose reads fan out (view.py, ask.py).
 """
 from __future__ import annotations
 
@@ -115,7 +116,10 @@ class ClusterEngine:
                  device: str | None = None, shard_options: dict | None = None, timeout_s: float = 60.0, llm=None):
         import ray
 
-        from .ask import RouterAsk
+        from ..config import load_config
+        from ..reason.ask import Answering
+        from ..tools import make_toolbox
+        from .ask import RouterModels, RouterViews
         from .frames import FrameCache
 
         self._ray = ray
@@ -141,7 +145,11 @@ class ClusterEngine:
         for s in self.catalogue.shards():
             self._handles[s.name] = self._actor(s.name)
         self._extend_monitors()
-        self._ask = RouterAsk(self, config, llm, device)
+        cfg = load_config(config, device)  # the shards': the router's answers use its tools and dialogue budget
+        self._models = RouterModels(cfg, llm)
+        self._views = RouterViews(self, self._models)
+        # the one answering body; sessions (a session store and monitors) are not held here yet
+        self.answering = Answering(self._views, self._models, cfg, tools=make_toolbox(cfg.tools))
         self.frame_cache = FrameCache(self, self.catalogue.root / "_router" / "frames")
 
     # -- shards ------------------------------------------------------------------------------
@@ -383,10 +391,24 @@ class ClusterEngine:
         (cluster/view.py): ``as_of`` and the camera scope hold on every shard. The answer also
         carries ``missing_cameras`` / ``missing_shards`` (empty: every shard answered). The
         router's model: ``llm=`` of connect, else the config's ``llm`` section."""
-        return self._ask.ask(question, as_of, camera, mode, max_turns=max_turns, session=session, read_only=read_only)
+        return self.answering.ask(question, as_of, camera, mode, max_turns=max_turns, session=session,
+                                  read_only=read_only)
 
     def wait_for_answers(self, timeout: float | None = None) -> bool:
-        return self._ask.wait_for_answers(timeout)
+        return self.answering.wait_for_answers(timeout)
+
+    @property
+    def router_store(self):
+        """The router's own store (``<root>/_router``: the QA history of its answers), opened at first use."""
+        return self._views.store
+
+    def built_llm(self):
+        """The router's model if it has been built (never builds it: for observers such as /metrics)."""
+        return self._models.built_llm()
+
+    def wrap_model(self, wrap) -> bool:
+        """Use ``wrap(model)`` for the router's answers (the service's latency tap); False without a model."""
+        return self._models.wrap_llm(wrap)
 
     # -- monitors ----------------------------------------------------------------------------
     def watch(self, condition: str, cameras=None, **kw):
@@ -524,8 +546,11 @@ class ClusterEngine:
             self._ray.kill(h, no_restart=True)
 
     def close(self) -> None:
-        """Close the router's own parts (model, QA history); the shards keep running (detached)."""
-        self._ask.close()
+        """Close the router's own parts (QA history, its store); the shards keep running (detached)."""
+        try:
+            self.answering.close()
+        finally:
+            self._views.close()
 
     def __enter__(self):
         return self

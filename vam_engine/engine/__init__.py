@@ -8,7 +8,9 @@ use, never the engine:
 - ``PushedCameras`` (pushed.py), ``LiveCameras`` (live.py), ``index_sources`` (files.py): the
   three ways video comes in;
 - ``EngineMonitors`` (monitors.py): watch, alerts;
-- ``EngineSessions`` (sessions.py): sessions, the one entry for a user turn, replies to alerts;
+- ``Answering`` (reason/ask.py, with the session policy of reason/sessions.py): the one body of
+  ``ask`` and ``turn``, sessions and replies to alerts, given ``EngineViews`` (views.py: what a
+  question reads, its causal view and the present), the models, the tools and the session store;
 - ``Documents`` (documents.py): summaries and the forest after a deletion;
 - ``EngineAudio`` (audio.py): speech transcribed beside the video (files, live cameras, pushed
   audio) when ``audio.model`` is set; its hub is built at the first call that needs it;

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
-import time
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..config import EngineConfig, load_config
@@ -22,6 +20,8 @@ from ..ingest.cameras_file import CameraDiff, CameraSpec
 from ..ingest.live import CameraStatus
 from ..memory import (SOURCES, SPEECH, Alert, Deletion, Gap, MemoryView, Moment, MonitorSpec, SearchResult, Store,
                       Summary, Transcript, check_delete_range, make_place, search)
+from ..reason.ask import Answering
+from ..reason.sessions import TurnResult
 from ..reason.working import WorkingMemory, present_side
 from ..tools import make_toolbox
 from .audio import EngineAudio
@@ -33,7 +33,7 @@ from .models import EngineModels, model_name
 from .monitors import EngineMonitors
 from .perception import EnginePerception, PerceptionReads
 from .pushed import PushedCameras
-from .sessions import EngineSessions, TurnOptions, TurnResult
+from .views import EngineViews
 
 if TYPE_CHECKING:
     from ..reason.answer import Answer
@@ -73,8 +73,6 @@ class Engine:
                                "with a text side")
             self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
             self._monitors = EngineMonitors(self.store, cfg, self.working, self._models, self.embedder)
-            self._sessions = EngineSessions(self.store, cfg, self._monitors, self._models, self.working,
-                                            remember=self._remember_reply)
             self._audio = EngineAudio(self.store, cfg, self.device, self._models.text_embedder,
                                       lambda: self._life.claim(), self.working)
             # detector and OCR load now: a model that cannot run is an error before any frame
@@ -96,9 +94,12 @@ class Engine:
                                  has_model=name is not None, audio=self._audio)
         self._documents = Documents(self.store, life, self._models, cfg)
         self._reads = PerceptionReads(self.store, lambda: life.vectors)
-        self._qa = None  # the QA-history recorder, started by the first ask
         self.tools = make_toolbox(cfg.tools)  # the planner's outside tools (config ``tools``; None: off)
-        self._qa_lock = threading.Lock()
+        self._views = EngineViews(self.store, life, self._models, self._documents, self.embedder, self.working)
+        # questions, turns, sessions and their replies: the one answering body (reason/ask.py)
+        self._answering = Answering(self._views, self._models, cfg, sessions=self.store.sessions,
+                                    monitors=self._monitors, tools=self.tools, flush=life.flush)
+        self._sessions = self._answering.sessions
 
     @staticmethod
     def connect(address: str | None = "auto", **kw):
@@ -165,9 +166,7 @@ class Engine:
         step(self._audio.close)  # speech heard so far is stored (bounded), before the store closes
         self._life.stop_pipeline(step)
         step(self._monitors.close)
-        step(self._sessions.close)  # after the monitors: no alert comes to reply to
-        if self._qa is not None:
-            step(self._qa.close)  # before the model and the store it uses
+        step(self._answering.close)  # after the monitors (no alert comes to reply to), before the model and store
         step(self._models.close)
         step(self._life.stop_retention)
         self._life.close_store()
@@ -395,8 +394,7 @@ class Engine:
         ``cameras`` and ``session`` alone. Its summaries (the planner's ``summarize``) are
         written by this engine, claiming the store at the first; ``write`` False: drafted for
         the answer only, never stored."""
-        return MemoryView(self.store, self.vectors, self.embedder, self.text_embedder(), self.forest,
-                          self._documents.summarizer(write), as_of=as_of, cameras=cameras, session=session or "")
+        return self._views.view(as_of, cameras, session=session, write=write)
 
     def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *,
             max_turns: int = 6, wait_for_ingest: bool = False, session: str | None = None,
@@ -423,51 +421,13 @@ class Engine:
         become its turns. ``ask`` answers; a turn that may be a request to be told later goes
         to ``turn``. ``read_only``: the asker may not write the memory, so summary documents the
         planner writes stay in the answer. ``timings["response_s"]``: the latency the caller saw."""
-        from ..reason.ask import check_ask
-
-        check_ask(question, as_of, mode, max_turns, wait_for_ingest, session=session, read_only=read_only)
-        self._need_model("ask")
-        started = time.perf_counter()
-        if wait_for_ingest:
-            self.flush()
-        if session is None:
-            return self._answer(question, as_of, camera, mode, max_turns, None, read_only, started)
-        return self._sessions.answer(session, question, camera, lambda cams: self._answer(
-            question.strip(), as_of, cams, mode, max_turns, session, read_only, started))
-
-    def _need_model(self, what: str) -> None:
-        if self._models.name is None:
-            raise VamError(f"{what} needs an LLM: set llm.backend (local or openai), --llm, or pass llm=...")
-
-    def _answer(self, question, as_of, camera, mode, max_turns, session, read_only, started) -> "Answer":
-        """The one ask body over this engine's causal view."""
-        from ..reason.ask import ask_question
-
-        view = self.view(as_of, camera, session=session, write=not read_only)
-        return ask_question(question, view, self.llm, self.working, self.text_embedder(), self._qa_recorder(),
-                            mode=mode, max_turns=max_turns, started=started,
-                            dialogue_tokens=self.config.sessions.dialogue_tokens, tools=self.tools)
-
-    def _remember_reply(self, watch, reply) -> None:
-        """A standing request and its reply join the session's question history (its cameras')."""
-        from ..reason.answer import Answer
-
-        view = self.view(None, watch.cameras, session=watch.session_id, write=False)
-        self._qa_recorder().record(watch.request, Answer(reply.text, True, list(reply.evidence), "reply"), view,
-                                   reply.t)
-
-    def _qa_recorder(self):
-        from ..reason.qa_record import QARecorder
-
-        with self._qa_lock:
-            if self._qa is None:
-                self._qa = QARecorder(self.llm, self.text_embedder())
-            return self._qa
+        return self._answering.ask(question, as_of, camera, mode, max_turns=max_turns,
+                                   wait_for_ingest=wait_for_ingest, session=session, read_only=read_only)
 
     def wait_for_answers(self, timeout: float | None = None) -> bool:
         """Wait until the QA-history work of every answer returned so far (embedding, summary
         rewrite) has ended; False on timeout."""
-        return self._qa is None or self._qa.wait_idle(timeout)
+        return self._answering.wait_for_answers(timeout)
 
     # -- sessions ------------------------------------------------------------------------------
     def turn(self, text: str, *, session: str, camera=None, as_of: float | None = None, mode: str = "auto",
@@ -489,14 +449,9 @@ class Engine:
         check period (default ``sessions.watch_every_s``). ``may_watch`` False: a request to be
         told later is refused (WatchNotAllowed). ``camera``: within the session's cameras
         (SessionError otherwise; default: the session's)."""
-        from ..reason.ask import check_ask
-
-        check_ask(text, as_of, mode, max_turns, session=session, read_only=read_only)
-        self._need_model("turn")
-        started = time.perf_counter()
-        opts = TurnOptions(camera, as_of, intent, condition, target, every_s, may_watch)
-        return self._sessions.turn(text, session, opts, lambda q, cams: self._answer(
-            q, as_of, cams, mode, max_turns, session, read_only, started))
+        return self._answering.turn(text, session=session, camera=camera, as_of=as_of, mode=mode,
+                                    max_turns=max_turns, intent=intent, condition=condition, target=target,
+                                    every_s=every_s, may_watch=may_watch, read_only=read_only)
 
     def create_session(self, session: str, camera=None):
         """Start a session bound to ``camera`` (one id or a list; None: every camera): its turns

@@ -1,12 +1,12 @@
-"""The engine's sessions: conversations durable in the store (memory/sessions.py), the one entry
-for a user turn (``turn``), and the replies written when a session's standing request fires
-(reason/replies.py).
+"""Session and dialogue policy: conversations durable in the store (memory/sessions.py), how a
+user turn is read and acted on, and the replies written when a session's standing request fires
+(reason/replies.py). The answering part (ask.py: ``Answering``) holds it.
 
-A turn is sorted first (reason/intent.py: the model at frontend priority with a strict schema,
-the rules when its reply is unusable; or the kind the caller states), then:
+A turn is sorted first (``read_turn``; reason/intent.py: the model at frontend priority with a
+strict schema, the rules when its reply is unusable; or the kind the caller states), then:
 
-- a question is answered now by the one ask body (the caller's ``ask``), recorded as a question
-  turn and an answer turn with the answer's evidence;
+- a question is answered now by the one ask body (``Answering``), recorded as a question turn
+  and an answer turn with the answer's evidence (``record_exchange``);
 - a request to be told later registers a monitor bound to the session, with the condition
   written from the request; it is acknowledged at once (a "watch" turn, not an alert);
 - a cancel ends the session's standing request(s) it names (best effort: the named one, "all",
@@ -15,9 +15,8 @@ the rules when its reply is unusable; or the kind the caller states), then:
 
 Every stored turn is published to the turn subscribers (the service's session streams). A
 session is bound at creation to the cameras its turns may name: a turn naming another camera
-is refused (SessionError). ``Engine.ask(session=...)`` answers through the same session
-bookkeeping without sorting (a question is a question); ``turn`` is the entry for anything a
-user may say.
+is refused (SessionError). ``ask`` in a session answers through the same bookkeeping without
+sorting (a question is a question); ``turn`` is the entry for anything a user may say.
 """
 from __future__ import annotations
 
@@ -29,16 +28,14 @@ from typing import TYPE_CHECKING, Callable
 from ..config import EngineConfig
 from ..errors import VamError
 from ..llm.schemas import INTENT_KINDS
-from ..memory import (Monitor, MonitorSpec, NewTurn, Session, SessionError, SessionLimit, SessionTurn, Store,
-                      WatchNotAllowed, check_session_id)
-from ..reason.intent import TurnIntent, classify_by_model, classify_by_rules, given, pick_targets
-from ..reason.monitor import AlertHub, AlertSubscription
-from ..reason.replies import ReplyStats, ReplyWriter
-from .models import EngineModels
-from .monitors import EngineMonitors
+from ..memory import (Monitor, MonitorSpec, NewTurn, Session, SessionError, SessionLimit, SessionRepository,
+                      SessionTurn, WatchNotAllowed, check_session_id)
+from .intent import TurnIntent, classify_by_model, classify_by_rules, given, pick_targets
+from .monitor import AlertHub, AlertSubscription
+from .replies import ReplyStats, ReplyWriter
 
 if TYPE_CHECKING:
-    from ..reason.answer import Answer
+    from .answer import Answer
 
 MAX_TURN_TEXT = 4000
 MAX_CITED = 10  # evidence records an answer turn keeps
@@ -102,21 +99,20 @@ def _where(cams) -> str:
     return "every camera" if cams is None else ("camera " + cams[0] if len(cams) == 1 else "cameras " + ", ".join(cams))
 
 
-class EngineSessions:
-    """``store``: the sessions, the moments (for a turn's time); ``monitors``: where standing
-    requests are registered and whose alerts are replied to; ``models``: the model (classifier
-    and replies); ``working``: the cameras' present (a turn's time when no ``as_of``);
+class Sessions:
+    """``repo``: the session store; ``monitors``: where standing requests are registered and
+    whose alerts are replied to; ``models``: the model (classifier and replies); ``views``:
+    ``now(cameras)``, the newest frame of those cameras (a turn's time when no ``as_of``);
     ``remember(watch, reply)``: records a request and its reply in the session's question
     history."""
 
-    def __init__(self, store: Store, config: EngineConfig, monitors: EngineMonitors, models: EngineModels,
-                 working, remember: Callable | None = None):
-        self.repo = store.sessions
-        self._moments = store.moments
+    def __init__(self, repo: SessionRepository, config: EngineConfig, monitors, models, views,
+                 remember: Callable | None = None):
+        self.repo = repo
         self._cfg = config.sessions
         self._monitors = monitors
         self._models = models
-        self._working = working
+        self._views = views
         self.hub = AlertHub()  # the alerts' fan-out, carrying turns
         self._lock = threading.Lock()  # one standing-request change at a time (the per-session cap)
         self._replies = ReplyWriter(self.repo, lambda: models.llm, self._publish, keep=self._cfg.max_turns_kept,
@@ -166,22 +162,15 @@ class EngineSessions:
         return cams
 
     # -- turns ---------------------------------------------------------------------------------
-    def answer(self, session_id: str, question: str, camera, ask: Callable) -> "Answer":
-        """``Engine.ask`` in a session: ``ask(cameras)`` answers; the exchange becomes turns."""
-        return self._exchange(session_id, question, camera, ask)[0]
+    def record_exchange(self, session_id: str, question: str, answer: "Answer") -> list[SessionTurn]:
+        """A question answered in the session becomes its question and answer turns."""
+        return self._record(session_id, [NewTurn("user", "question", question, answer.asked_at),
+                                         NewTurn("engine", "answer", answer.text, answer.asked_at,
+                                                 tuple(answer.evidence[:MAX_CITED]))])
 
-    def _exchange(self, session_id: str, question: str, camera, ask: Callable) -> tuple:
-        sess = self.open(session_id)
-        answer = ask(self.scope(sess, camera))
-        stored = self._record(session_id, [NewTurn("user", "question", question, answer.asked_at),
-                                           NewTurn("engine", "answer", answer.text, answer.asked_at,
-                                                   tuple(answer.evidence[:MAX_CITED]))])
-        return answer, stored
-
-    def turn(self, text: str, session_id: str, opts: TurnOptions, ask: Callable) -> TurnResult:
-        """Sort and act on one user turn (see the module docstring). ``ask(question, cameras)``
-        answers a question with the one ask body."""
-        t0 = time.perf_counter()
+    def read_turn(self, text: str, session_id: str, opts: TurnOptions) -> tuple[Session, tuple | None, TurnIntent]:
+        """(the session, the turn's cameras, how the turn reads): the first half of a turn (see
+        the module docstring); a question goes to the ask body, anything else to ``act``."""
         if not isinstance(text, str) or not text.strip() or len(text) > MAX_TURN_TEXT:
             raise VamError(f"a turn needs a non-empty text of at most {MAX_TURN_TEXT} characters, got "
                            f"{text!r:.60}")
@@ -192,16 +181,14 @@ class EngineSessions:
         if intent.kind in ("watch", "change") and not opts.may_watch:
             raise WatchNotAllowed("a request to be told later registers a monitor, which needs a write token; "
                                   "this token may only ask questions")
-        if intent.kind == "question":
-            answer, stored = self._exchange(session_id, text, cams, lambda c: ask(text, c))
-            out = TurnResult("answer", answer.text, session_id, tuple(stored), intent, answer=answer)
-        elif intent.kind == "cancel":
-            out = self._cancel(text, sess, cams, intent, opts.as_of)
-        else:
-            out = self._watch(text, sess, cams, intent, opts)
-        out.timings.update(intent.timings)
-        out.timings["total_s"] = time.perf_counter() - t0
-        return out
+        return sess, cams, intent
+
+    def act(self, text: str, sess: Session, cams, intent: TurnIntent, opts: TurnOptions) -> TurnResult:
+        """The turn's standing-request change: a cancel, a new request, or a change of one."""
+        text = text.strip()
+        if intent.kind == "cancel":
+            return self._cancel(text, sess, cams, intent, opts.as_of)
+        return self._watch(text, sess, cams, intent, opts)
 
     def _read(self, text: str, sess: Session, opts: TurnOptions) -> TurnIntent:
         if opts.intent is not None:
@@ -265,13 +252,10 @@ class EngineSessions:
         return ended
 
     def _now(self, cams, as_of: float | None) -> float | None:
-        """A turn's stream time: ``as_of``, else the newest frame of its cameras (the present's
-        or, for a store another process indexes, the newest moment)."""
+        """A turn's stream time: ``as_of``, else the newest frame of its cameras."""
         if as_of is not None:
             return float(as_of)
-        names = cams if cams is not None else sorted(set(self._working.cameras()) | set(self._moments.cameras()))
-        ts = [t for c in names for t in (self._working.latest(c), self._moments.latest_time(c)) if t is not None]
-        return max(ts) if ts else None
+        return self._views.now(cams)
 
     def _record(self, sid: str, turns: list) -> list[SessionTurn]:
         stored = self.repo.add_turns(sid, turns, self._cfg.max_turns_kept)
