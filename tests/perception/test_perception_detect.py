@@ -124,3 +124,12 @@ def test_score_threshold_and_bad_input(ssd):
     with pytest.raises(ValueError, match="one frame"):
         ssd.detect(frame)
     assert ssd.detect(np.zeros((0, 8, 8, 3), np.uint8)) == []
+
+
+def test_an_opencv_without_the_tensorflow_importer_is_a_clear_error(ssd_path, monkeypatch):
+    """OpenCV 5 has no readNetFromTensorflow: the error says so and how to get one that reads it."""
+    import cv2
+
+    monkeypatch.delattr(cv2.dnn, "readNetFromTensorflow", raising=False)
+    with pytest.raises(PerceptionError, match=r"cannot read TensorFlow graphs.*opencv-python-headless<5"):
+        OpenCvDetector(ssd_path)

@@ -22,7 +22,7 @@ from .detect_base import check_frame_list, check_min_score, optional_module, to_
 from .labels import COCO_91
 from .records import Detection, PerceptionError
 
-NEEDS_CV2 = "OpenCV (pip install 'vam_engine[perception]', or opencv-python-headless)"
+NEEDS_CV2 = "OpenCV (pip install 'vam_engine[perception]', or 'opencv-python-headless<5')"
 
 
 def find_pbtxt(pb: Path) -> Path:
@@ -64,6 +64,12 @@ class OpenCvDetector:
         self.model = pb
         self.pbtxt = find_pbtxt(pb)
         cv2 = optional_module("cv2", self.name, NEEDS_CV2)
+        if not hasattr(cv2.dnn, "readNetFromTensorflow"):
+            # OpenCV 5 dropped the TensorFlow importer; its ONNX reader is the ONNX body's job here
+            raise PerceptionError(f"perception.detector: {pb} is a TensorFlow graph and this OpenCV "
+                                  f"({cv2.__version__}) cannot read TensorFlow graphs (OpenCV 5 removed "
+                                  f"the importer): pip install 'opencv-python-headless<5', or give an "
+                                  f".onnx detector (the ONNX Runtime body)")
         try:
             self._net = cv2.dnn.readNetFromTensorflow(str(pb), str(self.pbtxt))
         except cv2.error as e:
