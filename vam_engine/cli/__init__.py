@@ -7,6 +7,7 @@ engine they share in ``common.py``.
 - ``watch``: watch
 - ``perception``: entities
 - ``serve``: serve (one engine, or ``--cluster``), token
+- ``mcp``: mcp (the memory as MCP tools over stdio)
 - ``eval``: eval
 
 This is the top floor: it may import any layer, and no layer imports it.
@@ -18,12 +19,12 @@ import sys
 
 from ..errors import VamError
 from . import eval as eval_commands
-from . import index, perception, query, serve, watch
+from . import index, mcp, perception, query, serve, watch
 from .common import option_groups
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = (index, query, watch, perception, eval_commands, serve)
+COMMAND_MODULES = (index, query, watch, perception, eval_commands, serve, mcp)
 
 
 def build_parser() -> argparse.ArgumentParser:

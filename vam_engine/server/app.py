@@ -66,6 +66,7 @@ class ServeOptions:
     max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
     lanes: LaneSizes = field(default_factory=LaneSizes)  # handler threads at once per endpoint class
+    mcp: bool = False  # the MCP tools over streamable HTTP at /mcp (mcp_http.py; needs the mcp extra)
 
     def __post_init__(self):
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
@@ -98,11 +99,17 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     metrics = Metrics(options.metrics_store_every_s)
     hub = AlertHub(engine, backend)
 
+    mcp_manager = []  # the MCP transport's session manager, run while the app runs (options.mcp)
+
     @asynccontextmanager
     async def lifespan(app):
         hub.start()
         try:
-            yield
+            if mcp_manager:
+                async with mcp_manager[0].run():
+                    yield
+            else:
+                yield
         finally:
             hub.close()
 
@@ -139,6 +146,13 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.include_router(sessions_router)
     app.include_router(perception_router)
 
+    if options.mcp:
+        try:
+            from .mcp_http import mount
+        except ImportError as e:
+            raise VamError(f"the MCP endpoint needs the MCP SDK ({e.name} is not installed): "
+                           "pip install 'vam_engine[mcp]'") from None
+        mcp_manager.append(mount(app))
     app.mount("/static", StaticFiles(directory=WEB), name="static")
 
     @app.get("/", include_in_schema=False)
