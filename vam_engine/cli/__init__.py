@@ -8,6 +8,7 @@ engine they share in ``common.py``.
 - ``perception``: entities
 - ``serve``: serve (one engine, or ``--cluster``), token
 - ``mcp``: mcp (the memory as MCP tools over stdio)
+- ``clip``: clip (an MP4 of an interval)
 - ``eval``: eval
 
 This is the top floor: it may import any layer, and no layer imports it.
@@ -19,12 +20,12 @@ import sys
 
 from ..errors import VamError
 from . import eval as eval_commands
-from . import index, mcp, perception, query, serve, watch
+from . import clip, index, mcp, perception, query, serve, watch
 from .common import option_groups
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = (index, query, watch, perception, eval_commands, serve, mcp)
+COMMAND_MODULES = (index, query, watch, perception, eval_commands, serve, mcp, clip)
 
 
 def build_parser() -> argparse.ArgumentParser:

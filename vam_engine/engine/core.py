@@ -25,6 +25,7 @@ from ..reason.sessions import TurnResult
 from ..reason.working import WorkingMemory, present_side
 from ..tools import make_toolbox
 from .audio import EngineAudio
+from .clips import Clip, EngineClips
 from .documents import Documents
 from .files import index_sources
 from .lifecycle import Lifecycle
@@ -94,6 +95,7 @@ class Engine:
                                  has_model=name is not None, audio=self._audio)
         self._documents = Documents(self.store, life, self._models, cfg)
         self._reads = PerceptionReads(self.store, lambda: life.vectors)
+        self._clips = EngineClips(self.store, cfg.clips)
         self.tools = make_toolbox(cfg.tools)  # the planner's outside tools (config ``tools``; None: off)
         self._views = EngineViews(self.store, life, self._models, self._documents, self.embedder, self.working)
         # questions, turns, sessions and their replies: the one answering body (reason/ask.py)
@@ -544,6 +546,14 @@ class Engine:
         return self._reads.perceived(moment_id)
 
     # -- reads ---------------------------------------------------------------------------------
+    def clip(self, camera_id: str, t0: float, t1: float) -> Clip:
+        """An MP4 of [t0, t1] on the camera's axis (``Clip.data``; H.264, and AAC where the source
+        had sound): cut from the source file while it is there unchanged, else built from the
+        retained frames at their times (``Clip.made_from``). At most ``clips.max_s`` long;
+        ClipBusy while ``clips.max_encodes`` are being encoded; NoClip when the camera has no
+        retained frame at or before the interval (engine/clips.py)."""
+        return self._clips.clip(camera_id, t0, t1)
+
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None, *,
                 near=None, radius: float | None = None, region=None, map_frame: str | None = None) -> list[Moment]:
         """Retained frames by camera and time (t0/t1 bound t_rel); ``near`` (x, y) with ``radius``,

@@ -32,6 +32,7 @@ from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
 from .middleware import BodyLimit, SecurityHeaders, Timing
 from .queries import BadQuery
+from .routes_clips import router as clips_router
 from .routes_live import router as live_router
 from .routes_memory import router as memory_router
 from .routes_sessions import router as sessions_router
@@ -145,6 +146,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.include_router(live_router)
     app.include_router(sessions_router)
     app.include_router(perception_router)
+    app.include_router(clips_router)
 
     if options.mcp:
         try:

@@ -26,6 +26,23 @@ def frame_url(moment_id: int) -> str:
     return f"/api/frames/{int(moment_id)}"
 
 
+CLIP_MIN_S = 4.0  # a clip URL of an instant (a hit on one frame, an alert) spans this much around it
+ALERT_CLIP_BEFORE_S = 10.0  # an alert's clip: the seconds before the frame that fired it, and 2 s after
+
+
+def clip_url(camera_id: str, t0: float, t1: float) -> str | None:
+    """``/api/clips`` of [t0, t1] on the camera's axis, widened to CLIP_MIN_S around an instant;
+    None for a time JSON cannot carry (or evidence over every camera, ``*``)."""
+    from urllib.parse import quote
+
+    if camera_id == "*" or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (t0, t1)):
+        return None
+    if t1 - t0 < CLIP_MIN_S:
+        mid = (t0 + t1) / 2
+        t0, t1 = mid - CLIP_MIN_S / 2, mid + CLIP_MIN_S / 2
+    return f"/api/clips?camera={quote(camera_id, safe='')}&t0={t0:.3f}&t1={t1:.3f}"
+
+
 def _num(x):
     """A float JSON can carry (NaN and infinities are not JSON)."""
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
@@ -47,7 +64,7 @@ def moment_json(m: Moment) -> dict:
 def event_json(e: Event) -> dict:
     return {"event_id": e.event_id, "camera_id": e.camera_id, "t_start": e.t_start, "t_end": e.t_end,
             "closed": e.closed, "doc": e.doc, "keyframes": list(e.keyframes),
-            "frames": [frame_url(k) for k in e.keyframes]}
+            "frames": [frame_url(k) for k in e.keyframes], "clip": clip_url(e.camera_id, e.t_start, e.t_end)}
 
 
 def transcript_json(t: Transcript) -> dict:
@@ -59,7 +76,7 @@ def evidence_json(ev: Evidence) -> dict:
     return {"camera_id": ev.camera_id, "t_start": ev.t_start, "t_end": ev.t_end, "source": ev.source,
             "score": _num(ev.score), "similarity": _num(ev.similarity), "text": ev.text,
             "moment_ids": list(ev.moment_ids), "frames": [frame_url(i) for i in ev.moment_ids],
-            "pose": pose_json(ev.pose),
+            "clip": clip_url(ev.camera_id, ev.t_start, ev.t_end), "pose": pose_json(ev.pose),
             "boxes": [box_json(b.moment_id, b.box, b.label, b.score, b.kind, b.frame_size)
                       for b in getattr(ev, "boxes", ())]}
 
@@ -140,6 +157,8 @@ def alert_json(alert) -> dict:
     n = len(getattr(alert, "frame_paths", ()) or ())
     d["frames"] = [f"/api/alerts/{alert.alert_id}/frames/{k}" for k in range(n)]
     d["moment_frames"] = [frame_url(i) for i in (getattr(alert, "moment_ids", ()) or ())]
+    t = getattr(alert, "t", None)
+    d["clip"] = clip_url(alert.camera_id, t - ALERT_CLIP_BEFORE_S, t + 2.0) if isinstance(t, (int, float)) else None
     return d
 
 
