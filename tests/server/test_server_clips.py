@@ -106,3 +106,28 @@ def test_events_and_evidence_link_to_their_clips(client_for, engine, tmp_path):
     hits = c.post("/api/search", data={"cameras": "quiet", "top_k": "3"},
                   files={"image": ("q.jpg", shot, "image/jpeg")}).json()
     assert hits["evidence"] and all(h["clip"].startswith("/api/clips?camera=quiet&") for h in hits["evidence"])
+
+
+@pytest.mark.browser
+def test_the_page_plays_an_events_clip(engine, browser, tmp_path):
+    """An event opened on the page offers its clip; the clip is fetched with the token and plays
+    in the viewer (Chromium decodes the H.264 + AAC)."""
+    from selenium.webdriver.common.by import By
+
+    from support.browser import until
+    from support.server import ServerThread
+    from vam_engine.server import ServeOptions, create_app
+
+    token = TokenStore(tmp_path / "tokens").create("read")[1]
+    with ServerThread(create_app(engine, ServeOptions(tokens_dir=str(tmp_path / "tokens")))) as srv:
+        d = browser
+        d.get(f"{srv.url}/#token={token}")
+        until(d, lambda: d.find_elements(By.CSS_SELECTOR, ".track[data-camera=talk] .ev"), "event bars")
+        d.execute_script("document.querySelector('.track[data-camera=talk] .ev').click()")
+        until(d, lambda: d.find_element(By.ID, "viewer-clip").is_displayed(), "the clip button")
+        d.find_element(By.ID, "viewer-clip").click()
+        until(d, lambda: d.execute_script("const v = document.getElementById('viewer-video'); "
+                                          "return !v.hidden && v.src.startsWith('blob:') && v.readyState >= 1 "
+                                          "&& v.duration > 0"), "the clip, loaded in the viewer")
+        severe = [e for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert severe == [], severe
