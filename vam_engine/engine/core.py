@@ -78,9 +78,13 @@ class Engine:
                                       lambda: self._life.claim(), self.working)
             # detector and OCR load now: a model that cannot run is an error before any frame
             self._perception = EnginePerception(self.store, cfg, self.device) if cfg.perception.enabled else None
+            self._clips = EngineClips(self.store, cfg.clips)
+            clips = self._clips
             self._life = Lifecycle(self.store, cfg, self.device, self._models, self._cascade, self.embedder,
                                    self.working, on_ingest=self._monitors.resume, speech_settled=self._audio.settled,
-                                   perception=self._perception)
+                                   perception=self._perception,
+                                   clip_of=(lambda cam, t0, t1: clips.clip(cam, t0, t1).data) if cfg.writer.clips
+                                   else None)
         except BaseException:
             if self._perception is not None and self._life is None:  # built, not yet handed to the lifecycle
                 self._perception.close()
@@ -95,7 +99,6 @@ class Engine:
                                  has_model=name is not None, audio=self._audio)
         self._documents = Documents(self.store, life, self._models, cfg)
         self._reads = PerceptionReads(self.store, lambda: life.vectors)
-        self._clips = EngineClips(self.store, cfg.clips)
         self.tools = make_toolbox(cfg.tools)  # the planner's outside tools (config ``tools``; None: off)
         self._views = EngineViews(self.store, life, self._models, self._documents, self.embedder, self.working)
         # questions, turns, sessions and their replies: the one answering body (reason/ask.py)
