@@ -148,6 +148,9 @@ def test_http_needs_a_token_like_the_api(served):
     r = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                    headers={"Authorization": "Bearer vam_00000000_" + "x" * 40})
     assert r.status_code == 401
+    # stateless: no session to end, and no standalone stream a client could hold open for nothing
+    assert httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=10).status_code == 405
+    assert httpx.delete(url, timeout=10).status_code == 405
 
 
 def test_http_lists_tools_searches_asks_and_shows_a_frame(served, engine):

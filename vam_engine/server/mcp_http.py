@@ -2,8 +2,8 @@
 behind the API's own authentication: the same bearer tokens, scopes and camera limits, the same
 loopback-only rule while the store has no token.
 
-Stateless: each POST carries one JSON-RPC message and gets its reply as JSON; the server keeps
-no MCP session between requests, so a client cannot make it hold anything beyond the requests
+Stateless: each POST carries one JSON-RPC message and gets its reply as JSON (GET and DELETE
+are 405); the server keeps no MCP session between requests, so a client cannot make it hold anything beyond the requests
 in flight (the API's bounds hold: connections, body size, questions at once, monitors per token,
 the read and search lanes). Each request is authenticated on arrival; a revoked token is
 refused from its next request.
@@ -65,6 +65,8 @@ def mount(app):
     # the Host / Origin check is authenticate's (loopback names only while the store has no token)
     server.streamable_http_app(stateless_http=True, json_response=True, max_request_body_size=opts.max_upload_bytes,
                                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    app.router.routes.append(Route("/mcp", endpoint=McpEndpoint(server.session_manager),
-                                   methods=["GET", "POST", "DELETE"], include_in_schema=False))
+    # POST only: stateless, there is no session to DELETE, and a GET would open a standalone event
+    # stream the server never writes to (a connection a client could hold for nothing): 405
+    app.router.routes.append(Route("/mcp", endpoint=McpEndpoint(server.session_manager), methods=["POST"],
+                                   include_in_schema=False))
     return server.session_manager
