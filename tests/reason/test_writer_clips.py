@@ -96,7 +96,8 @@ def test_a_model_that_takes_video_gets_each_events_clip_with_its_sound(tmp_path)
                 payload = json.loads(user[0]["text"])
                 span = payload["time_range"]["end_s"] - payload["time_range"]["start_s"]
                 assert length == pytest.approx(max(span, 1.0), abs=0.3)
-            assert {e.doc for e in eng.store.events.list("talk") if e.closed} == {"a person speaks in front of the camera"}
+            docs = {e.doc for e in eng.store.events.list("talk") if e.closed}
+            assert docs == {"a person speaks in front of the camera"}
         finally:
             eng.close()
     finally:

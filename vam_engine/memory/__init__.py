@@ -15,8 +15,8 @@ from .monitors import MonitorSpec, ObservedFrame, check_spec
 from .places import make_place
 from .records import (Alert, BoxRef, CameraExtent, ClipFrame, Deletion, DocumentJob, EntityRecord, Event,
                       EventMemory, Evidence, ForestNode, GateRecord, GateReference, GateSample, Moment, Monitor,
-                      PendingMoment, Pose, ProvisionalNode, QARecord, SourceState, Summary, SummaryKind, Transcript, WriterBacklog,
-                      camera_time, is_absolute_time, last_pose)
+                      PendingMoment, Pose, ProvisionalNode, QARecord, SourceState, Summary, SummaryKind, Transcript,
+                      WriterBacklog, camera_time, is_absolute_time, last_pose)
 from .retention import RetentionPass, RetentionReport, RetentionWorker
 from .search import (BACKGROUND_SAMPLE, MIN_BACKGROUND, RRF_K, SOURCES, SPEECH, SPREAD_FLOOR, VECTOR_SOURCES,
                      SearchResult, check_search, load_query_image, relevance, search, space_of, space_queries,

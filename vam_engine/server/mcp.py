@@ -70,10 +70,6 @@ class McpService:
     max_image_bytes: int = 10 << 20
 
 
-def _tool_error(message: str) -> ToolError:
-    return ToolError(message)
-
-
 class Tools:
     """The tools' shared steps: who calls (``principal_of(ctx)``, checked for a scope), a call
     run off the event loop, pages and frames as the HTTP routes read them."""
@@ -84,7 +80,7 @@ class Tools:
     def principal(self, ctx, scope: str = "read") -> Principal:
         p = self.principal_of(ctx)
         if not p.allows(scope):
-            raise _tool_error(f"this token's scope is {p.scope!r}; this tool needs {scope!r} (a token created "
+            raise ToolError(f"this token's scope is {p.scope!r}; this tool needs {scope!r} (a token created "
                               f"with 'vam-engine token create --scope {scope}')")
         return p
 
@@ -94,12 +90,12 @@ class Tools:
     def engine_api(self, name: str):
         fn = getattr(self.svc.engine, name, None)
         if fn is None:
-            raise _tool_error(f"this server's engine has no {name} (a cluster router keeps none)")
+            raise ToolError(f"this server's engine has no {name} (a cluster router keeps none)")
         return fn
 
     def limit(self, n: int) -> int:
         if n > self.svc.max_page:
-            raise _tool_error(f"limit must be at most {self.svc.max_page}, got {n}")
+            raise ToolError(f"limit must be at most {self.svc.max_page}, got {n}")
         return n
 
     def page(self, kind: str, to_json, p: Principal, cameras, t0, t1, as_of, cursor, limit, place=None) -> dict:
@@ -128,6 +124,7 @@ def build_server(service: McpService, principal_of: Callable[[object], Principal
     server = MCPServer("vam_engine", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING")
     tools = Tools(service, principal_of)
     _search_tools(server, tools)
+    _ask_tool(server, tools)
     _timeline_tools(server, tools)
     _perception_tools(server, tools)
     _monitor_tools(server, tools)
@@ -206,9 +203,9 @@ def _search_tools(server: MCPServer, tools: Tools) -> None:
         interval [t_start, t_end], source, score, text, moment_ids (show one with ``frame``)."""
         p = tools.principal(ctx)
         if text is None and image is None and like_moment is None:
-            raise _tool_error("give text, image or like_moment")
+            raise ToolError("give text, image or like_moment")
         if image is not None and len(image) > svc.max_image_bytes * 4 // 3 + 4:
-            raise _tool_error(f"image: over this server's limit of {svc.max_image_bytes} bytes")
+            raise ToolError(f"image: over this server's limit of {svc.max_image_bytes} bytes")
         queries.check_range(t0, t1, as_of)
         place = queries.place_filter(svc.backend, near, radius, region, map_frame)
         where = {} if place is None else {"near": near, "radius": radius, "region": region, "map_frame": map_frame}
@@ -235,6 +232,10 @@ def _search_tools(server: MCPServer, tools: Tools) -> None:
 
         return await tools.run("search", work)
 
+
+def _ask_tool(server: MCPServer, tools: Tools) -> None:
+    svc = tools.svc
+
     @_tool(server, True, "Ask the memory")
     async def ask(ctx: Context,
                   question: Annotated[str, Field(min_length=1, max_length=4000, description="the question")],
@@ -249,16 +250,15 @@ def _search_tools(server: MCPServer, tools: Tools) -> None:
         queries.check_range(None, None, as_of)
         cams = p.camera_scope(cameras)
         if not svc.asks.acquire(blocking=False):
-            raise _tool_error("too many questions are being answered; retry shortly")
+            raise ToolError("too many questions are being answered; retry shortly")
 
-        def work():
-            try:
-                return svc.engine.ask(question, as_of=as_of, camera=cams, mode=mode, session=p.history(session),
-                                      read_only=not p.allows("write"))
-            finally:
-                svc.asks.release()
-
-        out = answer_json(await tools.run(None, work))
+        try:  # the worker thread is awaited to its end (anyio does not abandon it), then the slot is free
+            answer = await tools.run(None, lambda: svc.engine.ask(question, as_of=as_of, camera=cams, mode=mode,
+                                                                  session=p.history(session),
+                                                                  read_only=not p.allows("write")))
+        finally:
+            svc.asks.release()
+        out = answer_json(answer)
         out.pop("trace", None)  # the model calls behind the answer: long, and of no use to the asker
         return out
 
