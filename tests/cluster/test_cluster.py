@@ -85,9 +85,9 @@ def cluster(tmp_path_factory):
     for cam in CAMS:
         for k in range(int(T_END * 2)):
             t = k / 2
-            f = frame(cam, t)
-            plain.push(cam, f, t)
-            router.push(cam, f, t)
+            f, pose = frame(cam, t), (t, float(CAMS.index(cam)), 0.0, 0.0)  # camera i drives along y = i
+            plain.push(cam, f, t, pose=pose)
+            router.push(cam, f, t, pose=pose)
         plain.end_push(cam)
         router.end_push(cam)
     yield router, plain, root
@@ -139,14 +139,15 @@ def test_search_and_moments_equal_one_engine(cluster):
         got = router.search(image=q, top_k=6)
         assert_same(got, want)
         assert got.evidence[0].camera_id == cam and not got.missing_cameras
-    # the full-text sources are not searched across shards: named, they are left out with a note
+    # every source, the labels filter and the place filters, as on one engine
     q = frame("cam-b", 4.0)
-    named = router.search(image=q, top_k=6, sources=("frame", "event", "summary", "ocr", "speech"))
-    assert any(n.startswith("ocr, speech not searched across a cluster") for n in named.notes)
-    assert_same(named, plain.search(image=q, top_k=6, sources=("frame", "event", "summary")))
-    assert not any("not searched" in n for n in router.search(image=q, top_k=6).notes)
-    with pytest.raises(VamError, match="labels filter is not built across a cluster"):
-        router.search(image=q, labels=["cat"])
+    every = ("frame", "event", "summary", "ocr", "object", "speech")
+    assert_same(router.search(image=q, top_k=6, sources=every), plain.search(image=q, top_k=6, sources=every))
+    assert_same(router.search(image=q, top_k=6, labels=["cat"]), plain.search(image=q, top_k=6, labels=["cat"]))
+    there = dict(region=(0.0, 2.5, 20.0, 3.5))  # cam-d's road only
+    got = router.search(image=q, top_k=6, **there)
+    assert_same(got, plain.search(image=q, top_k=6, **there))
+    assert got.evidence and {e.camera_id for e in got.evidence} == {"cam-d"}
     # the frame of a hit comes back by its cluster id, from its shard
     hit = router.search(image=frame("cam-d", 1.0), top_k=1).evidence[0]
     jpeg = router.frame(hit.moment_ids[0])
@@ -396,8 +397,14 @@ def test_the_router_serves_the_single_engines_http_api(cluster, served):
         assert ra["evidence"] and [ev(e) for e in rb["evidence"]] == [ev(e) for e in ra["evidence"]]
         assert [e["score"] for e in rb["evidence"]] == pytest.approx([e["score"] for e in ra["evidence"]])
         assert rb["missing_cameras"] == []
-        refused = b.post("/api/search", json={"text": "cat", "labels": ["cat"]})
-        assert refused.status_code == 400 and "labels filter" in refused.json()["detail"]
+        for body in ({"text": "cat", "labels": ["cat"]}, {"text": "a scene", "near": [4.0, 1.0], "radius": 1.5}):
+            got, want = b.post("/api/search", json=body), a.post("/api/search", json=body)
+            assert got.status_code == want.status_code == 200
+            assert [ev(e) for e in got.json()["evidence"]] == [ev(e) for e in want.json()["evidence"]]
+        road = dict(region="0,0.5,20,1.5")  # cam-b's road
+        pa, pb = _pages(a, "/api/moments", 1000, **road)[0], _pages(b, "/api/moments", 1000, **road)[0]
+        assert pa and [(m["camera_id"], m["t"]) for m in pb] == [(m["camera_id"], m["t"]) for m in pa]
+        assert {m["camera_id"] for m in pb} == {"cam-b"}
 
         m_a = _pages(a, "/api/moments", 1000, camera="cam-d")[0][0]
         m_b = _pages(b, "/api/moments", 1000, camera="cam-d")[0][0]
