@@ -299,6 +299,73 @@ def test_one_answering_body_gives_the_same_session_through_the_engine_the_servic
                 at_router.close()
 
 
+def test_a_session_at_the_router_keeps_its_turns_and_standing_requests_across_a_restart(cluster, tmp_path):
+    """Sessions are the router's: a question turn, a standing request over cameras of both
+    shards whose alerts come back as reply turns (the reply's model shown the alert's frames),
+    the same session over HTTP, and all of it still there after the router restarts."""
+    import httpx
+
+    from support.server import ServerThread
+    from vam_engine.cluster.app import create_cluster_app
+
+    router, _, root = cluster
+    shown = []
+
+    def reply(req):
+        shown.append(len(images(req)))
+        return "the bright square is back"
+
+    def at_router():
+        return connect(None, root=root, config=CFG, llm_factory=make_llm, device="cpu",
+                       llm=scripted_llm({"turn_classifier": {"kind": "question", "condition": "", "target": None,
+                                                             "repeat": False},
+                                         "router": {"type": "tool", "name": "retrieve",
+                                                    "args": {"question": "what is there"}},
+                                         "inspector": _inspect, "planner": _plan, "watch_reply": reply},
+                                        default="{}"))
+
+    r1 = at_router()
+    try:
+        asked = r1.turn("what is there?", session="patrol", mode="agentic")
+        assert asked.kind == "answer" and asked.answer.text.startswith("NOTE t=")
+        watched = r1.turn("tell me when a bright square shows", session="patrol", camera=["ses-x", "ses-y"],
+                          intent="watch", condition="a bright square in the top-left corner", every_s=1.0)
+        assert watched.kind == "watch" and watched.monitor is not None
+        assert {r1.catalogue.cameras()[c] for c in ("ses-x", "ses-y")} == {"shard-0", "shard-1"}
+        for k in range(12):
+            t = k / 2
+            for cam in ("ses-x", "ses-y"):
+                r1.push(cam, frame(cam, t, event=t >= 3.0), t)
+            assert r1.wait_for_monitors(10)
+        wait_for("a reply turn", lambda: any(t.kind == "reply" for t in r1.session("patrol").turns), timeout=20)
+        assert r1.wait_for_replies(20)
+        turns = [(t.role, t.kind) for t in r1.session("patrol").turns]
+        assert turns[:4] == [("user", "question"), ("engine", "answer"), ("user", "watch"), ("engine", "watch")]
+        assert ("engine", "reply") in turns[4:] and shown and all(n > 0 for n in shown)
+        with ServerThread(create_cluster_app(r1)) as web, httpx.Client(base_url=web.url, timeout=60) as c:
+            listed = c.get("/api/sessions")
+            assert listed.status_code == 200, listed.text  # was 501: the router kept no sessions
+            created = c.post("/api/sessions", json={"id": "web"})
+            assert created.status_code == 201, created.text
+            r = c.post("/api/sessions/web/turns", json={"text": "what is there?", "mode": "agentic"})
+            assert r.status_code == 200 and r.json()["answer"]["text"].startswith("NOTE t=")
+    finally:
+        r1.close()
+    r2 = at_router()  # a restart: the router's store holds every session and turn
+    try:
+        assert [(t.role, t.kind) for t in r2.session("patrol").turns] == turns
+        repo = r2.answering.sessions.repo
+        fired = repo.watches("patrol", include_ended=True)  # a "once" request ends at its alert
+        assert [(w.monitor_id, w.active) for w in fired] == [(watched.monitor.monitor_id, False)]
+        again = r2.turn("tell me when it shows again", session="patrol", camera=["ses-x", "ses-y"], intent="watch",
+                        condition="a bright square in the top-left corner", every_s=1.0)
+        assert [w.monitor_id for w in repo.watches("patrol")] == [again.monitor.monitor_id]
+        assert r2.end_session("patrol") and not repo.watches("patrol")  # ends its standing requests
+        assert not any(m.monitor_id == again.monitor.monitor_id for m in r2.monitors())  # on the shards too
+    finally:
+        r2.close()
+
+
 def _json_key(e: dict):
     return (e["camera_id"], e["t_start"], e["t_end"], e["source"], len(e["moment_ids"]))
 

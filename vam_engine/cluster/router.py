@@ -121,6 +121,7 @@ class ClusterEngine:
         from ..tools import make_toolbox
         from .ask import RouterModels, RouterViews
         from .frames import FrameCache
+        from .sessions import RouterMonitors
 
         self._ray = ray
         if not ray.is_initialized():
@@ -148,8 +149,13 @@ class ClusterEngine:
         cfg = load_config(config, device)  # the shards': the router's answers use its tools and dialogue budget
         self._models = RouterModels(cfg, llm)
         self._views = RouterViews(self, self._models)
-        # the one answering body; sessions (a session store and monitors) are not held here yet
-        self.answering = Answering(self._views, self._models, cfg, tools=make_toolbox(cfg.tools))
+        own = self._views.store  # sessions, turns and standing requests: the router's own store
+        sessions = own.sessions
+        self._standing = RouterMonitors(self, own.monitors, own.root / "alert-frames",
+                                        resume=any(sessions.watches(x.session_id) for x in sessions.list()))
+        # the one answering body, with the session policy of one engine
+        self.answering = Answering(self._views, self._models, cfg, sessions=sessions, monitors=self._standing,
+                                   tools=make_toolbox(cfg.tools))
         self.frame_cache = FrameCache(self, self.catalogue.root / "_router" / "frames")
 
     # -- shards ------------------------------------------------------------------------------
@@ -400,6 +406,37 @@ class ClusterEngine:
 
     def wait_for_answers(self, timeout: float | None = None) -> bool:
         return self.answering.wait_for_answers(timeout)
+
+    # -- sessions (held by the router: cluster/sessions.py) ------------------------------------
+    def turn(self, text: str, *, session: str, camera=None, as_of: float | None = None, mode: str = "auto",
+             max_turns: int = 6, intent: str | None = None, condition: str | None = None,
+             target: str | None = None, every_s: float | None = None, may_watch: bool = True,
+             read_only: bool = False):
+        """As Engine.turn: a standing request is a router monitor over the shards of its cameras."""
+        return self.answering.turn(text, session=session, camera=camera, as_of=as_of, mode=mode,
+                                   max_turns=max_turns, intent=intent, condition=condition, target=target,
+                                   every_s=every_s, may_watch=may_watch, read_only=read_only)
+
+    def create_session(self, session: str, camera=None):
+        return self.answering.sessions.create(session, camera)
+
+    def sessions(self, *, prefix: str | None = None, include_ended: bool = False):
+        return self.answering.sessions.list(prefix, include_ended)
+
+    def session(self, session: str, *, after: int | None = None, last: int | None = None):
+        return self.answering.sessions.get(session, after=after, last=last)
+
+    def end_session(self, session: str) -> bool:
+        return self.answering.sessions.end(session)
+
+    def subscribe_turns(self, callback=None):
+        return self.answering.sessions.subscribe(callback)
+
+    def wait_for_replies(self, timeout: float | None = None) -> bool:
+        return self.answering.sessions.drain(timeout)
+
+    def reply_stats(self):
+        return self.answering.sessions.reply_stats()
 
     @property
     def router_store(self):
