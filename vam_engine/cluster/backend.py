@@ -46,11 +46,11 @@ class ClusterBackend:
         return Path(self.router.root)
 
     # -- moments, events, frames ---------------------------------------------------------------
-    def page(self, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200) -> Page:
+    def page(self, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200, place=None) -> Page:
         r = self.router
         after = decode_row_key(cursor)
         shards, cams = r._targets(cameras)
-        calls = {s: ("page_after", (kind, cams, t0, t1, as_of, _local_key(after, r._no(s)), limit), {})
+        calls = {s: ("page_after", (kind, cams, t0, t1, as_of, _local_key(after, r._no(s)), limit), {"place": place})
                  for s in shards}
         out, down = r._call_many(calls)
         items, more = [], False

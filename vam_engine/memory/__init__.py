@@ -18,9 +18,9 @@ from .records import (Alert, BoxRef, CameraExtent, Deletion, DocumentJob, Entity
                       ProvisionalNode, QARecord, SourceState, Summary, SummaryKind, Transcript, WriterBacklog,
                       camera_time, is_absolute_time, last_pose)
 from .retention import RetentionPass, RetentionReport, RetentionWorker
-from .search import (BACKGROUND_SAMPLE, MIN_BACKGROUND, RRF_K, SOURCES, SPEECH, SPREAD_FLOOR, VECTOR_SOURCES,
-                     SearchResult, check_search, load_query_image, relevance, search, space_of, space_queries,
-                     whole_space_sample)
+from .fusion import FusedHit, RankedList, fuse
+from .search import (BACKGROUND_SAMPLE, SOURCES, SPEECH, VECTOR_SOURCES, SearchResult, check_search, fetch_size,
+                     keep_size, keyed_evidence, load_query_image, search, search_lists)
 from .sessions import (NewTurn, Session, SessionError, SessionLimit, SessionRepository, SessionTurn, SessionWatch,
                        WatchNotAllowed, check_session_id)
 from .sightings import PerceptionCommit
@@ -45,8 +45,7 @@ __all__ = [
     # monitors, places, sessions
     "MonitorSpec", "ObservedFrame", "check_spec", "make_place", "NewTurn", "Session", "SessionError", "SessionLimit",
     "SessionTurn", "SessionWatch", "WatchNotAllowed", "check_session_id",
-    # search (the cluster's router fuses shards' results by the same rules)
-    "search", "check_search", "load_query_image", "relevance", "space_of", "space_queries", "whole_space_sample",
-    "SearchResult", "BACKGROUND_SAMPLE", "MIN_BACKGROUND", "RRF_K", "SOURCES", "SPEECH", "SPREAD_FLOOR",
-    "VECTOR_SOURCES",
+    # search, in the three steps a cluster's router runs over its shards (memory/fusion.py)
+    "search", "search_lists", "fuse", "keyed_evidence", "fetch_size", "keep_size", "FusedHit", "RankedList",
+    "check_search", "load_query_image", "SearchResult", "BACKGROUND_SAMPLE", "SOURCES", "SPEECH", "VECTOR_SOURCES",
 ]

@@ -64,7 +64,6 @@ class LocalBackend:
         return Path(self.engine.store.root)
 
     # -- moments, events, frames ---------------------------------------------------------------
-    places = True  # pages and searches filter by place (a cluster's backend does not yet)
 
     def page(self, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200, place=None) -> Page:
         """``kind`` "moments" or "events": queries.page over this store."""
