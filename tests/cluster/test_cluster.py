@@ -472,6 +472,11 @@ def test_the_router_serves_the_single_engines_http_api(cluster, served):
         pa, pb = _pages(a, "/api/moments", 1000, **road)[0], _pages(b, "/api/moments", 1000, **road)[0]
         assert pa and [(m["camera_id"], m["t"]) for m in pb] == [(m["camera_id"], m["t"]) for m in pa]
         assert {m["camera_id"] for m in pb} == {"cam-b"}
+        # entities are read through the router too (these shards run no detector: there are none)
+        for path in ("/api/entities", "/api/last_seen?q=cat"):
+            got, want = b.get(path), a.get(path)
+            assert got.status_code == want.status_code and got.status_code in (200, 404), got.text
+        assert b.get("/api/entities").json()["items"] == [] and router.last_seen("cat") is None
 
         m_a = _pages(a, "/api/moments", 1000, camera="cam-d")[0][0]
         m_b = _pages(b, "/api/moments", 1000, camera="cam-d")[0][0]
@@ -479,6 +484,11 @@ def test_the_router_serves_the_single_engines_http_api(cluster, served):
         thumb = b.get(m_b["frame"], params={"w": 32})
         assert thumb.status_code == 200 and Image.open(io.BytesIO(thumb.content)).width == 32
         assert b.get("/api/frames/%d" % ((77 << 40) | 1)).status_code == 404  # names no shard
+        seen_a = a.get(f"/api/moments/{m_a['moment_id']}/detections")
+        seen_b = b.get(f"/api/moments/{m_b['moment_id']}/detections")
+        assert seen_a.status_code == seen_b.status_code == 200, seen_b.text
+        assert {k: v for k, v in seen_b.json().items() if "id" not in k and k != "frame"} == \
+            {k: v for k, v in seen_a.json().items() if "id" not in k and k != "frame"}
 
         metrics = b.get("/metrics").text
         n_a = next(c["moments"] for c in a.get("/api/cameras").json()["cameras"] if c["camera_id"] == "cam-a")

@@ -394,6 +394,106 @@ class ClusterEngine:
             raise ShardDown(f"{what} needs shards {down}, which do not answer (cameras {self._cameras_of(down)}); "
                             f"nothing was changed")
 
+    # -- what perception found (linked across shards: entities.py) -----------------------------
+    def _things(self, label=None, camera=None, time_range=None, as_of=None):
+        """The entities in scope grouped into things, and the cameras and shards that did not answer."""
+        from .entities import things_of
+
+        shards, cams = self._targets([camera] if isinstance(camera, str) else camera)
+        t0, t1 = time_range if time_range is not None else (None, None)
+        out, down = self._call_many({s: ("entity_candidates", (label, cams, t0, t1, as_of), {}) for s in shards})
+        return things_of({self._no(s): out[s] for s in shards if s in out}), self._missing(down, cams), down
+
+    def entities(self, label=None, camera=None, time_range=None, as_of: float | None = None, *,
+                 after: int | None = None, limit: int | None = None) -> Partial:
+        """As Engine.entities, over the shards holding ``camera``, a thing seen on two shards'
+        cameras being one entity (entities.py); by cluster id."""
+        from .entities import merged
+
+        groups, missing, down = self._things(label, camera, time_range, as_of)
+        items = [merged(g) for g in groups]
+        items = [e for e in items if after is None or e.entity_id > after]
+        return Partial(items if limit is None else items[:int(limit)], missing, down)
+
+    def _thing_of(self, entity_id: int, camera, as_of):
+        """(the group holding ``entity_id``, its shard's timeline) or None when it is not in view."""
+        from .entities import global_timeline
+
+        shard, local = self.locate(entity_id)
+        cams = [camera] if isinstance(camera, str) else camera
+        line = self._call(shard, "entity_timeline", local, cams, as_of)
+        if line is None:
+            return None
+        groups, _, _ = self._things(line.entity.label, camera, None, as_of)
+        group = next((g for g in groups if any(e.record.entity_id == entity_id for e in g)), None)
+        return (group, global_timeline(line, self._no(shard))) if group else None
+
+    def entity(self, entity_id: int, *, camera=None, as_of: float | None = None):
+        """As Engine.entity: the timeline of the thing ``entity_id`` belongs to, its members'
+        sightings and tracks joined; None when it is not in view."""
+        from .entities import global_timeline, joined_timeline, merged
+
+        found = self._thing_of(entity_id, camera, as_of)
+        if found is None:
+            return None
+        group, line = found
+        lines = [line]
+        cams = [camera] if isinstance(camera, str) else camera
+        for e in group:
+            if e.record.entity_id != entity_id:
+                shard, local = self.locate(e.record.entity_id)
+                other = self._call(shard, "entity_timeline", local, cams, as_of)
+                if other is not None:
+                    lines.append(global_timeline(other, self._no(shard)))
+        return joined_timeline(merged(group), lines)
+
+    def entity_crop(self, entity_id: int, cameras=None):
+        """(shard, FrameData with bytes) of the crop of the thing ``entity_id`` belongs to; None
+        when it has none in view."""
+        from .entities import merged
+
+        found = self._thing_of(entity_id, cameras, None)
+        if found is None:
+            return None
+        thing = merged(found[0])
+        owner = next((e for e in found[0] if e.record.crop_path == thing.crop_path and thing.crop_path), None)
+        if owner is None:
+            return None
+        shard, local = self.locate(owner.record.entity_id)
+        f = self._call(shard, "entity_crop", local, cameras)
+        return None if f is None else (shard, f)
+
+    def last_seen(self, query: str, *, camera=None, as_of: float | None = None):
+        """As Engine.last_seen over the shards holding ``camera``: the best kind of match on any
+        shard (a thing holding every word, some, then text on screen), then the latest."""
+        from .entities import global_last_seen, local_entity, merged
+
+        if not isinstance(query, str) or not query.strip():
+            raise VamError(f"last_seen needs a non-empty query (a label, colour, text or words), got {query!r}")
+        shards, cams = self._targets([camera] if isinstance(camera, str) else camera)
+        out, _ = self._call_many({s: ("last_seen_ranked", (query.strip()[:500], cams, as_of), {}) for s in shards})
+        ranked = [(tier, -seen.t, self._no(s), s, seen) for s, got in out.items() if got for tier, seen in [got]]
+        if not ranked:
+            return None
+        _, _, no, shard, seen = min(ranked, key=lambda r: r[:3])
+        thing = None
+        if seen.entity is not None:
+            cid = local_entity(seen.entity, no).entity_id
+            groups, _, _ = self._things(seen.entity.label, camera, None, as_of)
+            group = next((g for g in groups if any(e.record.entity_id == cid for e in g)), None)
+            thing = merged(group) if group else local_entity(seen.entity, no)
+        return global_last_seen(seen, no, thing)
+
+    def perceived(self, moment_id: int) -> tuple[list, list]:
+        """As Engine.perceived: a moment's detections and OCR lines, with cluster ids."""
+        shard, local = self.locate(moment_id)
+        dets, lines = self._call(shard, "perceived", local)
+        no = self._no(shard)
+        g = lambda i: None if i is None else cluster_id(no, i)  # noqa: E731
+        return ([replace(d, detection_id=g(d.detection_id), moment_id=g(d.moment_id), track_id=g(d.track_id),
+                         entity_id=g(d.entity_id)) for d in dets],
+                [replace(x, line_id=g(x.line_id), moment_id=g(x.moment_id)) for x in lines])
+
     # -- questions ---------------------------------------------------------------------------
     def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *, max_turns: int = 6,
             session: str | None = None, read_only: bool = False):

@@ -112,6 +112,25 @@ class Shard:
             out[mid] = None if f is None else f.data
         return out
 
+    # what perception found (the router links entities across shards: cluster/entities.py)
+    def entity_candidates(self, label, cameras, t0, t1, as_of) -> list:
+        from .entities import entity_candidates
+
+        return entity_candidates(self.engine.store, label, cameras, t0, t1, as_of)
+
+    def entity_timeline(self, entity_id, cameras, as_of):
+        return self.engine.entity(entity_id, camera=cameras, as_of=as_of)
+
+    def last_seen_ranked(self, query, cameras, as_of):
+        return self.engine.store.entities.last_seen_ranked(query, cameras=cameras, as_of=as_of)
+
+    def perceived(self, moment_id):
+        return self.engine.perceived(moment_id)
+
+    def entity_crop(self, entity_id, cameras):
+        """The entity's crop as FrameData with its bytes; None when it has none in view."""
+        return _with_bytes(self._backend.entity_crop(entity_id, cameras))
+
     def alert(self, alert_id: int):
         return self._backend.alert(alert_id)
 

@@ -120,6 +120,19 @@ class FanoutView:
         self.missing_shards.update(res.missing_shards)
         return self._router.frame_cache.localize(res.evidence)
 
+    # -- what perception found (linked across shards: entities.py) -----------------------------
+    def entities(self, label=None, time_range=None, limit: int | None = None):
+        got = self._router.entities(label, self.cameras, time_range, self.as_of, limit=limit)
+        self.missing_cameras.update(got.missing_cameras)
+        self.missing_shards.update(got.missing_shards)
+        return list(got)
+
+    def entity(self, entity_id: int):
+        return self._router.entity(entity_id, camera=self.cameras, as_of=self.as_of)
+
+    def last_seen(self, query: str):
+        return self._router.last_seen(query, camera=self.cameras, as_of=self.as_of)
+
     def default_sources(self) -> tuple[str, ...]:
         """As MemoryView's: frames, events, summaries, text read and detected things, and speech
         when transcript segments are in view."""
