@@ -487,7 +487,7 @@ def mqtt_url_parts(url: str) -> tuple[bool, str, int, str | None, str | None]:
 
 class WebhookConfig(_Section):
     """Alerts, session replies and camera states POSTed as JSON to HTTP endpoints, each body
-    signed with HMAC-SHA256 under ``secret`` (header ``X-Vam-Signature: sha256=<hex>``;
+    signed with HMAC-SHA256 under ``secret`` (header ``X-Vam-Signature: sha256=HEX``;
     vam_engine/notify/webhook.py; docs/integrations.md). ``vam-engine serve --webhook URL``
     (repeatable) sets ``urls``."""
 
