@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -237,3 +238,24 @@ def test_topics_keep_distinct_ids_distinct_and_the_config_refuses_bad_urls():
             EngineConfig.load(mqtt=bad)
         assert what in str(e.value), str(e.value)
     assert json.loads(json.dumps(EngineConfig.load(mqtt={"url": "mqtts://h"}).mqtt.url)) == "mqtts://h:8883"
+
+
+def test_mqtts_checks_the_brokers_certificate_against_the_given_ca(tmp_path, listen):
+    from support.broker import tls_files
+    from vam_engine.notify import MqttSink
+
+    ca, cert, key = tls_files(tmp_path / "tls")
+    b = Broker(tmp_path / "broker", tls=(cert, key)).start()
+    trusted = MqttSink(EngineConfig.load(mqtt={"url": f"mqtts://127.0.0.1:{b.port}", "ca": str(ca)}).mqtt)
+    # the system's CAs do not know the test CA: refused, and it keeps trying
+    untrusted = MqttSink(EngineConfig.load(mqtt={"url": f"mqtts://127.0.0.1:{b.port}", "client_id": "untrusted"}).mqtt)
+    try:
+        ls = listen(b.port, "vam/available", tls_ca=str(ca))
+        trusted.start(), untrusted.start()
+        ls.wait("online over TLS", "vam/available", lambda m: m.payload == b"online")
+        assert trusted.stats().connected and trusted.stats().connections == 1
+        time.sleep(1.5)
+        assert not untrusted.stats().connected and untrusted.stats().connections == 0
+    finally:
+        trusted.close(2), untrusted.close(2)
+        b.stop()
