@@ -140,36 +140,57 @@ def test_camera_states_are_retained_and_a_removed_camera_is_cleared(broker, list
         ls.wait(f"{topic} cleared", topic, lambda m: m.payload == b"" and m.retain is False)
 
 
-def test_after_the_broker_restarts_on_the_same_port_the_engine_reconnects_and_alerts_arrive(broker, listen,
-                                                                                             running):
-    ls = listen(broker.port)
-    eng, notifier = running(mqtt_cfg(broker, backoff_s=1, backoff_max_s=2), judge())
-    sink = notifier.sinks[0]
-    mon = eng.watch("a bright square", "cam", mode="repeat", repeat_gap_s=1.0)
-    push_stream(eng, "cam", 0.0, 6.0, [(2.0, 4.0)])
-    first = ls.wait("the first alert", "vam/cam/alerts").json()
-    assert first["monitor_id"] == mon.monitor_id and first["condition"] == "a bright square"
+def test_after_the_broker_restarts_on_the_same_port_the_engine_reconnects_and_alerts_arrive(tmp_path, listen, running):
+    broker = Broker(tmp_path / "broker", persistent=True).start()  # the listener's session outlives a restart
+    try:
+        ls = listen(broker.port, session="restart-listener")
+        eng, notifier = running(mqtt_cfg(broker, backoff_s=1, backoff_max_s=2), judge())
+        sink = notifier.sinks[0]
+        mon = eng.watch("a bright square", "cam", mode="repeat", repeat_gap_s=1.0)
+        push_stream(eng, "cam", 0.0, 6.0, [(2.0, 4.0)])
+        first = ls.wait("the first alert", "vam/cam/alerts").json()
+        assert first["monitor_id"] == mon.monitor_id and first["condition"] == "a bright square"
 
-    broker.stop()
-    wait_for("the sink to notice the broker is gone", lambda: not sink.stats().connected, 10)
-    push_stream(eng, "cam", 6.0, 12.0, [(8.0, 10.0)])  # fires while the broker is away: held in the outbox
-    assert len(eng.alerts()) == 2
-    wait_for("the alert waiting in the outbox", lambda: sink.stats().queued == 1, 5)
-    broker.start()
-    wait_for("the sink to reconnect", lambda: sink.stats().connected and sink.stats().connections == 2, 15)
-    held = ls.wait("the alert held while away", "vam/cam/alerts", lambda m: m.json()["alert_id"] != first["alert_id"])
-    assert held.json()["alert_id"] == eng.alerts()[1].alert_id
-    push_stream(eng, "cam", 12.0, 18.0, [(14.0, 16.0)])
-    new = ls.wait("a new alert after the restart", "vam/cam/alerts",
-                  lambda m: m.json()["alert_id"] == eng.alerts()[-1].alert_id)
-    assert len(eng.alerts()) == 3 and new.at >= held.at
-    # the restarted broker kept nothing (no persistence): the engine announced itself again
-    late = listen(broker.port)
-    late.wait("online again, retained", "vam/available", lambda m: m.retain and m.payload == b"online")
-    late.wait("camera discovery again", "homeassistant/event/vam_engine/cam_alerts/config", lambda m: m.retain)
-    late.wait("monitor discovery again", f"homeassistant/event/vam_engine/monitor_{object_id(mon.monitor_id)}/config",
-              lambda m: m.retain and m.json()["name"] == "a bright square")
-    assert sink.stats().dropped == 0 and sink.stats().sent >= 3
+        broker.stop()
+        wait_for("the sink to notice the broker is gone", lambda: not sink.stats().connected, 10)
+        push_stream(eng, "cam", 6.0, 12.0, [(8.0, 10.0)])  # fires while the broker is away: held in the outbox
+        assert len(eng.alerts()) == 2
+        wait_for("the alert waiting in the outbox", lambda: sink.stats().queued == 1, 5)
+        restarted = time.monotonic()
+        broker.start()
+        wait_for("the sink to reconnect", lambda: sink.stats().connected and sink.stats().connections == 2, 15)
+        held = ls.wait("the alert held while away", "vam/cam/alerts",
+                       lambda m: m.json()["alert_id"] == eng.alerts()[1].alert_id)
+        push_stream(eng, "cam", 12.0, 18.0, [(14.0, 16.0)])
+        new = ls.wait("a new alert after the restart", "vam/cam/alerts",
+                      lambda m: m.json()["alert_id"] == eng.alerts()[-1].alert_id)
+        assert len(eng.alerts()) == 3 and new.at >= held.at
+        # on reconnecting the engine announced itself again: online, discovery, before what waited
+        # (the broker told the session the last will it sent going down, then its retained value)
+        again = [m for m in ls.on("vam/available") if m.at >= restarted and not m.retain]
+        assert any(m.payload == b"online" and m.at <= held.at for m in again) and again[-1].payload == b"online"
+        cfg = f"homeassistant/event/vam_engine/monitor_{object_id(mon.monitor_id)}/config"
+        assert any(m.at >= restarted and m.json()["name"] == "a bright square" for m in ls.on(cfg))
+        assert any(m.at >= restarted for m in ls.on("homeassistant/event/vam_engine/cam_alerts/config"))
+        assert sink.stats().dropped == 0 and sink.stats().sent >= 3
+    finally:
+        broker.stop()
+
+
+def test_a_broker_that_comes_up_after_the_engine_gets_what_waited(tmp_path, listen, running):
+    b = Broker(tmp_path / "late-broker")  # not started yet
+    try:
+        eng, notifier = running(mqtt_cfg(b, backoff_s=1, backoff_max_s=1), judge())
+        eng.watch("a bright square", "cam", mode="repeat", repeat_gap_s=1.0)
+        push_stream(eng, "cam", 0.0, 6.0, [(2.0, 4.0)])
+        sink = notifier.sinks[0]
+        wait_for("the monitor and its alert waiting", lambda: sink.stats().queued == 2 and not sink.stats().connected, 5)
+        b.start()
+        ls = listen(b.port)
+        got = ls.wait("the alert once the broker is up", "vam/cam/alerts", timeout=20)
+        assert got.json()["alert_id"] == eng.alerts()[0].alert_id and sink.stats().connections == 1
+    finally:
+        b.stop()
 
 
 LAST_WILL_SCRIPT = """

@@ -189,3 +189,18 @@ def test_webhooks_need_a_secret_and_a_url_that_is_http(tmp_path):
         assert make_notifier(eng, EngineConfig()) is None  # neither set: no notifier
         n = Notifier(eng, [])
         assert "vam_notify_inbox_dropped_total 0" in n.metric_lines()
+
+
+def test_https_checks_the_receivers_certificate(tmp_path, receiver):
+    from support.broker import tls_files
+
+    ca, cert, key = tls_files(tmp_path / "tls")
+    r = receiver(tls=(cert, key))
+    sink = WebhookSink(r.url, SECRET.encode(), backoff_s=0.01, max_attempts=2)  # the system's CAs: not the test CA
+    sink.start()
+    try:
+        sink.offer(alert_event(an_alert()))
+        wait_for("a dead letter", lambda: sink.stats().dead_letters == 1, 10)
+    finally:
+        sink.close(2)
+    assert r.received == [] and sink.stats().sent == 0

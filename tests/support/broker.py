@@ -24,13 +24,17 @@ def missing_broker() -> str | None:
 
 class Broker:
     """``mosquitto -c`` with one listener on 127.0.0.1:``port``; ``users``: {name: password}
-    makes it refuse anonymous clients; ``tls``: (cert, key) for an mqtts listener."""
+    makes it refuse anonymous clients; ``tls``: (cert, key) for an mqtts listener; ``persistent``:
+    a restart keeps retained messages, subscriptions of clients without a clean session, and
+    what was queued for them."""
 
-    def __init__(self, workdir: Path, *, users: dict | None = None, tls: tuple | None = None):
+    def __init__(self, workdir: Path, *, users: dict | None = None, tls: tuple | None = None,
+                 persistent: bool = False):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        lines = [f"listener {self.port} 127.0.0.1", "persistence false"]
+        lines = [f"listener {self.port} 127.0.0.1"]
+        lines += ["persistence true", f"persistence_location {self.dir}/"] if persistent else ["persistence false"]
         if os.geteuid() == 0:  # started as root mosquitto becomes user "mosquitto", who cannot read the test's files
             lines.append("user root")
         if users:
@@ -83,13 +87,17 @@ class Message:
 class Listener:
     """A paho client subscribed to ``topic`` (again after each reconnect) keeping every message."""
 
-    def __init__(self, port: int, topic: str = "#", *, username=None, password=None, tls_ca=None):
+    def __init__(self, port: int, topic: str = "#", *, username=None, password=None, tls_ca=None,
+                 session: str | None = None):
+        """``session``: a client id whose session the broker keeps (no clean session): with a
+        persistent broker, what is published while this client is away reaches it on return."""
         import paho.mqtt.client as mqtt
 
         self.messages: list[Message] = []
         self._lock = threading.Lock()
         self.topic = topic
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"test-listener-{time.monotonic_ns()}")
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=session or f"test-{time.monotonic_ns()}",
+                                  clean_session=session is None)
         if username:
             self.client.username_pw_set(username, password)
         if tls_ca:

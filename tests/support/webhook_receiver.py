@@ -15,7 +15,8 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, statuses=(), hold: threading.Event | None = None):
+    def __init__(self, statuses=(), hold: threading.Event | None = None, tls: tuple | None = None):
+        """``tls``: (certificate, key) files: an https receiver."""
         self.received: list[Received] = []
         self.statuses = list(statuses)
         self.hold = hold
@@ -40,7 +41,14 @@ class Receiver:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        if tls:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(tls[0]), str(tls[1]))
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/hook"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

@@ -141,6 +141,8 @@ class MqttSink:
         self._cameras: dict[str, dict | None] = {}  # camera -> its last state body (None: none yet)
         self._monitors: dict[str, str | None] = {}  # active monitor -> condition
         self._holding: Event | None = None  # taken from the outbox, waiting for the connection
+        self._paho_dropped = 0
+        self._queue_full_rc = mqtt.MQTT_ERR_QUEUE_SIZE
         self._thread: threading.Thread | None = None
         self._client = self._make_client(mqtt)
 
@@ -167,8 +169,8 @@ class MqttSink:
     def stats(self) -> SinkStats:
         with self._lock:
             s = SinkStats(**vars(self._stats))
-        s.dropped, s.connected = self._outbox.dropped, self._connected.is_set()
-        s.queued = len(self._outbox) + (self._holding is not None)
+            s.dropped, s.connected = self._outbox.dropped + self._paho_dropped, self._connected.is_set()
+            s.queued = len(self._outbox) + (self._holding is not None)
         return s
 
     def start(self) -> None:
@@ -237,7 +239,12 @@ class MqttSink:
 
     def _publish(self, topic: str, payload, retain: bool = False) -> None:
         data = payload if isinstance(payload, (str, bytes)) else json.dumps(payload, separators=(",", ":"))
-        self._client.publish(topic, data, qos=self.config.qos, retain=retain)
+        info = self._client.publish(topic, data, qos=self.config.qos, retain=retain)
+        # NO_CONN: the connection went after the check; paho keeps a qos 1-2 message and sends it on
+        # reconnecting. QUEUE_SIZE: paho's own queue (bounded by queue_max too) is full: dropped.
+        if info.rc == self._queue_full_rc:
+            with self._lock:
+                self._paho_dropped += 1
 
     def _announce(self) -> None:
         """After a (re)connection: "online", the discovery configs, each camera's last state."""
