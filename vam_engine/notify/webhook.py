@@ -120,14 +120,15 @@ class WebhookSink:
                 return self._dead(event, str(e), attempt)
             except (OSError, http.client.HTTPException) as e:  # refused, reset, timed out, a 5xx, 408, 429
                 why = f"{type(e).__name__}: {e}" if not isinstance(e, _Retry) else str(e)
-                if attempt == self.max_attempts or self._stop.is_set():
+                if attempt == self.max_attempts:
                     return self._dead(event, why, attempt)
                 with self._lock:
                     self._stats.retries += 1
                 log.info("%s: event %s, try %d failed (%s); again in %.2g s", self.where, event.event_id, attempt,
                          why, delay)
-                if self._stop.wait(delay):
-                    return self._dead(event, "closed while waiting to retry", attempt)
+                if self._stop.wait(delay):  # closing: not a dead letter, one of those "not delivered at close"
+                    self._outbox.put(event)
+                    return None
                 delay = min(delay * 2, self.backoff_max_s)
                 continue
             with self._lock:
