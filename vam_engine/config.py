@@ -499,7 +499,8 @@ class WebhookConfig(_Section):
                                      "the command line)")
     urls: list[str] = Field(default_factory=list, max_length=16, repr=False, description="the endpoints (http:// or "
                             "https://), each with its own queue; a comma-separated list in VAM_WEBHOOKS__URLS")
-    timeout_s: float = Field(5.0, gt=0, le=120, description="one POST, connect to last byte")
+    timeout_s: float = Field(5.0, gt=0, le=120, description="one POST's socket timeout: connecting, sending, and "
+                             "each read of the answer (of which 64 KiB at most are read)")
     max_attempts: int = Field(5, ge=1, le=100, description="tries of one event before it is a dead letter "
                               "(counted in /metrics); a 4xx other than 408 and 429 is one at once")
     backoff_s: float = Field(1.0, gt=0, le=600, description="wait after the first failed try; doubles each try")

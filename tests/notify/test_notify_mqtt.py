@@ -120,6 +120,20 @@ def test_an_alert_and_its_reply_arrive_after_the_discovery_of_camera_and_monitor
     ls.wait("offline at close", "vam/available", lambda m: m.payload == b"offline")
 
 
+def test_a_monitor_that_fires_and_ends_between_two_polls_is_named_and_its_entity_cleared(broker, listen, running):
+    ls = listen(broker.port)
+    eng, _ = running(mqtt_cfg(broker, state_poll_s=60), session_model())  # no poll after the first one
+    push(eng, "cam", 0.0, 1.0)
+    mid = eng.turn("Tell me when a red square appears.", session="alice").monitor.monitor_id
+    push(eng, "cam", 1.0, 10.0, red_from=7.0)
+    alert = ls.wait("the alert", "vam/cam/alerts")
+    assert alert.json()["condition"] == "a red square appears" and alert.json()["monitor_id"] == mid
+    topic = f"homeassistant/event/vam_engine/monitor_{object_id(mid)}/config"
+    cleared = ls.wait("its config cleared", topic, lambda m: m.payload == b"")
+    (made,) = [m for m in ls.on(topic) if m.payload]
+    assert made.json()["name"] == "a red square appears" and made.at <= alert.at <= cleared.at
+
+
 def test_camera_states_are_retained_and_a_removed_camera_is_cleared(broker, listen, running):
     ls = listen(broker.port)
     eng, _ = running(mqtt_cfg(broker), judge())

@@ -10,6 +10,7 @@ client fetches from the service with its token."""
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Protocol
@@ -93,6 +94,9 @@ def state_event(camera_id: str, status: dict | None, at: float) -> Event:
     if status is None:
         fields["state"] = "removed"
     fields["error"] = _text(fields["error"])
+    for k, v in fields.items():  # JSON has no NaN or infinity
+        if isinstance(v, float) and not math.isfinite(v):
+            fields[k] = None
     body = {"event_type": "state", "event_id": f"state-{uuid.uuid4().hex[:16]}", "camera_id": camera_id,
             **fields, "created_at": at}
     return Event("state", camera_id, body["event_id"], body)

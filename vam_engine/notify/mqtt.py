@@ -238,7 +238,7 @@ class MqttSink:
                     log.exception("%s: event %s not published", self.where, event.event_id)
 
     def _publish(self, topic: str, payload, retain: bool = False) -> None:
-        data = payload if isinstance(payload, (str, bytes)) else json.dumps(payload, separators=(",", ":"))
+        data = payload if isinstance(payload, (str, bytes)) else json.dumps(payload, separators=(",", ":"), default=str)
         info = self._client.publish(topic, data, qos=self.config.qos, retain=retain)
         # NO_CONN: the connection went after the check; paho keeps a qos 1-2 message and sends it on
         # reconnecting. QUEUE_SIZE: paho's own queue (bounded by queue_max too) is full: dropped.
@@ -278,11 +278,12 @@ class MqttSink:
         body, cam = event.body, event.camera_id
         if event.kind == "monitor":
             return self._monitor(body)
-        if cam is not None and cam not in self._cameras:
+        removed = event.kind == "state" and body.get("state") == "removed"
+        if cam is not None and cam not in self._cameras and not removed:
             self._cameras[cam] = None
             self._discover_camera(cam)
         if event.kind == "state":
-            if body.get("state") == "removed":
+            if removed:
                 self._cameras.pop(cam, None)
                 self._forget(self.discovery.camera(cam))
                 self._publish(self.topics.camera(cam, "state"), b"", retain=True)

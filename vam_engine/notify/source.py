@@ -46,7 +46,10 @@ class Notifier:
     def start(self) -> "Notifier":
         for sink in self.sinks:
             sink.start()
-        self.poll()  # everything as it is, first
+        try:
+            self.poll()  # everything as it is, first
+        except Exception:  # noqa: BLE001 - the next poll tries again; serving goes on
+            log.exception("reading camera states and monitors failed")
         if hasattr(self.engine, "subscribe_alerts"):
             self._subs.append(self.engine.subscribe_alerts(lambda a: self._inbox.put(("alert", a))))
         if hasattr(self.engine, "subscribe_turns"):
@@ -99,7 +102,10 @@ class Notifier:
 
     def _handle(self, kind: str, record) -> None:
         if kind == "alert":
-            self.emit(self._alert(record))
+            event, ended = self._alert(record)
+            self.emit(event)
+            if ended:  # a monitor that fired and ended between two polls: its entity goes too
+                self.emit(monitor_event(record.monitor_id, event.body["condition"], False, time.time()))
             self._told_alerts.append(record.alert_id)
             for _, turn in self._parked.pop(record.alert_id, []):
                 self.emit(reply_event(turn))
@@ -115,17 +121,19 @@ class Notifier:
             for _, turn in self._parked.pop(alert_id):
                 self.emit(reply_event(turn))
 
-    def _alert(self, alert) -> Event:
+    def _alert(self, alert) -> tuple[Event, bool]:
         """The alert's event, naming its monitor's condition: a monitor newer than the last poll
-        is looked up now (it is told of first), one that ended already among the ended ones."""
+        is looked up now (it is told of first), one that ended already among the ended ones
+        (then True: the sinks are told it ended, after the alert)."""
         mid = alert.monitor_id
         if mid not in self._conditions:
             self.poll()
-        condition = self._conditions.get(mid)
+        condition, ended = self._conditions.get(mid), False
         if condition is None and hasattr(self.engine, "monitors"):
             condition = next((m.condition for m in self.engine.monitors(include_ended=True) if m.monitor_id == mid),
                              None)
-        return alert_event(alert, condition)
+            ended = True
+        return alert_event(alert, condition), ended
 
     def poll(self) -> None:
         """One look at the monitors and camera states; each change becomes an event."""
