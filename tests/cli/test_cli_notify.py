@@ -44,6 +44,7 @@ def test_serve_with_mqtt_and_a_webhook_announces_counts_and_says_offline(tmp_pat
         assert p.returncode == 0, err
         ls.wait("offline once stopped", "vam/available", lambda m: m.payload == b"offline")
         assert "TOPSECRET" not in out + err + text
+        assert f"alerts, replies and camera states to MQTT broker 127.0.0.1:{broker.port}, webhook 0 (127.0.0.1)" in err
     finally:
         if p.poll() is None:
             p.kill()

@@ -80,6 +80,8 @@ def cmd_serve(args) -> int:
         eng.start()
         if notifier is not None:
             notifier.start()
+            print(f"vam-engine serve: alerts, replies and camera states to {', '.join(s.where for s in notifier.sinks)}",
+                  file=sys.stderr)
         cams = None
         if args.cameras:
             cams = CameraSet(eng, args.cameras)

@@ -42,6 +42,7 @@ class EventSink(Protocol):
     full and the event is dropped, counted); the sink delivers on its own thread."""
 
     name: str                   # the metric label: "mqtt", "webhook-0", ...
+    where: str                  # what a log line names: "MQTT broker host:port", "webhook 0 (host)"; no secret
     kinds: frozenset[str]       # the kinds it takes
 
     def offer(self, event: Event) -> bool: ...
