@@ -403,7 +403,8 @@ class ToolsConfig(_Section):
 class MqttConfig(_Section):
     """Alerts, session replies and camera states published to an MQTT broker, with Home
     Assistant discovery (vam_engine/notify/mqtt.py; docs/integrations.md). Off while ``url`` is
-    None; ``vam-engine serve --mqtt URL`` sets it. Needs the extra ``vam_engine[mqtt]``. A
+    None; ``vam-engine serve --mqtt URL`` sets it (in Python: ``vam_engine.notify.make_notifier(engine,
+    engine.config).start()``). Needs the extra ``vam_engine[mqtt]``. A
     user:password@ in the URL moves to ``username`` and ``password`` as it is read, so the URL
     kept, shown and logged holds no secret."""
 
@@ -489,7 +490,7 @@ class WebhookConfig(_Section):
     """Alerts, session replies and camera states POSTed as JSON to HTTP endpoints, each body
     signed with HMAC-SHA256 under ``secret`` (header ``X-Vam-Signature: sha256=HEX``;
     vam_engine/notify/webhook.py; docs/integrations.md). ``vam-engine serve --webhook URL``
-    (repeatable) sets ``urls``."""
+    (repeatable) sets ``urls`` (in Python: ``vam_engine.notify.make_notifier``, as for ``mqtt``)."""
 
     # an error never echoes what was given: it may hold the secret
     model_config = ConfigDict(extra="forbid", validate_assignment=True, hide_input_in_errors=True)
