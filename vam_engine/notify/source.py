@@ -21,6 +21,7 @@ from .outbox import Outbox
 
 log = logging.getLogger(__name__)
 REPLY_WAIT_S = 5.0
+MAX_PARKED = 1000  # alerts with replies waiting for them
 
 
 class Notifier:
@@ -112,6 +113,8 @@ class Notifier:
         elif record.alert_id is None or record.alert_id in self._told_alerts:
             self.emit(reply_event(record))
         else:
+            if len(self._parked) >= MAX_PARKED:  # bounded: a flood of replies waits for nothing
+                self._release_parked(all_of_them=True)
             self._parked.setdefault(record.alert_id, []).append((time.monotonic() + REPLY_WAIT_S, record))
 
     def _release_parked(self, all_of_them: bool = False) -> None:
