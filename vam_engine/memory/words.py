@@ -42,10 +42,16 @@ def index_text(text: str) -> str:
     return _CJK_CHAR.sub(r" \1 ", unicodedata.normalize("NFKC", str(text)))
 
 
+def split_words(text: str) -> list[str]:
+    """The words of ``text`` in order, as the index holds them: lower case, each CJK character
+    a word (a speech monitor's quoted words are matched on these too)."""
+    return _WORD.findall(index_text(text).lower())
+
+
 def tokens(text: str) -> list[str]:
-    """The index's tokens of ``text``, in order (lower case; at most MAX_TERMS): what a phrase
-    query of it must find adjacent."""
-    return _WORD.findall(index_text(text).lower())[:MAX_TERMS]
+    """The index's tokens of ``text``, in order (at most MAX_TERMS): what a phrase query of it
+    must find adjacent."""
+    return split_words(text)[:MAX_TERMS]
 
 
 def terms(text: str) -> list[str]:
