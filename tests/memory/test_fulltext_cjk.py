@@ -51,6 +51,10 @@ def test_ocr_and_speech_phrases_are_found_from_one_character(store):
     assert texts(ft.search('"どこですか"'), store) == ["東京駅はどこですか"]
     assert texts(ft.search("洗手间", mode="all"), store) == ["请问洗手间在哪里？"]
     assert texts(ft.search('"3番線"'), store) == ["東京駅 ３番線"]  # full-width digits read as digits
+    # the quotes a Chinese or Japanese keyboard types make phrases too
+    assert texts(ft.search("“吸烟”"), store) == ["禁止吸烟"] and texts(ft.search("「どこ」"), store) == \
+        ["東京駅はどこですか"]
+    assert texts(ft.search("『電梯』 “出口”"), store) == []  # every quoted part must occur (電梯: traditional)
     # order and adjacency hold in a phrase of characters
     assert ft.search("左边出口", mode="phrase") == [] and ft.search('"出左"') == []
     assert ft.search("禁烟", mode="phrase") == [] and ft.search("禁烟", mode="all") == []
@@ -79,6 +83,8 @@ def test_search_fuses_cjk_text_and_speech_hits(store):
     assert got[0].frame_paths and got[0].boxes and {(b.kind, b.label) for b in got[0].boxes} == {("text", "禁止吸烟")}
     said = search(store, None, None, None, text="大厅的电梯", sources=("speech",)).evidence
     assert said[0].text == "电梯在大厅的右边。" and said[0].source == "speech"
+    signs = search(store, None, None, None, text="“出口”", sources=("ocr",)).evidence  # a phrase: exact
+    assert sorted(e.text for e in signs) == ["Exit 出口 Ｂ２", "出口在左边"]
 
 
 @pytest.fixture

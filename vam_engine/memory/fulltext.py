@@ -18,8 +18,9 @@ cameras: a '*' document is not in a camera's scope), a time range (overlap) and 
 (nothing that ends after it, as the vector filters). Modes: "phrase" (the words adjacent, in
 order), "all" (every word, anywhere), "any" (at least one word; ranked by how many and how
 rare); a word of a CJK run is a pair of its characters (memory/words.py), so "phrase" finds
-a CJK string of any length exactly and "all"/"any" find its pairs. ``match_query`` turns a user's search text into an expression: quoted parts are
-phrases that must all occur; without quotes any word may match.
+a CJK string of any length exactly and "all"/"any" find its pairs. ``match_query`` turns a
+user's search text into an expression: quoted parts (``"..."``, ``“...”``, ``「...」``,
+``『...』``: ``phrases``) are phrases that must all occur; without quotes any word may match.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from .db import Database, placeholders, select_in
 from .words import index_text, term_tokens, terms, tokens  # terms: also the words entities match on
 
 MODES = ("phrase", "all", "any")
-_QUOTED = re.compile(r'"([^"]*)"')
+_QUOTED = re.compile(r'["“„「『]([^"“”„「」『』]*)["”」』]')  # ASCII, curly and CJK corner-bracket quotes
 
 
 @dataclass(frozen=True)
@@ -61,13 +62,17 @@ def expression(text: str, mode: str = "any") -> str | None:
     return (" AND " if mode == "all" else " OR ").join(_quote(term_tokens(w)) for w in unique)
 
 
+def phrases(text: str) -> list[str]:
+    """The quoted parts of a user's search text that hold a word."""
+    return [p for p in _QUOTED.findall(str(text)) if tokens(p)]
+
+
 def match_query(text: str) -> str | None:
     """A user's search text as an expression: its quoted parts as phrases that must all occur;
     without quotes, any of its words (ranked by bm25)."""
-    phrases = [expression(p, "phrase") for p in _QUOTED.findall(str(text))]
-    phrases = [p for p in phrases if p]
-    if phrases:
-        return " AND ".join(phrases)
+    quoted = phrases(text)
+    if quoted:
+        return " AND ".join(expression(p, "phrase") for p in quoted)
     return expression(text, "any")
 
 
