@@ -6,6 +6,7 @@ or arguments, while the lines themselves are there."""
 import asyncio
 import json
 import logging
+import sys
 
 import pytest
 
@@ -38,6 +39,13 @@ def test_strip_query_keeps_the_path_and_everything_else():
     r = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
                           ("127.0.0.1:5", "GET", "/api/x?token=s3", "1.1", 200), None)
     assert QueryStringFilter().filter(r) and r.args[2] == "/api/x" and len(r.args) == 5  # positions kept
+    try:
+        raise ValueError("cannot fetch /api/frames/3?token=s3cret")
+    except ValueError:
+        r = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "Exception in ASGI application", (),
+                              sys.exc_info())
+    assert QueryStringFilter().filter(r) and "s3cret" not in logging.Formatter().format(r)
+    assert "cannot fetch /api/frames/3" in logging.Formatter().format(r)
 
 
 def _ws_handshakes(url: str, token: str) -> list:

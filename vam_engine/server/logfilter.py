@@ -6,7 +6,7 @@ query (``"WebSocket /api/ws?token=..." [accepted]``, on ``uvicorn.error``), its 
 ``install`` puts a ``QueryStringFilter`` on the loggers of the HTTP server (uvicorn's and the
 websockets library's, and the service's own): each record's arguments and message lose what
 follows a ``?`` after a path (``/api/ws?token=abc`` becomes ``/api/ws``), so neither the
-formatted text nor a handler reading ``record.args`` sees it; a WebSocket frame in a debug
+formatted text nor a handler reading ``record.args`` sees it (nor a traceback's text); a WebSocket frame in a debug
 line shows its kind and size, not its payload (a first message authenticates with a token).
 Idempotent: ``vam-engine serve``
 and the app's startup both call it.
@@ -49,6 +49,8 @@ class QueryStringFilter(logging.Filter):
             record.args = {k: _clean(v) for k, v in record.args.items()}
         elif isinstance(record.args, tuple):
             record.args = tuple(_clean(a) for a in record.args)
+        if record.exc_info and not record.exc_text:  # a traceback's messages may name a request's URL
+            record.exc_text = strip_query(logging.Formatter().formatException(record.exc_info))
         try:
             text = record.getMessage()
         except (TypeError, ValueError):  # a malformed record: logging reports it as it would anyway
