@@ -9,7 +9,8 @@ JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJjYW0xIiwiZXhwIjoxNzAwMDA
 SECRETS = [
     ("user:pass@", "rtsp://admin:S3CR3Tpass@10.0.0.5:554/stream1", "rtsp://admin:***@10.0.0.5:554/stream1"),
     ("password=", "rtsp://10.0.0.5/live?user=admin&password=S3CR3Tpw", "rtsp://10.0.0.5/live?user=admin&password=***"),
-    ("psw=", "http://10.0.0.5/videostream.cgi?user=admin&psw=S3CR3Tpsw", "http://10.0.0.5/videostream.cgi?user=admin&psw=***"),
+    ("psw=", "http://10.0.0.5/videostream.cgi?user=admin&psw=S3CR3Tpsw",
+     "http://10.0.0.5/videostream.cgi?user=admin&psw=***"),
     ("loginpas= (Foscam)", "http://10.0.0.5:88/videostream.cgi?loginuse=admin&loginpas=S3CR3Tfoscam&resolution=32",
      "http://10.0.0.5:88/videostream.cgi?loginuse=admin&loginpas=***&resolution=32"),
     ("pwd= (Foscam HD)", "rtsp://10.0.0.5:88/cgi-bin/CGIStream.cgi?cmd=GetMJStream&usr=admin&pwd=S3CR3Tpwd",
