@@ -29,7 +29,7 @@ from .summaries import SummaryRepository
 from .transcripts import TranscriptRepository, TranscriptWriter
 from .vector_memory import VectorMemory
 from .view import MemoryView, summary_kinds
-from .words import split_words
+from .words import CJK, split_words
 from .writer_lock import WriterLock
 
 __all__ = [
@@ -50,6 +50,6 @@ __all__ = [
     "search", "check_search", "load_query_image", "relevance", "space_of", "space_queries", "whole_space_sample",
     "SearchResult", "BACKGROUND_SAMPLE", "MIN_BACKGROUND", "RRF_K", "SOURCES", "SPEECH", "SPREAD_FLOOR",
     "VECTOR_SOURCES",
-    # text as the full-text index splits it into words (every script)
-    "split_words",
+    # text as the full-text index splits it into words (every script; CJK: the characters set apart)
+    "split_words", "CJK",
 ]

@@ -7,9 +7,9 @@ covers on the camera's axis. The FTS5 table ``fulltext`` keeps the text as writt
 ``text``, not indexed) and the words it is indexed by (column ``words``: memory/words.py sets
 each Chinese, Japanese or Korean character apart, since those scripts put no space between
 words; tokenizer unicode61: case and diacritics folded, split at anything not a letter or
-digit); its key, camera and times in ``fulltext_docs``, whose ``doc_id`` is the FTS rowid. Both are written in
-the caller's transaction (``put``, ``drop``), so a document and the row it indexes commit
-together or not at all.
+digit); its key, camera and times are in ``fulltext_docs``, whose ``doc_id`` is the FTS rowid.
+Both are written in the caller's transaction (``put``, ``drop``), so a document and the row it
+indexes commit together or not at all.
 
 Queries are built here from untrusted text, never passed to FTS5 as syntax: each word is
 quoted as an FTS5 string. ``search`` ranks with bm25 (FTS5's ``bm25()``: lower is better;

@@ -48,7 +48,7 @@ import numpy as np
 from ..llm import prompts
 from ..llm.base import Image, LLMError
 from ..llm.schemas import parse_monitor_verdict
-from ..memory import Alert, Monitor, ObservedFrame, is_absolute_time, split_words
+from ..memory import CJK, Alert, Monitor, ObservedFrame, is_absolute_time, split_words
 from .vigilance import ChangeTest, ConditionSimilarity, RecentRange
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,8 @@ _SLACK = 1e-6  # float stream times: 0.5 * 4 is not exactly 2.0
 # quoted words in a condition: '...', "...", curly quotes, CJK corner brackets 「...」『...』 (an
 # apostrophe inside a word is not a quote; Chinese and Japanese put quotes right after a
 # character: 有人说“救命”)
-_CJK = r"\u1100-\u11ff\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_LATIN_WORD = rf"(?![{_CJK}])\w"
-_CJK_GAP = re.compile(rf"(?<=[{_CJK}]) (?=[{_CJK}])")
+_LATIN_WORD = rf"(?![{CJK}])\w"
+_CJK_GAP = re.compile(rf"(?<=[{CJK}]) (?=[{CJK}])")
 _QUOTED = re.compile(rf"""(?<!{_LATIN_WORD}|['’])['"‘“「『]([^'"‘’“”「」『』]+?)['"’”」』](?!{_LATIN_WORD})""")
 _ABOUT_SPEECH = re.compile(r"\b(say|says|said|saying|speak|speaks|spoke|speaking|talk|talks|talking|shout|shouts|"
                            r"shouting|yell|yells|yelling|scream|screams|call|calls|calling|ask|asks|asking|hear|"
