@@ -30,6 +30,7 @@ from .summaries import SummaryRepository
 from .transcripts import TranscriptRepository, TranscriptWriter
 from .vector_memory import VectorMemory
 from .view import MemoryView, summary_kinds
+from .words import CJK, split_words
 from .writer_lock import WriterLock
 
 __all__ = [
@@ -50,4 +51,6 @@ __all__ = [
     # search, in the three steps a cluster's router runs over its shards (memory/fusion.py)
     "search", "search_lists", "fuse", "keyed_evidence", "fetch_size", "keep_size", "FusedHit", "RankedList",
     "check_search", "load_query_image", "SearchResult", "BACKGROUND_SAMPLE", "SOURCES", "SPEECH", "VECTOR_SOURCES",
+    # text as the full-text index splits it into words (every script; CJK: the characters set apart)
+    "split_words", "CJK",
 ]

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..numerics import spread_evenly
 from .db import placeholders, select_in
+from .fulltext import phrases as fulltext_phrases
 from .records import BoxRef, Evidence, last_pose
 
 OCR, OBJECT = "ocr", "object"
@@ -48,8 +49,9 @@ def word_lists(store, text: str, kinds, scope, fetch: int, labels) -> dict[str, 
     limit = fetch * len(kinds) * (4 if labels else 1)
     search = lambda mode: store.fulltext.search(text, mode=mode, kinds=kinds, cameras=cameras, t0=t0,  # noqa: E731
                                                 t1=t1, as_of=as_of, limit=limit)
-    hits = [(0, h) for h in (search(None) if '"' in text else search("all"))]
-    if '"' not in text and len(hits) < fetch:
+    phrased = bool(fulltext_phrases(text))
+    hits = [(0, h) for h in (search(None) if phrased else search("all"))]
+    if not phrased and len(hits) < fetch:
         seen = {(h.kind, h.ref_id) for _, h in hits}
         hits += [(1, h) for h in search("any") if (h.kind, h.ref_id) not in seen]
     out: dict[str, list] = {k: [] for k in kinds}

@@ -28,6 +28,7 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from ..errors import StoreError, Unavailable, VamError
+from . import logfilter
 from .auth import need
 from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
@@ -106,6 +107,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
 
     @asynccontextmanager
     async def lifespan(app):
+        logfilter.install()  # whatever runs the app: no query string in the HTTP server's log lines
         hub.start()
         try:
             yield
