@@ -207,7 +207,7 @@ def _search_tools(server: MCPServer, tools: Tools) -> None:
         if image is not None and len(image) > svc.max_image_bytes * 4 // 3 + 4:
             raise ToolError(f"image: over this server's limit of {svc.max_image_bytes} bytes")
         queries.check_range(t0, t1, as_of)
-        place = queries.place_filter(svc.backend, near, radius, region, map_frame)
+        place = queries.place_filter(near, radius, region, map_frame)
         where = {} if place is None else {"near": near, "radius": radius, "region": region, "map_frame": map_frame}
         cams = p.camera_scope(cameras)
 

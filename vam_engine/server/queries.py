@@ -87,21 +87,16 @@ def check_range(t0, t1, as_of) -> None:
         raise BadQuery(f"t0 ({t0:g}) is after t1 ({t1:g}): give t0 <= t1")
 
 
-def place_filter(backend, near, radius, region, map_frame):
+def place_filter(near, radius, region, map_frame):
     """The place filter of a query (memory make_place: a point and a radius in metres, a box or
-    polygon region, a map frame); None when none is given; BadQuery naming the bad part, or
-    when ``backend`` does not filter by place."""
+    polygon region, a map frame); None when none is given; BadQuery naming the bad part."""
     from ..errors import VamError
     from ..memory import make_place
 
     try:
-        place = make_place(near, radius, region, map_frame)
+        return make_place(near, radius, region, map_frame)
     except VamError as e:
         raise BadQuery(str(e)) from None
-    if place is not None and not getattr(backend, "places", False):
-        raise BadQuery("near / radius / region / map_frame filter one engine's store; this server's "
-                       "cluster does not filter by place yet")
-    return place
 
 
 @dataclass(frozen=True)

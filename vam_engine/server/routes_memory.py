@@ -147,7 +147,7 @@ def _query_place(request: Request, near, radius, region, map_frame):
 
 
 def _place(request: Request, near, radius, region, map_frame):
-    return queries.place_filter(request.app.state.backend, near, radius, region, map_frame)
+    return queries.place_filter(near, radius, region, map_frame)
 
 
 @router.get("/api/transcripts", tags=["memory"])
