@@ -134,8 +134,11 @@ def test_the_page_plays_an_events_clip(engine, browser, tmp_path):
 
 
 def test_clip_urls_of_an_instant_an_alert_and_every_camera():
+    """The API's records and the notifier's alert messages link to the same clip."""
+    from vam_engine.ingest.clips import clip_url
     from vam_engine.memory import Alert
-    from vam_engine.server.jsonify import alert_json, clip_url
+    from vam_engine.notify.events import alert_event
+    from vam_engine.server.jsonify import alert_json
 
     assert clip_url("front door", 10.0, 40.0) == "/api/clips?camera=front%20door&t0=10.000&t1=40.000"
     assert clip_url("yard", 12.0, 12.0) == "/api/clips?camera=yard&t0=10.000&t1=14.000"  # an instant: 4 s around
@@ -143,3 +146,4 @@ def test_clip_urls_of_an_instant_an_alert_and_every_camera():
     assert clip_url("yard", float("nan"), 1.0) is None
     alert = Alert(7, "m1", "door", 100.0, None, 0.9, "a white flash", (3,), (), 0.0)
     assert alert_json(alert)["clip"] == "/api/clips?camera=door&t0=90.000&t1=102.000"
+    assert alert_event(alert).body["clip"] == alert_json(alert)["clip"]  # what MQTT and webhooks carry too

@@ -11,6 +11,7 @@ clips: veryfast, crf 28), no side over ``max_side``.
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -21,6 +22,31 @@ from ..errors import SourceError, VamError
 
 FRAMES_FPS = 5  # a clip of still frames: ticks per second (the frames change far less often)
 _MS = Fraction(1, 1000)
+
+
+CLIP_MIN_S = 4.0  # a clip URL of an instant (a hit on one frame) spans this much around it
+ALERT_CLIP_S = (10.0, 2.0)  # an alert's clip: the seconds before the frame that fired it, and after
+
+
+def clip_url(camera_id: str, t0: float, t1: float) -> str | None:
+    """The service's path of the clip of [t0, t1] on the camera's axis (``/api/clips``), widened
+    to CLIP_MIN_S around an instant; None for a time JSON cannot carry or evidence over every
+    camera (``*``). The records the service and the notifier send link to their clips with it."""
+    from urllib.parse import quote
+
+    if camera_id == "*" or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (t0, t1)):
+        return None
+    if t1 - t0 < CLIP_MIN_S:
+        mid = (t0 + t1) / 2
+        t0, t1 = mid - CLIP_MIN_S / 2, mid + CLIP_MIN_S / 2
+    return f"/api/clips?camera={quote(camera_id, safe='')}&t0={t0:.3f}&t1={t1:.3f}"
+
+
+def alert_clip_url(camera_id: str, t) -> str | None:
+    """The clip of an alert fired at ``t``: what led up to it and a moment after."""
+    if not isinstance(t, (int, float)):
+        return None
+    return clip_url(camera_id, t - ALERT_CLIP_S[0], t + ALERT_CLIP_S[1])
 
 
 class ClipError(VamError):

@@ -12,6 +12,7 @@ import math
 
 from starlette.responses import Response
 
+from ..ingest.clips import alert_clip_url, clip_url
 from ..memory import Event, Evidence, Moment, Summary, Transcript
 
 
@@ -24,23 +25,6 @@ def json_response(content, status_code: int = 200, headers=None) -> Response:
 
 def frame_url(moment_id: int) -> str:
     return f"/api/frames/{int(moment_id)}"
-
-
-CLIP_MIN_S = 4.0  # a clip URL of an instant (a hit on one frame, an alert) spans this much around it
-ALERT_CLIP_BEFORE_S = 10.0  # an alert's clip: the seconds before the frame that fired it, and 2 s after
-
-
-def clip_url(camera_id: str, t0: float, t1: float) -> str | None:
-    """``/api/clips`` of [t0, t1] on the camera's axis, widened to CLIP_MIN_S around an instant;
-    None for a time JSON cannot carry (or evidence over every camera, ``*``)."""
-    from urllib.parse import quote
-
-    if camera_id == "*" or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (t0, t1)):
-        return None
-    if t1 - t0 < CLIP_MIN_S:
-        mid = (t0 + t1) / 2
-        t0, t1 = mid - CLIP_MIN_S / 2, mid + CLIP_MIN_S / 2
-    return f"/api/clips?camera={quote(camera_id, safe='')}&t0={t0:.3f}&t1={t1:.3f}"
 
 
 def _num(x):
@@ -157,8 +141,7 @@ def alert_json(alert) -> dict:
     n = len(getattr(alert, "frame_paths", ()) or ())
     d["frames"] = [f"/api/alerts/{alert.alert_id}/frames/{k}" for k in range(n)]
     d["moment_frames"] = [frame_url(i) for i in (getattr(alert, "moment_ids", ()) or ())]
-    t = getattr(alert, "t", None)
-    d["clip"] = clip_url(alert.camera_id, t - ALERT_CLIP_BEFORE_S, t + 2.0) if isinstance(t, (int, float)) else None
+    d["clip"] = alert_clip_url(alert.camera_id, getattr(alert, "t", None))
     return d
 
 
