@@ -34,6 +34,7 @@ from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
 from .middleware import BodyLimit, SecurityHeaders, Timing
 from .queries import BadQuery
+from .routes_clips import router as clips_router
 from .routes_live import router as live_router
 from .routes_memory import router as memory_router
 from .routes_sessions import router as sessions_router
@@ -71,6 +72,7 @@ class ServeOptions:
     # more /metrics lines: callables returning Prometheus text lines (serve adds the notifier's:
     # MQTT and webhook deliveries, drops, dead letters)
     metric_sources: tuple[Callable[[], list[str]], ...] = ()
+    mcp: bool = False  # the MCP tools over streamable HTTP at /mcp (mcp_http.py; needs the mcp extra)
 
     def __post_init__(self):
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
@@ -105,12 +107,18 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     metrics = Metrics(options.metrics_store_every_s)
     hub = AlertHub(engine, backend)
 
+    mcp_manager = []  # the MCP transport's session manager, run while the app runs (options.mcp)
+
     @asynccontextmanager
     async def lifespan(app):
         logfilter.install()  # whatever runs the app: no query string in the HTTP server's log lines
         hub.start()
         try:
-            yield
+            if mcp_manager:
+                async with mcp_manager[0].run():
+                    yield
+            else:
+                yield
         finally:
             hub.close()
 
@@ -146,7 +154,15 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.include_router(live_router)
     app.include_router(sessions_router)
     app.include_router(perception_router)
+    app.include_router(clips_router)
 
+    if options.mcp:
+        try:
+            from .mcp_http import mount
+        except ImportError as e:
+            raise VamError(f"the MCP endpoint needs the MCP SDK ({e.name} is not installed): "
+                           "pip install 'vam_engine[mcp]'") from None
+        mcp_manager.append(mount(app))
     app.mount("/static", StaticFiles(directory=WEB), name="static")
 
     @app.get("/", include_in_schema=False)
