@@ -131,6 +131,9 @@ class Shard:
         """The entity's crop as FrameData with its bytes; None when it has none in view."""
         return _with_bytes(self._backend.entity_crop(entity_id, cameras))
 
+    def clip(self, camera_id, t0, t1):
+        return self.engine.clip(camera_id, t0, t1)
+
     def alert(self, alert_id: int):
         return self._backend.alert(alert_id)
 
