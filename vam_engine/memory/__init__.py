@@ -13,7 +13,7 @@ from .gaps import Gap, GapRepository
 from .moments import MomentRepository
 from .monitors import MonitorSpec, ObservedFrame, check_spec
 from .places import make_place
-from .records import (Alert, BoxRef, CameraExtent, Deletion, DocumentJob, EntityRecord, Event, EventMemory, Evidence,
+from .records import (Alert, BoxRef, CameraExtent, CameraSignal, Deletion, DocumentJob, EntityRecord, Event, EventMemory, Evidence,
                       ForestNode, GateRecord, GateReference, GateSample, Moment, Monitor, PendingMoment, Pose,
                       ProvisionalNode, QARecord, SourceState, Summary, SummaryKind, Transcript, WriterBacklog,
                       camera_time, is_absolute_time, last_pose)
@@ -38,7 +38,7 @@ __all__ = [
     "EventForest", "ForestNodeRepository", "VectorMemory", "WriterLock", "MemoryView", "summary_kinds",
     "RetentionPass", "RetentionReport", "RetentionWorker",
     # records
-    "Alert", "BoxRef", "CameraExtent", "Deletion", "DocumentJob", "EntityRecord", "Event", "EventMemory", "Evidence",
+    "Alert", "BoxRef", "CameraExtent", "CameraSignal", "Deletion", "DocumentJob", "EntityRecord", "Event", "EventMemory", "Evidence",
     "ForestNode", "Gap", "GateRecord", "GateReference", "GateSample", "Moment", "Monitor", "PendingMoment",
     "PerceptionCommit", "Pose", "ProvisionalNode", "QARecord", "SourceState", "Summary", "SummaryKind", "Transcript",
     "WriterBacklog", "camera_time", "is_absolute_time", "last_pose",
