@@ -345,6 +345,9 @@ class AskConfig(_Section):
     min_camera_images: int = Field(4, ge=1, le=64, description="a camera shown in the coarse request gets at "
                                    "least this many images; the budget then shows max_images / this many "
                                    "cameras at most and summarises the rest in one line each")
+    whole_cameras: int = Field(2, ge=0, le=64, description="a view of at most this many cameras shows each one's "
+                               "present whole, as OASIS does for one stream (a live camera: 16 short-window and 24 "
+                               "medium-buffer frames); the image and token budget binds above (0: always)")
     match_span_s: float = Field(3600.0, ge=0, description="how far back a camera's documents, transcripts, text "
                                 "read and detected things are matched against the question (0: all history)")
     short_s: float = Field(8.0, gt=0, le=600, description="the present's short window span (OASIS: 8 s)")

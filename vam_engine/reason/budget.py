@@ -17,8 +17,10 @@ are summarised in one line each (camera, its last event's document, its last act
 that the model can ask for them. ``BudgetAccount`` records what each request carried and what
 was left out; ``Answering`` puts it in the answer's trace (stage "budget").
 
-With one or two cameras from the store (4 images each) nothing is cut; a live camera's present
-(16 short-window and 24 medium-buffer frames) is thinned to the budget.
+With one or two cameras (``whole_cameras``) nothing changes: each camera's present is shown
+whole, as OASIS shows its one stream (from the store 4 images a camera; a live camera's 16
+short-window and 24 medium-buffer frames), and the account says when that is over the budget.
+The budget binds from the next camera on, whatever their number.
 """
 from __future__ import annotations
 
@@ -43,11 +45,12 @@ class Budget:
     fine_max_tokens: int = 12_000
     min_camera_images: int = 4
     match_span_s: float = 3600.0
+    whole_cameras: int = 2
 
     @classmethod
     def from_config(cls, ask) -> "Budget":
         return cls(ask.max_images, ask.max_tokens, ask.image_tokens, ask.fine_max_images, ask.fine_max_tokens,
-                   ask.min_camera_images, ask.match_span_s)
+                   ask.min_camera_images, ask.match_span_s, ask.whole_cameras)
 
     @property
     def max_cameras(self) -> int:
@@ -194,7 +197,7 @@ class BudgetAccount:
 
     def detail(self) -> dict:
         b = self.budget
-        return {"max_images": b.max_images, "max_tokens": b.max_tokens, "image_tokens": b.image_tokens,
+        return {"max_images": b.max_images, "whole_cameras": b.whole_cameras, "max_tokens": b.max_tokens, "image_tokens": b.image_tokens,
                 "fine_max_images": b.fine_max_images, "fine_max_tokens": b.fine_max_tokens,
                 "requests": dict(self.requests), "shown": list(self.shown),
                 "summarised": len(self.summarised), "summarised_cameras": _names(self.summarised),

@@ -256,6 +256,9 @@ class TwoPhaseAnswerer:
         coarse = prompts.two_phase_coarse(self._memory_parts(plan.roots), plan.frame_parts, question_parts)
         images, tokens = budget.budget.cost(coarse)
         budget.account.spent("coarse", images, tokens)
+        if images > budget.budget.max_images or tokens > budget.budget.max_tokens:
+            budget.account.notes.append(f"coarse: {images} images, {tokens} tokens: over the budget, with "
+                                        f"{len(ranking)} camera(s) shown whole (ask.whole_cameras)")
         context = {"roots": [n.node_id for n in plan.roots], "qa_summary_chars": len(qa_summary), "now": now,
                    "provisional": [p.event_id for p in plan.provisional], "provisional_left_off": len(plan.left_off),
                    "frames": {r.camera_id: {"from": r.source, "medium": len(r.medium), "short": len(r.short),
@@ -278,7 +281,8 @@ class TwoPhaseAnswerer:
             by_cam.setdefault(p.camera_id, []).append(p)
         splits = {r.camera_id: self._split_provisional(by_cam.get(r.camera_id, [])) for r in recents}
         wants = [_image_count(r, splits[r.camera_id][0]) for r in recents]
-        shares = ranked_shares(wants, b.max_images, b.min_camera_images)
+        whole = len(considered) + len(rest) <= b.whole_cameras  # OASIS's present, whole (see budget.py)
+        shares = wants if whole else ranked_shares(wants, b.max_images, b.min_camera_images)
         shown_ids = {r.camera_id for r in recents}
         plan = _Plan(left_off=[p for p in memory.provisional if p.camera_id not in shown_ids])
         dropped = []
@@ -287,8 +291,9 @@ class TwoPhaseAnswerer:
             roots = sorted((n for n in memory.roots if n.camera_id == r.camera_id), key=lambda n: (n.t_start, n.node_id))
             text = b.cost(self._root_lines(roots) + self._camera_parts(*_thinned(r, shown, 0)))[1]
             room = b.max_tokens - used - text
-            share = min(share, max(0, room) // (b.image_tokens + _LABEL_TOKENS))
-            if plan.recents and (room <= 0 or (share < 1 and want > 0)):
+            if not whole:
+                share = min(share, max(0, room) // (b.image_tokens + _LABEL_TOKENS))
+            if plan.recents and not whole and (room <= 0 or (share < 1 and want > 0)):
                 dropped.append(choice)
                 plan.left_off += by_cam.get(r.camera_id, [])
                 continue
