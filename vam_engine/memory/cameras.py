@@ -5,11 +5,13 @@ newest documented event. The text side of the memory only: a few indexed queries
 cameras there are, no vector search and no model."""
 from __future__ import annotations
 
+import math
+
 from .db import placeholders
 from .fulltext import terms
 from .records import CameraSignal
 
-MATCH_LIMIT = 400      # full-text hits read per question (best first) before they are summed per camera
+MAX_WORDS = 8          # of the question's words matched (one indexed query each)
 DOCUMENT_CHARS = 240   # of a camera's newest event document kept for its one-line summary
 # the words of a question that say nothing about what to look for (every document holds some)
 STOP_WORDS = frozenset("""a an the and or of to in on at by for from with is are was were be been being has have had
@@ -20,20 +22,26 @@ happened happening going go went come came appear appeared right currently still
 
 
 def camera_signals(store, text: str, cameras, *, as_of: float | None, since: float | None) -> list[CameraSignal]:
-    """One ``CameraSignal`` per camera of ``cameras`` (in that order): matches of ``text``'s words
-    over documents ending in [since, as_of] (``since`` None: all history), the newest alert,
-    moment and documented event by ``as_of``."""
+    """One ``CameraSignal`` per camera of ``cameras`` (in that order): which of ``text``'s words
+    (less the STOP_WORDS) its documents ending in [since, as_of] hold (``since`` None: all
+    history), each weighted by how few cameras hold it (log(1 + cameras / cameras holding it)),
+    and the newest alert, moment and documented event by ``as_of``."""
     cameras = list(dict.fromkeys(cameras))
     if not cameras:
         return []
     conn = store.db.conn()
     score: dict[str, float] = {}
     count: dict[str, int] = {}
-    words = " ".join(w for w in terms(text or "") if w not in STOP_WORDS and len(w) > 1)
-    if words:
-        for h in store.fulltext.search(words, mode="any", cameras=cameras, t0=since, as_of=as_of, limit=MATCH_LIMIT):
-            score[h.camera_id] = score.get(h.camera_id, 0.0) + max(h.score, 0.0)
-            count[h.camera_id] = count.get(h.camera_id, 0) + 1
+    words = [w for w in dict.fromkeys(terms(text or "")) if w not in STOP_WORDS and len(w) > 1][:MAX_WORDS]
+    for w in words:
+        per_camera = store.fulltext.camera_counts(w, cameras=cameras, t0=since, as_of=as_of)
+        if not per_camera:
+            continue
+        # a word on few cameras says more about where to look than one on every camera
+        weight = math.log(1.0 + len(cameras) / len(per_camera))
+        for cam in per_camera:
+            score[cam] = score.get(cam, 0.0) + weight
+            count[cam] = count.get(cam, 0) + 1
     cut = "" if as_of is None else " AND t <= ?"
     tail = [] if as_of is None else [float(as_of)]
     alerts = dict(conn.execute(f"SELECT camera_id, MAX(t) FROM alerts WHERE camera_id IN ({placeholders(cameras)})"

@@ -496,10 +496,10 @@ class EventMemory:
 @dataclass(frozen=True)
 class CameraSignal:
     """What a question's budget ranks a camera by (memory/cameras.py), as it stood at ``as_of``:
-    ``matches`` the camera's documents, transcripts, text read and detected things matching the
-    question's words in the matched span, ``score`` their summed bm25 (higher: better); its newest
-    alert's time and its newest moment's time (None: none); its newest documented event (time
-    and document, None: none)."""
+    ``matches`` how many of the question's words its documents, transcripts, text read and
+    detected things in the matched span hold, ``score`` those words weighted by how few cameras
+    hold each (higher: better); its newest alert's time and its newest moment's time (None:
+    none); its newest documented event (time and document, None: none)."""
 
     camera_id: str
     matches: int = 0

@@ -239,7 +239,8 @@ class TwoPhaseAnswerer:
         provisional nodes not shown, the trace detail), within the question's budget."""
         budget = self.budget
         ranking = budget.ranking(view)
-        considered = ranking[:budget.budget.max_cameras]
+        whole = len(ranking) <= budget.budget.whole_cameras  # OASIS's present, whole (see budget.py)
+        considered = ranking if whole else ranking[:budget.budget.max_cameras]
         recents = [self._recent(view, c.camera_id) for c in considered]
         nows = [r.now for r in recents if r.now is not None]
         now = view.as_of if view.as_of is not None else (max(nows) if nows else view.now())
@@ -252,7 +253,7 @@ class TwoPhaseAnswerer:
         dialogue = prompts.fit_dialogue(view.dialogue(prompts.DIALOGUE_READ), self.dialogue_tokens) \
             if self.use_qa and self.dialogue_tokens else []
         question_parts = self._question_parts(question, now, qa_summary, dialogue)
-        plan = self._fit(considered, recents, memory, question_parts, ranking[len(considered):])
+        plan = self._fit(considered, recents, memory, question_parts, ranking[len(considered):], whole)
         coarse = prompts.two_phase_coarse(self._memory_parts(plan.roots), plan.frame_parts, question_parts)
         images, tokens = budget.budget.cost(coarse)
         budget.account.spent("coarse", images, tokens)
@@ -268,7 +269,7 @@ class TwoPhaseAnswerer:
             context["cameras_not_shown"] = len(ranking) - len(plan.recents)
         return coarse, plan.recents, now, plan.left_off, context
 
-    def _fit(self, considered, recents, memory, question_parts, rest) -> "_Plan":
+    def _fit(self, considered, recents, memory, question_parts, rest, whole: bool) -> "_Plan":
         """The shown cameras' parts within the budget: each camera in rank order gets its
         ranked share of the images (``ranked_shares``), thinned evenly in time when its present
         holds more, fewer when the tokens run short; a camera that cannot be shown (the first
@@ -281,7 +282,6 @@ class TwoPhaseAnswerer:
             by_cam.setdefault(p.camera_id, []).append(p)
         splits = {r.camera_id: self._split_provisional(by_cam.get(r.camera_id, [])) for r in recents}
         wants = [_image_count(r, splits[r.camera_id][0]) for r in recents]
-        whole = len(considered) + len(rest) <= b.whole_cameras  # OASIS's present, whole (see budget.py)
         shares = wants if whole else ranked_shares(wants, b.max_images, b.min_camera_images)
         shown_ids = {r.camera_id for r in recents}
         plan = _Plan(left_off=[p for p in memory.provisional if p.camera_id not in shown_ids])
