@@ -147,7 +147,7 @@ class ClusterEngine:
         self._extend_monitors()
         cfg = load_config(config, device)  # the shards': the router's answers use its tools and dialogue budget
         self._models = RouterModels(cfg, llm)
-        self._views = RouterViews(self, self._models)
+        self._views = RouterViews(self, self._models, cfg.ask)
         # the one answering body; sessions (a session store and monitors) are not held here yet
         self.answering = Answering(self._views, self._models, cfg, tools=make_toolbox(cfg.tools))
         self.frame_cache = FrameCache(self, self.catalogue.root / "_router" / "frames")

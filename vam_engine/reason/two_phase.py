@@ -10,12 +10,22 @@ medium buffer and its short window (each frame preceded by ``t=...s``); and a us
 the rolling QA summary, the current time and the question. The QA summary changes after every question, so it comes after the
 frames: while the memory stands still (an ``as_of``, or no new frames or roots), the next
 question reuses system + roots + frames and prefills only its last message. The model replies
-``{"answer": ...}`` when that suffices, or ``{"retrieve": <a short retrieval intent>}``.
+``{"answer": ...}`` when that suffices, or ``{"retrieve": <a short retrieval intent>}``, each
+after an optional ``"think"`` (OASIS's Think step, kept in the trace).
 
-Fine. The intent retrieves ``k_f`` forest nodes (greedy lineage pruning: no two in one lineage)
-and ``k_q`` QA records. The fine request is the coarse request's messages and reply unchanged
-plus ONE user message (node summaries with intervals and up to 4 keyframes each, the QA
-records, the instruction to answer), so ``LocalQwenVL`` continues from the coarse request's KV
+Many cameras. The request is held to the question's budget (budget.py): with more than
+``whole_cameras`` cameras in view, the cameras ranked first for the question are shown (their
+roots, provisional nodes, speech and frames, thinned to their share of ``max_images`` and to
+``max_tokens``), every other camera in one line (its last event and last activity).
+
+Fine. The intent is the coarse reply's ``retrieve``; when the reply says the present does not
+settle it without one, or is unusable, one short request continuing the coarse one asks for it
+(OASIS's intent query I_i, written from the model's first response, not the question; the
+question only when that reply is unusable too). It retrieves ``k_f`` forest nodes (greedy
+lineage pruning: no two in one lineage) and ``k_q`` QA records. The fine request is the last
+request's messages and reply unchanged plus ONE user message (node summaries with intervals and
+up to ``keyframes_per_node`` (16) keyframes each, fewer when the fine budget is short; the QA
+records; the instruction to answer), so ``LocalQwenVL`` continues from the coarse request's KV
 cache and prefills only the new tokens; each stage's cached tokens and prefill time are in the
 trace and timings.
 
@@ -25,7 +35,7 @@ between the present's buffer and the newest root would be out of the fast path's
 are shown as provisional nodes (``MemoryView.event_memory``: the open event and the events
 waiting for their documents, as they stood at ``as_of``; never an event the roots already
 cover): at the start of each camera's frames, the newest ``provisional_per_camera`` of them,
-each with its interval, frame count, state and up to ``keyframes_per_node`` keyframes from
+each with its interval, frame count, state and up to ``PROVISIONAL_KEYFRAMES`` keyframes from
 before the present's buffer (the buffer shows the later seconds), marked provisional. The ones
 left off are ranked for the fine stage by their mean frame embedding against the intent
 (through the image embedder's text side), and the best ``k_p`` join the retrieved nodes. When a
@@ -46,8 +56,8 @@ with its interval; a coarse answer cites them (source "speech", with their text)
 frames it saw.
 
 Replies are strict JSON (pydantic, extra keys forbidden); an invalid reply gets one repair
-request, then the coarse stage falls back to retrieval with the question as the intent, and the
-fine stage to the raw reply text. ``found`` is the model's explicit verdict: a coarse answer
+request, then the coarse stage falls back to retrieval (with the intent the model writes when
+asked, else the question), and the fine stage to the raw reply text. ``found`` is the model's explicit verdict: a coarse answer
 (the protocol's "the present suffices", unless it says ``"sufficient": false``, which sends the
 question to the fine stage), or a fine answer with ``"sufficient": true``; a fine answer
 without it, or a raw reply, keeps the model's words with ``found`` False, so ``auto`` tries the
