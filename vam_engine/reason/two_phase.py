@@ -241,7 +241,7 @@ class TwoPhaseAnswerer:
             intent, last_req, last_text = self._ask_intent(last_req, last_text, question, ans)
         entry.action = action
         entry.intent = intent
-        self._fine(question, intent, view, ans, last_req, last_text, left_off)
+        self._fine(intent, view, ans, last_req, last_text, left_off)
         return now
 
     def _coarse_request(self, question: str, view: MemoryView):
@@ -347,17 +347,13 @@ class TwoPhaseAnswerer:
 
     def _ask_intent(self, last_req: LLMRequest, last_text: str, question: str, ans: Answer):
         """(intent, the request it continues from, its reply): the model's retrieval intent, one
-        short request continuing the coarse one; the question itself when that reply is unusable
-        too (or the model fails: the fine stage still has its chance)."""
+        short request continuing the coarse one (no repair: a second try costs more than the
+        question as the intent loses); the question itself when that reply is unusable too. A
+        model failure ends the answer like the other stages'."""
         req = prompts.two_phase_intent(last_req, last_text)
         entry = TraceEntry("intent")
         ans.trace.append(entry)
-        try:
-            turn = ModelTurns(self.llm, ans).ask(req, parse_intent, "intent", entry, repair=False)
-        except LLMError as e:
-            entry.error = f"LLMError: {e}"[:500]
-            entry.fallback = "retrieve with the question"
-            return question, last_req, last_text
+        turn = ModelTurns(self.llm, ans).ask(req, parse_intent, "intent", entry, repair=False)
         if turn.parsed is None:
             entry.fallback = "retrieve with the question"
             return question, last_req, last_text
@@ -365,7 +361,7 @@ class TwoPhaseAnswerer:
         entry.intent = turn.parsed.retrieve.strip()
         return entry.intent, turn.request, turn.reply
 
-    def _fine(self, question: str, intent: str, view: MemoryView, ans: Answer, last_req, last_text, left_off) -> None:
+    def _fine(self, intent: str, view: MemoryView, ans: Answer, last_req, last_text, left_off) -> None:
         """Retrieve forest nodes, provisional nodes and QA records for the intent; the fine
         request continues ``last_req`` and its reply ``last_text``."""
         q = None
