@@ -56,6 +56,7 @@ def test_named_cameras_are_whole_words_in_question_order():
     assert named_cameras("was the truck at dock-30 before DOCK-3?", cams) == ["dock-30", "dock-3"]
     assert named_cameras("what is at the gate now", cams) == ["Gate"]
     assert named_cameras("anything at the docks?", cams) == []
+    assert named_cameras("who rang at the front door?", ["front_door", "front", "door-2"]) == ["front_door", "front"]
 
 
 def test_rank_cameras_orders_named_then_matching_then_alerts_then_activity():

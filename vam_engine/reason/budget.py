@@ -83,15 +83,18 @@ class CameraChoice:
 
 
 def named_cameras(question: str, cameras) -> list[str]:
-    """The cameras whose id the question names as a word ("what is on dock-3 now?"), in the
-    order they appear; case-insensitive."""
+    """The cameras whose id the question names as a word ("what is on dock-3 now?"; an id's
+    "_" and "-" may be written as spaces: "front door" names front_door), in the order they
+    appear (the longer id first at one place); case-insensitive."""
     found = []
     low = question.lower()
     for cam in cameras:
-        m = re.search(r"(?<![\w-])" + re.escape(cam.lower()) + r"(?![\w-])", low)
-        if m is not None:
-            found.append((m.start(), cam))
-    return [c for _, c in sorted(found)]
+        spellings = {cam.lower(), re.sub(r"[-_]+", " ", cam.lower())}
+        starts = [m.start() for s in spellings
+                  for m in [re.search(r"(?<![\w-])" + re.escape(s) + r"(?![\w-])", low)] if m is not None]
+        if starts:  # at one place, the longer id first: "front door" is front_door before front
+            found.append((min(starts), -len(cam), cam))
+    return [c for _, _, c in sorted(found)]
 
 
 def rank_cameras(question: str, cameras, signals, *, now: float | None, span_s: float) -> list[CameraChoice]:
