@@ -123,3 +123,36 @@ def test_an_inspection_over_many_cameras_looks_at_the_budgets_best(eng):
     assert {e.camera_id for e in ans.evidence} == {"yard"}
     assert budget.account.requests["inspection"]["images"] == 4
     assert any("left out by the budget" in n and "yard" in n for n in budget.account.notes)
+
+
+def _coarse_of(eng, budget: Budget, question: str):
+    llm = scripted_llm({"two_phase_coarse*": {"answer": "seen", "sufficient": True}}, default="summary")
+    qb = QuestionBudget(budget, question)
+    from vam_engine.reason import TwoPhaseAnswerer
+
+    ans = TwoPhaseAnswerer(llm, None, eng.text_embedder(), update_qa=False, use_qa=False, budget=qb).answer(
+        question, eng.view())
+    assert ans.found
+    return llm.sent[0], qb.account, ans
+
+
+def test_the_coarse_request_holds_to_the_token_budget_and_summarises_who_does_not_fit(eng):
+    q = "what is on the green yard camera?"
+    # two cameras: shown whole, as before the budget (ask.whole_cameras 2), even over a small budget
+    req, account, _ = _coarse_of(eng, Budget(max_images=2, max_tokens=1000), q)
+    cost = Budget().cost(req)
+    assert [c for c, _, _ in account.shown] == ["yard", "front"] and cost[0] > 2
+    assert account.requests["coarse"] == {"images": cost[0], "tokens": cost[1]}
+    assert any("over the budget" in n for n in account.notes)
+    # the budget binding (whole_cameras 0): the tokens after the text leave room for a few of
+    # yard's frames (it matches the question), none for front, which gets one line instead
+    b = Budget(max_images=16, max_tokens=1400, whole_cameras=0)
+    req, account, ans = _coarse_of(eng, b, q)
+    images, tokens = b.cost(req)
+    assert tokens <= 1400 and 0 < images < 4
+    assert [c for c, _, _ in account.shown] == ["yard"] and account.shown[0][2] == images
+    assert account.summarised == ["front"] and account.trimmed["yard"] > 0
+    frames = "\n".join(p for p in req.messages[2].content if isinstance(p, str))
+    assert "Other cameras in view, not shown here" in frames and "- camera front: last event to t=" in frames
+    assert "Camera front" not in frames
+    assert {e.camera_id for e in ans.evidence} == {"yard"}  # a coarse answer cites what it saw
