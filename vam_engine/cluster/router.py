@@ -148,7 +148,7 @@ class ClusterEngine:
         self._extend_monitors()
         cfg = load_config(config, device)  # the shards': the router's answers use its tools and dialogue budget
         self._models = RouterModels(cfg, llm)
-        self._views = RouterViews(self, self._models)
+        self._views = RouterViews(self, self._models, cfg.ask)
         own = self._views.store  # sessions, turns and standing requests: the router's own store
         sessions = own.sessions
         self._standing = RouterMonitors(self, own.monitors, own.root / "alert-frames",

@@ -28,7 +28,7 @@ LIVE_SPECS = "shard_cameras.json"
 log = logging.getLogger(__name__)
 _VIEW_READS = frozenset({"camera_ids", "latest_time", "frames", "moments_by_id", "summaries", "forest_roots",
                          "forest_retrieve", "provisional_nodes", "event_memory", "rank_provisional", "summarize",
-                         "transcripts"})
+                         "transcripts", "camera_signals"})
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,8 @@ class Engine:
                 raise VamError("the memory writer embeds its documents with a text embedder, and none is "
                                "configured: set embed.text_model (for example 'minilm') or use an image model "
                                "with a text side")
-            self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
+            self.working = WorkingMemory(cfg.ask.short_s, cfg.ask.short_fps, cfg.ask.medium_s, cfg.ask.medium_fps,
+                                         max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
             self._monitors = EngineMonitors(self.store, cfg, self.working, self._models, self.embedder)
             self._audio = EngineAudio(self.store, cfg, self.device, self._models.text_embedder,
                                       lambda: self._life.claim(), self.working)

@@ -13,9 +13,9 @@ from .gaps import Gap, GapRepository
 from .moments import MomentRepository
 from .monitors import MonitorSpec, ObservedFrame, check_spec
 from .places import make_place
-from .records import (Alert, BoxRef, CameraExtent, ClipFrame, Deletion, DocumentJob, EntityRecord, EntityTimeline,
-                      Event, EventMemory, Evidence, ForestNode, GateRecord, GateReference, GateSample, LastSeen,
-                      Moment, Monitor, PendingMoment, Pose, ProvisionalNode, QARecord, SourceState, Summary,
+from .records import (Alert, BoxRef, CameraExtent, CameraSignal, ClipFrame, Deletion, DocumentJob, EntityRecord,
+                      EntityTimeline, Event, EventMemory, Evidence, ForestNode, GateRecord, GateReference, GateSample,
+                      LastSeen, Moment, Monitor, PendingMoment, Pose, ProvisionalNode, QARecord, SourceState, Summary,
                       SummaryKind, Transcript, WriterBacklog, camera_time, is_absolute_time, last_pose)
 from .retention import RetentionPass, RetentionReport, RetentionWorker
 from .fusion import FusedHit, RankedList, fuse
@@ -39,9 +39,9 @@ __all__ = [
     "EventForest", "ForestNodeRepository", "VectorMemory", "WriterLock", "MemoryView", "summary_kinds",
     "RetentionPass", "RetentionReport", "RetentionWorker",
     # records
-    "Alert", "BoxRef", "CameraExtent", "ClipFrame", "Deletion", "DocumentJob", "EntityRecord", "EntityTimeline",
-    "LastSeen", "Event", "EventMemory", "Evidence", "ForestNode", "Gap", "GateRecord", "GateReference", "GateSample",
-    "Moment", "Monitor", "PendingMoment",
+    "Alert", "BoxRef", "CameraExtent", "CameraSignal", "ClipFrame", "Deletion", "DocumentJob", "EntityRecord",
+    "EntityTimeline", "LastSeen", "Event", "EventMemory", "Evidence", "ForestNode", "Gap", "GateRecord",
+    "GateReference", "GateSample", "Moment", "Monitor", "PendingMoment",
     "PerceptionCommit", "Pose", "ProvisionalNode", "QARecord", "SourceState", "Summary", "SummaryKind", "Transcript",
     "WriterBacklog", "camera_time", "is_absolute_time", "last_pose",
     # monitors, places, sessions

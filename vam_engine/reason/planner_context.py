@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..memory import Evidence, MemoryView
 from .answer import Answer
@@ -67,6 +68,7 @@ class PlannerRun:
     failure: Exception | None = None              # a model failure to raise once the turn's results are kept
     tool_results: dict = field(default_factory=dict)  # (turn_idx, result_idx) -> ToolCitation (tool_actions.py)
     tool_calls: int = 0                           # tool calls made for this question
+    budget: Any = None                            # the question's budget (reason/budget.py), set by answer()
 
     def findings(self) -> list[Found]:
         return [f for b in self.blocks for f in b]

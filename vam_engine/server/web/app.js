@@ -266,6 +266,7 @@ async function refreshCameras() {
     const before = S.cameras.map((c) => c.camera_id).join("\n");
     S.cameras = r.cameras;
     const changed = before !== S.cameras.map((c) => c.camera_id).join("\n");
+    if (changed) renderAskScope();
     for (const id of ["monitor-camera", "entity-camera"]) {
       const sel = $(id), cur = sel.value;
       sel.replaceChildren(el("option", { value: "", text: "all cameras" }),
@@ -491,14 +492,47 @@ async function openEntity(id) {
 }
 
 // -- ask (SSE over a POST: fetch's stream reader) --------------------------------------------------
+// The scope: every camera in view ("all cameras"), or the ones ticked; the answer then says what
+// it looked at (the budget's account in its trace: the cameras shown, the rest summarised).
+function renderAskScope() {
+  const box = $("ask-cameras"), ticked = new Set(askScope() || []);
+  box.replaceChildren(...S.cameras.map((c) => {
+    const box = el("input", { type: "checkbox", value: c.camera_id, onchange: () => { $("ask-all").checked = !askScope(); } });
+    box.checked = ticked.has(c.camera_id);
+    return el("label", { class: "chip" }, box, c.camera_id);
+  }));
+  $("ask-all").checked = !askScope();
+}
+
+function askScope() {  // the ticked cameras, or null: all in view
+  const ids = [...$("ask-cameras").querySelectorAll("input:checked")].map((i) => i.value);
+  return ids.length ? ids : null;
+}
+
+function lookedAt(a, scope) {
+  const b = (a.trace || []).find((t) => t.stage === "budget");
+  const asked = scope ? `asked of ${scope.join(", ")}` : "asked of all cameras";
+  if (!b || !b.detail) return asked;
+  const d = b.detail, shown = (d.shown || []).map(([cam, why, n]) => {
+    const reasons = why.filter((w) => w !== "active");  // named, matches, alert: why it was chosen
+    return `${cam} (${[`${n} image${n === 1 ? "" : "s"}`, ...reasons].join(", ")})`;
+  });
+  let text = `${asked} · looked at ${shown.join(", ") || "no camera"}`;
+  if (d.summarised) text += ` · ${d.summarised} more in one line each`;
+  if (d.unlisted) text += ` · ${d.unlisted} not listed`;
+  const r = d.requests || {}, parts = Object.entries(r).map(([k, v]) => `${k} ${v.images} img / ${v.tokens} tok`);
+  if (parts.length) text += ` · ${parts.join(", ")} (budget ${d.max_images} img / ${d.max_tokens} tok)`;
+  return text;
+}
+
 async function doAsk(e) {
   e.preventDefault();
   const question = $("ask-text").value.trim();
   if (!question) return;
-  const stages = $("ask-stages"), ans = $("ask-answer");
-  stages.textContent = "thinking…"; ans.replaceChildren();
+  const stages = $("ask-stages"), ans = $("ask-answer"), scope = askScope();
+  stages.textContent = "thinking…"; ans.replaceChildren(); $("ask-looked").textContent = "";
   try {
-    const r = await api("/api/ask", { method: "POST", body: JSON.stringify({ question }),
+    const r = await api("/api/ask", { method: "POST", body: JSON.stringify(scope ? { question, cameras: scope } : { question }),
       headers: { "Content-Type": "application/json", Accept: "text/event-stream" } });
     const reader = r.body.getReader(), dec = new TextDecoder();
     let buf = "", steps = [];
@@ -517,7 +551,7 @@ async function doAsk(e) {
         if (!data) continue;
         const d = JSON.parse(data);
         if (event === "stage" && d.kind === "model_reply") { steps.push(d.tags.join("+")); stages.textContent = steps.join(" → ") + " …"; }
-        else if (event === "answer") { stages.textContent = steps.join(" → ") + ` · ${(d.timings.response_s || 0).toFixed(2)} s`; showAnswer(d); }
+        else if (event === "answer") { stages.textContent = steps.join(" → ") + ` · ${(d.timings.response_s || 0).toFixed(2)} s`; showAnswer(d); $("ask-looked").textContent = lookedAt(d, scope); }
         else if (event === "error") { stages.textContent = ""; ans.replaceChildren(el("div", { class: "text nf", text: d.detail })); }
       }
     }
@@ -635,6 +669,10 @@ function start() {
   $("search-form").addEventListener("submit", doSearch);
   $("search-image").addEventListener("change", (e) => e.target.parentElement.classList.toggle("has", !!e.target.files.length));
   $("ask-form").addEventListener("submit", doAsk);
+  $("ask-all").addEventListener("change", () => {  // "all cameras" clears the choice
+    for (const i of $("ask-cameras").querySelectorAll("input")) i.checked = false;
+    $("ask-all").checked = true;
+  });
   $("monitor-form").addEventListener("submit", addMonitor);
   $("entity-form").addEventListener("submit", listEntities);
   bindTimeline();
