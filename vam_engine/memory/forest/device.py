@@ -41,7 +41,9 @@ class NodeTensors:
 def lineage_greedy(nodes: NodeTensors, q: torch.Tensor, k: int, as_of: float | None):
     """Algorithm 1 on one camera, on the nodes' device: (scores, node ids), each (min(k, n),),
     best first; -inf scores where the pool ran out."""
-    ids, lo, hi = nodes.meta[0], nodes.meta[1], nodes.meta[2]
+    # explicit ops rather than Python indexing, which FakeTensorMode cannot run on fake CUDA
+    # tensors under a torch built without CUDA (the test of this function runs it so)
+    ids, lo, hi = nodes.meta.unbind(0)
     s = nodes.emb @ q
     if as_of is not None:
         s.masked_fill_(nodes.t_end > as_of, float("-inf"))
@@ -54,7 +56,7 @@ def lineage_greedy(nodes: NodeTensors, q: torch.Tensor, k: int, as_of: float | N
         lo_j, hi_j = lo.index_select(0, j), hi.index_select(0, j)
         s.masked_fill_((lo <= hi_j) & (hi >= lo_j), float("-inf"))
     if not scores:
-        return s[:0], ids[:0]
+        return s.narrow(0, 0, 0), ids.narrow(0, 0, 0)
     return torch.cat(scores), torch.cat(picked)
 
 
@@ -99,7 +101,7 @@ class CameraMirror:
 
     def tensors(self) -> NodeTensors:
         n = self.n
-        return NodeTensors(self.body.t[:n], self.meta[:, :n], self.t_end[:n])
+        return NodeTensors(self.body.t.narrow(0, 0, n), self.meta.narrow(1, 0, n), self.t_end.narrow(0, 0, n))
 
     def download(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(embeddings, meta, t_end) of the mirrored rows, copied to the host (for the check)."""
