@@ -272,12 +272,19 @@ def test_device_part_of_a_retrieval_runs_on_fake_cuda_without_reading_back(as_of
     assert off_device == []
 
 
-def test_fake_cuda_catches_a_query_left_on_the_host():
-    """The check can fail: a query on the CPU against device rows is refused."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+@pytest.mark.parametrize("left_on_host", ["query", "node ids"])
+def test_fake_cuda_catches_a_tensor_left_on_the_host(left_on_host):
+    """The check can fail: a query, or the node ids, on the CPU against device rows is refused."""
+    from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError, FakeTensorMode
 
-    with FakeTensorMode(), pytest.raises(Exception, match="device|cuda"):
-        device_picks(fake_cameras([10], 8), torch.empty(8), 2, None)
+    with FakeTensorMode(), pytest.raises(FakeTensorDeviceMismatchError, match="same device"):
+        cam = fake_cameras([10], 8)[0]
+        q = torch.empty(8, device="cuda")
+        if left_on_host == "query":
+            q = torch.empty(8)
+        else:
+            cam = NodeTensors(cam.emb, torch.empty((3, 10), dtype=torch.int64), cam.t_end)
+        device_picks([cam], q, 2, None)
 
 
 @pytest.mark.gpu
