@@ -66,8 +66,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import ForestConfig
-from ..records import ForestNode
 from ...vectors import resolve_rows_device
+from ..records import ForestNode
 from .index import (CameraIndex, clip_text, frozen_unit, make_camera_index, mean_direction, public_copy,
                     retrieve_picks, spread_in_time)
 from .nodes import ForestNodeRepository
