@@ -61,10 +61,11 @@ def occupancy(arch: int, regs: int, smem_block: int, warps: int) -> tuple[int, f
     lim = ARCHS[arch]
     per_warp = -(-max(regs, 1) * 32 // REG_UNIT) * REG_UNIT
     by_regs = SUB_PARTITIONS * ((lim.regs // SUB_PARTITIONS) // per_warp) // warps
+    # the hardware caps first: on a tie, nothing the kernel uses is what limits it
+    limits = {"warps": lim.max_warps // warps, "blocks": lim.max_blocks, "registers": by_regs}
     smem = smem_block + lim.reserved_smem
-    by_smem = lim.smem // smem if smem else lim.max_blocks
-    limits = {"registers": by_regs, "shared memory": by_smem, "warps": lim.max_warps // warps,
-              "blocks": lim.max_blocks}
+    if smem:
+        limits["shared memory"] = lim.smem // smem
     binding = min(limits, key=limits.get)
     blocks = limits[binding]
     return blocks * warps, blocks * warps / lim.max_warps, binding
