@@ -260,7 +260,7 @@ def main(argv=None) -> int:
             skip("compile", PROBES["triton"]())
         else:
             cmd = [py, "-m", "vam_engine.kernels.compile_report", "--arch", "90", "--json", str(out / "compile_report.json")]
-            results.append(_run("compile", cmd, min(60.0 * scale, left()), env, out / "compile.log"))
+            results.append(_run("compile", cmd, min(45.0 * scale, left()), env, out / "compile.log"))
     if want("tests"):
         t = min(args.tests_share * scale, left())
         base = [py, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
