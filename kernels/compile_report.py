@@ -140,9 +140,11 @@ def _specialize(launch, arch: int) -> tuple:
     fn = launch.kernel
     backend = make_backend(GPUTarget("cuda", arch, 32))
     binder = create_function_from_signature(fn.signature, fn.params, backend)
-    kwargs = dict(launch.params, debug=bool(fn.debug or knobs.runtime.debug),
-                  instrumentation_mode=knobs.compilation.instrumentation_mode,
-                  fpsan_homomorphic_casts=knobs.compilation.fpsan_homomorphic_casts)
+    # the options JITFunction.run adds to a launch's (those this Triton has)
+    kwargs = dict(launch.params, debug=bool(fn.debug or knobs.runtime.debug))
+    for name in ("instrumentation_mode", "fpsan_homomorphic_casts"):
+        if hasattr(knobs.compilation, name):
+            kwargs[name] = getattr(knobs.compilation, name)
     args = [_ArgSpec(a) if isinstance(a, torch.Tensor) else a for a in launch.args]
     bound, spec, options = binder(*args, **kwargs)
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, spec, options)
@@ -281,7 +283,14 @@ def main(argv=None) -> int:
     # the cascade's local-change grid sums cells of half a tile (gate/bodies.py: Tiles.cell)
     tile = GateConfig().tile_size // 2
     t0 = time.monotonic()
-    out = report(archs, args.batch, tile, rows, args.workers)
+    try:
+        out = report(archs, args.batch, tile, rows, args.workers)
+    except (AttributeError, ImportError, KeyError, TypeError) as exc:  # the JIT internals _specialize follows
+        import triton
+
+        print(f"compile_report: cannot specialize the launches as Triton {triton.__version__}'s JIT does "
+              f"({type(exc).__name__}: {exc}); written against Triton 3.9", file=sys.stderr)
+        return 1
     elapsed = time.monotonic() - t0
     _print(out)
     failed = [r for r in out if not r.ok]
