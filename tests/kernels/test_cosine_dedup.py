@@ -41,6 +41,17 @@ def test_kernel_matches_reference(m, d, dtype):
     np.testing.assert_allclose(sims.cpu().numpy(), _reference_sims(xr), rtol=0, atol=1e-13)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [512, 768])
+def test_kernel_matches_reference_at_real_sizes(d):
+    """A camera's batch of 256 frames with its reference and held frame, CLIP ViT-B / ViT-L dims."""
+    rng = np.random.default_rng()
+    x = rng.normal(size=(258, d)).astype(np.float32)
+    sims, norms = cd.cosine_sims(torch.from_numpy(x).to(DEVICE))
+    np.testing.assert_allclose(norms.cpu().numpy(), np.linalg.norm(x.astype(np.float64), axis=1), rtol=1e-13)
+    np.testing.assert_allclose(sims.cpu().numpy(), _reference_sims(x), rtol=0, atol=1e-13)
+
+
 def test_kernel_bad_input_is_named():
     with pytest.raises(ValueError, match="float32 or float64"):
         cd.cosine_sims(torch.zeros((3, 4), dtype=torch.int32, device=DEVICE))
@@ -85,10 +96,11 @@ def _same(a, b):
             assert abs(x.distance - y.distance) < 1e-12
 
 
-@pytest.mark.parametrize("body", _bodies(), ids=lambda b: b.name)
-def test_push_batch_decides_as_frame_by_frame(body):
+@pytest.mark.parametrize("body,n,d", [(b, 300, 32) for b in _bodies()]
+                         + [pytest.param(CudaBody(DEVICE), 3000, 512, marks=pytest.mark.gpu, id="cuda-real-size")],
+                         ids=lambda x: x.name if hasattr(x, "sims") else str(x))
+def test_push_batch_decides_as_frame_by_frame(body, n, d):
     rng = np.random.default_rng()
-    n, d = 300, 32
     embs = _scenes(rng, n, d)
     ts = np.cumsum(rng.uniform(0.02, 2.0, size=n))
     keeps = rng.random(n) < 0.03  # the image gates' local-change keeps
@@ -102,7 +114,7 @@ def test_push_batch_decides_as_frame_by_frame(body):
     batched = OnlineCommitter(cfg, body=body)
     got, i = [], 0
     while i < n:  # batches of every size, a frame held across the boundaries
-        j = min(n, i + int(rng.integers(1, 40)))
+        j = min(n, i + int(rng.integers(1, 40 if n < 1000 else 300)))
         got += batched.push_batch(ts[i:j], embs[i:j], keys=range(i, j), keeps=keeps[i:j])
         i = j
     got += batched.finish()
