@@ -175,7 +175,7 @@ def cuda_main(args) -> int:
     timing = dict(warmup=0, iters=1, repeats=1) if run.plumbing else {}
     # gate_stats once before timing: JIT-compiles the kernels for this shape (and gives compare's inputs)
     st = run.part("triton")
-    rows = []
+    rows, split = [], []
     for w, h in sizes:
         if run.left() < 5:
             st.skip(f"{w}x{h}", "out of time")
@@ -203,11 +203,14 @@ def cuda_main(args) -> int:
                 st.data.setdefault("rows", []).append(row)
                 rows.append([row["size"], n, row["gate_ms"], row["gate_fps"], row["gate_GBps"], row["copy_GBps"],
                              f"{100 * row['gate_of_copy']:.0f}%", row["compare_GBps"]])
+            split.extend(launch_split(torch, gs, st, f"{w}x{h}", big[:max(batches)], r, timing))
 
         st.guard(f"{w}x{h}", one_size)
     if rows:
         print(f"Triton gate_stats on {dev} (GB/s: frame bytes read / time; copy: read + write of the same bytes)")
         print_table(["size", "batch", "ms", "frames/s", "GB/s", "copy GB/s", "of copy", "compare GB/s"], rows)
+        print("gate_stats by launch, the largest batch (the plan gate_stats runs, each launch timed alone)")
+        print_table(["size", "kernel", "blocks", "us", "share"], split)
         best = max(st.data["rows"], key=lambda r: r["gate_fps"])
         st.headline = (f"{best['size']} b{best['batch']}: {best['gate_fps']:,.0f} fps, {best['gate_GBps']:.0f} GB/s "
                        f"= {100 * best['gate_of_copy']:.0f}% of copy")
@@ -215,6 +218,23 @@ def cuda_main(args) -> int:
     dd.guard("similarities", dedup_rows, torch, dd, dev, run.plumbing, timing)
     dd.guard("committer", committer_rows, dd, dev, run.plumbing, run.seed)
     return run.finish({"device": dev})
+
+
+def launch_split(torch, gs, st, size: str, frames, ref, timing: dict) -> list:
+    """Each launch of gate_stats's plan timed alone: which kernel the batch's time goes to (the
+    compile report's blocks and waves columns say how each is shaped)."""
+    import math
+
+    _, launches = gs.plan_gate_stats(frames, ref)
+    times = [cuda_time(torch, launch.run, **timing) for launch in launches]
+    total = sum(times)
+    out = []
+    for launch, t in zip(launches, times):
+        blocks = math.prod(launch.grid)
+        st.data.setdefault("launches", []).append({"size": size, "batch": len(frames), "kernel": launch.name,
+                                                   "blocks": blocks, "us": t * 1e6, "share": t / total})
+        out.append([size, launch.name, blocks, t * 1e6, f"{100 * t / total:.0f}%"])
+    return out
 
 
 def dedup_rows(torch, st, dev: str, plumbing: bool, timing: dict) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -52,6 +53,9 @@ ARCHS = {80: ArchLimits(smem=164 * 1024, reserved_smem=1024), 86: ArchLimits(max
          90: ArchLimits(), 100: ArchLimits(), 120: ArchLimits(max_warps=48, max_blocks=24, smem=100 * 1024)}
 REG_UNIT = 256  # registers are allocated per warp in units of 256
 SUB_PARTITIONS = 4  # an SM's register file is split between its 4 schedulers
+# SMs of a reference device of each arch (A100, H100/H200, B200), for the waves column: a launch of
+# fewer blocks than the SMs can hold at once does not wait on occupancy at all
+REFERENCE_SMS = {80: 108, 86: 84, 89: 128, 90: 132, 100: 148, 120: 170}
 
 
 def occupancy(arch: int, regs: int, smem_block: int, warps: int) -> tuple[int, float, str]:
@@ -81,6 +85,7 @@ class Compilation:
     attrs: dict
     options: dict
     cases: list = field(default_factory=list)
+    blocks: int = 0  # the largest grid among its launches
 
     def key(self) -> str:
         return json.dumps([self.kernel, self.signature, sorted(self.constexprs.items()),
@@ -114,6 +119,8 @@ class Row:
     warps_per_sm: int = 0
     occupancy: float = 0.0
     limit: str = ""
+    blocks: int = 0  # the largest grid of the launches using it
+    waves: float = 0.0  # blocks / (blocks resident at once on the arch's REFERENCE_SMS)
     error: str = ""
 
 
@@ -184,6 +191,7 @@ def compilations(arch: int, batch: int, tile: int, rows: int) -> list[Compilatio
             c = found.setdefault(c.key(), c)
             if case not in c.cases:
                 c.cases.append(case)
+            c.blocks = max(c.blocks, math.prod(launch.grid))
     return list(found.values())
 
 
@@ -241,14 +249,19 @@ def report(archs, batch: int, tile: int, rows: int, workers: int | None = None) 
             results = list(pool.map(compile_one, jobs))
     else:
         results = [compile_one(j) for j in jobs]
-    return [Row(c.kernel, c.label(), c.cases, arch, **res) for (c, arch), res in zip(plans, results)]
+    rows = [Row(c.kernel, c.label(), c.cases, arch, blocks=c.blocks, **res) for (c, arch), res in zip(plans, results)]
+    for r in rows:
+        if r.ok:
+            r.waves = round(r.blocks / (REFERENCE_SMS[r.arch] * (r.warps_per_sm // r.warps_per_block)), 2)
+    return rows
 
 
 def _print(rows: list[Row]) -> None:
-    head = ["kernel", "config", "arch", "regs", "spill B", "smem B", "warps/SM", "occ", "limit", "used by"]
+    head = ["kernel", "config", "arch", "regs", "spill B", "smem B", "warps/SM", "occ", "limit", "blocks", "waves",
+            "used by"]
     table = [[r.kernel, r.config, f"sm_{r.arch}",
-              *([r.regs, r.spill_bytes, r.smem_static + r.smem_dynamic, r.warps_per_sm, f"{r.occupancy:.0%}", r.limit]
-                if r.ok else ["FAILED", "", "", "", "", r.error[:60]]),
+              *([r.regs, r.spill_bytes, r.smem_static + r.smem_dynamic, r.warps_per_sm, f"{r.occupancy:.0%}", r.limit,
+                 r.blocks, r.waves] if r.ok else ["FAILED", "", "", "", "", r.error[:60], "", ""]),
               ", ".join(r.cases) if len(r.cases) <= 4 else f"{len(r.cases)} cases"] for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *table)]
     for line in [head, ["-" * w for w in widths], *table]:

@@ -44,6 +44,7 @@ def test_report_compiles_every_kernel_for_sm90(tmp_path):
         assert r["ok"] and r["arch"] == 90, r
         assert r["regs"] > 0 and r["spill_bytes"] == 0, r
         assert 0 < r["occupancy"] <= 1 and r["warps_per_sm"] % r["warps_per_block"] == 0, r
+        assert r["blocks"] > 0 and r["waves"] > 0, r
     cases = {c for r in rows for c in r["cases"]}
     for res in ("360p", "720p", "1080p", "4K"):  # each frame size, each way the cascade calls the kernels
         assert {f"{res} stats", f"{res} stats first", f"{res} reference", f"{res} compare"} <= cases
