@@ -199,7 +199,7 @@ def install(out: Path, env: dict, timeout: float) -> StepResult:
     return _run("install", ["bash", "-c", "; ".join(lines)], timeout, env, out / "install.log")
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dry-run", action="store_true",
@@ -215,16 +215,24 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true",
                     help="print the plan (every row, what it measures, whether it would run here and why not; "
                          "with --dry-run: in a dry run) and exit. A run prints it too, after the install")
-    args = ap.parse_args(argv)
-    if args.list:
-        rows = plan(args.dry_run)
-        print_plan(rows)
-        out = args.out or os.environ.get("OUT")
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            (Path(out) / "device_run_plan.json").write_text(json.dumps(rows, indent=1) + "\n")
-        return 0
+    return ap.parse_args(argv)
 
+
+def list_only(args) -> int:
+    """--list: the plan, printed and (with --out or $OUT) written as device_run_plan.json."""
+    rows = plan(args.dry_run)
+    print_plan(rows)
+    out = args.out or os.environ.get("OUT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "device_run_plan.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        return list_only(args)
     out = Path(args.out or os.environ.get("OUT") or ROOT / "benchmarks" / "results").resolve()
     out.mkdir(parents=True, exist_ok=True)
     wanted = set(args.only.split(",")) if args.only else None
