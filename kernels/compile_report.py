@@ -162,6 +162,7 @@ def cases(batch: int, tile: int, rows: int) -> list[tuple[str, list]]:
     """(case name, its planned launches) of every launch configuration the dispatch makes."""
     import torch
 
+    from ..config import CommitConfig
     from . import cosine_dedup, gate_stats
 
     meta = torch.device("meta")
@@ -179,6 +180,19 @@ def cases(batch: int, tile: int, rows: int) -> list[tuple[str, list]]:
     for d in EMBED_DIMS:
         emb = torch.empty((rows, d), dtype=torch.float64, device=meta)
         out.append((f"dedup D={d}", cosine_dedup.plan_cosine_sims(emb)[1]))
+    # the committer's scan of a batch (rows - 2 new frames after the reference and the held frame)
+    commit = CommitConfig()
+    win = 1 << (commit.window - 1).bit_length()
+    f64 = dict(dtype=torch.float64, device=meta)
+    sims = torch.empty((rows, rows), **f64)
+    for first, what in ((2, "held"), (1, "none held")):  # the batch's first row: after reference (and held frame)
+        b = rows - first
+        scan = cosine_dedup.plan_dedup_scan(
+            sims, torch.empty((b,), **f64), torch.empty((b,), dtype=torch.int32, device=meta),
+            torch.empty((win,), **f64), torch.empty((win,), **f64), torch.empty((cosine_dedup.STATE_SLOTS,), **f64),
+            first, commit.window, commit.min_history, 1 - commit.dedup_fallback_sim, 1 - commit.event_fallback_sim,
+            commit.max_event_s)[1]
+        out.append((f"dedup scan {what}", scan))
     return out
 
 

@@ -18,12 +18,13 @@ from support.paths import REPO  # noqa: E402
 
 
 def _jit_kernels() -> set[str]:
-    """The @triton.jit functions of kernels/*.py, read from the sources (not from the report)."""
+    """The @triton.jit kernels of kernels/*.py (``_*_kernel``; the other jit functions are helpers
+    they call), read from the sources, not from the report."""
     out = set()
     for path in (REPO / "kernels").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef) and any(ast.unparse(d).startswith("triton.jit")
-                                                         for d in node.decorator_list):
+            if isinstance(node, ast.FunctionDef) and node.name.endswith("_kernel") and any(
+                    ast.unparse(d).startswith("triton.jit") for d in node.decorator_list):
                 out.add(node.name)
     return out
 
@@ -38,17 +39,17 @@ def test_report_compiles_every_kernel_for_sm90(tmp_path):
     doc = json.loads(out.read_text())
     rows = doc["compilations"]
     kernels = _jit_kernels()
-    assert {"_gate_pass_kernel", "_cosine_sim_kernel"} <= kernels
+    assert {"_gate_pass_kernel", "_cosine_sim_kernel", "_dedup_scan_kernel"} <= kernels
     assert {r["kernel"] for r in rows} == kernels  # every kernel appears
     for r in rows:
         assert r["ok"] and r["arch"] == 90, r
         assert r["regs"] > 0 and r["spill_bytes"] == 0, r
         assert 0 < r["occupancy"] <= 1 and r["warps_per_sm"] % r["warps_per_block"] == 0, r
-        assert r["blocks"] > 0 and r["waves"] > 0, r
+        assert r["blocks"] > 0 and r["waves"] >= 0, r
     cases = {c for r in rows for c in r["cases"]}
     for res in ("360p", "720p", "1080p", "4K"):  # each frame size, each way the cascade calls the kernels
         assert {f"{res} stats", f"{res} stats first", f"{res} reference", f"{res} compare"} <= cases
-    assert {"dedup D=512", "dedup D=768"} <= cases
+    assert {"dedup D=512", "dedup D=768", "dedup scan held", "dedup scan none held"} <= cases
     assert "_gate_pass_kernel" in p.stdout and "0 failed, 0 spill" in p.stdout
 
 

@@ -16,6 +16,8 @@ pytest.importorskip("triton")
 from support.triton_kernels import has_cuda, load_kernels  # noqa: E402
 
 cd = load_kernels("cosine_dedup", "_cosine_sim_kernel")
+import triton  # noqa: E402  (after load_kernels: under the interpreter, the interpreted triton)
+import triton.language as tl  # noqa: E402
 
 from vam_engine.config import CommitConfig  # noqa: E402
 from vam_engine.index import CommitInputError, OnlineCommitter  # noqa: E402
@@ -62,10 +64,18 @@ def test_kernel_bad_input_is_named():
 
 
 def _bodies():
-    return [ReferenceBody(), CpuBody(), CudaBody(DEVICE)]
+    """The CPU's, the reference and the CUDA body twice: its similarities under the host scan, and
+    its scan on the device."""
+    return [ReferenceBody(), CpuBody(), CudaBody(DEVICE, scans=False), CudaBody(DEVICE)]
 
 
-@pytest.mark.parametrize("body", _bodies(), ids=lambda b: b.name)
+def _name(x):
+    if hasattr(x, "sims"):
+        return x.name + ("-scan" if getattr(x, "scans", False) else "")
+    return str(x)
+
+
+@pytest.mark.parametrize("body", _bodies(), ids=_name)
 def test_bodies_agree_with_reference(body):
     rng = np.random.default_rng()
     x = rng.normal(size=(9, 24))
@@ -98,7 +108,7 @@ def _same(a, b):
 
 @pytest.mark.parametrize("body,n,d", [(b, 300, 32) for b in _bodies()]
                          + [pytest.param(CudaBody(DEVICE), 3000, 512, marks=pytest.mark.gpu, id="cuda-real-size")],
-                         ids=lambda x: x.name if hasattr(x, "sims") else str(x))
+                         ids=_name)
 def test_push_batch_decides_as_frame_by_frame(body, n, d):
     rng = np.random.default_rng()
     embs = _scenes(rng, n, d)
@@ -141,6 +151,52 @@ def _same_state(a, b):
         assert abs(a - b) < 1e-12, (a, b)
     else:
         assert a == b
+
+
+@pytest.mark.parametrize("window,min_history", [(48, 8), (256, 32), (20, 4)])
+def test_device_scan_is_the_host_scan_bit_for_bit(window, min_history):
+    """The scan kernel against the committer's host scan over the same similarities (the kernel's):
+    every decision, every distance and the final state equal, not merely close."""
+    rng = np.random.default_rng()
+    n = 300
+    embs = _scenes(rng, n, 24)
+    ts = np.cumsum(rng.uniform(0.02, 2.0, size=n))
+    keeps = rng.random(n) < 0.03
+    cfg = CommitConfig(window=window, min_history=min_history, max_event_s=40.0)
+    host, device = OnlineCommitter(cfg, body=CudaBody(DEVICE, scans=False)), OnlineCommitter(cfg, body=CudaBody(DEVICE))
+    i = 0
+    while i < n:
+        j = min(n, i + int(rng.integers(1, 60)))
+        a = host.push_batch(ts[i:j], embs[i:j], range(i, j), keeps[i:j])
+        b = device.push_batch(ts[i:j], embs[i:j], range(i, j), keeps[i:j])
+        assert a == b, i  # Decision dataclasses: t, key, kept, reason, event_start, distance, all exact
+        i = j
+    assert host.finish() == device.finish()
+    assert host.state().to_json() == device.state().to_json()
+
+
+@triton.jit
+def _otsu_probe(ring_ptr, out_ptr, count, WIN: tl.constexpr):
+    found, tau = cd._otsu(tl.load(ring_ptr + tl.arange(0, WIN)), count, WIN)
+    tl.store(out_ptr, tl.where(found, tau, float("nan")))
+
+
+def test_device_otsu_is_the_host_otsu_bit_for_bit():
+    """kernels/cosine_dedup._otsu against index/otsu.py on fresh windows: spread, two clusters,
+    values on a coarse grid (empty bins: tied splits), a window not full, all values equal."""
+    from vam_engine.index import otsu_threshold
+
+    rng = np.random.default_rng()
+    cases = [rng.uniform(0, 1, 256), np.concatenate([rng.uniform(0, .1, 100), rng.uniform(.3, .5, 156)]),
+             np.round(rng.uniform(0, .4, 256), 2), rng.uniform(0, .3, 37), np.full(50, 0.2), rng.uniform(0, 1, 2)]
+    for v in cases:
+        ring = np.zeros(256)
+        ring[: len(v)] = v
+        out = torch.empty(1, dtype=torch.float64, device=DEVICE)
+        _otsu_probe[(1,)](torch.tensor(ring, device=DEVICE), out, len(v), WIN=256, enable_fp_fusion=False)
+        want = otsu_threshold(v)
+        got = float(out.cpu()[0])
+        assert (np.isnan(got) and want is None) or got == want, (len(v), got, want)
 
 
 def test_push_batch_is_atomic_on_bad_input():

@@ -342,6 +342,8 @@ class OnlineCommitter:
             from .dedup_bodies import CpuBody
 
             self._body = CpuBody()
+        if getattr(self._body, "scans", False):
+            return self._scan_on_body(np.stack(rows), first, checked, keys, keeps)
         self._sims = self._body.sims(np.stack(rows))
         self._ref_row = 0 if self._ref is not None else None
         self._held_row = first - 1 if self._held is not None else None
@@ -352,6 +354,45 @@ class OnlineCommitter:
             return out
         finally:
             self._sims = self._ref_row = self._held_row = None
+
+    def _scan_on_body(self, rows: np.ndarray, first: int, checked: list, keys: list, keeps: list) -> list[Decision]:
+        """push_batch's rules run by the body (on the device): the state goes there as a
+        ScanState, the decisions and the state after them come back."""
+        from .dedup_bodies import ScanState
+
+        out: list[Decision] = []
+        start = 0
+        if self._ref is None:  # the camera's first frame: kept, no distance; the reference from here
+            t, e = checked[0]
+            out += self._decide(t, e, keys[0], keeps[0])
+            start = 1
+        if start < len(checked):
+            h = self._held
+            state = ScanState(ref_row=0 if start == 0 else first, held_row=None if h is None else first - 1,
+                              held_t=0.0 if h is None else h.t, held_d=0.0 if h is None else h.distance,
+                              event_t0=self._event_t0, prev_dk=self._prev_dk,
+                              dedup_history=list(self._dedup_hist), event_history=list(self._event_hist))
+            res = self._body.scan(rows, first + start, [t for t, _ in checked[start:]], keeps[start:], state, self.cfg)
+            for frame, kept, event_start, d in res.decisions:
+                t, key = (h.t, h.key) if frame == -1 else (checked[start + frame][0], keys[start + frame])
+                out.append(Decision(t=t, key=key, kept=kept, reason=None if kept else "dedup",
+                                    event_start=event_start, distance=d))
+                if kept:
+                    self._last_kept_t = t
+            s = res.state
+            self._ref = rows[s.ref_row]
+            if s.held_row is None:
+                self._held = None
+            elif s.held_frame >= 0:  # else the frame held before the batch still is
+                i = start + s.held_frame
+                self._held = HeldFrame(checked[i][0], checked[i][1], keys[i], s.held_d)
+            self._event_t0, self._prev_dk = s.event_t0, s.prev_dk
+            self._dedup_hist.clear()
+            self._dedup_hist.extend(s.dedup_history)
+            self._event_hist.clear()
+            self._event_hist.extend(s.event_history)
+            self._last_t = checked[-1][0]
+        return out
 
     def finish(self) -> list[Decision]:
         """End of stream: keep the held frame (the end of the last run). Pushing afterwards goes on
