@@ -266,8 +266,8 @@ def dedup_rows(torch, st, dev: str, plumbing: bool, timing: dict) -> None:
 
 def committer_rows(st, dev: str, plumbing: bool, seed: int) -> None:
     """Frames/s the online committer decides: frame by frame (numpy dot products) against
-    push_batch with the CPU body (one matrix product) and the CUDA body (the kernel), the same
-    decisions checked."""
+    push_batch with the CPU body (one matrix product, the host scan), the CUDA similarities under
+    the host scan, and the CUDA body's similarities and scan; the same decisions checked."""
     from vam_engine.config import CommitConfig
     from vam_engine.index import OnlineCommitter
     from vam_engine.index.dedup_bodies import CpuBody, CudaBody
@@ -293,7 +293,8 @@ def committer_rows(st, dev: str, plumbing: bool, seed: int) -> None:
     truth = [(x.key, x.kept) for x in frame_by_frame()]
     rows = []
     for name, fn in [("push, frame by frame", frame_by_frame), ("push_batch, cpu body", lambda: batched(CpuBody())),
-                     (f"push_batch, {dev} kernel", lambda: batched(CudaBody(dev)))]:
+                     (f"push_batch, {dev} similarities, host scan", lambda: batched(CudaBody(dev, scans=False))),
+                     (f"push_batch, {dev} similarities and scan", lambda: batched(CudaBody(dev)))]:
         got = [(x.key, x.kept) for x in fn()]
         st.check(f"{name}: same decisions", got == truth)
         t0 = time.perf_counter()
