@@ -276,6 +276,31 @@ class ClusterEngine:
     def push_many(self, camera_id: str, frames, ts, t_abs=None, poses=None) -> int:
         return self._call(self.place(camera_id), "push_many", camera_id, frames, ts, t_abs, poses)
 
+    def index_files(self, paths, camera_ids=None, *, start_time_abs: float | None = None) -> list:
+        """As Engine.index_files: each file indexed by its camera's shard (placed now when new;
+        ``camera_ids`` default to the files' stems), the shards at once; the reports in the order
+        of ``paths``. The files must be readable where the shards run (the same path on their node)."""
+        from pathlib import Path
+
+        paths = [str(p) for p in paths]
+        cams = list(camera_ids) if camera_ids is not None else [Path(p).stem for p in paths]
+        if len(cams) != len(paths):
+            raise VamError(f"index_files: {len(paths)} files but {len(cams)} camera ids")
+        mine: dict[str, list[int]] = {}
+        for k, cam in enumerate(cams):
+            mine.setdefault(self.place(cam), []).append(k)
+        out, down = self._call_many({s: ("index_files", ([paths[k] for k in ks], [cams[k] for k in ks]),
+                                         {"start_time_abs": start_time_abs}) for s, ks in mine.items()},
+                                    timeout=max(self.timeout_s, 24 * 3600.0))  # indexing takes as long as it takes
+        if down:
+            raise ShardDown(f"index_files: shards {down} did not answer; their files "
+                            f"{[paths[k] for s in down for k in mine[s]]} were not (all) indexed: run it again")
+        reports: list = [None] * len(paths)
+        for s, ks in mine.items():
+            for k, rep in zip(ks, out[s]):
+                reports[k] = rep
+        return reports
+
     def push_progress(self, camera_id: str) -> float | None:
         """Up to which time the camera's pushed frames are committed on its shard (None: none):
         after a ShardDown, a pusher waits for the shard and continues with later frames (what
