@@ -76,7 +76,7 @@ def test_the_same_reads_over_http(parity):
     import httpx
 
     from support.server import ServerThread
-    from vam_engine.cluster.app import create_cluster_app
+    from vam_engine.cluster import create_cluster_app
     from vam_engine.server import create_app
 
     router, one = parity
