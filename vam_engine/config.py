@@ -56,6 +56,15 @@ class GateConfig(_Section):
                                          "at 1080p) measures 0.20 and less at any frame size, whatever the noise "
                                          "(the cells average it away), by sigma 4.5 px 0.15-0.29; sharp views, "
                                          "low-texture ones included, 0.4 and more on the fidelity clips")
+    blur_view_max_s: float = Field(10.0, gt=0, description="the view rule's bound on a hold (gate/cascade.py): a "
+                                   "blurred sample that shows a new view is held, not dropped; a later sample of the "
+                                   "view that passes the blur rule drops it (a view with a sharp sample keeps no "
+                                   "blurred one); when the view ends (a scene change: thumbnail SSIM vs the previous "
+                                   "sample under blur_view_ssim, a new frame size, the stream's end) or this many "
+                                   "seconds after the hold began with no sample that passed, the view's sharpest "
+                                   "blurred sample is kept, marked blurred, and restarts the sharpness history. So "
+                                   "no view is left without a moment, a decision waits at most this long, and a "
+                                   "defocus after a cut that lasts under this long keeps nothing")
     diff_min_mad: float = Field(20.0, ge=0, description="redundant when mean abs gray diff vs last kept is below "
                                                         "this and no tile changed locally (tile_min_mad)")
     diff_min_contrast_frac: float = Field(0.8, ge=0, description="under diff_min_mad, a wide change (more tiles "

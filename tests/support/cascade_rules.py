@@ -7,10 +7,31 @@ from vam_engine.gate import reference as R
 from vam_engine.synthetic.gate_sequences import blurred
 
 
-def sequential(grays, cfg):
-    """The cascade's rules, written out plainly, one frame at a time."""
+def _restart(sharp, lap, cfg):
+    """The sharpness history after keeping a frame of Laplacian variance ``lap``."""
+    med = float(np.median(sharp[-cfg.blur_history:])) if sharp else None
+    if med is not None and lap < cfg.blur_rel * med:
+        sharp = []  # a new view, sharp for what it shows
+    return (sharp + [lap])[-cfg.blur_history:]
+
+
+def sequential(grays, cfg, times=None, released=None):
+    """The cascade's rules, written out plainly, one frame at a time. ``times``: the samples'
+    seconds (None: a hold has no deadline); ``released``: a list that receives (i, j) for each
+    held sample i kept before the decision on frame j (the view rule)."""
     ref, out, sharp = None, [], []  # sharp: Laplacian variances of the kept frames since the last restart
-    for g in grays:
+    held, last_thumb = None, None  # held: (index, frame, lap_var, hold start) of the view's sharpest blurred sample
+    for i, g in enumerate(grays):
+        t = None if times is None else float(times[i])
+        thumb = R.thumbnail(g).astype(np.float32)
+        if held is not None:  # did the held sample's view end?
+            late = t is not None and held[3] is not None and t - held[3] >= cfg.blur_view_max_s
+            if late or last_thumb.shape != thumb.shape or R.ssim(thumb, last_thumb) < cfg.blur_view_ssim:
+                ref, sharp = held[1], _restart(sharp, held[2], cfg)
+                if released is not None:
+                    released.append((held[0], i))
+                held = None
+        last_thumb = thumb
         has_ref = ref is not None and ref.shape == g.shape
         s = R.frame_stats(g, ref if has_ref else None, cfg.tile_size // 2, cfg.tile_min_mad)
         med = float(np.median(sharp[-cfg.blur_history:])) if sharp else None
@@ -58,11 +79,17 @@ def sequential(grays, cfg):
         else:
             d = None
         out.append((d, s))
+        if d == "blur":  # a blurred sample showing a new view is held: its view may keep it
+            if held is not None:
+                if s["lap_var"] > held[2]:
+                    held = (i, g, s["lap_var"], held[3])
+            elif not has_ref or s["ssim"] < cfg.blur_view_ssim:
+                held = (i, g, s["lap_var"], t)
+            continue
+        held = None  # a sample of the view passed the blur rule
         if d is None:
             ref = g
-            if med is not None and s["lap_var"] < cfg.blur_rel * med:
-                sharp = []  # a new view, sharp for what it shows
-            sharp = (sharp + [s["lap_var"]])[-cfg.blur_history:]
+            sharp = _restart(sharp, s["lap_var"], cfg)
     return out
 
 

@@ -7,18 +7,30 @@ kept before it. The batch is computed against the current reference in one fused
 (speculation); after a keep, only the reference-dependent statistics of the frames after it are
 recomputed, in chunks that start small and double while no keep happens, so the result equals
 a frame-by-frame run exactly and a keep costs little.
+
+The view rule (``GateConfig.blur_view_max_s``): a view is the span between two scene changes.
+A blurred sample that shows a new view (thumbnail SSIM under ``blur_view_ssim`` against the last
+kept frame, or no comparable one) is held, not dropped: while it is held, each later sample of
+the camera first asks whether the view ended (its thumbnail SSIM against the previous sample's
+under ``blur_view_ssim``, a new frame size, the stream's end, or ``blur_view_max_s`` seconds
+since the hold began). A view that ends with nothing but blurred samples keeps its sharpest
+(largest Laplacian variance) once, marked ``GateRecord.blurred``: it becomes the reference and
+restarts the sharpness history, as any kept view much less sharp than the camera's history does,
+so the rest of a long view is judged against it. A sample of the view that passes the blur rule
+drops the held one: a view with a sharp sample keeps no blurred one. Releases are reported by
+``gate`` (``GateRun.released``) before the decision on the sample that ended the view.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..config import GateConfig
 from .bodies import Tiles
-from .reference import laplacian_var
-from .records import GateRecord
+from .reference import laplacian_var, ssim as thumb_ssim
+from .records import GateRecord, GateRun, Released
 
 _FIRST_CHUNK = 4
 
@@ -168,9 +180,33 @@ class _Ref:
 
 
 @dataclass
+class _Held:
+    """The current view's sharpest blurred sample, while none of the view's samples passed the
+    blur rule (the view rule, module doc)."""
+
+    key: Any
+    frame: _Ref  # its gray, thumbnail and histogram: the reference once it is kept
+    record: GateRecord  # as gated (dropped_by "blur")
+    t0: float | None  # when the hold began (None without sample times: no deadline)
+
+
+@dataclass
 class _Camera:
     ref: _Ref | None = None
     sharpness: tuple[float, ...] = field(default_factory=tuple)  # lap_var of its last kept frames
+    held: _Held | None = None
+    last_thumb: Any = None  # the previous sample's thumbnail (the view-change test while one is held)
+
+
+def view_ended(cfg: GateConfig, held: _Held, last_thumb, thumb, t: float | None) -> bool:
+    """Whether a sample ends the held sample's view: a scene change from the previous sample
+    (thumbnail SSIM under blur_view_ssim, or a new frame size), or blur_view_max_s since the
+    hold began."""
+    if t is not None and held.t0 is not None and t - held.t0 >= cfg.blur_view_max_s:
+        return True
+    if last_thumb is None or tuple(last_thumb.shape) != tuple(thumb.shape):
+        return True
+    return thumb_ssim(thumb, last_thumb) < cfg.blur_view_ssim
 
 
 def _stack(grays: Sequence[Any]):
@@ -205,8 +241,13 @@ class GateCascade:
         c = self._cams.get(camera_id)
         return () if c is None else c.sharpness
 
+    def holding(self, camera_id: str) -> bool:
+        """Whether the camera holds a blurred sample (its view may still keep it)."""
+        c = self._cams.get(camera_id)
+        return c is not None and c.held is not None
+
     def forget(self, cameras) -> None:
-        """Drop cameras' references and sharpness (their kept frames were deleted)."""
+        """Drop cameras' references, sharpness and held samples (their kept frames were deleted)."""
         for cam in cameras:
             self._cams.pop(cam, None)
 
@@ -217,24 +258,70 @@ class GateCascade:
         hist = tuple(float(x) for x in sharpness)[-self.cfg.blur_history:]
         self._cams[camera_id] = _Camera(_Ref(gray, s.thumb[0], s.hist[0]), hist)
 
-    def run(self, camera_id: str, grays: Sequence[Any]) -> list[GateRecord]:
-        """Gate frames of one camera in time order; returns one record per frame."""
-        out: list[GateRecord] = []
+    def run(self, camera_id: str, grays: Sequence[Any], times: Sequence[float] | None = None) -> list[GateRecord]:
+        """``gate`` without keys: the records alone (a held sample kept later is not reported)."""
+        return self.gate(camera_id, grays, times).records
+
+    def gate(self, camera_id: str, grays: Sequence[Any], times: Sequence[float] | None = None,
+             keys: Sequence[Any] | None = None) -> GateRun:
+        """Gate frames of one camera in time order: one record per frame, and the held samples
+        the view rule kept (module doc). ``times``: the samples' seconds on the camera's axis
+        (None: no deadline on a hold); ``keys``: the caller's handle of each frame, echoed in
+        ``GateRun.released`` (default: the frame's index in the call)."""
+        if times is not None and len(times) != len(grays):
+            raise ValueError(f"GateCascade.gate: {len(times)} times for {len(grays)} frames")
+        if keys is not None and len(keys) != len(grays):
+            raise ValueError(f"GateCascade.gate: {len(keys)} keys for {len(grays)} frames")
+        out, released = [], []
         start = 0
         while start < len(grays):  # split where the frame size changes (a stream reconfigured)
             end = start + 1
             shape = tuple(grays[start].shape)
             while end < len(grays) and tuple(grays[end].shape) == shape:
                 end += 1
-            out += self._run_same_shape(camera_id, grays[start:end])
+            part = slice(start, end)
+            run = self._run_same_shape(camera_id, grays[part], None if times is None else times[part],
+                                       range(start, end) if keys is None else keys[part])
+            out += run.records
+            released += [replace(r, before=r.before + start) for r in run.released]
             start = end
+        return GateRun(out, released)
+
+    def end(self, camera_id: str) -> list[Released]:
+        """The camera's view ended with its stream (a source's end, a gap): its held sample, if
+        any, is kept (``Released.before`` 0)."""
+        cam = self._cams.get(camera_id)
+        if cam is None or cam.held is None:
+            return []
+        out: list[Released] = []
+        self._release(cam, self.camera_cfg.get(camera_id, self.cfg), out, 0)
+        cam.last_thumb = None
         return out
 
-    def _run_same_shape(self, camera_id: str, grays: Sequence[Any]) -> list[GateRecord]:
+    def _release(self, cam: _Camera, cfg: GateConfig, out: list, before: int) -> _Ref:
+        """Keep the held sample, marked: the camera's reference and sharpness move to it."""
+        h, cam.held = cam.held, None
+        cam.ref = h.frame
+        cam.sharpness = update_history(cfg, cam.sharpness, h.record.lap_var)
+        out.append(Released(h.key, h.frame.gray, replace(h.record, dropped_by=None, blurred=True), before))
+        return h.frame
+
+    def _hold(self, cam: _Camera, cfg: GateConfig, rec: GateRecord, frame: _Ref, key, t, new_view: bool) -> None:
+        """A blurred sample: the view's new sharpest held sample, or dropped (module doc)."""
+        if cam.held is not None:  # the same view (a sample that ends it releases the held one first)
+            if rec.lap_var > cam.held.record.lap_var:
+                cam.held = _Held(key, frame, rec, cam.held.t0)
+        elif new_view:
+            cam.held = _Held(key, frame, rec, t)
+
+    def _run_same_shape(self, camera_id: str, grays: Sequence[Any], times, keys) -> GateRun:
         frames = _stack(grays)
         n = len(grays)
         cfg = self.camera_cfg.get(camera_id, self.cfg)
         cam = self._cams.setdefault(camera_id, _Camera())
+        released: list[Released] = []
+        if cam.held is not None and tuple(cam.held.frame.gray.shape) != tuple(frames.shape[1:]):
+            self._release(cam, cfg, released, 0)  # a new frame size: the held view ended
         ref = cam.ref
         if ref is not None and tuple(ref.gray.shape) != tuple(frames.shape[1:]):
             ref = None  # a new frame size: nothing comparable, the first sharp frame is kept
@@ -249,6 +336,10 @@ class GateCascade:
         chunk = _FIRST_CHUNK
         records = []
         for i in range(n):
+            t = None if times is None else float(times[i])
+            if cam.held is not None and view_ended(cfg, cam.held, cam.last_thumb, st.thumb[i], t):
+                ref = self._release(cam, cfg, released, i)
+                valid_end, chunk = i, _FIRST_CHUNK
             if i >= valid_end:
                 j = min(n, i + chunk)
                 chunk *= 2
@@ -257,21 +348,17 @@ class GateCascade:
                 mad[i:j], ssim[i:j], hcorr[i:j], tmad[i:j], tchg[i:j] = \
                     c.mad, c.ssim, c.hist_corr, c.tile_mad, c.tiles_changed
                 valid_end = j
-            lap = float(st.lap_var[i])
-            # coarse detail and its sharpness, only read by the blur test of a frame under the
-            # absolute threshold
-            low = lap < cfg.blur_min_lap_var
-            tlap = laplacian_var(st.thumb[i]) if low else float("nan")
-            tsharp = coarse_sharpness(st.thumb[i], *frames.shape[1:3]) if low else float("nan")
-            # contrast, only read by the low-change test of a wide change under diff_min_mad
-            contrast = max(hist_std(st.hist[i]), hist_std(ref.hist)) \
-                if ref is not None and mad[i] < cfg.diff_min_mad else float("nan")
-            fs = FrameStats(lap, float(mad[i]), float(ssim[i]), float(hcorr[i]), float(tmad[i]), int(tchg[i]),
-                            st.n_tiles, tlap, scale, contrast, tsharp)
+            fs = self._frame_stats(cfg, st, i, frames.shape[1:3], scale, ref, mad, ssim, hcorr, tmad, tchg)
             dropped = decide(cfg, fs, cam.sharpness, ref is not None)
-            records.append(GateRecord(fs.lap_var, _none_if_nan(fs.mad), _none_if_nan(fs.ssim),
-                                      _none_if_nan(fs.hist_corr), dropped, _none_if_nan(fs.tile_mad),
-                                      None if ref is None else fs.tiles_changed))
+            rec = GateRecord(fs.lap_var, _none_if_nan(fs.mad), _none_if_nan(fs.ssim), _none_if_nan(fs.hist_corr),
+                             dropped, _none_if_nan(fs.tile_mad), None if ref is None else fs.tiles_changed)
+            records.append(rec)
+            cam.last_thumb = st.thumb[i]
+            if dropped == "blur":
+                self._hold(cam, cfg, rec, _Ref(grays[i], st.thumb[i], st.hist[i]), keys[i], t,
+                           ref is None or fs.ssim < cfg.blur_view_ssim)
+                continue
+            cam.held = None  # the view has a sample that passed the blur rule: it keeps no blurred one
             if dropped is None:
                 ref = _Ref(grays[i], st.thumb[i], st.hist[i])
                 cam.sharpness = update_history(cfg, cam.sharpness, fs.lap_var)
@@ -279,4 +366,20 @@ class GateCascade:
                 chunk = _FIRST_CHUNK
         if ref is not None:
             cam.ref = ref
-        return records
+        return GateRun(records, released)
+
+    @staticmethod
+    def _frame_stats(cfg: GateConfig, st, i: int, size, scale: float, ref, mad, ssim, hcorr, tmad,
+                     tchg) -> FrameStats:
+        """Frame i's statistics as ``decide`` reads them."""
+        lap = float(st.lap_var[i])
+        # coarse detail and its sharpness, only read by the blur test of a frame under the
+        # absolute threshold
+        low = lap < cfg.blur_min_lap_var
+        tlap = laplacian_var(st.thumb[i]) if low else float("nan")
+        tsharp = coarse_sharpness(st.thumb[i], *size) if low else float("nan")
+        # contrast, only read by the low-change test of a wide change under diff_min_mad
+        contrast = max(hist_std(st.hist[i]), hist_std(ref.hist)) \
+            if ref is not None and mad[i] < cfg.diff_min_mad else float("nan")
+        return FrameStats(lap, float(mad[i]), float(ssim[i]), float(hcorr[i]), float(tmad[i]), int(tchg[i]),
+                          st.n_tiles, tlap, scale, contrast, tsharp)

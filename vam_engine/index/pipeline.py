@@ -424,8 +424,14 @@ class IndexPipeline:
         for cam, cam_items in by_camera.items():
             self._load_reference(cam)
             self._fresh.discard(cam)
-            records = self.cascade.run(cam, [it.frame.gray for it in cam_items])
-            for it, rec in zip(cam_items, records):
+            run = self.cascade.gate(cam, [it.frame.gray for it in cam_items],
+                                    [camera_time(it.frame.t_rel, it.frame.t_abs) for it in cam_items], cam_items)
+            kept_before = defaultdict(list)  # frame index -> held samples kept before its decision
+            for r in run.released:
+                kept_before[r.before].append(r)
+            for i, (it, rec) in enumerate(zip(cam_items, run.records)):
+                for r in kept_before.pop(i, ()):
+                    self._pass_released(cam, r, batch, passed)
                 src = self._sources[it.source_id]
                 f = it.frame
                 rep = src.report
@@ -441,6 +447,12 @@ class IndexPipeline:
                     continue
                 passed.append((f, it.source_id, rec))
                 batch.refs[cam] = GateReference(f.t_rel, f.gray, self.cascade.sharpness(cam))
+            for rs in kept_before.values():  # kept after the call's last frame
+                for r in rs:
+                    self._pass_released(cam, r, batch, passed)
+        for cam in {self._sources[x.source_id].report.camera_id for x in gaps + ends}:
+            for r in self.cascade.end(cam):  # the view ended with the stream: its held sample is kept
+                self._pass_released(cam, r, batch, passed)
         decisions = self.semantic.process(passed, batch, writes)
         for g in gaps:
             cam = self._sources[g.source_id].report.camera_id
@@ -471,6 +483,22 @@ class IndexPipeline:
         for src in touched:
             self._report_progress(src)
         return len(items) - len(ends) - len(gaps) - warm, [self._sources[end.source_id] for end in ends]
+
+    def _pass_released(self, cam: str, r, batch: CommitBatch, passed: list) -> None:
+        """A held blurred sample its view kept (the gates' view rule): it passes the gates now
+        (it was counted dropped by blur when gated) and becomes the camera's reference."""
+        it = r.key
+        f = it.frame
+        src = self._sources.get(it.source_id)
+        if src is not None:
+            dropped = src.report.dropped
+            dropped["blur"] -= 1
+            if dropped["blur"] <= 0:
+                del dropped["blur"]
+        if self.cfg.store.record_samples:
+            batch.samples.append(GateSample(cam, it.source_id, f.t_rel, r.record))
+        passed.append((f, it.source_id, r.record))
+        batch.refs[cam] = GateReference(f.t_rel, f.gray, self.cascade.sharpness(cam))
 
     def _load_reference(self, cam: str) -> None:
         """The camera's saved gate reference, when the cascade has none in memory and no gap
