@@ -188,6 +188,7 @@ class _Held:
     frame: _Ref  # its gray, thumbnail and histogram: the reference once it is kept
     record: GateRecord  # as gated (dropped_by "blur")
     t0: float | None  # when the hold began (None without sample times: no deadline)
+    first_key: Any  # the key of the sample the hold began with
 
 
 @dataclass
@@ -241,10 +242,11 @@ class GateCascade:
         c = self._cams.get(camera_id)
         return () if c is None else c.sharpness
 
-    def holding(self, camera_id: str) -> bool:
-        """Whether the camera holds a blurred sample (its view may still keep it)."""
+    def hold_start(self, camera_id: str):
+        """The key of the sample the camera's current hold began with, or None when it holds
+        nothing. A hold is not committed: a resumed run must gate again from that sample on."""
         c = self._cams.get(camera_id)
-        return c is not None and c.held is not None
+        return None if c is None or c.held is None else c.held.first_key
 
     def forget(self, cameras) -> None:
         """Drop cameras' references, sharpness and held samples (their kept frames were deleted)."""
@@ -310,9 +312,9 @@ class GateCascade:
         """A blurred sample: the view's new sharpest held sample, or dropped (module doc)."""
         if cam.held is not None:  # the same view (a sample that ends it releases the held one first)
             if rec.lap_var > cam.held.record.lap_var:
-                cam.held = _Held(key, frame, rec, cam.held.t0)
+                cam.held = _Held(key, frame, rec, cam.held.t0, cam.held.first_key)
         elif new_view:
-            cam.held = _Held(key, frame, rec, t)
+            cam.held = _Held(key, frame, rec, t, key)
 
     def _run_same_shape(self, camera_id: str, grays: Sequence[Any], times, keys) -> GateRun:
         frames = _stack(grays)

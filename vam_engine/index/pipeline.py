@@ -166,6 +166,8 @@ class IndexPipeline:
         self.present_side = present_side
         self.perception = perception
         self._gated_t: dict[str, float] = {}  # camera -> time of its last gated sample (camera axis)
+        # camera -> (source, t_rel of its sample before the one its gates' current hold began with)
+        self._hold_floor: dict[str, tuple[int, float | None]] = {}
         self.semantic = SemanticStage(store, embedder, cfg, self._encoder,
                                       observe=observe if present_fps is None else None, perception=perception)
         self._stop = threading.Event()
@@ -429,9 +431,13 @@ class IndexPipeline:
             kept_before = defaultdict(list)  # frame index -> held samples kept before its decision
             for r in run.released:
                 kept_before[r.before].append(r)
+            before = {it.source_id: self._sources[it.source_id].last_t for it in cam_items}
             for i, (it, rec) in enumerate(zip(cam_items, run.records)):
                 for r in kept_before.pop(i, ()):
                     self._pass_released(cam, r, batch, passed)
+                if it is self.cascade.hold_start(cam):  # gated again by a resumed run: see _hold_progress
+                    self._hold_floor[cam] = (it.source_id, before[it.source_id])
+                before[it.source_id] = it.frame.t_rel
                 src = self._sources[it.source_id]
                 f = it.frame
                 rep = src.report
@@ -450,6 +456,7 @@ class IndexPipeline:
             for rs in kept_before.values():  # kept after the call's last frame
                 for r in rs:
                     self._pass_released(cam, r, batch, passed)
+            self._hold_progress(cam, batch)
         for cam in {self._sources[x.source_id].report.camera_id for x in gaps + ends}:
             for r in self.cascade.end(cam):  # the view ended with the stream: its held sample is kept
                 self._pass_released(cam, r, batch, passed)
@@ -483,6 +490,22 @@ class IndexPipeline:
         for src in touched:
             self._report_progress(src)
         return len(items) - len(ends) - len(gaps) - warm, [self._sources[end.source_id] for end in ends]
+
+    def _hold_progress(self, cam: str, batch: CommitBatch) -> None:
+        """While the gates hold a blurred sample of the camera (their view rule keeps no state in
+        the store), its source's committed progress stays before the hold's first sample: a
+        resumed run gates again from there, from the same reference, and decides alike."""
+        if self.cascade.hold_start(cam) is None:
+            self._hold_floor.pop(cam, None)
+            return
+        floor = self._hold_floor.get(cam)
+        if floor is None:
+            return
+        sid, t = floor
+        if t is None:
+            batch.progress.pop(sid, None)  # held since the source's first sample: nothing is done
+        else:
+            batch.progress[sid] = t
 
     def _pass_released(self, cam: str, r, batch: CommitBatch, passed: list) -> None:
         """A held blurred sample its view kept (the gates' view rule): it passes the gates now
