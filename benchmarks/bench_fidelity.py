@@ -251,7 +251,7 @@ def run_engine(path: str, fps: float | None) -> Run:
             eng.index_file(path, camera_id="cam")
             moments = eng.moments("cam")
             kept = sorted(m.t_rel for m in moments)
-            marked = sorted(m.t_rel for m in moments if m.gate.blurred)
+            marked = sorted(m.t_rel for m in moments if getattr(m.gate, "blurred", False))  # older engines: none
             log = eng.store.moments.gate_log("cam")
         secs = time.perf_counter() - t_start
     samples = [Sample(g.t_rel, g.gate.lap_var, g.gate.mad, g.gate.ssim, g.gate.dropped_by) for g in log]

@@ -22,7 +22,8 @@ class _Section(BaseModel):
 
 class GateConfig(_Section):
     """The image gates (gate/cascade.py: ``decide``). Blur is judged against the camera's own
-    recent sharpness; low change against the whole frame and against each tile of it."""
+    recent sharpness and per view (the span between two scene changes: blur_view_max_s); low
+    change against the whole frame and against each tile of it."""
 
     blur_min_lap_var: float = Field(20.0, ge=0, description="blurred only below this Laplacian variance (the "
                                                             "seed's absolute rule), and only when blur_rel holds too")
@@ -37,7 +38,9 @@ class GateConfig(_Section):
                                                                 "below this shows a new view (a scene cut), not "
                                                                 "the old one blurred: never blurred (a defocus "
                                                                 "keeps the 64x64 thumbnail: SSIM 0.8-1.0; a cut "
-                                                                "to a low-texture view measures 0.1-0.5)")
+                                                                "to a low-texture view measures 0.1-0.5); the "
+                                                                "view rule's scene change (vs the previous "
+                                                                "sample, blur_view_max_s) is this test too")
     blur_coarse_lap_var: float = Field(12.0, ge=0, description="a new view under the blur thresholds is blurred "
                                                                 "when its 64x64 thumbnail's Laplacian variance is "
                                                                 "at least this (coarse structure without fine "
