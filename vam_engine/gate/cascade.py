@@ -29,7 +29,7 @@ import numpy as np
 
 from ..config import GateConfig
 from .bodies import Tiles
-from .reference import laplacian_var, ssim as thumb_ssim
+from .reference import hist_corr, laplacian_var, ssim as thumb_ssim
 from .records import GateRecord, GateRun, Released
 
 _FIRST_CHUNK = 4
@@ -196,18 +196,28 @@ class _Camera:
     ref: _Ref | None = None
     sharpness: tuple[float, ...] = field(default_factory=tuple)  # lap_var of its last kept frames
     held: _Held | None = None
-    last_thumb: Any = None  # the previous sample's thumbnail (the view-change test while one is held)
+    last: _Ref | None = None  # the previous sample (its thumbnail and histogram: the view-change test)
 
 
-def view_ended(cfg: GateConfig, held: _Held, last_thumb, thumb, t: float | None) -> bool:
-    """Whether a sample ends the held sample's view: a scene change from the previous sample
-    (thumbnail SSIM under blur_view_ssim, or a new frame size), or blur_view_max_s since the
-    hold began."""
+def view_end(cfg: GateConfig, held: _Held, last, thumb, hist, t: float | None) -> str | None:
+    """Whether a sample ends the held sample's view before its own decision: "late" when
+    blur_view_max_s passed since the hold began (the view goes on), "cut" at a scene change from
+    the previous sample ``last`` (a _Ref of its thumbnail and histogram: both thumbnail SSIM
+    under blur_view_ssim and histogram correlation under blur_view_hist_corr, as a cut changes
+    both and a pan mostly keeps the histogram; or a new frame size); None while the view goes on."""
     if t is not None and held.t0 is not None and t - held.t0 >= cfg.blur_view_max_s:
-        return True
-    if last_thumb is None or tuple(last_thumb.shape) != tuple(thumb.shape):
-        return True
-    return thumb_ssim(thumb, last_thumb) < cfg.blur_view_ssim
+        return "late"
+    if last is None or tuple(last.thumb.shape) != tuple(thumb.shape):
+        return "cut"
+    cut = thumb_ssim(thumb, last.thumb) < cfg.blur_view_ssim and \
+        hist_corr(np.asarray(hist, np.float64), np.asarray(last.hist, np.float64)) < cfg.blur_view_hist_corr
+    return "cut" if cut else None
+
+
+def shows_other_view(cfg: GateConfig, held: _Held, thumb) -> bool:
+    """A sample that passed the blur rule shows another view than the held sample (a refocus
+    keeps the thumbnail: SSIM 0.8-1.0 by blur_view_ssim's account)."""
+    return thumb_ssim(thumb, held.frame.thumb) < cfg.blur_view_ssim
 
 
 def _stack(grays: Sequence[Any]):
@@ -220,6 +230,43 @@ def _stack(grays: Sequence[Any]):
 
 def _none_if_nan(x: float) -> float | None:
     return None if x != x else float(x)
+
+
+class _Batch:
+    """One call's frames of one size and their statistics against the current reference,
+    recomputed (reference-dependent ones only) from a frame on when the reference moves: in
+    chunks that start small and double while it stays."""
+
+    def __init__(self, cascade: "GateCascade", cfg: GateConfig, frames, ref: _Ref | None):
+        self.body, self.tiles, self.cfg, self.frames = cascade.body, cascade.tiles, cfg, frames
+        self.size = frames.shape[1:3]
+        self.scale = (frames.shape[1] / 64.0) * (frames.shape[2] / 64.0)
+        st = self.body.stats(frames, None, None, None, tiles=self.tiles) if ref is None else \
+            self.body.stats(frames, ref.gray, ref.thumb, ref.hist, tiles=self.tiles)
+        self.st = st
+        self.mad, self.ssim, self.hcorr, self.tmad = (np.array(a, np.float64, copy=True) for a in (
+            st.mad, st.ssim, st.hist_corr, st.tile_mad))
+        self.tchg = np.array(st.tiles_changed, np.int64, copy=True)
+        self.valid_end = len(frames)  # stats of frames [i, valid_end) are against the current reference
+        self.chunk = _FIRST_CHUNK
+
+    def rebase(self, i: int, ref: _Ref) -> _Ref:
+        """The reference moved before frame i: frames from i on are compared with ``ref``."""
+        self.valid_end, self.chunk = i, _FIRST_CHUNK
+        return ref
+
+    def frame(self, i: int, ref: _Ref | None) -> FrameStats:
+        if i >= self.valid_end:
+            j = min(len(self.frames), i + self.chunk)
+            self.chunk *= 2
+            st = self.st
+            c = self.body.compare(self.frames[i:j], st.thumb[i:j], st.hist[i:j], ref.gray, ref.thumb, ref.hist,
+                                  tiles=self.tiles)
+            self.mad[i:j], self.ssim[i:j], self.hcorr[i:j], self.tmad[i:j], self.tchg[i:j] = \
+                c.mad, c.ssim, c.hist_corr, c.tile_mad, c.tiles_changed
+            self.valid_end = j
+        return GateCascade._frame_stats(self.cfg, self.st, i, self.size, self.scale, ref, self.mad, self.ssim,
+                                        self.hcorr, self.tmad, self.tchg)
 
 
 class GateCascade:
@@ -296,15 +343,18 @@ class GateCascade:
         if cam is None or cam.held is None:
             return []
         out: list[Released] = []
-        self._release(cam, self.camera_cfg.get(camera_id, self.cfg), out, 0)
-        cam.last_thumb = None
+        self._release(cam, self.camera_cfg.get(camera_id, self.cfg), out, 0, restart=False)
+        cam.last = None
         return out
 
-    def _release(self, cam: _Camera, cfg: GateConfig, out: list, before: int) -> _Ref:
-        """Keep the held sample, marked: the camera's reference and sharpness move to it."""
+    def _release(self, cam: _Camera, cfg: GateConfig, out: list, before: int, restart: bool) -> _Ref:
+        """Keep the held sample, marked: the camera's reference moves to it, and with ``restart``
+        (its view goes on past blur_view_max_s) its sharpness restarts the history, so the rest
+        of the view is judged against it."""
         h, cam.held = cam.held, None
         cam.ref = h.frame
-        cam.sharpness = update_history(cfg, cam.sharpness, h.record.lap_var)
+        if restart:
+            cam.sharpness = update_history(cfg, cam.sharpness, h.record.lap_var)
         out.append(Released(h.key, h.frame.gray, replace(h.record, dropped_by=None, blurred=True), before))
         return h.frame
 
@@ -323,49 +373,35 @@ class GateCascade:
         cam = self._cams.setdefault(camera_id, _Camera())
         released: list[Released] = []
         if cam.held is not None and tuple(cam.held.frame.gray.shape) != tuple(frames.shape[1:]):
-            self._release(cam, cfg, released, 0)  # a new frame size: the held view ended
+            self._release(cam, cfg, released, 0, restart=False)  # a new frame size: the held view ended
         ref = cam.ref
         if ref is not None and tuple(ref.gray.shape) != tuple(frames.shape[1:]):
             ref = None  # a new frame size: nothing comparable, the first sharp frame is kept
-        tiles = self.tiles
-        scale = (frames.shape[1] / 64.0) * (frames.shape[2] / 64.0)
-        st = self.body.stats(frames, None, None, None, tiles=tiles) if ref is None else \
-            self.body.stats(frames, ref.gray, ref.thumb, ref.hist, tiles=tiles)
-        mad, ssim, hcorr, tmad = (np.array(a, np.float64, copy=True) for a in (st.mad, st.ssim, st.hist_corr,
-                                                                                st.tile_mad))
-        tchg = np.array(st.tiles_changed, np.int64, copy=True)
-        valid_end = n  # stats of frames [i, valid_end) are against the current reference
-        chunk = _FIRST_CHUNK
+        b = _Batch(self, cfg, frames, ref)
         records = []
         for i in range(n):
             t = None if times is None else float(times[i])
-            if cam.held is not None and view_ended(cfg, cam.held, cam.last_thumb, st.thumb[i], t):
-                ref = self._release(cam, cfg, released, i)
-                valid_end, chunk = i, _FIRST_CHUNK
-            if i >= valid_end:
-                j = min(n, i + chunk)
-                chunk *= 2
-                c = self.body.compare(frames[i:j], st.thumb[i:j], st.hist[i:j], ref.gray, ref.thumb, ref.hist,
-                                      tiles=tiles)
-                mad[i:j], ssim[i:j], hcorr[i:j], tmad[i:j], tchg[i:j] = \
-                    c.mad, c.ssim, c.hist_corr, c.tile_mad, c.tiles_changed
-                valid_end = j
-            fs = self._frame_stats(cfg, st, i, frames.shape[1:3], scale, ref, mad, ssim, hcorr, tmad, tchg)
+            ended = None if cam.held is None else view_end(cfg, cam.held, cam.last, b.st.thumb[i], b.st.hist[i], t)
+            if ended:
+                ref = b.rebase(i, self._release(cam, cfg, released, i, restart=ended == "late"))
+            fs = b.frame(i, ref)
+            if cam.held is not None and not is_blurred(cfg, fs, cam.sharpness, ref is not None) \
+                    and shows_other_view(cfg, cam.held, b.st.thumb[i]):
+                ref = b.rebase(i, self._release(cam, cfg, released, i, restart=False))
+                fs = b.frame(i, ref)
             dropped = decide(cfg, fs, cam.sharpness, ref is not None)
             rec = GateRecord(fs.lap_var, _none_if_nan(fs.mad), _none_if_nan(fs.ssim), _none_if_nan(fs.hist_corr),
                              dropped, _none_if_nan(fs.tile_mad), None if ref is None else fs.tiles_changed)
             records.append(rec)
-            cam.last_thumb = st.thumb[i]
+            this = _Ref(grays[i], b.st.thumb[i], b.st.hist[i])
+            cam.last = this
             if dropped == "blur":
-                self._hold(cam, cfg, rec, _Ref(grays[i], st.thumb[i], st.hist[i]), keys[i], t,
-                           ref is None or fs.ssim < cfg.blur_view_ssim)
+                self._hold(cam, cfg, rec, this, keys[i], t, ref is None or fs.ssim < cfg.blur_view_ssim)
                 continue
             cam.held = None  # the view has a sample that passed the blur rule: it keeps no blurred one
             if dropped is None:
-                ref = _Ref(grays[i], st.thumb[i], st.hist[i])
+                ref = b.rebase(i + 1, this)
                 cam.sharpness = update_history(cfg, cam.sharpness, fs.lap_var)
-                valid_end = i + 1
-                chunk = _FIRST_CHUNK
         if ref is not None:
             cam.ref = ref
         return GateRun(records, released)
