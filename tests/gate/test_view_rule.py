@@ -78,6 +78,19 @@ def test_all_blurred_view_keeps_its_sharpest_once_marked(body, batch):
 
 
 @pytest.mark.parametrize("body", bodies())
+def test_a_defocused_pan_is_one_view(body):
+    """A pan keeps the histogram, so a pan over a defocused scene is one view however far its
+    thumbnail moves from sample to sample: one frame kept, when a sharp view follows."""
+    rng = np.random.default_rng(5)
+    a, c = S.textured(rng, H, W), _coarse(rng)
+    canvas = S.blurred(np.concatenate([_coarse(rng) for _ in range(3)], axis=1), 3)
+    frames = [a] + [np.ascontiguousarray(canvas[:, 90 * k:90 * k + W]) for k in range(4)] + [c]
+    recs, rel = _gate(body, frames)
+    assert [r.dropped_by for r in recs] == [None, "blur", "blur", "blur", "blur", None]
+    assert len(rel) == 1 and rel[0][1] == 5 and rel[0][2].lap_var == max(r.lap_var for r in recs[1:5])
+
+
+@pytest.mark.parametrize("body", bodies())
 def test_view_that_ends_with_the_stream_keeps_its_sharpest(body):
     rng = np.random.default_rng(3)
     a, b = S.textured(rng, H, W), _coarse(rng)

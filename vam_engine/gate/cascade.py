@@ -10,14 +10,16 @@ a frame-by-frame run exactly and a keep costs little.
 
 The view rule (``GateConfig.blur_view_max_s``): a view is the span between two scene changes.
 A blurred sample that shows a new view (thumbnail SSIM under ``blur_view_ssim`` against the last
-kept frame, or no comparable one) is held, not dropped: while it is held, each later sample of
-the camera first asks whether the view ended (its thumbnail SSIM against the previous sample's
-under ``blur_view_ssim``, a new frame size, the stream's end, or ``blur_view_max_s`` seconds
-since the hold began). A view that ends with nothing but blurred samples keeps its sharpest
-(largest Laplacian variance) once, marked ``GateRecord.blurred``: it becomes the reference and
-restarts the sharpness history, as any kept view much less sharp than the camera's history does,
-so the rest of a long view is judged against it. A sample of the view that passes the blur rule
-drops the held one: a view with a sharp sample keeps no blurred one. Releases are reported by
+kept frame, or no comparable one) is held, not dropped; a sharper blurred sample of its view
+replaces it. While one is held, each later sample first asks whether the view ended
+(``view_end``: a cut from the previous sample, a new frame size, ``blur_view_max_s`` since the
+hold began; ``end``: the stream's end; or a sample that passes the blur rule but shows another
+view, ``shows_other_view``). A sample that passes the blur rule and shows the held view (a
+refocus) drops the held one: a view with a sharp sample keeps no blurred one. A view that ends
+with nothing but blurred samples keeps its sharpest (largest Laplacian variance) once, marked
+``GateRecord.blurred``; it becomes the reference, and when the hold ended at the deadline (the
+view goes on) it restarts the sharpness history too, as any kept view much less sharp than the
+camera's history does, so the rest of the view is judged against it. Releases are reported by
 ``gate`` (``GateRun.released``) before the decision on the sample that ended the view.
 """
 from __future__ import annotations
