@@ -13,6 +13,7 @@ import time
 
 from ..errors import VamError
 from ..server.tokens import SCOPES, TokenStore
+from . import notify_options
 from .common import config_from_args, make_engine
 
 
@@ -56,7 +57,7 @@ def _options(app_module, args, **kw):
                                    max_monitors_per_token=args.max_monitors_per_token,
                                    max_sessions_per_token=args.max_sessions_per_token,
                                    max_session_streams=args.max_session_streams,
-                                   max_connections=args.max_connections, **kw)
+                                   max_connections=args.max_connections, mcp=args.mcp, **kw)
 
 
 def cmd_serve(args) -> int:
@@ -65,14 +66,22 @@ def cmd_serve(args) -> int:
     uvicorn, app_module, auth, heap, http = _web_stack()
     tokens = TokenStore(args.store)
     auth.check_bind(args.host, tokens)  # before the engine loads: a refused start costs little
+    notify_cfg = notify_options.notify_config(args)  # so is a bad --mqtt or --webhook
     eng = make_engine(args, existing=False)
+    notifier = None
     try:
+        notifier = notify_options.make_notifier(eng, notify_cfg)  # None without --mqtt and --webhook
         opts = _options(app_module, args, cors_origins=tuple(args.cors_origin or ()),
-                        require_tokens=not auth.is_loopback(args.host))
+                        require_tokens=not auth.is_loopback(args.host),
+                        metric_sources=(notifier.metric_lines,) if notifier is not None else ())
         app = app_module.create_app(eng, opts)  # first: it taps the model the writer and the monitors then use
         # serve is the store's one writer (docs/design.md section 7): claimed now, so a second writer is told
         # at once, and the document writer and retention run while it serves
         eng.start()
+        if notifier is not None:
+            notifier.start()
+            print(f"vam-engine serve: alerts, replies and camera states to {', '.join(s.where for s in notifier.sinks)}",
+                  file=sys.stderr)
         cams = None
         if args.cameras:
             cams = CameraSet(eng, args.cameras)
@@ -103,6 +112,8 @@ def cmd_serve(args) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C interrupts a slow close
             signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
     finally:
+        if notifier is not None:  # first: what it holds goes out, then "offline"
+            notifier.close()
         eng.close()
     return 0
 
@@ -111,6 +122,7 @@ def cmd_serve_cluster(args) -> int:
     """``serve --cluster ADDRESS``: connect (``local``: start Ray here), serve until SIGINT/SIGTERM."""
     uvicorn, app_module, auth, _, http = _web_stack()
     auth.check_bind(args.host, TokenStore(args.store))
+    notify_options.notify_config(args)  # --mqtt and --webhook are refused here, naming why
     from ..cluster import connect
     from ..cluster.app import create_cluster_app
 
@@ -186,10 +198,13 @@ def register(sub, g) -> None:
     sp.add_argument("--max-session-streams", type=int, default=64,
                     help="session event streams open at once (429 beyond)")
     sp.add_argument("--cors-origin", action="append", help="allow this browser origin (repeatable; default none)")
+    sp.add_argument("--mcp", action="store_true", help="also serve the memory as MCP tools (streamable HTTP at "
+                    "/mcp, the same tokens; needs vam_engine[mcp])")
     sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     sp.add_argument("--cluster", metavar="ADDRESS", help="serve camera shards on this Ray cluster ('local': start "
                     "one here); --store is then the shards' root")
     sp.add_argument("--shards", type=int, help="with --cluster: how many shards a new root gets (default: one per node)")
+    notify_options.add_arguments(sp)
     sp.set_defaults(func=cmd_serve)
 
     sp = sub.add_parser("token", help="create, list or revoke the service's bearer tokens")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from .base import Image, LLMRequest, Message, Sampling
+from .base import Clip, Image, LLMRequest, Message, Sampling
 
 # decoding per role: VAM Table 7 (temperature, max tokens)
 SAMPLING = {
@@ -23,15 +23,16 @@ SAMPLING = {
 }
 
 EVENT_WRITER = """You write retrieval documents for a visual memory of video streams.
-You receive one finished event of one camera: its time range, up to eight frames spread over it, each with its time, and
-what was said near the camera during it when its audio was transcribed (speech lines with their times).
+You receive one finished event of one camera: its time range, up to eight frames spread over it, each with its time
+(or a video clip of it, with its sound), and what was said near the camera during it when its audio was transcribed
+(speech lines with their times).
 Write a factual document that a text search can find later:
 - state the time range;
 - describe the people, objects, actions, scene changes and any readable text you see;
 - when speech lines are given, say what was said (quote the words that matter, with their times); the transcript may
   mishear a word: never invent speech that is not in it;
 - use a few short lines, one observation per line, rather than one dense paragraph;
-- describe only what the frames show; no guesses, no numbered template."""
+- describe only what the frames or the clip show; no guesses, no numbered template."""
 
 SUMMARY_WRITER = """You write reusable timeline notes for a visual memory of video streams.
 You receive a time window, the event documents that overlap it, frames from it, each with its time, and what was said
@@ -100,15 +101,22 @@ def speech_lines(speech) -> list[dict]:
 
 
 def event_document(camera_id: str, t_start: float, t_end: float, frames, *, absolute: bool = False,
-                   speech=()) -> LLMRequest:
+                   speech=(), clip: bytes | None = None) -> LLMRequest:
     """``frames``: up to 8 (Image or path, t) pairs spread over the event; ``speech``: the
-    (t_start, t_end, text) transcript segments of its interval (the key is left out without)."""
+    (t_start, t_end, text) transcript segments of its interval (the key is left out without);
+    ``clip``: the event's MP4, sent as a video to a model that takes one, the frames its
+    fallback (a ``Clip`` part; its times are from the event's start, as the video's are)."""
     fields = dict(task="event_document", camera=camera_id,
                   time_range={"start_s": round(t_start, 3), "end_s": round(t_end, 3),
                               "clock": "unix" if absolute else "stream"})
     if speech:
         fields["speech"] = speech_lines(speech)
-    return _request("event_writer", EVENT_WRITER, [_payload(**fields), *_frames(frames)])
+    if clip is None or not frames:
+        return _request("event_writer", EVENT_WRITER, [_payload(**fields), *_frames(frames)])
+    fields["video"] = "the event's clip; its times are seconds from start_s"
+    shots = tuple(img if isinstance(img, Image) else Image(img) for img, _ in frames)
+    return _request("event_writer", EVENT_WRITER, [_payload(**fields), Clip(
+        shots, tuple(round(t - t_start, 3) for _, t in frames), mp4=clip)])
 
 
 def summary_window(camera_id: str | None, t0: float, t1: float, granularity_s: float, focus: str,

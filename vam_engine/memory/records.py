@@ -61,6 +61,18 @@ class Moment:
 
 
 @dataclass(frozen=True)
+class ClipFrame:
+    """A retained frame as a clip uses it: its times on the camera's axis (``t``) and on its
+    source's clock (``t_rel``), the source it came from, its JPEG."""
+
+    moment_id: int
+    t: float
+    t_rel: float
+    source_id: int
+    frame_path: str
+
+
+@dataclass(frozen=True)
 class BoxRef:
     """A box on a stored frame that evidence points at: a detected thing ("object", ``label``
     its class name) or a line of text read there ("text", ``label`` the text). ``box``:

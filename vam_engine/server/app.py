@@ -20,6 +20,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from fastapi import FastAPI, HTTPException
 from fastapi.exceptions import RequestValidationError
@@ -27,11 +28,13 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from ..errors import StoreError, Unavailable, VamError
+from . import logfilter
 from .auth import need
 from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
 from .middleware import BodyLimit, SecurityHeaders, Timing
 from .queries import BadQuery
+from .routes_clips import router as clips_router
 from .routes_live import router as live_router
 from .routes_memory import router as memory_router
 from .routes_sessions import router as sessions_router
@@ -66,6 +69,10 @@ class ServeOptions:
     max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
     lanes: LaneSizes = field(default_factory=LaneSizes)  # handler threads at once per endpoint class
+    # more /metrics lines: callables returning Prometheus text lines (serve adds the notifier's:
+    # MQTT and webhook deliveries, drops, dead letters)
+    metric_sources: tuple[Callable[[], list[str]], ...] = ()
+    mcp: bool = False  # the MCP tools over streamable HTTP at /mcp (mcp_http.py; needs the mcp extra)
 
     def __post_init__(self):
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
@@ -79,6 +86,8 @@ class ServeOptions:
             raise ValueError(f"header_timeout_s must be > 0, got {self.header_timeout_s!r}")
         if self.status_poll_s <= 0 or self.keepalive_s <= 0:
             raise ValueError("status_poll_s and keepalive_s must be > 0")
+        if not all(callable(f) for f in self.metric_sources):
+            raise ValueError("metric_sources must be callables returning lines of Prometheus text")
         if not isinstance(self.lanes, LaneSizes):
             raise ValueError(f"lanes must be a LaneSizes, got {type(self.lanes).__name__}")
 
@@ -98,11 +107,18 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     metrics = Metrics(options.metrics_store_every_s)
     hub = AlertHub(engine, backend)
 
+    mcp_manager = []  # the MCP transport's session manager, run while the app runs (options.mcp)
+
     @asynccontextmanager
     async def lifespan(app):
+        logfilter.install()  # whatever runs the app: no query string in the HTTP server's log lines
         hub.start()
         try:
-            yield
+            if mcp_manager:
+                async with mcp_manager[0].run():
+                    yield
+            else:
+                yield
         finally:
             hub.close()
 
@@ -138,7 +154,15 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.include_router(live_router)
     app.include_router(sessions_router)
     app.include_router(perception_router)
+    app.include_router(clips_router)
 
+    if options.mcp:
+        try:
+            from .mcp_http import mount
+        except ImportError as e:
+            raise VamError(f"the MCP endpoint needs the MCP SDK ({e.name} is not installed): "
+                           "pip install 'vam_engine[mcp]'") from None
+        mcp_manager.append(mount(app))
     app.mount("/static", StaticFiles(directory=WEB), name="static")
 
     @app.get("/", include_in_schema=False)
@@ -197,5 +221,6 @@ def _service_routes(app: FastAPI, engine, backend, metrics: Metrics, hub: AlertH
         """Prometheus text (0.0.4). It names every camera: a camera-limited token is refused."""
         if p.cameras is not None:
             raise HTTPException(403, "metrics cover every camera; use a token without a camera limit")
-        text = metrics.render(backend) + "\n".join(process_lines() + app.state.lanes.metric_lines()) + "\n"
+        extra = [line for source in app.state.options.metric_sources for line in source()]
+        text = metrics.render(backend) + "\n".join(process_lines() + app.state.lanes.metric_lines() + extra) + "\n"
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")

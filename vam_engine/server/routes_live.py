@@ -155,14 +155,10 @@ def camera_gaps(request: Request, camera_id: str, t0: float | None = None, t1: f
 
 
 # -- monitors --------------------------------------------------------------------------------------
-def _monitor_visible(p: Principal, m) -> bool:
-    return p.cameras is None or (m.cameras is not None and all(c in p.cameras for c in m.cameras))
-
-
 @router.get("/api/monitors", tags=["monitors"])
 def monitors(request: Request, include_ended: bool = False, p: Principal = need("read")):
     fn = _api(_engine(request), "monitors", "monitors")
-    return {"monitors": [m.to_json() for m in fn(include_ended=include_ended) if _monitor_visible(p, m)]}
+    return {"monitors": [m.to_json() for m in fn(include_ended=include_ended) if p.sees_all(m.cameras)]}
 
 
 @router.post("/api/monitors", tags=["monitors"], status_code=201)
@@ -182,7 +178,7 @@ async def watch(request: Request, body: MonitorBody, p: Principal = need("write"
 async def unwatch(request: Request, monitor_id: str, p: Principal = need("write")):
     eng = _engine(request)
     listed = {m.monitor_id: m for m in _api(eng, "monitors", "monitors")(include_ended=True)}
-    if monitor_id not in listed or not _monitor_visible(p, listed[monitor_id]):
+    if monitor_id not in listed or not p.sees_all(listed[monitor_id].cameras):
         raise HTTPException(404, f"no monitor {monitor_id!r}")
     ok = await run_in_threadpool(eng.unwatch, monitor_id)
     request.app.state.owned.release("monitor", monitor_id)

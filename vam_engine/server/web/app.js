@@ -199,7 +199,8 @@ function drawRows() {
         if (x1 < 0 || x0 > trackWidth()) continue;
         track.append(el("div", { class: "ev" + (e.doc ? " doc" : ""), style: `left:${x0}px;width:${Math.max(2, x1 - x0)}px`,
           title: (e.doc || "event") + ` (${fmtT(e.t_start, span)}–${fmtT(e.t_end, span)})`,
-          onclick: () => openViewer(`${c.camera_id} · event ${fmtT(e.t_start, span)}–${fmtT(e.t_end, span)}`, e.frames, e.doc) }));
+          onclick: () => openViewer(`${c.camera_id} · event ${fmtT(e.t_start, span)}–${fmtT(e.t_end, span)}`, e.frames, e.doc, 0, [],
+            e.clip) }));
       }
       for (const sp of d.said || []) {  // transcript segments: what was said, on a lane under the events
         const x0 = xOf(sp.t_start), x1 = xOf(sp.t_end);
@@ -362,8 +363,28 @@ async function drawBoxes(url) {
   layer.dataset.count = String(items.length);
 }
 
-function openViewer(title, frames, text, index = 0, cited = []) {
+// the clip of what the viewer shows (a `clip` URL of /api/clips): fetched with the token, played in place
+let clipURL = null;
+function setClip(url) {
+  const video = $("viewer-video"), button = $("viewer-clip");
+  video.pause(); video.hidden = true; video.removeAttribute("src");
+  if (clipURL) { URL.revokeObjectURL(clipURL); clipURL = null; }
+  button.hidden = !url;
+  button.onclick = !url ? null : async () => {
+    button.disabled = true; button.textContent = "loading clip…";
+    try {
+      const r = await fetch(url, { headers: authHeaders() });
+      if (!r.ok) throw new ApiError(r.status, (await r.json().catch(() => ({}))).detail || r.statusText);
+      clipURL = URL.createObjectURL(await r.blob());
+      video.src = clipURL; video.hidden = false; button.hidden = true; video.play().catch(() => {});
+    } catch (err) { toast("clip: " + err.message); }
+    finally { button.disabled = false; button.textContent = "▶ clip"; }
+  };
+}
+
+function openViewer(title, frames, text, index = 0, cited = [], clip = null) {
   S.cited = cited;
+  setClip(clip);
   $("viewer").hidden = false;
   $("viewer-title").textContent = title;
   $("viewer-text").textContent = text || "";
@@ -388,7 +409,7 @@ async function openEvidence(ev, label) {
   }
   const span = ev.t_end - ev.t_start;
   openViewer(`${label || ""} ${ev.camera_id} · ${fmtT(ev.t_start, span)}–${fmtT(ev.t_end, span)} (${ev.source})`, frames, ev.text,
-    0, ev.boxes || []);
+    0, ev.boxes || [], ev.clip);
   if (ev.camera_id && ev.camera_id !== "*") jumpTo(ev.camera_id, ev.t_start, ev.t_end);
 }
 
@@ -566,7 +587,7 @@ function addAlert(a, fresh) {
 }
 
 function openAlert(a) {
-  openViewer(`alert · ${a.camera_id} · ${fmtT(a.t, 30)} · ${Math.round(a.confidence * 100)}%`, a.frames.length ? a.frames : a.moment_frames, a.observed, a.frames.length - 1);
+  openViewer(`alert · ${a.camera_id} · ${fmtT(a.t, 30)} · ${Math.round(a.confidence * 100)}%`, a.frames.length ? a.frames : a.moment_frames, a.observed, a.frames.length - 1, [], a.clip);
   jumpTo(a.camera_id, a.t - 2, a.t + 2);
 }
 
@@ -610,7 +631,7 @@ function start() {
     if (S.ws) S.ws.close();
     refreshAll();
   });
-  $("viewer-close").addEventListener("click", () => { $("viewer").hidden = true; S.cursor = null; drawRows(); });
+  $("viewer-close").addEventListener("click", () => { $("viewer").hidden = true; setClip(null); S.cursor = null; drawRows(); });
   $("search-form").addEventListener("submit", doSearch);
   $("search-image").addEventListener("change", (e) => e.target.parentElement.classList.toggle("has", !!e.target.files.length));
   $("ask-form").addEventListener("submit", doAsk);
