@@ -291,6 +291,11 @@ class GateCascade:
         c = self._cams.get(camera_id)
         return () if c is None else c.sharpness
 
+    def held_key(self, camera_id: str):
+        """The key of the sample the camera holds (its view may still keep it), or None."""
+        c = self._cams.get(camera_id)
+        return None if c is None or c.held is None else c.held.key
+
     def hold_start(self, camera_id: str):
         """The key of the sample the camera's current hold began with, or None when it holds
         nothing. A hold is not committed: a resumed run must gate again from that sample on."""
@@ -357,7 +362,7 @@ class GateCascade:
         cam.ref = h.frame
         if restart:
             cam.sharpness = update_history(cfg, cam.sharpness, h.record.lap_var)
-        out.append(Released(h.key, h.frame.gray, replace(h.record, dropped_by=None, blurred=True), before))
+        out.append(Released(h.key, replace(h.record, dropped_by=None, blurred=True), before))
         return h.frame
 
     def _hold(self, cam: _Camera, cfg: GateConfig, rec: GateRecord, frame: _Ref, key, t, new_view: bool) -> None:

@@ -26,7 +26,6 @@ class Released:
     """A view's held blurred sample, kept when its view ended (the view rule, gate/cascade.py)."""
 
     key: Any  # what the caller gave with the frame (GateCascade.gate's ``keys``)
-    gray: Any  # the frame, as given
     record: GateRecord  # its record as kept: dropped_by None, blurred True
     before: int  # kept before the decision on this frame of the call (its length: after all of them)
 

@@ -349,7 +349,7 @@ class IndexPipeline:
                 gated += n
                 ended += done
                 if self.perception is not None:  # the kept frames of every camera: one submission
-                    perceived += self.perception.submit(self.semantic.undecided(self._gated_t))
+                    perceived += self.perception.submit(self._undecided())
                 # Commit by size, at a source's end, on flush(), or once per commit interval: a
                 # commit per sample would write the camera's reference frame every time.
                 if taken and (gated >= self.cfg.store.commit_every or ended or self._flush_requested.is_set()
@@ -357,7 +357,7 @@ class IndexPipeline:
                     self._flush_requested.clear()
                     self.semantic.checkpoint(batch, writes)
                     if self.perception is not None:
-                        perceived.append(self.perception.snapshot(self.semantic.undecided(self._gated_t)))
+                        perceived.append(self.perception.snapshot(self._undecided()))
                     self._hand_over((batch, writes, ended, taken, perceived))
                     batch, writes, ended, perceived = CommitBatch(), [], [], []
                     taken = gated = 0
@@ -490,6 +490,16 @@ class IndexPipeline:
         for src in touched:
             self._report_progress(src)
         return len(items) - len(ends) - len(gaps) - warm, [self._sources[end.source_id] for end in ends]
+
+    def _undecided(self) -> dict[str, float]:
+        """Per camera, the time from which frames may still be kept (what perception's present
+        frames wait for): the semantic stage's bound, or the gates' held sample's when older."""
+        out = self.semantic.undecided(self._gated_t)
+        for cam, t in out.items():
+            it = self.cascade.held_key(cam)
+            if it is not None:
+                out[cam] = min(t, camera_time(it.frame.t_rel, it.frame.t_abs))
+        return out
 
     def _hold_progress(self, cam: str, batch: CommitBatch) -> None:
         """While the gates hold a blurred sample of the camera (their view rule keeps no state in
