@@ -46,10 +46,24 @@ class Segment:
 @dataclass
 class Shot:
     """What the camera shows for ``seconds``: ``render(local_t)`` gives the RGB frame; segments
-    are in shot-local seconds."""
+    are in shot-local seconds. ``view``: the shot starts a new view (a cut); else it goes on
+    with the previous shot's view (a pan from a still, the view refocused, a digit changed)."""
     seconds: float
     render: Callable[[float], np.ndarray]
     segments: list = field(default_factory=list)
+    view: bool = True
+
+
+@dataclass(frozen=True)
+class View:
+    """The span between two cuts, [t0, t1) clip-relative; ``blurred``: every segment in it is
+    a heavy-blur one (no sample of it is sharp)."""
+    t0: float
+    t1: float
+    blurred: bool
+
+    def contains(self, t: float) -> bool:
+        return self.t0 - 1e-9 <= t < self.t1
 
 
 @dataclass
@@ -65,6 +79,7 @@ class Clip:
     segments: list
     start_s: float = 0.0
     vfr: bool = False
+    views: list = field(default_factory=list)
 
     @property
     def frames(self) -> int:
@@ -72,9 +87,11 @@ class Clip:
 
 
 # -- clips: shots and their segments -------------------------------------------------------------------
-def still(img, seconds: float, kind: str | None = "scene", note: str = "") -> Shot:
-    """A static view; ``kind`` labels the whole shot (None: no segment, e.g. a refocused view)."""
-    return Shot(seconds, lambda t: img, [Segment(kind, 0.0, seconds, note)] if kind else [])
+def still(img, seconds: float, kind: str | None = "scene", note: str = "", view: bool | None = None) -> Shot:
+    """A static view; ``kind`` labels the whole shot (None: no segment, e.g. a refocused view);
+    ``view``: a new view (default: when it has a segment)."""
+    return Shot(seconds, lambda t: img, [Segment(kind, 0.0, seconds, note)] if kind else [],
+                kind is not None if view is None else view)
 
 
 def pan(canvas, h: int, w: int, seconds: float, *, x0: int = 0, y0: int = 0, speed: float,
@@ -100,7 +117,7 @@ def pan(canvas, h: int, w: int, seconds: float, *, x0: int = 0, y0: int = 0, spe
             first = cut and k == 0
             segs.append(Segment(("scene" if kind == "pan" else kind) if first else kind, a, b, f"{note} #{k}"))
         k += 1
-    return Shot(seconds, render, segs)
+    return Shot(seconds, render, segs, cut)
 
 
 def crop(canvas, h: int, w: int, x: int = 0, y: int = 0):
@@ -150,9 +167,9 @@ def shots_defocus(p: Params) -> list:
     v1, v2, v3 = crop(a, h, w), crop(a, h, w, a.shape[1] - w), crop(a, h, w, a.shape[1] // 3)
     blurred = syn.defocus(a, 5.0 * h / 360)
     speed = (w / 2) / d(6)
-    return [still(v1, d(10), note="view 1"), still(syn.defocus(v1, 6.0 * h / 360), d(10), BLUR, "view 1 sigma 6"),
+    return [still(v1, d(10), note="view 1"), still(syn.defocus(v1, 6.0 * h / 360), d(10), BLUR, "view 1 sigma 6", False),
             still(v1, d(8), None), still(v2, d(10), note="view 2 cut"),
-            still(syn.defocus(v2, 4.5 * h / 360), d(10), BLUR, "view 2 sigma 4.5"),
+            still(syn.defocus(v2, 4.5 * h / 360), d(10), BLUR, "view 2 sigma 4.5", False),
             pan(blurred, h, w, d(10), speed=speed, kind=BLUR, cut=True, note="defocused pan"),
             still(v3, d(8), note="view 3 cut")]
 
@@ -175,7 +192,7 @@ def shots_digits(p: Params) -> list:
     shots = [still(syn.draw_digits(page, f"{value:04d}", x, y, size), d(10), note=f"page {value:04d}")]
     for _ in range(4 if p.short else 12):
         value += int(rng.integers(1, 8))  # a counter: mostly one or two digits change
-        shots.append(still(syn.draw_digits(page, f"{value:04d}", x, y, size), d(6), "digits", f"{value:04d}"))
+        shots.append(still(syn.draw_digits(page, f"{value:04d}", x, y, size), d(6), "digits", f"{value:04d}", False))
     return shots
 
 
@@ -199,7 +216,8 @@ def crossing(bg, sprite, seconds: float, y: int, *, park_s: float = 0.0, note: s
             return int(round(mid + speed * max(0.0, t - t_mid - park_s)))
         return int(round(-sw + speed * t))
     t_in, t_out = sw / speed, w / speed + park_s  # x in [0, w - sw]
-    return Shot(seconds, lambda t: syn.paste(bg, sprite, xpos(t), y), [Segment("object", t_in, t_out, note)])
+    return Shot(seconds, lambda t: syn.paste(bg, sprite, xpos(t), y), [Segment("object", t_in, t_out, note)],
+                view=False)
 
 
 def shots_sprite(p: Params) -> list:
@@ -254,7 +272,7 @@ def shots_low_texture_only(p: Params) -> list:
             still(syn.haze(cover(syn.photo("coffee"), h, w), *fog), d(12), LOW_TEXTURE, "fog coffee"),
             still(syn.haze(cover(syn.photo("rocket"), h, w), *night), d(12), LOW_TEXTURE, "night rocket"),
             still(moon2, d(10), LOW_TEXTURE, "moon, other crop"),
-            still(syn.defocus(moon2, 4.0 * h / 360), d(10), BLUR, "moon defocused"),
+            still(syn.defocus(moon2, 4.0 * h / 360), d(10), BLUR, "moon defocused", False),
             pan(night_strip, h, w, d(24), speed=speed, kind=LOW_TEXTURE, cut=True, note="night pan"),
             still(syn.haze(cover(syn.photo("astronaut"), h, w), *fog), d(10), LOW_TEXTURE, "fog astronaut")]
 
@@ -274,7 +292,7 @@ def shots_vfr(p: Params) -> list:
             still(retina, d(10), LOW_TEXTURE, "retina"),
             still(view, d(4), note="wall again"),
             crossing(view, _sprite(), d(10), h // 3, note="sprite over the wall"),
-            still(syn.defocus(view, 16.0 * h / 1080), d(8), BLUR, "wall sigma 16"),
+            still(syn.defocus(view, 16.0 * h / 1080), d(8), BLUR, "wall sigma 16", False),
             still(crop(wall, h, w, span // 2, 0), d(8), note="wall, other view")]
 
 
@@ -296,24 +314,121 @@ def shots_cut_defocus(p: Params) -> list:
     k = h / 360
     lead = d(10) - (1 if p.name == "cut_defocus_360p" else 0)  # the first cut at an odd or an even second
     return [still(a, lead, note="A"),
-            still(syn.defocus(b, 4.5 * k), d(6), BLUR, "cut to B, sigma 4.5"), still(b, d(8), note="B in focus"),
-            still(syn.defocus(c, 6.0 * k), d(6), BLUR, "cut to C, sigma 6"), still(c, d(8), note="C in focus"),
-            still(syn.defocus(e, 9.0 * k), d(6), BLUR, "cut to D, sigma 9"), still(e, d(8), note="D in focus"),
-            still(syn.defocus(a, 6.0 * k), d(6), BLUR, "cut to A, sigma 6"), still(a, d(8), note="A in focus")]
+            still(syn.defocus(b, 4.5 * k), d(6), BLUR, "cut to B, sigma 4.5"), still(b, d(8), note="B in focus", view=False),
+            still(syn.defocus(c, 6.0 * k), d(6), BLUR, "cut to C, sigma 6"), still(c, d(8), note="C in focus", view=False),
+            still(syn.defocus(e, 9.0 * k), d(6), BLUR, "cut to D, sigma 9"), still(e, d(8), note="D in focus", view=False),
+            still(syn.defocus(a, 6.0 * k), d(6), BLUR, "cut to A, sigma 6"), still(a, d(8), note="A in focus", view=False)]
+
+
+def pan_zoom(canvas, h: int, w: int, seconds: float, *, speed: float, zoom: float = 1.0, noise: float = 0.0,
+             seed: int = 0, kind: str = LOW_TEXTURE, note: str = "") -> Shot:
+    """A new view panning right over ``canvas`` at ``speed`` canvas px/s while zooming in from 1
+    to ``zoom`` (the crop shrinks to 1 / zoom of h x w about the pan's centre and is scaled back
+    up to h x w), with fresh Gaussian sensor noise of std ``noise`` in every frame. Segments as
+    ``pan``'s with ``cut``: a ``kind`` segment for every half frame width the view pans."""
+    ymid = canvas.shape[0] / 2
+    if canvas.shape[0] < h or w / 2 + speed * seconds + w / 2 > canvas.shape[1] or speed <= 0 or zoom < 1:
+        raise ValueError(f"pan_zoom {note!r}: {seconds} s at {speed} px/s, zoom {zoom} leaves the "
+                         f"{canvas.shape[1]}x{canvas.shape[0]} canvas")
+
+    def render(t):
+        z = 1.0 + (zoom - 1.0) * t / seconds
+        ch, cw = h / z, w / z
+        x0, y0 = w / 2 + speed * t - cw / 2, ymid - ch / 2
+        view = canvas[int(y0):int(y0) + int(round(ch)), int(x0):int(x0) + int(round(cw))]
+        img = syn.resize_rgb(view, h, w).astype(np.float32)
+        if noise > 0:
+            img += np.random.default_rng([seed, int(round(t * 1000))]).normal(0, noise, img.shape[:2])[..., None]
+        return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+    return Shot(seconds, render, pan(canvas, h, w, seconds, speed=speed, kind=kind, cut=True, note=note).segments)
+
+
+def _mirrored_strip(img, height: int, width: int) -> np.ndarray:
+    """``img`` scaled to ``height`` and repeated, mirrored every other time, to at least ``width``."""
+    img = syn.resize_rgb(img, height, max(1, round(img.shape[1] * height / img.shape[0])))
+    parts, n = [], 0
+    while n < width:
+        parts.append(img if len(parts) % 2 == 0 else img[:, ::-1])
+        n += img.shape[1]
+    return np.ascontiguousarray(np.concatenate(parts, axis=1))
+
+
+def _cells(height: int, width: int) -> np.ndarray:
+    """A microscope's field of cells: the part of scikit-image's ``cell`` (a phase-contrast
+    image, 660x550) around its cell, rows 150-560 and columns 250-550, as RGB, mirrored into a
+    strip (a cell every 0.7 frame heights). Smooth at the thumbnail's scale (coarse sharpness
+    0.21-0.26 from 360p to 1080p: the blur rule alone reads it as defocused)."""
+    import skimage.data
+
+    patch = np.asarray(skimage.data.cell(), np.uint8)[150:560, 250:550]
+    return _mirrored_strip(np.repeat(patch[..., None], 3, axis=2), height, width)
+
+
+def _clouds(rng, height: int, width: int) -> np.ndarray:
+    """A sky of clouds: fractal noise (amplitude 1 / f^1.6, so soft but down to the pixel) over a
+    blue-white gradient, in a few dozen gray levels."""
+    fy = np.fft.fftfreq(height)[:, None]
+    fx = np.fft.rfftfreq(width)[None, :]
+    f = np.sqrt(fx * fx + fy * fy)
+    f[0, 0] = 1.0
+    spec = (rng.normal(size=f.shape) + 1j * rng.normal(size=f.shape)) / f ** 1.6
+    spec[0, 0] = 0
+    n = np.fft.irfft2(spec, s=(height, width))
+    n = (n - n.mean()) / n.std()
+    cover = np.clip(0.5 + 0.35 * n, 0, 1)[..., None]
+    sky = np.array([120.0, 150.0, 200.0]) * (0.9 + 0.1 * np.linspace(0, 1, height))[:, None, None]
+    return np.clip(sky * (1 - cover) + 215.0 * cover, 0, 255).astype(np.uint8)
+
+
+LIGHT_NOISE = 1.0  # the sensor noise of the low-texture motion clips (std, gray levels, before the codec)
+DARK_ROOM = (0.12, 22.0)  # haze(keep, veil): a dim room with little contrast
+
+
+def shots_low_texture_motion(p: Params) -> list:
+    """Sharp low-texture scenes under slow pans and zooms with light sensor noise, each after a
+    normal view (so the camera's sharpness history is that of a textured scene): a microscope's
+    cells (45 s), clouds, fog and a dark room with little contrast (20 s each)."""
+    fog, _, _ = _low(p)
+    h, w, d = p.height, p.width, lambda s: _sec(p, s)
+    a = syn.photo_strip(["astronaut", "coffee", "rocket", "camera"], int(h * 1.15))
+    rng = np.random.default_rng(p.seed + 11)
+    speed = (w / 2) / 12  # half a frame per 12 s
+    pz = {"speed": speed, "zoom": 1.3, "noise": LIGHT_NOISE}
+    lead = w + int(speed * d(45)) + 2
+
+    def normal(k, secs):
+        return still(crop(a, h, w, k * (a.shape[1] - w) // 4), d(secs), note=f"normal view {k}")
+    return [normal(0, 10),
+            pan_zoom(_cells(int(h * 1.1), lead), h, w, d(45), seed=p.seed + 1, note="cells", **pz),
+            normal(1, 8),
+            pan_zoom(_clouds(rng, int(h * 1.1), lead), h, w, d(20), seed=p.seed + 2, note="clouds", **pz),
+            normal(2, 8),
+            pan_zoom(syn.haze(_mirrored_strip(syn.photo("coffee"), int(h * 1.1), lead), *fog), h, w, d(20),
+                     seed=p.seed + 3, note="fog", **pz),
+            normal(3, 8),
+            pan_zoom(syn.haze(syn.photo_strip(["chelsea", "camera", "coffee", "astronaut"], int(h * 1.1)),
+                              *DARK_ROOM), h, w, d(20), seed=p.seed + 4, note="dark room", **pz),
+            normal(4, 8)]
 
 
 CLIPS = {"pans_static": shots_pans_static, "defocus": shots_defocus, "digits": shots_digits,
          "sprite": shots_sprite, "low_texture": shots_low_texture, "low_texture_only": shots_low_texture_only,
          "vfr_1080p": shots_vfr, "cut_defocus_360p": shots_cut_defocus,
-         "cut_defocus_720p_vfr": shots_cut_defocus, "cut_defocus_1080p_vfr": shots_cut_defocus}
+         "cut_defocus_720p_vfr": shots_cut_defocus, "cut_defocus_1080p_vfr": shots_cut_defocus,
+         "low_texture_motion_360p": shots_low_texture_motion, "low_texture_motion_720p": shots_low_texture_motion,
+         "low_texture_motion_1080p": shots_low_texture_motion}
 VFR_START_S = 3600.0
 # clips other than 640x360 at 30 fps: (width, height, --quick width, --quick height); VFR_CLIPS: variable rate
 SIZES = {"vfr_1080p": (1920, 1080, 640, 360), "cut_defocus_720p_vfr": (1280, 720, 640, 360),
-         "cut_defocus_1080p_vfr": (1920, 1080, 640, 360)}
+         "cut_defocus_1080p_vfr": (1920, 1080, 640, 360), "low_texture_motion_720p": (1280, 720, 640, 360),
+         "low_texture_motion_1080p": (1920, 1080, 640, 360)}
 VFR_CLIPS = ("vfr_1080p", "cut_defocus_720p_vfr", "cut_defocus_1080p_vfr")
 # keyframe interval in frames where not 2 s (which puts a keyframe on every sample at 0.5 fps): x264's
 # default, so the cuts and the samples after them are P-frames, as in a stream the sampling does not line up with
 GOP_FRAMES = {"cut_defocus_360p": 250}
+# frame rate where not 30 fps (the long low-texture clips: 10 fps is enough for 0.5 fps sampling and
+# keeps the 1080p encode short)
+FPS = {"low_texture_motion_360p": 10, "low_texture_motion_720p": 10, "low_texture_motion_1080p": 10}
 
 
 def params_for(name: str, quick: bool, seed: int = 0) -> Params:
@@ -321,8 +436,8 @@ def params_for(name: str, quick: bool, seed: int = 0) -> Params:
         raise ValueError(f"unknown clip {name!r}; clips: {', '.join(CLIPS)}")
     if name in SIZES:
         w, h, qw, qh = SIZES[name]
-        return Params(name, qw if quick else w, qh if quick else h, 30, quick, seed)
-    return Params(name, 320 if quick else 640, 180 if quick else 360, 15 if quick else 30, quick, seed)
+        return Params(name, qw if quick else w, qh if quick else h, FPS.get(name, 30), quick, seed)
+    return Params(name, 320 if quick else 640, 180 if quick else 360, 15 if quick else FPS.get(name, 30), quick, seed)
 
 
 def _key(p: Params) -> str:
@@ -343,6 +458,7 @@ def make_clip(p: Params, cache_dir: Path) -> Clip:
     duration = float(starts[-1])
     segments = [Segment(g.kind, round(float(a) + g.t0, 6), round(float(a) + g.t1, 6), g.note)
                 for a, s in zip(starts, shots) for g in s.segments]
+    views = clip_views(shots, starts)
     path = cache_dir / f"{p.name}-{p.width}x{p.height}-{_key(p)}.mp4"
     meta = path.with_suffix(".json")
     vfr = p.name in VFR_CLIPS
@@ -370,4 +486,15 @@ def make_clip(p: Params, cache_dir: Path) -> Clip:
                                f"({len(decoded)} decoded, {len(pts)} written; first {decoded[:3]} vs {wc.times()[:3]})")
         times = [round(t - decoded[0], 9) for t in decoded]  # clip-relative, as the engine's t_rel
         meta.write_text(json.dumps({"params": asdict(p), "frame_times": times, "first_pts_s": decoded[0]}))
-    return Clip(p.name, str(path), p.width, p.height, duration, times, segments, start, vfr)
+    return Clip(p.name, str(path), p.width, p.height, duration, times, segments, start, vfr, views)
+
+
+def clip_views(shots: list, starts) -> list:
+    """The clip's views: from each shot that starts one to the next such shot."""
+    firsts = [i for i, s in enumerate(shots) if s.view or i == 0]
+    out = []
+    for a, b in zip(firsts, firsts[1:] + [len(shots)]):
+        segs = [g for s in shots[a:b] for g in s.segments]
+        out.append(View(round(float(starts[a]), 6), round(float(starts[b]), 6),
+                        bool(segs) and all(g.kind == BLUR for g in segs)))
+    return out

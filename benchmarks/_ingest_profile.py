@@ -86,7 +86,7 @@ class StageCpu:
 
     WRAPPED = [  # (key, module, attribute path)
         ("decode_py", "vam_engine.ingest.pyav_decoder", "PyAVDecoder.__iter__"),
-        ("stats", "vam_engine.gate.cascade", "GateCascade.run"),
+        ("stats", "vam_engine.gate.cascade", "GateCascade.gate"),
         ("semantic", "vam_engine.index.stage", "SemanticStage.process"),
         ("rgb", "vam_engine.ingest.frame", "Frame.rgb"),
         ("embed", "vam_engine.embed.descriptor", "DescriptorEmbedder.embed_images"),
@@ -96,7 +96,7 @@ class StageCpu:
         ("commit", "vam_engine.memory.store", "Store.commit"),
     ]
     ROWS = [  # (label, key, keys nested inside it)
-        ("gate statistics (GateCascade.run)", "stats", ()),
+        ("gate statistics (GateCascade.gate)", "stats", ()),
         ("RGB of frames past the gates (Frame.rgb)", "rgb", ()),
         ("embedding (descriptor embed_images)", "embed", ()),
         ("present copy (WorkingMemory.observe)", "present", ()),

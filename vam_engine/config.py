@@ -22,7 +22,8 @@ class _Section(BaseModel):
 
 class GateConfig(_Section):
     """The image gates (gate/cascade.py: ``decide``). Blur is judged against the camera's own
-    recent sharpness; low change against the whole frame and against each tile of it."""
+    recent sharpness and per view (the span between two scene changes: blur_view_max_s); low
+    change against the whole frame and against each tile of it."""
 
     blur_min_lap_var: float = Field(20.0, ge=0, description="blurred only below this Laplacian variance (the "
                                                             "seed's absolute rule), and only when blur_rel holds too")
@@ -37,7 +38,9 @@ class GateConfig(_Section):
                                                                 "below this shows a new view (a scene cut), not "
                                                                 "the old one blurred: never blurred (a defocus "
                                                                 "keeps the 64x64 thumbnail: SSIM 0.8-1.0; a cut "
-                                                                "to a low-texture view measures 0.1-0.5)")
+                                                                "to a low-texture view measures 0.1-0.5); the "
+                                                                "view rule's scene change (vs the previous "
+                                                                "sample, blur_view_max_s) is this test too")
     blur_coarse_lap_var: float = Field(12.0, ge=0, description="a new view under the blur thresholds is blurred "
                                                                 "when its 64x64 thumbnail's Laplacian variance is "
                                                                 "at least this (coarse structure without fine "
@@ -56,6 +59,20 @@ class GateConfig(_Section):
                                          "at 1080p) measures 0.20 and less at any frame size, whatever the noise "
                                          "(the cells average it away), by sigma 4.5 px 0.15-0.29; sharp views, "
                                          "low-texture ones included, 0.4 and more on the fidelity clips")
+    blur_view_max_s: float = Field(10.0, gt=0, description="the view rule's bound on a hold (gate/cascade.py): a "
+                                   "blurred sample that shows a new view is held, not dropped; a later sample of the "
+                                   "view that passes the blur rule drops it (a view with a sharp sample keeps no "
+                                   "blurred one); when the view ends (a scene change from the previous sample: "
+                                   "blur_view_hist_corr; a sample that passed whose thumbnail SSIM vs the held one is "
+                                   "under blur_view_ssim; a new frame size; the stream's end) or this many "
+                                   "seconds after the hold began with no sample that passed, the view's sharpest "
+                                   "blurred sample is kept, marked blurred, and restarts the sharpness history. So "
+                                   "no view is left without a moment, a decision waits at most this long, and a "
+                                   "defocus after a cut that lasts under this long keeps nothing")
+    blur_view_hist_corr: float = Field(0.5, ge=-1, le=1, description="the view rule's scene change between two "
+                                       "samples while one is held: thumbnail SSIM under blur_view_ssim and gray "
+                                       "histogram correlation under this (a pan over defocused photographs keeps "
+                                       "0.85-0.95 from sample to sample at 0.5 fps, a cut between views 0.06-0.6)")
     diff_min_mad: float = Field(20.0, ge=0, description="redundant when mean abs gray diff vs last kept is below "
                                                         "this and no tile changed locally (tile_min_mad)")
     diff_min_contrast_frac: float = Field(0.8, ge=0, description="under diff_min_mad, a wide change (more tiles "

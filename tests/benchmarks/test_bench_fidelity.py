@@ -140,3 +140,51 @@ def test_the_cut_into_defocus_clips(bf):
         assert R.laplacian_var(gray[i]) < cfg.blur_min_lap_var <= R.laplacian_var(gray[i - 1])
         assert R.ssim(R.thumbnail(gray[i]), R.thumbnail(gray[i - 1])) < cfg.blur_view_ssim  # a cut
         assert R.ssim(R.thumbnail(gray[i]), R.thumbnail(gray[i + 1])) > cfg.blur_view_ssim  # then in focus
+
+
+def test_view_metrics_on_a_hand_made_case(bf):
+    """Views of 4 s or more without a kept time; frames kept marked blurred inside blur
+    segments of an all-blurred view (at most one each) or of a view with a sharp part (none)."""
+    S, V = bf.Segment, bf.View
+    segs = [S("scene", 0, 5, "a"), S("blur", 5, 8, "b out of focus"), S("scene", 8, 12, "b in focus"),
+            S("blur", 12, 20, "c never in focus"), S("scene", 20, 23, "d")]
+    views = [V(0, 5, False), V(5, 12, False), V(12, 20, True), V(20, 23, False)]
+    assert bf.views_without_moment([0.0, 13.0], views) == [views[1]]  # d is under 4 s
+    assert bf.marked_blur([13.0], segs, views) == {"in_blur": 1, "in_sharp_views": 0, "per_blurred_view": 1}
+    assert bf.marked_blur([6.0, 13.0, 15.0], segs, views) == {"in_blur": 3, "in_sharp_views": 1,
+                                                              "per_blurred_view": 2}
+    clip = bf.Clip("hand", "none.mp4", 64, 48, 23.0, [0.0, 6.0, 13.0], segs, views=views)
+    r = bf.score(clip, bf.Run("engine", [0.0, 6.0, 13.0], [], 0.1, marked=[13.0]))
+    assert r["blurred_kept"] == 1 and r["marked_blur"]["in_blur"] == 1 and r["views_without_moment"] == []
+    rows = {t: (v, ok) for t, v, ok in bf.targets(clip, r, r)}
+    assert rows["blurred kept = 0, but one marked per all-blurred view"][1] is False  # 6.0 is unmarked
+    assert rows["no view >= 4 s without a moment"] == ("0 of 4", True)
+
+
+def test_the_low_texture_motion_clips(bf):
+    """Three sizes; each low-texture scene is a new view that pans and zooms (its frames move
+    and grow), under the absolute blur threshold, after a normal view over it; the cells are
+    smooth at the thumbnail's scale (what the blur rule alone reads as defocus)."""
+    import cv2
+
+    import _fidelity_clips as fc
+    from vam_engine.config import GateConfig
+    from vam_engine.gate import reference as R
+    from vam_engine.gate.cascade import coarse_sharpness
+
+    cfg = GateConfig()
+    for n, size in (("low_texture_motion_360p", (640, 360)), ("low_texture_motion_720p", (1280, 720)),
+                    ("low_texture_motion_1080p", (1920, 1080))):
+        p = fc.params_for(n, False)
+        assert (p.width, p.height, p.fps) == (*size, 10)
+        shots = fc.shots_low_texture_motion(p)
+        low = [s for s in shots if s.segments[0].kind == "low_texture"]
+        assert [s.segments[0].note.split(" #")[0] for s in low] == ["cells", "clouds", "fog", "dark room"]
+        assert all(s.view for s in shots) and low[0].seconds == 45.0
+        for s in low:
+            a, b = (cv2.cvtColor(s.render(t), cv2.COLOR_RGB2GRAY) for t in (0.0, s.seconds - 0.1))
+            assert not np.array_equal(a, b)
+            # under the threshold but for the light noise (20 sigma^2, which the codec mostly removes)
+            assert R.laplacian_var(a) < cfg.blur_min_lap_var + 20 * fc.LIGHT_NOISE ** 2
+        cells = cv2.cvtColor(low[0].render(20.0), cv2.COLOR_RGB2GRAY)
+        assert coarse_sharpness(R.thumbnail(cells), *cells.shape) < cfg.blur_coarse_sharpness

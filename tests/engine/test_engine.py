@@ -147,14 +147,24 @@ def test_demo_clip_scenes_get_the_gates_they_were_made_for(tmp_path):
     with Engine(tmp_path / "store", device="cpu") as eng:
         eng.index_file(clip["path"])
         log = eng.store.moments.gate_log()
+        marked = [m.t_rel for m in eng.moments() if m.gate.blurred]
     starts = [t for t, _ in clip["scenes"]] + [clip["duration_s"]]
-    by_kind = {}
+    by_kind, gates = {}, {}
     for (t0, kind), t1 in zip(clip["scenes"], starts[1:]):
         by_kind.setdefault(kind, []).extend(r.gate.dropped_by for r in log if t0 <= r.t_rel < t1)
+        gates.setdefault(kind, []).extend(r.gate for r in log if t0 <= r.t_rel < t1)
     assert set(by_kind["pan"]) == {None}
     assert by_kind["static"][0] is None and set(by_kind["static"][1:]) == {"low_change"}
     assert by_kind["flicker"][0] is None and "ssim" in by_kind["flicker"]
-    assert set(by_kind["blur"]) == {"blur"}
+    # the blur scene is a view of its own never in focus: the gates' view rule keeps its
+    # sharpest sample once, marked blurred, and drops the others
+    blur = gates["blur"]
+    kept = [g for g in blur if g.dropped_by is None]
+    assert len(blur) >= 3 and len(kept) == 1 and kept[0].blurred
+    assert kept[0].lap_var == max(g.lap_var for g in blur) and {g.dropped_by for g in blur} == {None, "blur"}
+    assert not any(g.blurred for k, gs in gates.items() if k != "blur" for g in gs)
+    (span,) = [(t0, t1) for (t0, k), t1 in zip(clip["scenes"], starts[1:]) if k == "blur"]
+    assert len(marked) == 1 and span[0] <= marked[0] < span[1]  # the moment carries the mark too
 
 
 @pytest.mark.gpu

@@ -46,6 +46,8 @@ def test_schema_2_store_migrates_in_place_and_keeps_everything(v2_store):
                    for m in s.moments.list())
         log = s.moments.gate_log()
         assert log and all(g.gate.tile_mad is None and g.gate.tiles_changed is None for g in log)
+        # nothing was kept by the gates' view rule before schema 13
+        assert not any(m.gate.blurred for m in s.moments.list()) and not any(g.gate.blurred for g in log)
         ref = s.sources.camera_ref("cam")
         assert ref is None or ref.sharpness == ()
         events = s.events.list("cam")

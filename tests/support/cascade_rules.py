@@ -7,27 +7,67 @@ from vam_engine.gate import reference as R
 from vam_engine.synthetic.gate_sequences import blurred
 
 
-def sequential(grays, cfg):
-    """The cascade's rules, written out plainly, one frame at a time."""
+def _restart(sharp, lap, cfg):
+    """The sharpness history after keeping a frame of Laplacian variance ``lap``."""
+    med = float(np.median(sharp[-cfg.blur_history:])) if sharp else None
+    if med is not None and lap < cfg.blur_rel * med:
+        sharp = []  # a new view, sharp for what it shows
+    return (sharp + [lap])[-cfg.blur_history:]
+
+
+def _blurred(g, s, has_ref, sharp, cfg) -> bool:
+    """The blur rule on frame g with its statistics s (against the reference, when has_ref)."""
+    med = float(np.median(sharp[-cfg.blur_history:])) if sharp else None
+    new_view = has_ref and s["ssim"] < cfg.blur_view_ssim
+    thumb_lap = R.laplacian_var(s["thumb"].astype(np.float32))
+    # fine detail (over the rounding floor) per coarse structure, in frame pixels
+    cell = (g.shape[0] / 64) * (g.shape[1] / 64)
+    detail = max(0.0, s["lap_var"] - 20 / 12) * cell / thumb_lap if thumb_lap > 0 else np.inf
+    # the thumbnail's own sharpness: second differences along the shorter side, full over halved
+    th = s["thumb"].astype(np.float64)
+    axis = 0 if g.shape[0] <= g.shape[1] else 1
+    d2_half = np.diff(th.reshape(32, 2, 32, 2).mean(axis=(1, 3)), 2, axis=axis).var()
+    coarse_sharp = np.diff(th, 2, axis=axis).var() / d2_half if d2_half > 0 else np.inf
+    defocused = detail < cfg.blur_detail_ratio or coarse_sharp < cfg.blur_coarse_sharpness
+    return bool(s["lap_var"] < cfg.blur_min_lap_var and med is not None and s["lap_var"] < cfg.blur_rel * med
+                and (not new_view or (thumb_lap >= cfg.blur_coarse_lap_var and defocused)))
+
+
+def sequential(grays, cfg, times=None, released=None):
+    """The cascade's rules, written out plainly, one frame at a time. ``times``: the samples'
+    seconds (None: a hold has no deadline); ``released``: a list that receives (i, j) for each
+    held sample i kept before the decision on frame j (the view rule)."""
     ref, out, sharp = None, [], []  # sharp: Laplacian variances of the kept frames since the last restart
-    for g in grays:
+    held = None  # (index, frame, lap_var, hold start, thumbnail) of the view's sharpest blurred sample
+    last = None  # (thumbnail, histogram) of the previous sample
+    for i, g in enumerate(grays):
+        t = None if times is None else float(times[i])
+        thumb, hist = R.thumbnail(g).astype(np.float32), R.histogram(g)
+
+        def release(restart):
+            nonlocal ref, sharp, held
+            ref = held[1]
+            if restart:  # the view goes on: the rest of it is judged against this frame
+                sharp = _restart(sharp, held[2], cfg)
+            if released is not None:
+                released.append((held[0], i))
+            held = None
+        if held is not None:  # did the held sample's view end?
+            if t is not None and held[3] is not None and t - held[3] >= cfg.blur_view_max_s:
+                release(True)
+            elif (last[0].shape != thumb.shape or (R.ssim(thumb, last[0]) < cfg.blur_view_ssim
+                                                   and R.hist_corr(hist, last[1]) < cfg.blur_view_hist_corr)):
+                release(False)  # a cut: both the structure and the histogram changed
+        last = (thumb, hist)
         has_ref = ref is not None and ref.shape == g.shape
         s = R.frame_stats(g, ref if has_ref else None, cfg.tile_size // 2, cfg.tile_min_mad)
+        if held is not None and not _blurred(g, s, has_ref, sharp, cfg) and R.ssim(thumb, held[4]) < cfg.blur_view_ssim:
+            release(False)  # a sharp sample of another view
+            has_ref = ref.shape == g.shape
+            s = R.frame_stats(g, ref if has_ref else None, cfg.tile_size // 2, cfg.tile_min_mad)
         med = float(np.median(sharp[-cfg.blur_history:])) if sharp else None
         n_tiles = R.tile_count(*g.shape, cfg.tile_size // 2)
-        new_view = has_ref and s["ssim"] < cfg.blur_view_ssim
-        thumb_lap = R.laplacian_var(s["thumb"].astype(np.float32))
-        # fine detail (over the rounding floor) per coarse structure, in frame pixels
-        cell = (g.shape[0] / 64) * (g.shape[1] / 64)
-        detail = max(0.0, s["lap_var"] - 20 / 12) * cell / thumb_lap if thumb_lap > 0 else np.inf
-        # the thumbnail's own sharpness: second differences along the shorter side, full over halved
-        th = s["thumb"].astype(np.float64)
-        axis = 0 if g.shape[0] <= g.shape[1] else 1
-        d2_half = np.diff(th.reshape(32, 2, 32, 2).mean(axis=(1, 3)), 2, axis=axis).var()
-        coarse_sharp = np.diff(th, 2, axis=axis).var() / d2_half if d2_half > 0 else np.inf
-        defocused = detail < cfg.blur_detail_ratio or coarse_sharp < cfg.blur_coarse_sharpness
-        if (s["lap_var"] < cfg.blur_min_lap_var and med is not None and s["lap_var"] < cfg.blur_rel * med
-                and (not new_view or (thumb_lap >= cfg.blur_coarse_lap_var and defocused))):
+        if _blurred(g, s, has_ref, sharp, cfg):
             d = "blur"
         elif not has_ref:
             d = None
@@ -58,11 +98,17 @@ def sequential(grays, cfg):
         else:
             d = None
         out.append((d, s))
+        if d == "blur":  # a blurred sample showing a new view is held: its view may keep it
+            if held is not None:
+                if s["lap_var"] > held[2]:
+                    held = (i, g, s["lap_var"], held[3], thumb)
+            elif not has_ref or s["ssim"] < cfg.blur_view_ssim:
+                held = (i, g, s["lap_var"], t, thumb)
+            continue
+        held = None  # a sample of the view passed the blur rule
         if d is None:
             ref = g
-            if med is not None and s["lap_var"] < cfg.blur_rel * med:
-                sharp = []  # a new view, sharp for what it shows
-            sharp = (sharp + [s["lap_var"]])[-cfg.blur_history:]
+            sharp = _restart(sharp, s["lap_var"], cfg)
     return out
 
 

@@ -126,14 +126,14 @@ def print_events(eng, clip: dict) -> None:
 
     events = eng.store.events.list()
     per_event: dict[int, int] = {}
+    seen = set()  # the scenes with a kept moment (an event may run across two)
     for m in eng.moments():
+        seen.add(scene_of(clip, m.t_rel))
         if m.event_id is not None:
             per_event[m.event_id] = per_event.get(m.event_id, 0) + 1
     print(f"events: {len(events)} (runs of kept moments)")
-    seen = set()
     for e in events:
         scene = scene_of(clip, e.t_start, e.t_end)
-        seen.add(scene)
         n = per_event.get(e.event_id, 0)
         print(f"  {_span(e.t_start, e.t_end):>15}  {n:2d} moment{'' if n == 1 else 's'}  "
               f"{scene.label() if scene else 'across scenes'}")

@@ -7,18 +7,32 @@ kept before it. The batch is computed against the current reference in one fused
 (speculation); after a keep, only the reference-dependent statistics of the frames after it are
 recomputed, in chunks that start small and double while no keep happens, so the result equals
 a frame-by-frame run exactly and a keep costs little.
+
+The view rule (``GateConfig.blur_view_max_s``): a view is the span between two scene changes.
+A blurred sample that shows a new view (thumbnail SSIM under ``blur_view_ssim`` against the last
+kept frame, or no comparable one) is held, not dropped; a sharper blurred sample of its view
+replaces it. While one is held, each later sample first asks whether the view ended
+(``view_end``: a cut from the previous sample, a new frame size, ``blur_view_max_s`` since the
+hold began; ``end``: the stream's end; or a sample that passes the blur rule but shows another
+view, ``shows_other_view``). A sample that passes the blur rule and shows the held view (a
+refocus) drops the held one: a view with a sharp sample keeps no blurred one. A view that ends
+with nothing but blurred samples keeps its sharpest (largest Laplacian variance) once, marked
+``GateRecord.blurred``; it becomes the reference, and when the hold ended at the deadline (the
+view goes on) it restarts the sharpness history too, as any kept view much less sharp than the
+camera's history does, so the rest of the view is judged against it. Releases are reported by
+``gate`` (``GateRun.released``) before the decision on the sample that ended the view.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..config import GateConfig
 from .bodies import Tiles
-from .reference import laplacian_var
-from .records import GateRecord
+from .reference import hist_corr, laplacian_var, ssim as thumb_ssim
+from .records import GateRecord, GateRun, Released
 
 _FIRST_CHUNK = 4
 
@@ -168,9 +182,44 @@ class _Ref:
 
 
 @dataclass
+class _Held:
+    """The current view's sharpest blurred sample, while none of the view's samples passed the
+    blur rule (the view rule, module doc)."""
+
+    key: Any
+    frame: _Ref  # its gray, thumbnail and histogram: the reference once it is kept
+    record: GateRecord  # as gated (dropped_by "blur")
+    t0: float | None  # when the hold began (None without sample times: no deadline)
+    first_key: Any  # the key of the sample the hold began with
+
+
+@dataclass
 class _Camera:
     ref: _Ref | None = None
     sharpness: tuple[float, ...] = field(default_factory=tuple)  # lap_var of its last kept frames
+    held: _Held | None = None
+    last: _Ref | None = None  # the previous sample (its thumbnail and histogram: the view-change test)
+
+
+def view_end(cfg: GateConfig, held: _Held, last, thumb, hist, t: float | None) -> str | None:
+    """Whether a sample ends the held sample's view before its own decision: "late" when
+    blur_view_max_s passed since the hold began (the view goes on), "cut" at a scene change from
+    the previous sample ``last`` (a _Ref of its thumbnail and histogram: both thumbnail SSIM
+    under blur_view_ssim and histogram correlation under blur_view_hist_corr, as a cut changes
+    both and a pan mostly keeps the histogram; or a new frame size); None while the view goes on."""
+    if t is not None and held.t0 is not None and t - held.t0 >= cfg.blur_view_max_s:
+        return "late"
+    if last is None or tuple(last.thumb.shape) != tuple(thumb.shape):
+        return "cut"
+    cut = thumb_ssim(thumb, last.thumb) < cfg.blur_view_ssim and \
+        hist_corr(np.asarray(hist, np.float64), np.asarray(last.hist, np.float64)) < cfg.blur_view_hist_corr
+    return "cut" if cut else None
+
+
+def shows_other_view(cfg: GateConfig, held: _Held, thumb) -> bool:
+    """A sample that passed the blur rule shows another view than the held sample (a refocus
+    keeps the thumbnail: SSIM 0.8-1.0 by blur_view_ssim's account)."""
+    return thumb_ssim(thumb, held.frame.thumb) < cfg.blur_view_ssim
 
 
 def _stack(grays: Sequence[Any]):
@@ -183,6 +232,43 @@ def _stack(grays: Sequence[Any]):
 
 def _none_if_nan(x: float) -> float | None:
     return None if x != x else float(x)
+
+
+class _Batch:
+    """One call's frames of one size and their statistics against the current reference,
+    recomputed (reference-dependent ones only) from a frame on when the reference moves: in
+    chunks that start small and double while it stays."""
+
+    def __init__(self, cascade: "GateCascade", cfg: GateConfig, frames, ref: _Ref | None):
+        self.body, self.tiles, self.cfg, self.frames = cascade.body, cascade.tiles, cfg, frames
+        self.size = frames.shape[1:3]
+        self.scale = (frames.shape[1] / 64.0) * (frames.shape[2] / 64.0)
+        st = self.body.stats(frames, None, None, None, tiles=self.tiles) if ref is None else \
+            self.body.stats(frames, ref.gray, ref.thumb, ref.hist, tiles=self.tiles)
+        self.st = st
+        self.mad, self.ssim, self.hcorr, self.tmad = (np.array(a, np.float64, copy=True) for a in (
+            st.mad, st.ssim, st.hist_corr, st.tile_mad))
+        self.tchg = np.array(st.tiles_changed, np.int64, copy=True)
+        self.valid_end = len(frames)  # stats of frames [i, valid_end) are against the current reference
+        self.chunk = _FIRST_CHUNK
+
+    def rebase(self, i: int, ref: _Ref) -> _Ref:
+        """The reference moved before frame i: frames from i on are compared with ``ref``."""
+        self.valid_end, self.chunk = i, _FIRST_CHUNK
+        return ref
+
+    def frame(self, i: int, ref: _Ref | None) -> FrameStats:
+        if i >= self.valid_end:
+            j = min(len(self.frames), i + self.chunk)
+            self.chunk *= 2
+            st = self.st
+            c = self.body.compare(self.frames[i:j], st.thumb[i:j], st.hist[i:j], ref.gray, ref.thumb, ref.hist,
+                                  tiles=self.tiles)
+            self.mad[i:j], self.ssim[i:j], self.hcorr[i:j], self.tmad[i:j], self.tchg[i:j] = \
+                c.mad, c.ssim, c.hist_corr, c.tile_mad, c.tiles_changed
+            self.valid_end = j
+        return GateCascade._frame_stats(self.cfg, self.st, i, self.size, self.scale, ref, self.mad, self.ssim,
+                                        self.hcorr, self.tmad, self.tchg)
 
 
 class GateCascade:
@@ -205,8 +291,19 @@ class GateCascade:
         c = self._cams.get(camera_id)
         return () if c is None else c.sharpness
 
+    def held_key(self, camera_id: str):
+        """The key of the sample the camera holds (its view may still keep it), or None."""
+        c = self._cams.get(camera_id)
+        return None if c is None or c.held is None else c.held.key
+
+    def hold_start(self, camera_id: str):
+        """The key of the sample the camera's current hold began with, or None when it holds
+        nothing. A hold is not committed: a resumed run must gate again from that sample on."""
+        c = self._cams.get(camera_id)
+        return None if c is None or c.held is None else c.held.first_key
+
     def forget(self, cameras) -> None:
-        """Drop cameras' references and sharpness (their kept frames were deleted)."""
+        """Drop cameras' references, sharpness and held samples (their kept frames were deleted)."""
         for cam in cameras:
             self._cams.pop(cam, None)
 
@@ -217,66 +314,117 @@ class GateCascade:
         hist = tuple(float(x) for x in sharpness)[-self.cfg.blur_history:]
         self._cams[camera_id] = _Camera(_Ref(gray, s.thumb[0], s.hist[0]), hist)
 
-    def run(self, camera_id: str, grays: Sequence[Any]) -> list[GateRecord]:
-        """Gate frames of one camera in time order; returns one record per frame."""
-        out: list[GateRecord] = []
+    def run(self, camera_id: str, grays: Sequence[Any], times: Sequence[float] | None = None) -> list[GateRecord]:
+        """``gate`` without keys: the records alone (a held sample kept later is not reported)."""
+        return self.gate(camera_id, grays, times).records
+
+    def gate(self, camera_id: str, grays: Sequence[Any], times: Sequence[float] | None = None,
+             keys: Sequence[Any] | None = None) -> GateRun:
+        """Gate frames of one camera in time order: one record per frame, and the held samples
+        the view rule kept (module doc). ``times``: the samples' seconds on the camera's axis
+        (None: no deadline on a hold); ``keys``: the caller's handle of each frame, echoed in
+        ``GateRun.released`` (default: the frame's index in the call)."""
+        if times is not None and len(times) != len(grays):
+            raise ValueError(f"GateCascade.gate: {len(times)} times for {len(grays)} frames")
+        if keys is not None and len(keys) != len(grays):
+            raise ValueError(f"GateCascade.gate: {len(keys)} keys for {len(grays)} frames")
+        out, released = [], []
         start = 0
         while start < len(grays):  # split where the frame size changes (a stream reconfigured)
             end = start + 1
             shape = tuple(grays[start].shape)
             while end < len(grays) and tuple(grays[end].shape) == shape:
                 end += 1
-            out += self._run_same_shape(camera_id, grays[start:end])
+            part = slice(start, end)
+            run = self._run_same_shape(camera_id, grays[part], None if times is None else times[part],
+                                       range(start, end) if keys is None else keys[part])
+            out += run.records
+            released += [replace(r, before=r.before + start) for r in run.released]
             start = end
+        return GateRun(out, released)
+
+    def end(self, camera_id: str) -> list[Released]:
+        """The camera's view ended with its stream (a source's end, a gap): its held sample, if
+        any, is kept (``Released.before`` 0)."""
+        cam = self._cams.get(camera_id)
+        if cam is None or cam.held is None:
+            return []
+        out: list[Released] = []
+        self._release(cam, self.camera_cfg.get(camera_id, self.cfg), out, 0, restart=False)
+        cam.last = None
         return out
 
-    def _run_same_shape(self, camera_id: str, grays: Sequence[Any]) -> list[GateRecord]:
+    def _release(self, cam: _Camera, cfg: GateConfig, out: list, before: int, restart: bool) -> _Ref:
+        """Keep the held sample, marked: the camera's reference moves to it, and with ``restart``
+        (its view goes on past blur_view_max_s) its sharpness restarts the history, so the rest
+        of the view is judged against it."""
+        h, cam.held = cam.held, None
+        cam.ref = h.frame
+        if restart:
+            cam.sharpness = update_history(cfg, cam.sharpness, h.record.lap_var)
+        out.append(Released(h.key, replace(h.record, dropped_by=None, blurred=True), before))
+        return h.frame
+
+    def _hold(self, cam: _Camera, cfg: GateConfig, rec: GateRecord, frame: _Ref, key, t, new_view: bool) -> None:
+        """A blurred sample: the view's new sharpest held sample, or dropped (module doc)."""
+        if cam.held is not None:  # the same view (a sample that ends it releases the held one first)
+            if rec.lap_var > cam.held.record.lap_var:
+                cam.held = _Held(key, frame, rec, cam.held.t0, cam.held.first_key)
+        elif new_view:
+            cam.held = _Held(key, frame, rec, t, key)
+
+    def _run_same_shape(self, camera_id: str, grays: Sequence[Any], times, keys) -> GateRun:
         frames = _stack(grays)
         n = len(grays)
         cfg = self.camera_cfg.get(camera_id, self.cfg)
         cam = self._cams.setdefault(camera_id, _Camera())
+        released: list[Released] = []
+        if cam.held is not None and tuple(cam.held.frame.gray.shape) != tuple(frames.shape[1:]):
+            self._release(cam, cfg, released, 0, restart=False)  # a new frame size: the held view ended
         ref = cam.ref
         if ref is not None and tuple(ref.gray.shape) != tuple(frames.shape[1:]):
             ref = None  # a new frame size: nothing comparable, the first sharp frame is kept
-        tiles = self.tiles
-        scale = (frames.shape[1] / 64.0) * (frames.shape[2] / 64.0)
-        st = self.body.stats(frames, None, None, None, tiles=tiles) if ref is None else \
-            self.body.stats(frames, ref.gray, ref.thumb, ref.hist, tiles=tiles)
-        mad, ssim, hcorr, tmad = (np.array(a, np.float64, copy=True) for a in (st.mad, st.ssim, st.hist_corr,
-                                                                                st.tile_mad))
-        tchg = np.array(st.tiles_changed, np.int64, copy=True)
-        valid_end = n  # stats of frames [i, valid_end) are against the current reference
-        chunk = _FIRST_CHUNK
+        b = _Batch(self, cfg, frames, ref)
         records = []
         for i in range(n):
-            if i >= valid_end:
-                j = min(n, i + chunk)
-                chunk *= 2
-                c = self.body.compare(frames[i:j], st.thumb[i:j], st.hist[i:j], ref.gray, ref.thumb, ref.hist,
-                                      tiles=tiles)
-                mad[i:j], ssim[i:j], hcorr[i:j], tmad[i:j], tchg[i:j] = \
-                    c.mad, c.ssim, c.hist_corr, c.tile_mad, c.tiles_changed
-                valid_end = j
-            lap = float(st.lap_var[i])
-            # coarse detail and its sharpness, only read by the blur test of a frame under the
-            # absolute threshold
-            low = lap < cfg.blur_min_lap_var
-            tlap = laplacian_var(st.thumb[i]) if low else float("nan")
-            tsharp = coarse_sharpness(st.thumb[i], *frames.shape[1:3]) if low else float("nan")
-            # contrast, only read by the low-change test of a wide change under diff_min_mad
-            contrast = max(hist_std(st.hist[i]), hist_std(ref.hist)) \
-                if ref is not None and mad[i] < cfg.diff_min_mad else float("nan")
-            fs = FrameStats(lap, float(mad[i]), float(ssim[i]), float(hcorr[i]), float(tmad[i]), int(tchg[i]),
-                            st.n_tiles, tlap, scale, contrast, tsharp)
+            t = None if times is None else float(times[i])
+            ended = None if cam.held is None else view_end(cfg, cam.held, cam.last, b.st.thumb[i], b.st.hist[i], t)
+            if ended:
+                ref = b.rebase(i, self._release(cam, cfg, released, i, restart=ended == "late"))
+            fs = b.frame(i, ref)
+            if cam.held is not None and not is_blurred(cfg, fs, cam.sharpness, ref is not None) \
+                    and shows_other_view(cfg, cam.held, b.st.thumb[i]):
+                ref = b.rebase(i, self._release(cam, cfg, released, i, restart=False))
+                fs = b.frame(i, ref)
             dropped = decide(cfg, fs, cam.sharpness, ref is not None)
-            records.append(GateRecord(fs.lap_var, _none_if_nan(fs.mad), _none_if_nan(fs.ssim),
-                                      _none_if_nan(fs.hist_corr), dropped, _none_if_nan(fs.tile_mad),
-                                      None if ref is None else fs.tiles_changed))
+            rec = GateRecord(fs.lap_var, _none_if_nan(fs.mad), _none_if_nan(fs.ssim), _none_if_nan(fs.hist_corr),
+                             dropped, _none_if_nan(fs.tile_mad), None if ref is None else fs.tiles_changed)
+            records.append(rec)
+            this = _Ref(grays[i], b.st.thumb[i], b.st.hist[i])
+            cam.last = this
+            if dropped == "blur":
+                self._hold(cam, cfg, rec, this, keys[i], t, ref is None or fs.ssim < cfg.blur_view_ssim)
+                continue
+            cam.held = None  # the view has a sample that passed the blur rule: it keeps no blurred one
             if dropped is None:
-                ref = _Ref(grays[i], st.thumb[i], st.hist[i])
+                ref = b.rebase(i + 1, this)
                 cam.sharpness = update_history(cfg, cam.sharpness, fs.lap_var)
-                valid_end = i + 1
-                chunk = _FIRST_CHUNK
         if ref is not None:
             cam.ref = ref
-        return records
+        return GateRun(records, released)
+
+    @staticmethod
+    def _frame_stats(cfg: GateConfig, st, i: int, size, scale: float, ref, mad, ssim, hcorr, tmad,
+                     tchg) -> FrameStats:
+        """Frame i's statistics as ``decide`` reads them."""
+        lap = float(st.lap_var[i])
+        # coarse detail and its sharpness, only read by the blur test of a frame under the
+        # absolute threshold
+        low = lap < cfg.blur_min_lap_var
+        tlap = laplacian_var(st.thumb[i]) if low else float("nan")
+        tsharp = coarse_sharpness(st.thumb[i], *size) if low else float("nan")
+        # contrast, only read by the low-change test of a wide change under diff_min_mad
+        contrast = max(hist_std(st.hist[i]), hist_std(ref.hist)) \
+            if ref is not None and mad[i] < cfg.diff_min_mad else float("nan")
+        return FrameStats(lap, float(mad[i]), float(ssim[i]), float(hcorr[i]), float(tmad[i]), int(tchg[i]),
+                          st.n_tiles, tlap, scale, contrast, tsharp)

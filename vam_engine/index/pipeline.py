@@ -166,6 +166,8 @@ class IndexPipeline:
         self.present_side = present_side
         self.perception = perception
         self._gated_t: dict[str, float] = {}  # camera -> time of its last gated sample (camera axis)
+        # camera -> (source, t_rel of its sample before the one its gates' current hold began with)
+        self._hold_floor: dict[str, tuple[int, float | None]] = {}
         self.semantic = SemanticStage(store, embedder, cfg, self._encoder,
                                       observe=observe if present_fps is None else None, perception=perception)
         self._stop = threading.Event()
@@ -347,7 +349,7 @@ class IndexPipeline:
                 gated += n
                 ended += done
                 if self.perception is not None:  # the kept frames of every camera: one submission
-                    perceived += self.perception.submit(self.semantic.undecided(self._gated_t))
+                    perceived += self.perception.submit(self._undecided())
                 # Commit by size, at a source's end, on flush(), or once per commit interval: a
                 # commit per sample would write the camera's reference frame every time.
                 if taken and (gated >= self.cfg.store.commit_every or ended or self._flush_requested.is_set()
@@ -355,7 +357,7 @@ class IndexPipeline:
                     self._flush_requested.clear()
                     self.semantic.checkpoint(batch, writes)
                     if self.perception is not None:
-                        perceived.append(self.perception.snapshot(self.semantic.undecided(self._gated_t)))
+                        perceived.append(self.perception.snapshot(self._undecided()))
                     self._hand_over((batch, writes, ended, taken, perceived))
                     batch, writes, ended, perceived = CommitBatch(), [], [], []
                     taken = gated = 0
@@ -424,8 +426,18 @@ class IndexPipeline:
         for cam, cam_items in by_camera.items():
             self._load_reference(cam)
             self._fresh.discard(cam)
-            records = self.cascade.run(cam, [it.frame.gray for it in cam_items])
-            for it, rec in zip(cam_items, records):
+            run = self.cascade.gate(cam, [it.frame.gray for it in cam_items],
+                                    [camera_time(it.frame.t_rel, it.frame.t_abs) for it in cam_items], cam_items)
+            kept_before = defaultdict(list)  # frame index -> held samples kept before its decision
+            for r in run.released:
+                kept_before[r.before].append(r)
+            before = {it.source_id: self._sources[it.source_id].last_t for it in cam_items}
+            for i, (it, rec) in enumerate(zip(cam_items, run.records)):
+                for r in kept_before.pop(i, ()):
+                    self._pass_released(cam, r, batch, passed)
+                if it is self.cascade.hold_start(cam):  # gated again by a resumed run: see _hold_progress
+                    self._hold_floor[cam] = (it.source_id, before[it.source_id])
+                before[it.source_id] = it.frame.t_rel
                 src = self._sources[it.source_id]
                 f = it.frame
                 rep = src.report
@@ -441,6 +453,13 @@ class IndexPipeline:
                     continue
                 passed.append((f, it.source_id, rec))
                 batch.refs[cam] = GateReference(f.t_rel, f.gray, self.cascade.sharpness(cam))
+            for rs in kept_before.values():  # kept after the call's last frame
+                for r in rs:
+                    self._pass_released(cam, r, batch, passed)
+            self._hold_progress(cam, batch)
+        for cam in {self._sources[x.source_id].report.camera_id for x in gaps + ends}:
+            for r in self.cascade.end(cam):  # the view ended with the stream: its held sample is kept
+                self._pass_released(cam, r, batch, passed)
         decisions = self.semantic.process(passed, batch, writes)
         for g in gaps:
             cam = self._sources[g.source_id].report.camera_id
@@ -471,6 +490,48 @@ class IndexPipeline:
         for src in touched:
             self._report_progress(src)
         return len(items) - len(ends) - len(gaps) - warm, [self._sources[end.source_id] for end in ends]
+
+    def _undecided(self) -> dict[str, float]:
+        """Per camera, the time from which frames may still be kept (what perception's present
+        frames wait for): the semantic stage's bound, or the gates' held sample's when older."""
+        out = self.semantic.undecided(self._gated_t)
+        for cam, t in out.items():
+            it = self.cascade.held_key(cam)
+            if it is not None:
+                out[cam] = min(t, camera_time(it.frame.t_rel, it.frame.t_abs))
+        return out
+
+    def _hold_progress(self, cam: str, batch: CommitBatch) -> None:
+        """While the gates hold a blurred sample of the camera (their view rule keeps no state in
+        the store), its source's committed progress stays before the hold's first sample: a
+        resumed run gates again from there, from the same reference, and decides alike."""
+        if self.cascade.hold_start(cam) is None:
+            self._hold_floor.pop(cam, None)
+            return
+        floor = self._hold_floor.get(cam)
+        if floor is None:
+            return
+        sid, t = floor
+        if t is None:
+            batch.progress.pop(sid, None)  # held since the source's first sample: nothing is done
+        else:
+            batch.progress[sid] = t
+
+    def _pass_released(self, cam: str, r, batch: CommitBatch, passed: list) -> None:
+        """A held blurred sample its view kept (the gates' view rule): it passes the gates now
+        (it was counted dropped by blur when gated) and becomes the camera's reference."""
+        it = r.key
+        f = it.frame
+        src = self._sources.get(it.source_id)
+        if src is not None:
+            dropped = src.report.dropped
+            dropped["blur"] -= 1
+            if dropped["blur"] <= 0:
+                del dropped["blur"]
+        if self.cfg.store.record_samples:
+            batch.samples.append(GateSample(cam, it.source_id, f.t_rel, r.record))
+        passed.append((f, it.source_id, r.record))
+        batch.refs[cam] = GateReference(f.t_rel, f.gray, self.cascade.sharpness(cam))
 
     def _load_reference(self, cam: str) -> None:
         """The camera's saved gate reference, when the cascade has none in memory and no gap

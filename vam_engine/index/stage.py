@@ -45,7 +45,7 @@ class FrameKey:
         out = {"source_id": self.source_id, "t_rel": self.t_rel, "t_abs": self.t_abs, "pts": self.pts,
                "width": self.width, "height": self.height,
                "gate": {"lap_var": g.lap_var, "mad": g.mad, "ssim": g.ssim, "hist_corr": g.hist_corr,
-                        "tile_mad": g.tile_mad, "tiles_changed": g.tiles_changed}}
+                        "tile_mad": g.tile_mad, "tiles_changed": g.tiles_changed, "blurred": g.blurred}}
         if self.pose is not None:
             out["pose"] = self.pose.to_json()
         return out
@@ -61,7 +61,7 @@ class FrameKey:
         p = d.get("pose")
         return cls(int(d["source_id"]), float(d["t_rel"]), d["t_abs"], d["pts"], int(d["width"]), int(d["height"]),
                    GateRecord(g["lap_var"], g["mad"], g["ssim"], g["hist_corr"], None, g.get("tile_mad"),
-                              g.get("tiles_changed")),
+                              g.get("tiles_changed"), bool(g.get("blurred", False))),
                    None if p is None else Pose(p["x"], p["y"], p["z"], p["yaw"], p["frame"]))
 
 
@@ -170,7 +170,8 @@ class SemanticStage:
             self._payload[_ident(key)] = {"rgb": rgbs[i], "emb": embs[i], "written": False,
                                           "ref": self.store.frames.ref(f.camera_id, sid, f.t_rel)}
             ts.append(camera_time(f.t_rel, f.t_abs))
-            keeps.append(self.cfg.commit.keep_local_changes and is_local_change(self.cfg.gate, rec))
+            # a view's one blurred moment (the gates' view rule) is never a semantic duplicate either
+            keeps.append(rec.blurred or (self.cfg.commit.keep_local_changes and is_local_change(self.cfg.gate, rec)))
             by_camera[f.camera_id].append(i)
         out = []
         for cam, idx in by_camera.items():  # one similarity call per camera (on CUDA, one launch)

@@ -78,11 +78,12 @@ class Committer:
             cur = conn.execute(
                 "INSERT OR IGNORE INTO moments (camera_id, source_id, t_rel, t_abs, pts, frame_ref, width, height,"
                 " lap_var, mad, ssim, hist_corr, tile_mad, tiles_changed, t, nbytes,"
-                " pose_x, pose_y, pose_z, pose_yaw, pose_frame) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " pose_x, pose_y, pose_z, pose_yaw, pose_frame, blurred)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (m.camera_id, m.source_id, m.t_rel, m.t_abs, m.pts, m.frame_ref, m.width, m.height,
                  _nan_to_none(m.gate.lap_var), _nan_to_none(m.gate.mad), _nan_to_none(m.gate.ssim),
                  _nan_to_none(m.gate.hist_corr), _nan_to_none(m.gate.tile_mad), m.gate.tiles_changed, m.t,
-                 self.frames.size(m.frame_ref), *_pose_row(m.pose)))
+                 self.frames.size(m.frame_ref), *_pose_row(m.pose), int(bool(m.gate.blurred))))
             if cur.rowcount == 0:
                 continue  # committed before (a resumed run repeats nothing)
             self._link_moment(conn, cur.lastrowid, m, changes)
@@ -90,10 +91,10 @@ class Committer:
         if batch.perception is not None:
             sightings.write(conn, changes, batch.perception, inserted)
         conn.executemany("INSERT OR REPLACE INTO samples (camera_id, source_id, t_rel, lap_var, mad, ssim, hist_corr,"
-                         " dropped_by, tile_mad, tiles_changed) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                         " dropped_by, tile_mad, tiles_changed, blurred) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                          [(s.camera_id, s.source_id, s.t_rel, _nan_to_none(s.gate.lap_var), _nan_to_none(s.gate.mad),
                            _nan_to_none(s.gate.ssim), _nan_to_none(s.gate.hist_corr), s.gate.dropped_by,
-                           _nan_to_none(s.gate.tile_mad), s.gate.tiles_changed)
+                           _nan_to_none(s.gate.tile_mad), s.gate.tiles_changed, int(bool(s.gate.blurred)))
                           for s in batch.samples])
         for cam, ref in batch.refs.items():
             conn.execute("UPDATE cameras SET ref_t=?, ref_shape=?, ref_gray=?, ref_sharpness=? WHERE camera_id=?",

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..errors import StoreError
 from .words import index_text
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 FULLTEXT_SCHEMA = """
 CREATE TABLE IF NOT EXISTS fulltext_docs (
@@ -84,6 +84,7 @@ CREATE TABLE IF NOT EXISTS moments (
     embedding_id INTEGER,        -- id in the "frame" vector space (= moment_id), NULL without one
     pose_x REAL, pose_y REAL, pose_z REAL, pose_yaw REAL,   -- where the camera was (schema 10; NULL: unknown)
     pose_frame TEXT,             -- the map frame of the pose
+    blurred INTEGER NOT NULL DEFAULT 0,   -- kept as its view's sharpest though blurred (schema 13)
     UNIQUE (source_id, t_rel)
 );
 CREATE INDEX IF NOT EXISTS moments_camera_t ON moments (camera_id, t_rel);
@@ -97,6 +98,7 @@ CREATE TABLE IF NOT EXISTS samples (
     lap_var REAL, mad REAL, ssim REAL, hist_corr REAL,
     dropped_by TEXT,             -- NULL when kept
     tile_mad REAL, tiles_changed INTEGER,   -- local change (NULL before schema 4)
+    blurred INTEGER NOT NULL DEFAULT 0,     -- kept as its view's sharpest though blurred (schema 13)
     PRIMARY KEY (source_id, t_rel)
 ) WITHOUT ROWID;
 
@@ -489,10 +491,18 @@ def _migrate_11_to_12(conn) -> None:
     conn.execute("ALTER TABLE fulltext_v12 RENAME TO fulltext")
 
 
+def _migrate_12_to_13(conn) -> None:
+    """Version 13 marks the moments (and samples) kept by the gates' view rule: a view's sharpest
+    sample kept though every sample of it was blurred. Old rows were never so kept (0)."""
+    for table in ("moments", "samples"):
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN blurred INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
               5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8,
               8: _migrate_8_to_9, 9: _migrate_9_to_10, 10: _migrate_10_to_11,
-              11: _migrate_11_to_12}  # from version -> step to the next
+              11: _migrate_11_to_12, 12: _migrate_12_to_13}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999

@@ -17,7 +17,8 @@ from .sightings import drop_moments as drop_perceived
 from .vector_table import drop_vectors
 
 _COLUMNS = ("moment_id, camera_id, t_rel, t_abs, frame_ref, width, height, lap_var, mad, ssim, hist_corr,"
-            " tier, event_id, embedding_id, tile_mad, tiles_changed, pose_x, pose_y, pose_z, pose_yaw, pose_frame")
+            " tier, event_id, embedding_id, tile_mad, tiles_changed, pose_x, pose_y, pose_z, pose_yaw, pose_frame,"
+            " blurred")
 
 
 class MomentRepository:
@@ -113,13 +114,13 @@ class MomentRepository:
 
     def gate_log(self, camera_id: str | None = None) -> list[GateSample]:
         """Every gated sample, by camera and time: its statistics and what dropped it."""
-        sql = ("SELECT camera_id, source_id, t_rel, lap_var, mad, ssim, hist_corr, dropped_by, tile_mad, tiles_changed"
-               " FROM samples")
+        sql = ("SELECT camera_id, source_id, t_rel, lap_var, mad, ssim, hist_corr, dropped_by, tile_mad, tiles_changed,"
+               " blurred FROM samples")
         args: tuple = ()
         if camera_id is not None:
             sql += " WHERE camera_id = ?"
             args = (camera_id,)
-        return [GateSample(r[0], r[1], r[2], GateRecord(*r[3:10]))
+        return [GateSample(r[0], r[1], r[2], GateRecord(*r[3:10], bool(r[10])))
                 for r in self.db.conn().execute(sql + " ORDER BY camera_id, t_rel", args)]
 
     def counts(self) -> dict:
@@ -137,7 +138,8 @@ class MomentRepository:
 
     def _moment(self, r) -> Moment:
         return Moment(r[0], r[1], r[2], r[3], str(self.root / r[4]), r[5], r[6],
-                      GateRecord(r[7], r[8], r[9], r[10], None, r[14], r[15]), r[11], r[12], r[13], pose_of(r[16:21]))
+                      GateRecord(r[7], r[8], r[9], r[10], None, r[14], r[15], bool(r[21])), r[11], r[12], r[13],
+                      pose_of(r[16:21]))
 
     # -- retention -----------------------------------------------------------------------------
     def retention_rows(self, camera_id: str):
