@@ -498,7 +498,12 @@ class Engine:
                                                 repeat_gap_s), images)
 
     def monitors(self, include_ended: bool = False):
-        return self.store.monitors.list(include_ended)
+        return self._monitors.list(include_ended)
+
+    def watch_sessions(self, monitor_ids=None) -> dict[str, str]:
+        """Monitor id -> the session whose standing request ("tell me when ...") it serves, for
+        the monitors sessions started (``monitor_ids``: only those); the others are nobody's."""
+        return self.store.sessions.monitor_sessions(monitor_ids)
 
     def unwatch(self, monitor_id: str) -> bool:
         """End a monitor (its alerts stay). False: no such active monitor."""

@@ -95,6 +95,12 @@ class EngineMonitors:
         worker.add(monitor)
         return monitor
 
+    def list(self, include_ended: bool = False) -> list[Monitor]:
+        """The monitors, never one between its row and its binding (``watch``'s ``bind``): a
+        session's standing request is listed only once it is known to be the session's."""
+        with self._lock:
+            return self.repo.list(include_ended)
+
     def unwatch(self, monitor_id: str) -> bool:
         ended = self.repo.end(monitor_id)
         if self.worker is not None:

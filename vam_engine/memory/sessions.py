@@ -223,6 +223,18 @@ class SessionRepository:
             conn.execute("INSERT INTO session_monitors (monitor_id, session_id, request, created_at) VALUES (?,?,?,?)",
                          (monitor_id, session_id, str(request)[:MAX_TURN_CHARS], time.time()))
 
+    def monitor_sessions(self, monitor_ids=None) -> dict[str, str]:
+        """Monitor id -> the session whose standing request it serves, for every monitor a
+        session started (``monitor_ids``: only those), active or ended."""
+        sql, args = "SELECT monitor_id, session_id FROM session_monitors", []
+        if monitor_ids is not None:
+            ids = list(monitor_ids)
+            if not ids:
+                return {}
+            sql += f" WHERE monitor_id IN ({placeholders(ids)})"
+            args = ids
+        return dict(self.db.conn().execute(sql, args).fetchall())
+
     def watch_of(self, monitor_id: str) -> SessionWatch | None:
         """The standing request a monitor serves (None: a monitor of no session)."""
         rows = self._watches("s.monitor_id=?", [monitor_id])

@@ -38,7 +38,7 @@ from .routes_sessions import router as sessions_router
 from .routes_sessions import session_state
 from .routes_perception import router as perception_router
 from .sse import AlertHub
-from .ownership import Ownership, QuotaExceeded
+from .ownership import Ownership, QuotaExceeded, WatchOwners
 from .tokens import CameraForbidden, Principal, TokenStore
 
 log = logging.getLogger("vam_engine.server")
@@ -96,7 +96,8 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     options = options or ServeOptions()
     backend = backend or LocalBackend(engine)
     metrics = Metrics(options.metrics_store_every_s)
-    hub = AlertHub(engine, backend)
+    watch_owners = WatchOwners(engine)
+    hub = AlertHub(engine, backend, prepare=lambda a: watch_owners.of([a.monitor_id]))
 
     @asynccontextmanager
     async def lifespan(app):
@@ -118,6 +119,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.state.asks = threading.BoundedSemaphore(options.max_asks)
     app.state.summaries = threading.BoundedSemaphore(options.max_summaries)
     app.state.owned = Ownership(options.max_cameras_per_token, options.max_monitors_per_token)
+    app.state.watch_owners = watch_owners
     app.state.lanes = Lanes(options.lanes)
     for name, value in session_state(options).items():
         setattr(app.state, name, value)

@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from .auth import authenticate, bearer, need
 from .frames import jpeg_response
 from .jsonify import alert_json, gap_json, partial_json, status_json
+from .ownership import session_prefix
 from .queries import MAX_ID, BadQuery, check_range
 from .routes_sessions import SessionSocket
 from .sse import SSE_KEEPALIVE, sse_event
@@ -155,14 +156,24 @@ def camera_gaps(request: Request, camera_id: str, t0: float | None = None, t1: f
 
 
 # -- monitors --------------------------------------------------------------------------------------
-def _monitor_visible(p: Principal, m) -> bool:
+def _monitor_visible(p: Principal, m, owners: dict) -> bool:
+    """Within the token's cameras, and not another token's standing request (ownership.py)."""
+    owner = owners.get(m.monitor_id)
+    if owner is not None and not owner.startswith(session_prefix(p.token_id)):
+        return False
     return p.cameras is None or (m.cameras is not None and all(c in p.cameras for c in m.cameras))
+
+
+def _listed(request: Request, include_ended: bool) -> list:
+    return list(_api(_engine(request), "monitors", "monitors")(include_ended=include_ended))
 
 
 @router.get("/api/monitors", tags=["monitors"])
 def monitors(request: Request, include_ended: bool = False, p: Principal = need("read")):
-    fn = _api(_engine(request), "monitors", "monitors")
-    return {"monitors": [m.to_json() for m in fn(include_ended=include_ended) if _monitor_visible(p, m)]}
+    """The monitors within the token's cameras (a session's standing requests: its own only)."""
+    rows = _listed(request, include_ended)
+    owners = request.app.state.watch_owners.of(m.monitor_id for m in rows)
+    return {"monitors": [m.to_json() for m in rows if _monitor_visible(p, m, owners)]}
 
 
 @router.post("/api/monitors", tags=["monitors"], status_code=201)
@@ -180,10 +191,16 @@ async def watch(request: Request, body: MonitorBody, p: Principal = need("write"
 
 @router.delete("/api/monitors/{monitor_id}", tags=["monitors"])
 async def unwatch(request: Request, monitor_id: str, p: Principal = need("write")):
+    """End a monitor within the token's cameras (another token's standing request: 404)."""
     eng = _engine(request)
-    listed = {m.monitor_id: m for m in _api(eng, "monitors", "monitors")(include_ended=True)}
-    if monitor_id not in listed or not _monitor_visible(p, listed[monitor_id]):
-        raise HTTPException(404, f"no monitor {monitor_id!r}")
+
+    def find():
+        rows = {m.monitor_id: m for m in _listed(request, True)}
+        return rows.get(monitor_id), request.app.state.watch_owners.of([monitor_id] if monitor_id in rows else [])
+
+    m, owners = await run_in_threadpool(find)
+    if m is None or not _monitor_visible(p, m, owners):
+        raise HTTPException(404, f"no monitor {monitor_id[:64]!r}")
     ok = await run_in_threadpool(eng.unwatch, monitor_id)
     request.app.state.owned.release("monitor", monitor_id)
     if not ok:
@@ -213,9 +230,10 @@ def alerts(request: Request, since: str | None = None, monitor: str | None = Non
     cams = [camera] if camera is not None else p.cameras  # the token's limit, applied in the query
     rows = backend.alerts_after(pos, monitor_id=monitor, cameras=cams, limit=limit)
     if rows:
-        pos = rows[-1][1]
-    return {"alerts": [alert_json(a) for a, _ in rows], "next_since": backend.alert_position_json(pos),
-            **partial_json(rows)}
+        pos = rows[-1][1]  # past every row read, those of another token's standing requests too
+    owners = request.app.state.watch_owners
+    return {"alerts": [alert_json(a) for a, _ in rows if owners.allows(p.token_id, a.monitor_id)],
+            "next_since": backend.alert_position_json(pos), **partial_json(rows)}
 
 
 @router.get("/api/alerts/stream", tags=["alerts"], response_class=StreamingResponse,
@@ -234,9 +252,11 @@ async def alert_stream(request: Request, since: str | None = None, monitor: str 
     if camera is not None:
         p.camera_scope([camera])
 
+    owners = request.app.state.watch_owners
+
     def sees(a) -> bool:
         return p.sees(a.camera_id) and (monitor is None or a.monitor_id == monitor) and (
-            camera is None or a.camera_id == camera)
+            camera is None or a.camera_id == camera) and owners.allows(p.token_id, a.monitor_id)
 
     metrics = request.app.state.metrics
     keepalive = request.app.state.options.keepalive_s
@@ -263,7 +283,7 @@ def alert_frame(request: Request, alert_id: int = Path(..., ge=0, le=MAX_ID), k:
     """The k-th frame an alert's check saw (by alert id and index; never by path)."""
     backend = _backend(request)
     a = backend.alert(alert_id)
-    if a is None:
+    if a is None or not request.app.state.watch_owners.allows(p.token_id, a.monitor_id):
         raise HTTPException(404, f"no alert {alert_id}")
     if not p.sees(a.camera_id):
         raise HTTPException(403, f"alert {alert_id} is of a camera outside this token's limit")
@@ -326,7 +346,9 @@ async def ws_endpoint(ws: WebSocket):
     async def alerts_loop():
         if not hub.available:
             return await asyncio.Event().wait()
-        async for item in hub.stream(since, lambda a: p.sees(a.camera_id), opts.keepalive_s,
+        owners = state.watch_owners
+        async for item in hub.stream(since, lambda a: p.sees(a.camera_id) and owners.allows(p.token_id, a.monitor_id),
+                                     opts.keepalive_s,
                                      alive=_token_alive(state, p)):
             await send({"type": "ping"} if item is None else {
                 "type": "alert", "alert": alert_json(item[0]), "position": state.backend.alert_position_json(item[1])})

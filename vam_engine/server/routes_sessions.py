@@ -33,6 +33,7 @@ from starlette.concurrency import run_in_threadpool
 from ..memory import SessionError, SessionLimit, WatchNotAllowed
 from .auth import need
 from .jsonify import answer_json, evidence_json, json_response
+from .ownership import session_prefix
 from .queries import MAX_ID, BadQuery, parse_position
 from .routes_memory import Cameras, RequestBody
 from .sse import SSE_KEEPALIVE, sse_event
@@ -58,7 +59,7 @@ class TurnBody(RequestBody):
 
 def engine_session(p: Principal, name: str) -> str:
     """The engine's id of a token's session ``name``."""
-    return f"{p.token_id or ''}/{name}"
+    return session_prefix(p.token_id) + name
 
 
 def finite(x):

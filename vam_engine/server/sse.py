@@ -52,8 +52,11 @@ class _Subscriber:
 class AlertHub:
     """``engine.subscribe_alerts`` read on one thread; ``stream(since, sees)`` per client."""
 
-    def __init__(self, engine, backend):
+    def __init__(self, engine, backend, prepare=None):
+        """``prepare(alert)``: called on the hub's thread before an alert is handed out (what the
+        streams' ``sees`` reads is read there, not on the event loop)."""
         self.engine, self.backend = engine, backend
+        self._prepare = prepare
         self._subs: set[_Subscriber] = set()
         self._lock = threading.Lock()
         self._sub = None
@@ -88,6 +91,11 @@ class AlertHub:
                 return
             if alert is None:
                 continue
+            if self._prepare is not None:
+                try:
+                    self._prepare(alert)
+                except Exception:  # noqa: BLE001 - a stream reads it itself then
+                    log.exception("preparing an alert for the streams failed")
             with self._lock:
                 subs = list(self._subs)
             for s in subs:

