@@ -198,7 +198,7 @@ class Answering:
         view = self.views.view(q.as_of, cameras, session=q.session, write=not q.read_only)
         llm = self.models.llm
         model = WatchedModel(llm)
-        two_phase, agentic = self._answerers(model, q, view, self.views.present())
+        two_phase, agentic = self._answerers(model, q, view, self.views.present(), cameras)
         answer = answer_in_mode(model, two_phase, agentic, q.text, view, q.mode)
         try:
             answer.evidence = locate(answer.evidence, view)  # every citation says where it was seen
@@ -215,14 +215,20 @@ class Answering:
         answer.timings["response_s"] = time.perf_counter() - q.started
         return answer
 
-    def _answerers(self, model: WatchedModel, q: Question, view, present) -> tuple[TwoPhaseAnswerer, AgenticAnswerer]:
+    def _answerers(self, model: WatchedModel, q: Question, view, present,
+                   cameras=None) -> tuple[TwoPhaseAnswerer, AgenticAnswerer]:
         """What this question is shown, for both answerers (see the module docstring): the present,
-        the dialogue budget (``sessions.dialogue_tokens``), the outside tools."""
+        the dialogue budget (``sessions.dialogue_tokens``), the outside tools (their cache kept
+        apart per asker: the part of the session before its first "/", the service's token, and
+        the cameras asked about)."""
         dialogue = self.config.sessions.dialogue_tokens
         # the answer is recorded by ``_answer``, off the response path, whichever answerer made it
         two_phase = TwoPhaseAnswerer(model, present, self.models.text_embedder(), update_qa=False,
                                      dialogue_tokens=dialogue)
-        return two_phase, AgenticAnswerer(model, max_turns=q.max_turns, dialogue_tokens=dialogue, tools=self.tools)
+        cams = None if cameras is None else tuple(sorted({cameras} if isinstance(cameras, str) else set(cameras)))
+        scope = (q.session.split("/", 1)[0], cams)
+        return two_phase, AgenticAnswerer(model, max_turns=q.max_turns, dialogue_tokens=dialogue, tools=self.tools,
+                                          tool_scope=scope)
 
     # -- the QA history --------------------------------------------------------------------------
     def _qa_recorder(self, llm) -> QARecorder:
