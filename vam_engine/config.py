@@ -338,6 +338,22 @@ class SessionConfig(_Section):
     reply_workers: int = Field(2, ge=1, le=64, description="replies to fired requests written at once")
 
 
+class ServiceConfig(_Section):
+    """``vam-engine serve``: each token's share of the pools every token draws from, so that one
+    token cannot take a whole pool; a request over its token's share gets 429 naming the limit
+    (docs/service.md lists every bound)."""
+
+    monitors_per_token: int = Field(4, ge=1, le=1024, description="active monitors one token may hold: those it "
+                                    "started (POST /api/monitors) and its sessions' standing requests together "
+                                    "(the engine holds monitors.max_active in all)")
+    session_streams_per_token: int = Field(8, ge=1, le=4096, description="session streams one token may have open "
+                                           "at once (the server holds --max-session-streams, 64, in all)")
+    asks_per_token: int = Field(4, ge=1, le=256, description="questions and session turns one token may have "
+                                "answered at once (the server answers 8 at once in all)")
+    summaries_per_token: int = Field(1, ge=1, le=256, description="summarize calls one token may have running at "
+                                     "once (the server runs 2 at once in all)")
+
+
 def _tool_url(v: str | None, name: str) -> str | None:
     """An http(s) URL with a host, or None."""
     if v is None:
@@ -416,6 +432,7 @@ class EngineConfig(_Section):
     writer: WriterConfig = WriterConfig()
     forest: ForestConfig = ForestConfig()
     monitors: MonitorConfig = MonitorConfig()
+    service: ServiceConfig = ServiceConfig()
     perception: PerceptionConfig = PerceptionConfig()
     audio: AudioConfig = AudioConfig()
     sessions: SessionConfig = SessionConfig()

@@ -109,3 +109,81 @@ def test_alert_streams_of_other_tokens_never_carry_a_sessions_alerts(tmp_path):
             assert [e["monitor_id"] for _, e in again.events] == [plain_id]
     finally:
         eng.close()
+
+
+class _HeldAsks:
+    """The engine, but a question containing "hold" waits until ``go`` is set (so questions
+    stay in flight while the test counts them)."""
+
+    def __init__(self, eng):
+        self._eng = eng
+        self.go = __import__("threading").Event()
+        self.inside = __import__("threading").Semaphore(0)
+
+    def __getattr__(self, name):
+        return getattr(self._eng, name)
+
+    def ask(self, question, **kw):
+        if "hold" in question:
+            self.inside.release()
+            assert self.go.wait(60)
+        return self._eng.ask(question, **kw)
+
+
+def test_every_pool_has_a_per_token_share_and_answers_429_naming_it(tmp_path):
+    import threading
+
+    from vam_engine.server import ServeOptions, create_app
+
+    eng = _engine(tmp_path / "store", monitors={"max_active": 4})
+    held = _HeldAsks(eng)
+    try:
+        _, tok = _tokens(tmp_path / "store", ("a", "write", None), ("b", "write", None), ("c", "write", None))
+        a, b, cc = (auth(tok[k][1]) for k in ("a", "b", "c"))
+        opts = ServeOptions(keepalive_s=1.0, max_monitors_per_token=2, max_session_streams=4,
+                            max_session_streams_per_token=2, max_asks=4, max_asks_per_token=2)
+        with ServerThread(create_app(held, opts)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+            # monitors: a token's own and its sessions' standing requests share one allowance
+            assert c.post("/api/monitors", json={"condition": "a cat"}, headers=a).status_code == 201
+            assert c.post("/api/sessions", json={"id": "s"}, headers=a).status_code == 201
+            assert _turn(c, "s", "tell me when a dog appears", tok["a"][1]).json()["kind"] == "watch"
+            r = _turn(c, "s", "tell me when a bird appears", tok["a"][1])
+            assert r.status_code == 429 and "at most 2 per token (service.monitors_per_token)" in r.json()["detail"]
+            r = c.post("/api/monitors", json={"condition": "a fox"}, headers=a)
+            assert r.status_code == 429 and "service.monitors_per_token" in r.json()["detail"]
+            for cond in ("a cow", "a hen"):  # another token has its own share
+                assert c.post("/api/monitors", json={"condition": cond}, headers=b).status_code == 201
+            r = c.post("/api/monitors", json={"condition": "a pig"}, headers=cc)  # the engine's pool is full
+            assert r.status_code == 429 and "monitors.max_active" in r.json()["detail"]
+            # session streams
+            assert c.post("/api/sessions", json={"id": "t"}, headers=b).status_code == 201
+            with c.stream("GET", "/api/sessions/s/stream", headers=a) as s1, \
+                    c.stream("GET", "/api/sessions/s/stream", headers=a) as s2:
+                assert s1.status_code == s2.status_code == 200
+                r = c.get("/api/sessions/s/stream", headers=a)
+                assert r.status_code == 429 and "service.session_streams_per_token" in r.json()["detail"]
+                with c.stream("GET", "/api/sessions/t/stream", headers=b) as s3:
+                    assert s3.status_code == 200
+            # questions answered at once
+            codes = []
+
+            def ask(h, q):
+                codes.append(c.post("/api/ask", json={"question": q, "mode": "two_phase"}, headers=h).status_code)
+
+            waiting = [threading.Thread(target=ask, args=(a, f"hold {k}?")) for k in range(2)]
+            for t in waiting:
+                t.start()
+            for _ in waiting:
+                assert held.inside.acquire(timeout=30)
+            r = c.post("/api/ask", json={"question": "one more?", "mode": "two_phase"}, headers=a)
+            assert r.status_code == 429 and "service.asks_per_token" in r.json()["detail"]
+            r = c.post("/api/ask", json={"question": "what is here?", "mode": "two_phase"}, headers=b)
+            assert r.status_code == 200  # the server's pool has room for another token
+            held.go.set()
+            for t in waiting:
+                t.join(30)
+            assert codes == [200, 200]
+            assert c.post("/api/ask", json={"question": "now?", "mode": "two_phase"}, headers=a).status_code == 200
+    finally:
+        held.go.set()
+        eng.close()

@@ -169,14 +169,14 @@ class Answering:
     def turn(self, text: str, *, session: str, camera=None, as_of: float | None = None, mode: str = "auto",
              max_turns: int = 6, intent: str | None = None, condition: str | None = None,
              target: str | None = None, every_s: float | None = None, may_watch: bool = True,
-             read_only: bool = False) -> TurnResult:
+             read_only: bool = False, watch_quota=None) -> TurnResult:
         """See ``Engine.turn``."""
         check_ask(text, as_of, mode, max_turns, session=session, read_only=read_only)
         self._need_model("turn")
         if self.sessions is None:
             raise VamError("turn needs a session store, and this one answers without")
         started = time.perf_counter()
-        opts = TurnOptions(camera, as_of, intent, condition, target, every_s, may_watch)
+        opts = TurnOptions(camera, as_of, intent, condition, target, every_s, may_watch, watch_quota)
         sess, cams, read = self.sessions.read_turn(text, session, opts)
         if read.kind == "question":
             q = Question(text.strip(), as_of, mode, max_turns, session, read_only, started)

@@ -70,6 +70,7 @@ class TurnOptions:
     target: str | None = None
     every_s: float | None = None
     may_watch: bool = True
+    watch_quota: Callable[[], None] | None = None  # raises when the caller may start no more monitors
 
     def __post_init__(self):
         if self.intent is not None and self.intent not in INTENT_KINDS:
@@ -213,6 +214,8 @@ class Sessions:
             if held >= self._cfg.max_watches:
                 raise SessionLimit(f"session {sid!r} has {held} standing requests, at most {self._cfg.max_watches} "
                                    f"(sessions.max_watches): cancel one first")
+            if opts.watch_quota is not None:
+                opts.watch_quota()
             said = (f"OK, I'll tell you {'every time' if intent.repeat else 'when'} {intent.condition} "
                     f"(watching {_where(cams)}).")
             if ended:

@@ -26,7 +26,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
+from ..config import ServiceConfig
 from ..errors import StoreError, Unavailable, VamError
+from ..memory import MonitorLimit, SessionLimit
 from .auth import need
 from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
@@ -38,7 +40,7 @@ from .routes_sessions import router as sessions_router
 from .routes_sessions import session_state
 from .routes_perception import router as perception_router
 from .sse import AlertHub
-from .ownership import Ownership, QuotaExceeded, WatchOwners
+from .ownership import Ownership, QuotaExceeded, TokenSlots, WatchOwners
 from .tokens import CameraForbidden, Principal, TokenStore
 
 log = logging.getLogger("vam_engine.server")
@@ -59,9 +61,14 @@ class ServeOptions:
     max_asks: int = 8  # questions answered at once; more get 429 (each holds a model turn and a thread)
     max_summaries: int = 2  # summarize calls at once; more get 429 (each runs many model calls)
     max_cameras_per_token: int = 16  # live cameras one token may have added and not removed
-    max_monitors_per_token: int = 8  # monitors one token may have started and not ended
+    max_monitors_per_token: int = ServiceConfig().monitors_per_token  # active monitors of one token, its
+    # sessions' standing requests included (config service.monitors_per_token; the engine's pool: monitors.max_active)
     max_sessions_per_token: int = 32  # open sessions one token may hold (routes_sessions.py)
     max_session_streams: int = 64  # session SSE streams open at once
+    # each token's share of the pools above (config ``service``: ``ServeOptions.shares``)
+    max_session_streams_per_token: int = ServiceConfig().session_streams_per_token
+    max_asks_per_token: int = ServiceConfig().asks_per_token
+    max_summaries_per_token: int = ServiceConfig().summaries_per_token
     max_image_pixels: int = 40_000_000  # an uploaded query image's size at most
     max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
@@ -71,7 +78,8 @@ class ServeOptions:
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
             raise ValueError(f"max_upload_bytes must be an integer >= 1024, got {self.max_upload_bytes!r}")
         for name in ("max_asks", "max_summaries", "max_cameras_per_token", "max_monitors_per_token",
-                     "max_image_pixels", "max_connections", "max_sessions_per_token", "max_session_streams"):
+                     "max_image_pixels", "max_connections", "max_sessions_per_token", "max_session_streams",
+                     "max_session_streams_per_token", "max_asks_per_token", "max_summaries_per_token"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -81,6 +89,13 @@ class ServeOptions:
             raise ValueError("status_poll_s and keepalive_s must be > 0")
         if not isinstance(self.lanes, LaneSizes):
             raise ValueError(f"lanes must be a LaneSizes, got {type(self.lanes).__name__}")
+
+    @staticmethod
+    def shares(service: ServiceConfig) -> dict:
+        """The fields of the per-token shares from the config's ``service`` section."""
+        return {"max_monitors_per_token": service.monitors_per_token,
+                "max_session_streams_per_token": service.session_streams_per_token,
+                "max_asks_per_token": service.asks_per_token, "max_summaries_per_token": service.summaries_per_token}
 
 
 # -- the app ---------------------------------------------------------------------------------------
@@ -118,6 +133,11 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.state.hub = hub
     app.state.asks = threading.BoundedSemaphore(options.max_asks)
     app.state.summaries = threading.BoundedSemaphore(options.max_summaries)
+    app.state.ask_shares = TokenSlots(options.max_asks_per_token, "questions being answered",
+                                      "service.asks_per_token")
+    app.state.summary_shares = TokenSlots(options.max_summaries_per_token, "summaries being written",
+                                          "service.summaries_per_token", retry_after=5)
+    app.state.monitor_lock = threading.Lock()  # a token's monitors counted and one added, as one step
     app.state.owned = Ownership(options.max_cameras_per_token, options.max_monitors_per_token)
     app.state.watch_owners = watch_owners
     app.state.lanes = Lanes(options.lanes)
@@ -171,9 +191,12 @@ def _error_statuses(app: FastAPI) -> None:
     # the engine's own errors and argument checks, as statuses (an OS error is not among them:
     # its message may name server paths, so it stays a plain 500)
     for exc_type, status in ((BadQuery, 422), (CameraForbidden, 403), (StoreError, 409), (Unavailable, 503),
-                             (QuotaExceeded, 429), (VamError, 400), (ValueError, 400)):
+                             (QuotaExceeded, 429), (MonitorLimit, 429), (SessionLimit, 429), (VamError, 400),
+                             (ValueError, 400)):
         def handler(request, exc, status=status):
-            return JSONResponse({"detail": str(exc)}, status_code=status)
+            retry = getattr(exc, "retry_after", None)
+            return JSONResponse({"detail": str(exc)}, status_code=status,
+                                headers={"Retry-After": str(retry)} if retry else None)
         app.add_exception_handler(exc_type, handler)
 
     # input no parser should have let through (JSON nested thousands deep, a number past SQLite's

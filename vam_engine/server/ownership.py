@@ -17,10 +17,19 @@ from ..errors import VamError
 
 
 class QuotaExceeded(VamError):
-    """A token holds as many of something as it may (the service answers 429)."""
+    """A token holds as many of something as it may (the service answers 429, with Retry-After
+    when what it holds ends by itself soon)."""
+
+    def __init__(self, message: str, retry_after: int | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class Ownership:
+    """``claim`` checks a token's share of cameras (monitors are counted where they are made:
+    routes_live.py, with the token's sessions' standing requests); ``record`` notes whose an
+    item is, ``held`` lists a token's."""
+
     def __init__(self, max_cameras: int, max_monitors: int):
         self._caps = {"camera": max_cameras, "monitor": max_monitors}
         self._owner: dict[tuple[str, str], str] = {}  # (kind, id) -> the token that made it
@@ -47,6 +56,40 @@ class Ownership:
     def release(self, kind: str, item_id: str) -> None:
         with self._lock:
             self._owner.pop((kind, item_id), None)
+
+    def held(self, kind: str, token_id: str | None) -> list[str]:
+        """The ids of ``kind`` the token made (and has not removed)."""
+        owner = token_id or ""
+        with self._lock:
+            return [i for (k, i), o in self._owner.items() if k == kind and o == owner]
+
+
+class TokenSlots:
+    """A token's share of a pool held for a while (a stream, a question being answered): at most
+    ``limit`` at once per token; ``take`` raises QuotaExceeded naming ``what`` and ``key``."""
+
+    def __init__(self, limit: int, what: str, key: str, retry_after: int = 1):
+        self.limit, self.what, self.key, self.retry_after = limit, what, key, retry_after
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, token_id: str | None) -> None:
+        owner = token_id or ""
+        with self._lock:
+            n = self._held.get(owner, 0)
+            if n >= self.limit:
+                raise QuotaExceeded(f"this token has {n} {self.what} at once, at most {self.limit} per token "
+                                    f"({self.key}); retry when one ends", self.retry_after)
+            self._held[owner] = n + 1
+
+    def give(self, token_id: str | None) -> None:
+        owner = token_id or ""
+        with self._lock:
+            n = self._held.get(owner, 0) - 1
+            if n > 0:
+                self._held[owner] = n
+            else:
+                self._held.pop(owner, None)
 
 
 def session_prefix(token_id: str | None) -> str:
@@ -87,3 +130,22 @@ class WatchOwners:
         session, or one of its own sessions."""
         owner = self.of([monitor_id])[monitor_id]
         return owner is None or owner.startswith(session_prefix(token_id))
+
+
+def monitors_held(engine, owned: Ownership, token_id: str | None) -> int:
+    """The token's active monitors: those it started over the API and its sessions' standing
+    requests (one share of the engine's ``monitors.max_active``)."""
+    active = [m.monitor_id for m in engine.monitors()]
+    mine = set(owned.held("monitor", token_id))
+    read = getattr(engine, "watch_sessions", None)
+    bound = read(active) if read is not None and active else {}
+    prefix = session_prefix(token_id)
+    return sum(1 for m in active if m in mine or (bound.get(m) or "").startswith(prefix))
+
+
+def check_monitor_share(engine, owned: Ownership, token_id: str | None, limit: int) -> None:
+    """QuotaExceeded when the token holds ``limit`` active monitors already."""
+    held = monitors_held(engine, owned, token_id)
+    if held >= limit:
+        raise QuotaExceeded(f"this token holds {held} active monitors (standing requests of its sessions "
+                            f"included), at most {limit} per token (service.monitors_per_token): end one first")

@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from .auth import authenticate, bearer, need
 from .frames import jpeg_response
 from .jsonify import alert_json, gap_json, partial_json, status_json
-from .ownership import session_prefix
+from .ownership import check_monitor_share, session_prefix
 from .queries import MAX_ID, BadQuery, check_range
 from .routes_sessions import SessionSocket
 from .sse import SSE_KEEPALIVE, sse_event
@@ -181,12 +181,17 @@ async def watch(request: Request, body: MonitorBody, p: Principal = need("write"
     """Watch the present of cameras for a condition; alerts arrive on /api/alerts/stream and /api/ws."""
     cams = p.camera_scope(body.cameras)
     fn = _api(_engine(request), "watch", "monitors")
-    owned = request.app.state.owned
-    owned.claim("monitor", p.token_id)  # 429 when the token holds its share already
-    m = await run_in_threadpool(lambda: fn(body.condition, cams, mode=body.mode, min_confidence=body.min_confidence,
-                                           every_s=body.every_s, frames=body.frames, repeat_gap_s=body.repeat_gap_s))
-    owned.record("monitor", p.token_id, m.monitor_id)
-    return m.to_json()
+    state = request.app.state
+
+    def work():
+        with state.monitor_lock:  # counted and added as one step: the share holds
+            check_monitor_share(state.engine, state.owned, p.token_id, state.options.max_monitors_per_token)
+            m = fn(body.condition, cams, mode=body.mode, min_confidence=body.min_confidence, every_s=body.every_s,
+                   frames=body.frames, repeat_gap_s=body.repeat_gap_s)
+            state.owned.record("monitor", p.token_id, m.monitor_id)
+            return m
+
+    return (await run_in_threadpool(work)).to_json()
 
 
 @router.delete("/api/monitors/{monitor_id}", tags=["monitors"])

@@ -314,10 +314,7 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
     queries.check_range(None, None, body.as_of)
     cams = p.camera_scope(body.cameras)
     eng = _engine(request)
-    slots = request.app.state.asks
-    if not slots.acquire(blocking=False):
-        raise HTTPException(429, "too many questions are being answered; retry shortly",
-                            headers={"Retry-After": "1"})
+    release = ask_slot(request.app.state, p)
 
     def run(listener=None):
         try:
@@ -325,12 +322,26 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
                 return eng.ask(body.question, as_of=body.as_of, camera=cams, mode=body.mode,
                                max_turns=body.max_turns, session=history_of(p), read_only=not p.allows("write"))
         finally:
-            slots.release()
+            release()
 
     if "text/event-stream" not in request.headers.get("accept", ""):
         return answer_json(await run_in_threadpool(run))
-    return StreamingResponse(_ask_events(run, slots.release), media_type="text/event-stream",
+    return StreamingResponse(_ask_events(run, release), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def ask_slot(state, p: Principal):
+    """One of the questions answered at once (429 when the server answers ``max_asks`` already,
+    or the token its share, ``service.asks_per_token``); returns what gives it back."""
+    state.ask_shares.take(p.token_id)
+    if not state.asks.acquire(blocking=False):
+        state.ask_shares.give(p.token_id)
+        raise HTTPException(429, "too many questions are being answered; retry shortly", headers={"Retry-After": "1"})
+
+    def release():
+        state.asks.release()
+        state.ask_shares.give(p.token_id)
+    return release
 
 
 def history_of(p: Principal, session: str | None = None) -> str | None:
@@ -380,14 +391,18 @@ async def summarize(request: Request, body: SummarizeBody, p: Principal = need("
     """Write searchable summary documents, one per camera per window of ``granularity_s``."""
     cams = p.camera_scope(body.cameras)
     eng = _engine(request)
-    slots = request.app.state.summaries
+    state = request.app.state
+    slots = state.summaries
+    state.summary_shares.take(p.token_id)  # 429 over the token's share (service.summaries_per_token)
     if not slots.acquire(blocking=False):  # each call runs many model calls: a few at once
+        state.summary_shares.give(p.token_id)
         raise HTTPException(429, "too many summaries are being written; retry shortly", headers={"Retry-After": "5"})
     try:
         docs = await run_in_threadpool(eng.summarize, (body.t0, body.t1), body.granularity_s, body.prompt,
                                        cameras=cams, structure=body.structure)
     finally:
         slots.release()
+        state.summary_shares.give(p.token_id)
     return {"summaries": [summary_json(d) for d in docs]}
 
 

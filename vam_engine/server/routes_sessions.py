@@ -33,9 +33,9 @@ from starlette.concurrency import run_in_threadpool
 from ..memory import SessionError, SessionLimit, WatchNotAllowed
 from .auth import need
 from .jsonify import answer_json, evidence_json, json_response
-from .ownership import session_prefix
+from .ownership import TokenSlots, check_monitor_share, session_prefix
 from .queries import MAX_ID, BadQuery, parse_position
-from .routes_memory import Cameras, RequestBody
+from .routes_memory import Cameras, RequestBody, ask_slot
 from .sse import SSE_KEEPALIVE, sse_event
 from .tokens import Principal
 
@@ -169,13 +169,13 @@ async def take_turn(request: Request, name: str, body: TurnBody, p: Principal = 
         cams = p.camera_scope(body.cameras)
     else:  # the session's cameras; a token's limit holds over a session bound wider (one migrated)
         cams = list(sess.cameras) if sess.cameras is not None else (list(p.cameras) if p.cameras else None)
-    slots = request.app.state.asks
-    if not slots.acquire(blocking=False):
-        raise HTTPException(429, "too many questions are being answered; retry shortly", headers={"Retry-After": "1"})
+    state = request.app.state
+    release = ask_slot(state, p)
+    quota = monitor_quota(state, p) if p.allows("write") else None
     try:
         r = await run_in_threadpool(lambda: eng.turn(body.text, session=engine_session(p, name), camera=cams,
                                                      as_of=body.as_of, mode=body.mode, may_watch=p.allows("write"),
-                                                     read_only=not p.allows("write")))
+                                                     read_only=not p.allows("write"), watch_quota=quota))
     except SessionLimit as e:
         raise HTTPException(429, str(e).replace(engine_session(p, ""), "", 1)) from None
     except WatchNotAllowed as e:
@@ -183,8 +183,17 @@ async def take_turn(request: Request, name: str, body: TurnBody, p: Principal = 
     except SessionError as e:  # ended, a camera outside it
         raise HTTPException(409, str(e).replace(engine_session(p, ""), "", 1)) from None
     finally:
-        slots.release()
+        release()
     return json_response(turn_result_json(r))
+
+
+def monitor_quota(state, p: Principal):
+    """What a turn calls before it registers a standing request: the token's share of monitors
+    (its own and its sessions' together; 429 beyond)."""
+    def check() -> None:
+        with state.monitor_lock:
+            check_monitor_share(state.engine, state.owned, p.token_id, state.options.max_monitors_per_token)
+    return check
 
 
 def turn_result_json(r) -> dict:
@@ -256,7 +265,9 @@ async def session_stream(request: Request, name: str, since: str | None = None, 
     if last is None:
         last = _position(since)
     state = request.app.state
+    state.session_stream_shares.take(p.token_id)  # 429 over the token's share of the pool
     if not state.session_streams.acquire(blocking=False):
+        state.session_stream_shares.give(p.token_id)
         raise HTTPException(429, f"{state.options.max_session_streams} session streams are open, this server's "
                                  "limit; retry later", headers={"Retry-After": "5"})
     keepalive = state.options.keepalive_s
@@ -289,6 +300,7 @@ async def session_stream(request: Request, name: str, since: str | None = None, 
             if feed is not None:
                 feed.close()
             state.session_streams.release()
+            state.session_stream_shares.give(p.token_id)
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -356,4 +368,6 @@ class SessionSocket:
 def session_state(options) -> dict:
     """What ``create_app`` keeps for these routes: the stream slots and the creation lock."""
     return {"session_streams": threading.BoundedSemaphore(options.max_session_streams),
+            "session_stream_shares": TokenSlots(options.max_session_streams_per_token, "session streams open",
+                                                "service.session_streams_per_token", retry_after=5),
             "session_lock": threading.Lock()}
