@@ -91,13 +91,15 @@ def test_alert_streams_of_other_tokens_never_carry_a_sessions_alerts(tmp_path):
         with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
             assert c.post("/api/sessions", json={"id": "w", "cameras": ["yard"]}, headers=alice).status_code == 201
             watch_id = _turn(c, "w", "tell me when a red square appears", tok["alice"][1]).json()["monitor"]["monitor_id"]
-            plain_id = c.post("/api/monitors", json={"condition": "red", "cameras": ["yard"], "mode": "once"},
+            # on another camera, fired later: the two alerts reach the hub one after the other
+            plain_id = c.post("/api/monitors", json={"condition": "red", "cameras": ["front"], "mode": "once"},
                               headers=bob).json()["monitor_id"]
             live = {k: SSEReader(f"{srv.url}/api/alerts/stream", h, want=2) for k, h in (("alice", alice), ("bob", bob))}
             for r in live.values():
                 r.start()
                 assert r.ready.wait(10) and r.error is None
             push(eng, "yard", 2.0, 8.0, 4.0)
+            push(eng, "front", 2.0, 8.0, 4.0)
             live["alice"].join(20)
             live["bob"].join(3)  # a second alert never comes
             assert sorted(e["monitor_id"] for _, e in live["alice"].events) == sorted([watch_id, plain_id])
@@ -186,4 +188,69 @@ def test_every_pool_has_a_per_token_share_and_answers_429_naming_it(tmp_path):
             assert c.post("/api/ask", json={"question": "now?", "mode": "two_phase"}, headers=a).status_code == 200
     finally:
         held.go.set()
+        eng.close()
+
+
+def _until(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.05)
+
+
+def test_revoking_a_token_ends_its_monitors_standing_requests_and_streams_at_once(tmp_path):
+    import asyncio
+    import json
+
+    import websockets
+
+    from vam_engine.server import ServeOptions, create_app
+
+    eng = _engine(tmp_path / "store")
+    try:
+        ts, tok = _tokens(tmp_path / "store", ("alice", "write", None), ("admin", "admin", None))
+        (alice_id, alice_token), admin = tok["alice"], auth(tok["admin"][1])
+        alice = auth(alice_token)
+        # keepalives far apart: a stream that ends now ended because of the revocation
+        app = create_app(eng, ServeOptions(keepalive_s=60.0, token_poll_s=0.2))
+        with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+            assert c.post("/api/sessions", json={"id": "w", "cameras": ["yard"]}, headers=alice).status_code == 201
+            watch = _turn(c, "w", "tell me when a red square appears", alice_token).json()["monitor"]["monitor_id"]
+            plain = c.post("/api/monitors", json={"condition": "red", "cameras": ["yard"], "mode": "repeat"},
+                           headers=alice).json()["monitor_id"]
+            streams = [SSEReader(f"{srv.url}/api/sessions/w/stream", alice, want=1, event="turn"),
+                       SSEReader(f"{srv.url}/api/alerts/stream", alice, want=1)]
+            for r in streams:
+                r.start()
+                assert r.ready.wait(10) and r.error is None
+
+            async def socket_closes():
+                async with websockets.connect(srv.url.replace("http", "ws") + "/api/ws") as ws:
+                    await ws.send(json.dumps({"type": "auth", "token": alice_token}))
+                    assert json.loads(await ws.recv())["type"] == "hello"
+                    revoked = time.monotonic()
+                    assert ts.revoke(alice_id)  # as `vam-engine token revoke` does, beside the running server
+                    msgs = []
+                    with __import__("contextlib").suppress(websockets.ConnectionClosed):
+                        while True:
+                            msgs.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+                    return time.monotonic() - revoked, msgs
+
+            took, msgs = asyncio.run(socket_closes())
+            assert took < 5 and msgs[-1] == {"type": "error", "status": 401, "detail": "this token was revoked"}
+            for r in streams:  # the streams end too, long before a keepalive
+                r.join(5)
+                assert not r.is_alive() and r.events == []
+            _until(lambda: not eng.monitors())
+            ended = {m["monitor_id"]: m["active"] for m in
+                     c.get("/api/monitors", params={"include_ended": True}, headers=admin).json()["monitors"]}
+            assert ended.get(plain) is False and watch not in ended  # (the session's is nobody else's)
+            assert eng.monitors(include_ended=True) and not any(m.active for m in eng.monitors(include_ended=True))
+            push(eng, "yard", 2.0, 8.0, 4.0)  # the red square: nothing is written for the revoked token
+            assert c.get("/api/alerts", headers=admin).json()["alerts"] == []
+            assert eng.alerts() == []
+            sess = eng.session(f"{alice_id}/w")
+            assert not sess.open and [t.kind for t in sess.turns if t.role == "engine"] == ["watch"]
+            assert c.get("/api/sessions/w", headers=alice).status_code == 401
+    finally:
         eng.close()

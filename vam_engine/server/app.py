@@ -16,6 +16,7 @@ naming the problem and one log line. Nothing here logs a header, a body or a que
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
 from .middleware import BodyLimit, SecurityHeaders, Timing
 from .queries import BadQuery
+from .revocation import Revocation
 from .routes_live import router as live_router
 from .routes_memory import router as memory_router
 from .routes_sessions import router as sessions_router
@@ -72,6 +74,7 @@ class ServeOptions:
     max_image_pixels: int = 40_000_000  # an uploaded query image's size at most
     max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
+    token_poll_s: float = 1.0  # how often the token file is checked for revoked tokens (revocation.py)
     lanes: LaneSizes = field(default_factory=LaneSizes)  # handler threads at once per endpoint class
 
     def __post_init__(self):
@@ -85,8 +88,8 @@ class ServeOptions:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         if not self.header_timeout_s > 0:
             raise ValueError(f"header_timeout_s must be > 0, got {self.header_timeout_s!r}")
-        if self.status_poll_s <= 0 or self.keepalive_s <= 0:
-            raise ValueError("status_poll_s and keepalive_s must be > 0")
+        if self.status_poll_s <= 0 or self.keepalive_s <= 0 or self.token_poll_s <= 0:
+            raise ValueError("status_poll_s, keepalive_s and token_poll_s must be > 0")
         if not isinstance(self.lanes, LaneSizes):
             raise ValueError(f"lanes must be a LaneSizes, got {type(self.lanes).__name__}")
 
@@ -117,9 +120,11 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     @asynccontextmanager
     async def lifespan(app):
         hub.start()
+        revoking = asyncio.create_task(app.state.revocation.follow(options.token_poll_s))
         try:
             yield
         finally:
+            revoking.cancel()
             hub.close()
 
     app = FastAPI(title="vam_engine", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
@@ -140,6 +145,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.state.monitor_lock = threading.Lock()  # a token's monitors counted and one added, as one step
     app.state.owned = Ownership(options.max_cameras_per_token, options.max_monitors_per_token)
     app.state.watch_owners = watch_owners
+    app.state.revocation = Revocation(engine, app.state.tokens, app.state.owned)
     app.state.lanes = Lanes(options.lanes)
     for name, value in session_state(options).items():
         setattr(app.state, name, value)

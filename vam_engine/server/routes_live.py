@@ -266,15 +266,18 @@ async def alert_stream(request: Request, since: str | None = None, monitor: str 
     metrics = request.app.state.metrics
     keepalive = request.app.state.options.keepalive_s
 
+    state = request.app.state
+
     async def events():
         metrics.sse_clients += 1
         try:
-            yield "retry: 2000\n\n"
-            async for item in hub.stream(last, sees, keepalive, alive=_token_alive(request.app.state, p)):
-                if item is None:
-                    yield SSE_KEEPALIVE
-                else:
-                    yield sse_event(alert_json(item[0]), event="alert", id=backend.alert_position_text(item[1]))
+            with state.revocation.stream(p.token_id) as revoked:
+                yield "retry: 2000\n\n"
+                async for item in hub.stream(last, sees, keepalive, alive=_token_alive(state, p), stop=revoked):
+                    if item is None:
+                        yield SSE_KEEPALIVE
+                    else:
+                        yield sse_event(alert_json(item[0]), event="alert", id=backend.alert_position_text(item[1]))
         finally:
             metrics.sse_clients -= 1
 
@@ -387,8 +390,15 @@ async def ws_endpoint(ws: WebSocket):
     async def sessions_loop():
         return await (sessions.run() if sessions is not None else asyncio.Event().wait())
 
+    stack = contextlib.ExitStack()
+    revoked = stack.enter_context(state.revocation.stream(p.token_id))
+
+    async def revoked_loop():  # the token revoked: the socket closes at once (server/revocation.py)
+        await (revoked or asyncio.Event()).wait()
+        await send({"type": "error", "status": 401, "detail": "this token was revoked"})
+
     state.metrics.ws_clients += 1
-    tasks = [asyncio.create_task(c()) for c in (alerts_loop, status_loop, reader, sessions_loop)]
+    tasks = [asyncio.create_task(c()) for c in (alerts_loop, status_loop, reader, sessions_loop, revoked_loop)]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for t in done:
@@ -397,6 +407,7 @@ async def ws_endpoint(ws: WebSocket):
     except (WebSocketDisconnect, RuntimeError):
         pass
     finally:
+        stack.close()
         state.metrics.ws_clients -= 1
         for t in tasks:
             t.cancel()

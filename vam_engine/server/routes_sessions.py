@@ -36,7 +36,7 @@ from .jsonify import answer_json, evidence_json, json_response
 from .ownership import TokenSlots, check_monitor_share, session_prefix
 from .queries import MAX_ID, BadQuery, parse_position
 from .routes_memory import Cameras, RequestBody, ask_slot
-from .sse import SSE_KEEPALIVE, sse_event
+from .sse import SSE_KEEPALIVE, STOPPED, next_item, sse_event
 from .tokens import Principal
 
 router = APIRouter()
@@ -276,26 +276,29 @@ async def session_stream(request: Request, name: str, since: str | None = None, 
     async def events():
         feed = None
         try:
-            feed = TurnFeed(eng, engine_session(p, name), asyncio.Queue(QUEUE_MAX))
-            yield "retry: 2000\n\n"
-            pos, turns = await feed.start(last)
-            while True:
-                for t in turns:
-                    if t.turn_id > pos:
-                        pos = t.turn_id
-                        yield sse_event(turn_json(t), event="turn", id=t.turn_id)
-                if feed.overflowed:
-                    turns = await feed.reread(pos)
-                    continue
-                try:
-                    _, t = await asyncio.wait_for(feed.queue.get(), keepalive)
-                except asyncio.TimeoutError:
-                    if not alive():
+            with state.revocation.stream(p.token_id) as revoked:
+                feed = TurnFeed(eng, engine_session(p, name), asyncio.Queue(QUEUE_MAX))
+                yield "retry: 2000\n\n"
+                pos, turns = await feed.start(last)
+                while True:
+                    for t in turns:
+                        if t.turn_id > pos:
+                            pos = t.turn_id
+                            yield sse_event(turn_json(t), event="turn", id=t.turn_id)
+                    if feed.overflowed:
+                        turns = await feed.reread(pos)
+                        continue
+                    try:
+                        item = await next_item(feed.queue, keepalive, revoked)
+                    except asyncio.TimeoutError:
+                        if not alive():
+                            return
+                        yield SSE_KEEPALIVE
+                        turns = []
+                        continue
+                    if item is STOPPED:  # the token was revoked
                         return
-                    yield SSE_KEEPALIVE
-                    turns = []
-                    continue
-                turns = [t]
+                    turns = [item[1]]
         finally:
             if feed is not None:
                 feed.close()

@@ -34,6 +34,28 @@ def sse_event(data, *, event: str | None = None, id=None) -> str:
 
 
 SSE_KEEPALIVE = ": keepalive\n\n"
+STOPPED = object()  # what ``next_item`` returns once its stream is to stop
+
+
+async def next_item(queue: asyncio.Queue, timeout: float, stop: asyncio.Event | None = None):
+    """The queue's next item; asyncio.TimeoutError after ``timeout``; STOPPED as soon as ``stop``
+    is set (the stream's token was revoked: server/revocation.py)."""
+    if stop is None:
+        return await asyncio.wait_for(queue.get(), timeout)
+    if stop.is_set():
+        return STOPPED
+    getter, stopper = asyncio.ensure_future(queue.get()), asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({getter, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (getter, stopper):
+            if not t.done():
+                t.cancel()
+    if getter in done:
+        return getter.result()
+    if stopper in done:
+        return STOPPED
+    raise asyncio.TimeoutError
 
 
 class _Subscriber:
@@ -104,11 +126,11 @@ class AlertHub:
                 except RuntimeError:  # its loop closed
                     pass
 
-    async def stream(self, since, sees, keepalive_s: float = 15.0, alive=None):
+    async def stream(self, since, sees, keepalive_s: float = 15.0, alive=None, stop: asyncio.Event | None = None):
         """(alert, position after it) for the alerts after the position ``since`` (None: from
         now on) that ``sees(alert)`` allows, oldest first; None every ``keepalive_s`` without
         one (the caller sends a keepalive). ``alive()`` is asked at each keepalive: False (the
-        token was revoked) ends the stream."""
+        token was revoked) ends the stream; ``stop`` set ends it at once."""
         from starlette.concurrency import run_in_threadpool
 
         backend = self.backend
@@ -129,12 +151,14 @@ class AlertHub:
                             yield a, pos
                     continue
                 try:
-                    a = await asyncio.wait_for(sub.queue.get(), keepalive_s)
+                    a = await next_item(sub.queue, keepalive_s, stop)
                 except asyncio.TimeoutError:
                     if alive is not None and not alive():
                         return
                     yield None
                     continue
+                if a is STOPPED:
+                    return
                 nxt = backend.advance(pos, a)
                 if nxt is None:
                     continue  # read already (from the store, before it came live)
