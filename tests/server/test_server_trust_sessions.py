@@ -254,3 +254,46 @@ def test_revoking_a_token_ends_its_monitors_standing_requests_and_streams_at_onc
             assert c.get("/api/sessions/w", headers=alice).status_code == 401
     finally:
         eng.close()
+
+
+def test_ended_sessions_are_deleted_with_their_turns_by_count_per_token_and_by_age(tmp_path, client_for):
+    eng = _engine(tmp_path / "store", sessions={"ended_per_owner": 2, "ended_max_age_s": 3600.0})
+    try:
+        _, tok = _tokens(tmp_path / "tokens", ("a", "read", None), ("b", "read", None))
+        (a_id, a_token), (b_id, b_token) = tok["a"], tok["b"]
+        a, b = auth(a_token), auth(b_token)
+        c = client_for(eng)
+        assert c.post("/api/sessions", json={"id": "b0"}, headers=b).status_code == 201
+        assert _turn(c, "b0", "what is here?", b_token).status_code == 200
+        assert c.delete("/api/sessions/b0", headers=b).status_code == 200
+        for k in range(5):
+            assert c.post("/api/sessions", json={"id": f"s{k}"}, headers=a).status_code == 201
+            assert _turn(c, f"s{k}", f"what is here, {k}?", a_token).status_code == 200
+            assert eng.wait_for_answers(30)  # its question history is written before it ends
+            assert c.delete(f"/api/sessions/s{k}", headers=a).status_code == 200
+        listed = c.get("/api/sessions", params={"include_ended": True}, headers=a).json()["sessions"]
+        assert [s["id"] for s in listed] == ["s3", "s4"]  # the newest two ended ones
+        assert [s["id"] for s in c.get("/api/sessions", params={"include_ended": True},
+                                       headers=b).json()["sessions"]] == ["b0"]  # another token's share
+        for k in range(3):  # gone with their turns and their question history
+            assert c.get(f"/api/sessions/s{k}", headers=a).status_code == 404
+            assert eng.store.sessions.turns(f"{a_id}/s{k}") == []
+        assert len(eng.store.sessions.turns(f"{a_id}/s4")) == 2
+        rows = eng.store.db.conn().execute("SELECT session FROM qa_history").fetchall()
+        assert not any(r[0].startswith(f"{a_id}/s") and r[0][-1] in "012" for r in rows)
+        assert any(r[0] == f"{a_id}/s4" for r in rows)
+    finally:
+        eng.close()
+    old = _engine(tmp_path / "aged", sessions={"ended_max_age_s": 0.5})
+    try:
+        _, tok = _tokens(tmp_path / "tokens2", ("a", "read", None))
+        a = auth(tok["a"][1])
+        c = client_for(old, tokens_dir=str(tmp_path / "tokens2"))
+        assert c.post("/api/sessions", json={"id": "first"}, headers=a).status_code == 201
+        assert c.delete("/api/sessions/first", headers=a).status_code == 200
+        time.sleep(0.6)
+        assert c.post("/api/sessions", json={"id": "second"}, headers=a).status_code == 201
+        listed = c.get("/api/sessions", params={"include_ended": True}, headers=a).json()["sessions"]
+        assert [s["id"] for s in listed] == ["second"]
+    finally:
+        old.close()

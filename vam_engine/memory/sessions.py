@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 
 from ..errors import VamError
 from .db import Database, placeholders
+from .qa import forget_sessions
 from .records import BoxRef, Evidence, Pose
 
 ROLES = ("user", "engine")
@@ -182,6 +183,28 @@ class SessionRepository:
             cur = conn.execute("UPDATE sessions SET ended_at=? WHERE session_id=? AND ended_at IS NULL",
                                (time.time(), session_id))
             return cur.rowcount > 0
+
+    def delete_ended(self, *, owner: str, keep: int, ended_before: float | None = None) -> list[str]:
+        """Delete ended sessions with their turns, standing-request bindings and question history:
+        those of ``owner`` (the part of their id up to its first "/", "" for an id without one)
+        beyond its newest ``keep`` ended ones, and every one that ended before ``ended_before``
+        (None: no age rule). Returns the ids deleted. (Sessions are no camera's time, so this is
+        not part of ``Store.delete``'s protocol; the monitors they started stay, with their
+        alerts, until their cameras' deletion or retention.)"""
+        owner_of = "substr(session_id, 1, instr(session_id, '/'))"
+        with self.db.transaction() as conn:
+            ids = [r[0] for r in conn.execute(
+                f"SELECT session_id FROM sessions WHERE ended_at IS NOT NULL AND {owner_of} = ? "
+                "ORDER BY ended_at DESC, session_id DESC LIMIT -1 OFFSET ?", (owner, max(0, int(keep))))]
+            if ended_before is not None:
+                ids += [r[0] for r in conn.execute("SELECT session_id FROM sessions WHERE ended_at IS NOT NULL "
+                                                   "AND ended_at < ?", (float(ended_before),))]
+            ids = sorted(set(ids))
+            for sid in ids:
+                for table in ("session_turns", "session_monitors", "sessions"):
+                    conn.execute(f"DELETE FROM {table} WHERE session_id=?", (sid,))
+            forget_sessions(conn, ids)
+        return ids
 
     # -- turns ---------------------------------------------------------------------------------
     def add_turns(self, session_id: str, turns, keep: int) -> list[SessionTurn]:
