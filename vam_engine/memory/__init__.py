@@ -12,7 +12,7 @@ from .forest import EventForest, ForestNodeRepository
 from .gaps import Gap, GapRepository
 from .moments import MomentRepository
 from .monitors import MonitorLimit, MonitorSpec, ObservedFrame, check_spec
-from .places import make_place
+from .places import MAX_CORNERS, make_place
 from .records import (Alert, BoxRef, CameraExtent, Deletion, DocumentJob, EntityRecord, Event, EventMemory, Evidence,
                       ForestNode, GateRecord, GateReference, GateSample, Moment, Monitor, PendingMoment, Pose,
                       ProvisionalNode, QARecord, SourceState, Summary, SummaryKind, Transcript, WriterBacklog,
@@ -43,7 +43,8 @@ __all__ = [
     "PerceptionCommit", "Pose", "ProvisionalNode", "QARecord", "SourceState", "Summary", "SummaryKind", "Transcript",
     "WriterBacklog", "camera_time", "is_absolute_time", "last_pose",
     # monitors, places, sessions
-    "MonitorLimit", "MonitorSpec", "ObservedFrame", "check_spec", "make_place", "NewTurn", "Session", "SessionError", "SessionLimit",
+    "MonitorLimit", "MonitorSpec", "ObservedFrame", "check_spec", "make_place", "MAX_CORNERS", "NewTurn", "Session",
+    "SessionError", "SessionLimit",
     "SessionTurn", "SessionWatch", "WatchNotAllowed", "check_session_id",
     # search (the cluster's router fuses shards' results by the same rules)
     "search", "check_search", "load_query_image", "relevance", "space_of", "space_queries", "whole_space_sample",

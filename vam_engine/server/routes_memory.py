@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import VamError
+from ..memory import MAX_CORNERS
 from . import model_tap, queries
 from .auth import need
 from .frames import jpeg_response
@@ -63,7 +64,7 @@ class SearchBody(RequestBody):
     # (a box [x0, y0, x1, y1] or a polygon [[x, y], ...]), a map frame
     near: Point | None = None
     radius: float | None = Field(None, gt=0)
-    region: list[float] | list[Point] | None = Field(None, min_length=3, max_length=1000)
+    region: list[float] | list[Point] | None = Field(None, min_length=3, max_length=MAX_CORNERS)
     map_frame: str | None = Field(None, min_length=1, max_length=64)
 
 
