@@ -10,8 +10,9 @@ without a token, so a browser can open the page and enter its token there.
 Everything a client can make the server hold is bounded (``ServeOptions``): request bodies
 (``max_upload_bytes``, 413 beyond, checked on the declared length and on the bytes as they
 arrive), connections and the time to send a request head (http.py), questions and summaries
-answered at once (429 beyond), cameras, monitors and sessions per token, session streams, image
-sizes, page sizes, metric label values. CORS is off unless ``cors_origins`` names origins; malformed input gets a 4xx
+answered at once (429 beyond) and each token's share of every such pool (config ``service``),
+cameras, monitors and sessions per token, session streams, image sizes, page sizes, metric label
+values. Revoking a token ends what it started (revocation.py). CORS is off unless ``cors_origins`` names origins; malformed input gets a 4xx
 naming the problem and one log line. Nothing here logs a header, a body or a query string.
 """
 from __future__ import annotations

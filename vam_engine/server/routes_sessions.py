@@ -8,7 +8,10 @@ sees, streams or writes another's sessions (404, as for a session that does not 
 session is bound at creation to cameras within its token's limit. Any token may ask questions
 in its sessions; a turn that asks to be told later registers a monitor and needs a write token
 (403 saying so). Bounds (``ServeOptions``): open sessions per token, session streams at once
-(429 beyond); the engine bounds standing requests per session and turns kept per session.
+and each token's share of them, a token's active monitors with its sessions' standing requests
+(429 beyond); the engine bounds standing requests per session, turns kept per session and the
+ended sessions kept (``sessions.ended_per_owner``, ``ended_max_age_s``). A session's standing
+requests are its token's alone (routes_live.py hides them from other tokens: ownership.py).
 
 ``GET /api/sessions/{id}/stream`` is SSE of the session's new turns (``event: turn``, ``id`` the
 turn id): reconnect with ``Last-Event-ID`` (or ``?since=``) to get every turn after it first.
