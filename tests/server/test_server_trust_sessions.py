@@ -297,3 +297,50 @@ def test_ended_sessions_are_deleted_with_their_turns_by_count_per_token_and_by_a
         assert [s["id"] for s in listed] == ["second"]
     finally:
         old.close()
+
+
+def test_a_token_has_a_share_of_each_handler_lane(tmp_path):
+    import threading
+
+    from vam_engine.server import ServeOptions, create_app
+    from vam_engine.server.backend import LocalBackend
+
+    class HeldPages(LocalBackend):
+        """Pages of camera "front" wait until ``go`` is set (requests held in the lane)."""
+        go, inside = threading.Event(), threading.Semaphore(0)
+
+        def page(self, kind, **kw):
+            if kw.get("cameras") == ["front"]:
+                self.inside.release()
+                assert self.go.wait(60)
+            return super().page(kind, **kw)
+
+    eng = _engine(tmp_path / "store")
+    backend = HeldPages(eng)
+    try:
+        _, tok = _tokens(tmp_path / "store", ("a", "read", None), ("b", "read", None))
+        a, b = auth(tok["a"][1]), auth(tok["b"][1])
+        opts = ServeOptions(max_lane_requests_per_token=2)
+        with ServerThread(create_app(eng, opts, backend=backend)) as srv, \
+                httpx.Client(base_url=srv.url, timeout=30) as c:
+            codes = []
+
+            def page(h, cam):
+                codes.append(c.get("/api/moments", params={"camera": cam}, headers=h).status_code)
+
+            held = [threading.Thread(target=page, args=(a, "front")) for _ in range(2)]
+            for t in held:
+                t.start()
+            for _ in held:
+                assert backend.inside.acquire(timeout=30)
+            r = c.get("/api/moments", params={"camera": "yard"}, headers=a)
+            assert r.status_code == 429 and "service.lane_requests_per_token" in r.json()["detail"]
+            other = threading.Thread(target=page, args=(b, "yard"))  # waits its turn, is not refused
+            other.start()
+            backend.go.set()
+            for t in held + [other]:
+                t.join(30)
+            assert codes == [200, 200, 200]
+    finally:
+        HeldPages.go.set()
+        eng.close()

@@ -72,6 +72,7 @@ class ServeOptions:
     max_session_streams_per_token: int = ServiceConfig().session_streams_per_token
     max_asks_per_token: int = ServiceConfig().asks_per_token
     max_summaries_per_token: int = ServiceConfig().summaries_per_token
+    max_lane_requests_per_token: int = ServiceConfig().lane_requests_per_token
     max_image_pixels: int = 40_000_000  # an uploaded query image's size at most
     max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
@@ -83,7 +84,8 @@ class ServeOptions:
             raise ValueError(f"max_upload_bytes must be an integer >= 1024, got {self.max_upload_bytes!r}")
         for name in ("max_asks", "max_summaries", "max_cameras_per_token", "max_monitors_per_token",
                      "max_image_pixels", "max_connections", "max_sessions_per_token", "max_session_streams",
-                     "max_session_streams_per_token", "max_asks_per_token", "max_summaries_per_token"):
+                     "max_session_streams_per_token", "max_asks_per_token", "max_summaries_per_token",
+                     "max_lane_requests_per_token"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -99,7 +101,8 @@ class ServeOptions:
         """The fields of the per-token shares from the config's ``service`` section."""
         return {"max_monitors_per_token": service.monitors_per_token,
                 "max_session_streams_per_token": service.session_streams_per_token,
-                "max_asks_per_token": service.asks_per_token, "max_summaries_per_token": service.summaries_per_token}
+                "max_asks_per_token": service.asks_per_token, "max_summaries_per_token": service.summaries_per_token,
+                "max_lane_requests_per_token": service.lane_requests_per_token}
 
 
 # -- the app ---------------------------------------------------------------------------------------
@@ -147,7 +150,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.state.owned = Ownership(options.max_cameras_per_token, options.max_monitors_per_token)
     app.state.watch_owners = watch_owners
     app.state.revocation = Revocation(engine, app.state.tokens, app.state.owned)
-    app.state.lanes = Lanes(options.lanes)
+    app.state.lanes = Lanes(options.lanes, options.max_lane_requests_per_token)
     for name, value in session_state(options).items():
         setattr(app.state, name, value)
     model_tap.install(backend, lambda cls, s: metrics.model.observe(s, cls))

@@ -74,7 +74,10 @@ class TokenSlots:
         self._lock = threading.Lock()
 
     def take(self, token_id: str | None) -> None:
-        owner = token_id or ""
+        """One more for the token (a server without tokens has one client and no shares)."""
+        if token_id is None:
+            return
+        owner = token_id
         with self._lock:
             n = self._held.get(owner, 0)
             if n >= self.limit:
@@ -83,7 +86,9 @@ class TokenSlots:
             self._held[owner] = n + 1
 
     def give(self, token_id: str | None) -> None:
-        owner = token_id or ""
+        if token_id is None:
+            return
+        owner = token_id
         with self._lock:
             n = self._held.get(owner, 0) - 1
             if n > 0:

@@ -116,7 +116,8 @@ async def moments(request: Request, camera: list[str] | None = Query(None), t0: 
     with its pose. Where they were taken: ``near=x,y`` with ``radius`` (metres), ``region``
     (a box ``x0,y0,x1,y1`` or a polygon ``x,y;x,y;x,y``), ``map_frame``."""
     place = _query_place(request, near, radius, region, map_frame)
-    return await _page(request, "moments", moment_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit, place)
+    return await _page(request, "moments", moment_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit, place,
+                       token_id=p.token_id)
 
 
 @router.get("/api/events", tags=["memory"])
@@ -127,7 +128,8 @@ async def events(request: Request, camera: list[str] | None = Query(None), t0: f
     """Events overlapping [t0, t1] that end by ``as_of``, with their documents and keyframes;
     ``near``/``radius``/``region``/``map_frame`` as for moments: events with a moment there."""
     place = _query_place(request, near, radius, region, map_frame)
-    return await _page(request, "events", event_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit, place)
+    return await _page(request, "events", event_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit, place,
+                       token_id=p.token_id)
 
 
 def _numbers(name: str, text: str) -> list[float]:
@@ -166,10 +168,12 @@ async def transcripts(request: Request, camera: list[str] | None = Query(None), 
                       limit: int = 200, p: Principal = need("read")):
     """What was said: transcript segments (camera, interval, text, language, confidence)
     overlapping [t0, t1] that end by ``as_of``, by camera and start time, keyset pages."""
-    return await _page(request, "transcripts", transcript_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit)
+    return await _page(request, "transcripts", transcript_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit,
+                       token_id=p.token_id)
 
 
-async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, cursor, limit, place=None):
+async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, cursor, limit, place=None, *,
+                token_id: str | None = None):
     backend, n = request.app.state.backend, _limit(request, limit)
     extra = {} if place is None else {"place": place}
 
@@ -178,7 +182,7 @@ async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, curso
         return json_response({"items": [to_json(x) for x in page.items], "next_cursor": page.next_cursor,
                               **partial_json(page)})
 
-    return await _lanes(request).run("read", work)
+    return await _lanes(request).run("read", work, token_id=token_id)
 
 
 @router.get("/api/frames/{moment_id}", tags=["memory"], response_class=Response,
@@ -196,7 +200,7 @@ async def frame(request: Request, moment_id: int = Path(..., ge=0, le=queries.MA
             raise HTTPException(403, f"moment {moment_id} belongs to a camera outside this token's limit")
         return jpeg_response(f, w)
 
-    return await _lanes(request).run("read", work)
+    return await _lanes(request).run("read", work, token_id=p.token_id)
 
 
 # -- search --------------------------------------------------------------------------------------------
@@ -304,7 +308,7 @@ async def search(request: Request, p: Principal = need("read")):
         return json_response({"evidence": [evidence_json(e) for e in res.evidence if p.sees(e.camera_id)],
                               "notes": list(res.notes), **partial_json(res)})
 
-    return await _lanes(request).run("search", run)
+    return await _lanes(request).run("search", run, token_id=p.token_id)
 
 
 # -- ask -----------------------------------------------------------------------------------------------
