@@ -185,12 +185,13 @@ class SessionRepository:
             return cur.rowcount > 0
 
     def delete_ended(self, *, owner: str, keep: int, ended_before: float | None = None) -> list[str]:
-        """Delete ended sessions with their turns, standing-request bindings and question history:
-        those of ``owner`` (the part of their id up to its first "/", "" for an id without one)
-        beyond its newest ``keep`` ended ones, and every one that ended before ``ended_before``
-        (None: no age rule). Returns the ids deleted. (Sessions are no camera's time, so this is
-        not part of ``Store.delete``'s protocol; the monitors they started stay, with their
-        alerts, until their cameras' deletion or retention.)"""
+        """Delete ended sessions with their turns and question history: those of ``owner`` (the
+        part of their id up to its first "/", "" for an id without one) beyond its newest
+        ``keep`` ended ones, and every one that ended before ``ended_before`` (None: no age
+        rule). Returns the ids deleted. (Sessions are no camera's time, so this is not part of
+        ``Store.delete``'s protocol. The monitors they started stay, ended, with their alerts,
+        until their cameras' deletion or retention, and so do their bindings here: a row each,
+        which keeps them their token's, never anybody's.)"""
         owner_of = "substr(session_id, 1, instr(session_id, '/'))"
         with self.db.transaction() as conn:
             ids = [r[0] for r in conn.execute(
@@ -201,7 +202,7 @@ class SessionRepository:
                                                    "AND ended_at < ?", (float(ended_before),))]
             ids = sorted(set(ids))
             for sid in ids:
-                for table in ("session_turns", "session_monitors", "sessions"):
+                for table in ("session_turns", "sessions"):
                     conn.execute(f"DELETE FROM {table} WHERE session_id=?", (sid,))
             forget_sessions(conn, ids)
         return ids

@@ -147,7 +147,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.state.summary_shares = TokenSlots(options.max_summaries_per_token, "summaries being written",
                                           "service.summaries_per_token", retry_after=5)
     app.state.monitor_lock = threading.Lock()  # a token's monitors counted and one added, as one step
-    app.state.owned = Ownership(options.max_cameras_per_token, options.max_monitors_per_token)
+    app.state.owned = Ownership(options.max_cameras_per_token)
     app.state.watch_owners = watch_owners
     app.state.revocation = Revocation(engine, app.state.tokens, app.state.owned)
     app.state.lanes = Lanes(options.lanes, options.max_lane_requests_per_token)

@@ -26,28 +26,29 @@ class QuotaExceeded(VamError):
 
 
 class Ownership:
-    """``claim`` checks a token's share of cameras (monitors are counted where they are made:
-    routes_live.py, with the token's sessions' standing requests); ``record`` notes whose an
-    item is, ``held`` lists a token's."""
+    """What each token made: ``claim`` checks a token's share of live cameras and records the
+    camera as its; ``record`` notes whose a monitor is (a token's monitors are counted where they
+    are made, with its sessions' standing requests: ``check_monitor_share``); ``held`` lists a
+    token's (what revoking it ends: revocation.py)."""
 
-    def __init__(self, max_cameras: int, max_monitors: int):
-        self._caps = {"camera": max_cameras, "monitor": max_monitors}
+    def __init__(self, max_cameras: int):
+        self._max_cameras = max_cameras
         self._owner: dict[tuple[str, str], str] = {}  # (kind, id) -> the token that made it
         self._lock = threading.Lock()
 
-    def claim(self, kind: str, token_id: str | None, item_id: str | None = None) -> None:
-        """Check that ``token_id`` may hold one more ``kind`` ("camera" or "monitor"), and record
-        ``item_id`` as its (when known already: a camera's id; a monitor's comes after ``add``)."""
+    def claim(self, kind: str, token_id: str | None, item_id: str) -> None:
+        """Check that ``token_id`` may hold one more camera, and record ``item_id`` as its."""
+        if kind != "camera":
+            raise ValueError(f"only cameras are claimed here, not {kind!r}")
         owner = token_id or ""
         with self._lock:
-            held = sum(1 for (k, _), o in self._owner.items() if k == kind and o == owner)
-            if item_id is not None and (kind, item_id) in self._owner:
+            if (kind, item_id) in self._owner:
                 return
-            if held >= self._caps[kind]:
-                raise QuotaExceeded(f"this token holds {held} {kind}s, at most {self._caps[kind]} per token: "
-                                    f"remove one first (the server's --max-{kind}s-per-token)")
-            if item_id is not None:
-                self._owner[(kind, item_id)] = owner
+            held = sum(1 for (k, _), o in self._owner.items() if k == kind and o == owner)
+            if held >= self._max_cameras:
+                raise QuotaExceeded(f"this token holds {held} cameras, at most {self._max_cameras} per token: "
+                                    f"remove one first (the server's --max-cameras-per-token)")
+            self._owner[(kind, item_id)] = owner
 
     def record(self, kind: str, token_id: str | None, item_id: str) -> None:
         with self._lock:
