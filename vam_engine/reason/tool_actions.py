@@ -46,9 +46,18 @@ _WORD = re.compile(r"[^\W_]{3,}")
 MAX_STEER_WORDS = 8  # of the words an action took from web results, shown in its note
 
 
+# words too common to say where a query came from (English function words)
+_COMMON = frozenset("""the and for are but not you all any can had her was one our out has him his how its may new
+now old see two way who did get got let put say she too use what when where which while whom whose why will with
+this that these those there their them then than from into onto over under about after before again also been
+being both each few more most other some such only own same very just does doing done have having here yours ours
+itself could would should might must shall""".split())
+
+
 def words_of(*texts) -> set[str]:
-    """The words (three letters or digits at least, lower case) of ``texts``."""
-    return {w.lower() for t in texts if t for w in _WORD.findall(t)}
+    """The words (three letters or digits at least, lower case; common function words left out)
+    of ``texts``."""
+    return {w.lower() for t in texts if t for w in _WORD.findall(t)} - _COMMON
 
 
 def _strings(x):
