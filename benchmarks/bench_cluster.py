@@ -10,7 +10,7 @@ Measured, in one run on this machine:
 - search (image query, top 10, all cameras) and moments (one camera, all of it): p50/p99 over
   ``--queries`` requests, for the plain engine and through the router;
 - the router's overhead per request: the round trip of an empty actor call (p50) and the
-  router-side merge (fanout.fuse over the shards' parts, p50), next to a search's total;
+  router-side merge (fanout.fuse_shards over the shards' ranked lists, p50), next to a search's total;
 - over HTTP (with the server extra): a page of moments (``GET /api/moments``, one camera,
   200 rows) and an image search (``POST /api/search``, multipart) through the single engine's
   app and through the router's (the same app over ClusterBackend), p50 over ``--queries``.
@@ -175,14 +175,16 @@ def router_costs(router, data: Pushed, n: int) -> tuple[list, list, list]:
     and the slowest shard's own time for each query's search (inside the actor)."""
     import ray
 
-    from vam_engine.cluster.fanout import fuse
+    from vam_engine.cluster.fanout import fuse_shards
 
     handles = {s: ray.get_actor(router.actor_name(s), namespace=NAMESPACE) for s in router.shard_names()}
     first = handles[router.shard_names()[0]]
     rtt = call_latencies(lambda: ray.get(first.pid.remote()), n)
-    parts = {s: ray.get(h.search_hits.remote(image=data.queries[0], top_k=10)) for s, h in handles.items()}
-    merge = call_latencies(lambda: fuse(parts, 10), n)
-    inside = [max(ray.get([h.search_hits.remote(image=q, top_k=10) for h in handles.values()]),
+    parts = {s: ray.get(h.search_lists.remote(image=data.queries[0], top_k=10, sources=("frame", "event")))
+             for s, h in handles.items()}
+    merge = call_latencies(lambda: fuse_shards(parts, 10), n)
+    inside = [max(ray.get([h.search_lists.remote(image=q, top_k=10, sources=("frame", "event"))
+                           for h in handles.values()]),
                   key=lambda hits: hits.seconds).seconds for q in data.queries]
     return rtt, merge, inside
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from _common import print_table
 
 ROOT = Path(__file__).resolve().parents[1]
-WHEELS = ("av", "PyNvVideoCodec", "pybind11", "pydantic", "tqdm")
+# the build backend and pybind11: `pip install -e . --no-build-isolation` builds _C with what is installed
+WHEELS = ("av", "PyNvVideoCodec", "pybind11", "scikit_build_core", "pathspec", "pydantic", "tqdm")
 
 
 @dataclass

@@ -35,16 +35,24 @@ def _missing_rtsp_server() -> str | None:
     return f"no RTSP server to test against: {why}" if why else None
 
 
+def _missing_broker() -> str | None:
+    from support.broker import missing_broker
+
+    return missing_broker()
+
+
 # marker -> (why its tests cannot run here, or None; the switch that turns that into an error)
 NEEDS = {"gpu": (_missing_gpu, "VAM_TEST_REQUIRE_GPU"),
          "browser": (_missing_browser, "VAM_TEST_REQUIRE_BROWSER"),
-         "rtsp": (_missing_rtsp_server, "VAM_TEST_REQUIRE_RTSP")}
+         "rtsp": (_missing_rtsp_server, "VAM_TEST_REQUIRE_RTSP"),
+         "mqtt": (_missing_broker, "VAM_TEST_REQUIRE_MQTT")}
 
 
 def pytest_collection_modifyitems(config, items):
     """The one place tests that need something this machine may lack are skipped (tests do not
     check for it themselves): ``gpu`` a CUDA device, ``browser`` a Chromium with chromedriver
-    (and selenium), ``rtsp`` GStreamer's RTSP server on the system Python. Each is asked only
+    (and selenium), ``rtsp`` GStreamer's RTSP server on the system Python, ``mqtt`` the
+    mosquitto broker. Each is asked only
     when a test carrying its marker was collected. Set the marker's switch to 1 (e.g.
     VAM_TEST_REQUIRE_GPU=1 on a GPU machine, VAM_TEST_REQUIRE_BROWSER=1 in CI) to turn a missing
     one into an error instead of skips, so a broken set-up cannot pass silently."""

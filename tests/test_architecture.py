@@ -18,7 +18,7 @@ LAYERS = {
     "ingest": 1, "gate": 1, "embed": 1, "llm": 1, "perception": 1, "audio": 1, "synthetic": 1, "tools": 1,
     "vectors": 1,
     "memory": 2,
-    "reason": 3, "index": 3, "server": 3,
+    "reason": 3, "index": 3, "server": 3, "notify": 3,
     "engine": 4,
     "eval": 5, "cluster": 5,
     "cli": 6,

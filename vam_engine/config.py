@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from .errors import VamError
 
@@ -426,6 +426,140 @@ class ToolsConfig(_Section):
         return bool(self.web_search.url or self.image_search.url)
 
 
+class MqttConfig(_Section):
+    """Alerts, session replies and camera states published to an MQTT broker, with Home
+    Assistant discovery (vam_engine/notify/mqtt.py; docs/integrations.md). Off while ``url`` is
+    None; ``vam-engine serve --mqtt URL`` sets it (in Python: ``vam_engine.notify.make_notifier(engine,
+    engine.config).start()``). Needs the extra ``vam_engine[mqtt]``. A
+    user:password@ in the URL moves to ``username`` and ``password`` as it is read, so the URL
+    kept, shown and logged holds no secret."""
+
+    # an error never echoes what was given: it may hold the password
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, hide_input_in_errors=True)
+
+    url: str | None = Field(None, description="the broker: mqtt://host[:port] (1883) or mqtts://host[:port] "
+                            "(TLS, 8883); user:password@ in it set username and password; None = off")
+    username: str | None = Field(None, description="the broker account (default: the URL's user)")
+    password: SecretStr | None = Field(None, description="its password (default: the URL's); never logged or "
+                                       "shown (VAM_MQTT__PASSWORD keeps it off the command line)")
+    ca: str | None = Field(None, description="mqtts: a PEM file of the CA certificates the broker's certificate "
+                           "is checked against (default: the system's)")
+    topic_prefix: str = Field("vam", min_length=1, max_length=64, description="the first level of every topic: "
+                              "PREFIX/available, PREFIX/CAMERA/alerts, ...")
+    discovery: bool = Field(True, description="publish Home Assistant MQTT discovery configs (retained) for the "
+                            "cameras and monitors")
+    discovery_prefix: str = Field("homeassistant", min_length=1, max_length=64,
+                                  description="Home Assistant's discovery prefix")
+    node_id: str = Field("vam_engine", pattern=r"^[A-Za-z0-9_-]{1,64}$", description="this engine's id in "
+                         "discovery topics and entity ids (one per engine on a broker)")
+    client_id: str | None = Field(None, max_length=128, description="the MQTT client id (default: "
+                                  "vam-engine-NODE_ID)")
+    qos: int = Field(1, ge=0, le=2, description="quality of service of every message")
+    keepalive_s: int = Field(30, ge=5, le=3600, description="MQTT keepalive; the broker sends the last will "
+                             "\"offline\" after 1.5 times this without a word")
+    backoff_s: int = Field(1, ge=1, le=60, description="first wait before reconnecting; doubles each failed try")
+    backoff_max_s: int = Field(60, ge=1, le=3600, description="longest wait between two reconnection tries")
+    queue_max: int = Field(1000, ge=1, le=1_000_000, description="events waiting for the broker (while it is "
+                           "away, say); beyond it new ones are dropped and counted, ingest never waits")
+    state_poll_s: float = Field(1.0, gt=0, le=60, description="how often camera states and monitors are looked "
+                                "at for changes")
+
+    @field_validator("topic_prefix", "discovery_prefix")
+    @classmethod
+    def _topic(cls, v: str) -> str:
+        if any(c in v for c in "+#\0") or v.startswith("/") or v.endswith("/") or "//" in v or v.startswith("$"):
+            raise ValueError(f"must be an MQTT topic without + # $, empty levels or a leading or trailing /, "
+                             f"got {v!r}")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _credentials_out_of_url(cls, data):
+        if isinstance(data, dict) and isinstance(data.get("url"), str):
+            _, host, port, user, password = mqtt_url_parts(data["url"])
+            data = dict(data)
+            data["url"] = f"{data['url'].split(':', 1)[0]}://{_host_text(host)}:{port}"
+            if user is not None and data.get("username") is None:
+                data["username"] = user
+            if password is not None and data.get("password") is None:
+                data["password"] = password
+        return data
+
+
+def _host_text(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def mqtt_url_parts(url: str) -> tuple[bool, str, int, str | None, str | None]:
+    """(tls, host, port, user, password) of an mqtt:// or mqtts:// URL; ValueError naming what
+    is wrong (never echoing a password)."""
+    from urllib.parse import unquote, urlsplit
+
+    from .urls import redact
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"mqtt.url {redact(url)[:100]!r}: {e}") from None
+    if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+        raise ValueError(f"mqtt.url must be mqtt://host[:port] or mqtts://host[:port], got {redact(url)[:100]!r}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError(f"mqtt.url names a broker only (no path or query), got {redact(url)[:100]!r}")
+    tls = parts.scheme == "mqtts"
+    user = unquote(parts.username) if parts.username else None
+    password = unquote(parts.password) if parts.password else None
+    return tls, parts.hostname, port or (8883 if tls else 1883), user, password
+
+
+class WebhookConfig(_Section):
+    """Alerts, session replies and camera states POSTed as JSON to HTTP endpoints, each body
+    signed with HMAC-SHA256 under ``secret`` (header ``X-Vam-Signature: sha256=HEX``;
+    vam_engine/notify/webhook.py; docs/integrations.md). ``vam-engine serve --webhook URL``
+    (repeatable) sets ``urls`` (in Python: ``vam_engine.notify.make_notifier``, as for ``mqtt``)."""
+
+    # an error never echoes what was given: it may hold the secret
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, hide_input_in_errors=True)
+
+    secret: SecretStr | None = Field(None, description="the HMAC-SHA256 key the bodies are signed with; needed "
+                                     "when urls are set; never logged or shown (VAM_WEBHOOKS__SECRET keeps it off "
+                                     "the command line)")
+    urls: list[str] = Field(default_factory=list, max_length=16, repr=False, description="the endpoints (http:// or "
+                            "https://), each with its own queue; a comma-separated list in VAM_WEBHOOKS__URLS")
+    timeout_s: float = Field(5.0, gt=0, le=120, description="one POST's socket timeout: connecting, sending, and "
+                             "each read of the answer (of which 64 KiB at most are read)")
+    max_attempts: int = Field(5, ge=1, le=100, description="tries of one event before it is a dead letter "
+                              "(counted in /metrics); a 4xx other than 408 and 429 is one at once")
+    backoff_s: float = Field(1.0, gt=0, le=600, description="wait after the first failed try; doubles each try")
+    backoff_max_s: float = Field(60.0, gt=0, le=3600, description="longest wait between two tries")
+    queue_max: int = Field(1000, ge=1, le=1_000_000, description="events waiting per endpoint; beyond it new "
+                           "ones are dropped and counted, ingest never waits")
+    state_poll_s: float = Field(1.0, gt=0, le=60, description="how often camera states are looked at for changes")
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _split(cls, v):
+        return [u.strip() for u in v.split(",") if u.strip()] if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check(self):
+        from urllib.parse import urlsplit
+
+        for k, u in enumerate(self.urls):  # an endpoint's path may be its secret (chat webhooks): never echoed
+            try:
+                parts = urlsplit(u)
+                parts.port
+            except ValueError as e:
+                raise ValueError(f"webhooks.urls[{k}] is not a URL ({e})") from None
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"webhooks.urls[{k}] must be an http:// or https:// URL with a host, got one "
+                                 f"starting {parts.scheme or '(no scheme)'}://{parts.hostname or ''}")
+        if self.urls and (self.secret is None or not self.secret.get_secret_value()):
+            raise ValueError("webhooks.urls are set without webhooks.secret: every body is signed (set "
+                             "--webhook-secret or VAM_WEBHOOKS__SECRET)")
+        return self
+
+
 class EngineConfig(_Section):
     """The whole tree: the engine's device and one section per part."""
 
@@ -447,6 +581,8 @@ class EngineConfig(_Section):
     audio: AudioConfig = AudioConfig()
     sessions: SessionConfig = SessionConfig()
     tools: ToolsConfig = ToolsConfig()
+    mqtt: MqttConfig = MqttConfig()
+    webhooks: WebhookConfig = WebhookConfig()
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None, env: dict | None = None, **overrides) -> "EngineConfig":
@@ -476,7 +612,17 @@ class EngineConfig(_Section):
         try:
             return cls.model_validate(data)
         except ValidationError as e:
-            raise VamError(f"invalid config{f' in {path}' if path else ''}: {e}") from None
+            raise VamError(f"invalid config{f' in {path}' if path else ''}: {_error_text(e)}") from None
+
+
+_SECRET_SECTIONS = ("mqtt", "webhooks")  # what was given there may hold a password: an error never echoes it
+
+
+def _error_text(e: ValidationError) -> str:
+    errors = e.errors(include_url=False, include_input=False)
+    if not any(err["loc"][:1] and err["loc"][0] in _SECRET_SECTIONS for err in errors):
+        return str(e)
+    return "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in errors)
 
 
 def load_config(config, device: str | None = None) -> EngineConfig:

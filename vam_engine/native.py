@@ -1,7 +1,7 @@
 """The one loader of the compiled module ``vam_engine._C`` (csrc/: the gate kernel, the
 descriptor's area resize, the pushed frames' gray conversion).
 
-One policy: the module is part of every install (setup.py builds it), so a missing or broken
+One policy: the module is part of every install (the build backend, scikit-build-core, builds it), so a missing or broken
 build is an error at the first use, saying how to build it; nothing falls back to numpy
 silently. The numpy definitions beside each op (``gate/reference.py``,
 ``embed.descriptor.box_sums_reference``) are the references the tests hold the module to.
@@ -25,7 +25,7 @@ def load():
     except ImportError as e:
         raise NativeModuleMissing(
             f"vam_engine's compiled module (vam_engine._C) cannot be loaded ({e}): reinstall with "
-            f"'pip install .', or in a source checkout run 'python setup.py build_ext --inplace'") from None
+            f"'pip install .', or in a source checkout 'pip install -e .' (which rebuilds it)") from None
     return _C
 
 

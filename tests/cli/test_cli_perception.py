@@ -1,13 +1,9 @@
 """Perception on the command line: ``--detector`` / ``--labels`` / ``--ocr`` on the commands that
-index or serve, ``vam-engine entities`` (table, JSON, last seen), ``search --label``, a missing
-detector as a one-line error, and ``vam-engine demo`` ending with a text and an object search
-that find the demo clip's frames (with the perception extra installed)."""
+index or serve, ``vam-engine entities`` (table, JSON, last seen), ``search --label`` and a missing
+detector as a one-line error. The demo's text and object searches: tests/cli/test_demo.py."""
 import json
-import subprocess
-import sys
 
 from support import perception_store as ps
-from support.paths import REPO
 from vam_engine.cli import build_parser, main
 
 
@@ -46,15 +42,3 @@ def test_a_missing_detector_is_a_one_line_error(tmp_path, capsys):
                str(tmp_path / "model.pb"), "-q"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "perception.detector" in err and "model.pb does not exist" in err
-
-
-def test_demo_ends_with_text_and_object_searches(tmp_path):
-    ps.perception_config()  # skips without the extra
-    out = subprocess.run([sys.executable, "-m", "vam_engine.cli", "demo", "--dir", str(tmp_path), "--device", "cpu",
-                          "-q"], capture_output=True, text=True, timeout=240, env={"PYTHONPATH": str(REPO),
-                                                                                   "PATH": "/usr/bin:/bin"})
-    assert out.returncode == 0, out.stderr
-    text = out.stdout.split("search 'GATE 4721':", 1)[1]
-    sign, cat = text.split("search 'cat':", 1)
-    assert sign.split()[0] == "ocr" and "'GATE 4721'" in sign and "frames/demo/" in sign
-    assert cat.split()[0] == "object" and "'cat" in cat and "frames/demo/" in cat

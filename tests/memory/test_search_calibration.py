@@ -10,7 +10,7 @@ import pytest
 from support.demo_store import documented_demo
 from support.scripted import scripted_llm
 from support.vectors import unit_rows
-from vam_engine.memory import whole_space_sample
+from vam_engine.memory.search import whole_space_sample
 from vam_engine.memory.search import BACKGROUND_SAMPLE, SPREAD_FLOOR, background_z, relevance
 from vam_engine.memory.view import MemoryView
 from vam_engine.reason.agent import AgenticAnswerer

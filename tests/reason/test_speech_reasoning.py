@@ -32,6 +32,10 @@ def test_quoted_phrases_and_conditions_about_speech():
     assert quoted_phrases("someone says 'help me'") == [["help", "me"]]
     assert quoted_phrases('a person shouts "Fire!" or “get out”') == [["fire"], ["get", "out"]]
     assert quoted_phrases("the driver's door is open") == []  # an apostrophe is not a quote
+    # Chinese and Japanese: quotes right after a character, corner brackets; each character a word
+    assert quoted_phrases("有人说“救命”") == [["救", "命"]]
+    assert quoted_phrases("「助けて」と叫ぶ") == [["助", "け", "て"]]
+    assert quoted_phrases("有人喊『着火了』") == [["着", "火", "了"]]
     assert about_speech("someone shouts for help") and about_speech("a voice on the intercom")
     assert not about_speech("a red car parks by the door")
 
@@ -82,6 +86,18 @@ def test_quoted_words_fire_at_once_when_heard_and_only_then(engine):
     assert len(eng.alerts()) == 1
     eng.working.hear([said("door", 12.0, 13.0, "help me again", 5)], now=13.5)
     assert len(eng.alerts(monitor_id=m.monitor_id)) == 2
+
+
+def test_quoted_chinese_words_fire_when_heard_inside_a_sentence(engine):
+    model = TagScript({"monitor": verdict(False, 0.1, "a dark room", "nothing")})
+    eng = engine(model)
+    m = eng.watch("有人说“救命”", "door", mode="repeat", every_s=60.0, repeat_gap_s=3.0)  # "someone says 'help'"
+    eng.working.hear([said("door", 2.0, 3.0, "我们明天见。")], now=3.5)
+    eng.working.hear([said("door", 3.6, 3.9, "命救")], now=4.0)  # the characters, not in order
+    assert eng.alerts(monitor_id=m.monitor_id) == []
+    eng.working.hear([said("door", 4.0, 5.2, "救命啊！快来人！", 2)], now=6.0)  # no space around the words
+    (a,) = eng.alerts(monitor_id=m.monitor_id)
+    assert a.confidence == 1.0 and "救命啊" in a.observed and 'says "救命"' in a.observed
 
 
 def test_a_condition_about_speech_is_checked_with_the_new_lines(engine):

@@ -7,6 +7,7 @@ No test module imports another test module: what two tests share lives here.
 - ``net``, ``waiting``: free loopback ports, a server that never answers; polling with a deadline;
 - ``live``: the servers live cameras read from (RTSP through vam_engine.synthetic.rtsp, HTTP MPEG-TS, HLS, MJPEG);
 - ``server``: a small served store, uvicorn in a thread, an SSE reader; ``browser``: headless Chromium;
+- ``missing_extras``: a subprocess's environment in which named extras' modules do not import;
 - ``monitors``, ``demo_store``, ``eval_sample_model``: scripted scenes and models of their tests;
 - ``vectors``, ``tolerances``, ``gate_isas``, ``cascade_rules``, ``tiny_clip_model``,
   ``legacy_state``, ``paths``.

@@ -2,7 +2,8 @@
 each with a ``register(sub, groups)`` that adds its subcommands, and the option groups and the
 engine they share in ``common.py``.
 
-- ``index``: index (files; ``--live``/``--realtime`` through ``live``), demo
+- ``index``: index (files; ``--live``/``--realtime`` through ``live``)
+- ``demo``: demo (the built-in example, on whatever extras are installed)
 - ``query``: info, search, summarize, ask, delete, retain
 - ``watch``: watch
 - ``perception``: entities
@@ -18,12 +19,12 @@ import sys
 
 from ..errors import VamError
 from . import eval as eval_commands
-from . import index, perception, query, serve, watch
+from . import demo, index, perception, query, serve, watch
 from .common import option_groups
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = (index, query, watch, perception, eval_commands, serve)
+COMMAND_MODULES = (index, demo, query, watch, perception, eval_commands, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

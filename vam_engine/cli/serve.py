@@ -13,6 +13,7 @@ import time
 
 from ..errors import VamError
 from ..server.tokens import SCOPES, TokenStore
+from . import notify_options
 from .common import config_from_args, make_engine
 
 
@@ -69,14 +70,22 @@ def cmd_serve(args) -> int:
     uvicorn, app_module, auth, heap, http = _web_stack()
     tokens = TokenStore(args.store)
     auth.check_bind(args.host, tokens)  # before the engine loads: a refused start costs little
+    notify_cfg = notify_options.notify_config(args)  # so is a bad --mqtt or --webhook
     eng = make_engine(args, existing=False)
+    notifier = None
     try:
+        notifier = notify_options.make_notifier(eng, notify_cfg)  # None without --mqtt and --webhook
         opts = _options(app_module, args, cors_origins=tuple(args.cors_origin or ()),
-                        require_tokens=not auth.is_loopback(args.host))
+                        require_tokens=not auth.is_loopback(args.host),
+                        metric_sources=(notifier.metric_lines,) if notifier is not None else ())
         app = app_module.create_app(eng, opts)  # first: it taps the model the writer and the monitors then use
         # serve is the store's one writer (docs/design.md section 7): claimed now, so a second writer is told
         # at once, and the document writer and retention run while it serves
         eng.start()
+        if notifier is not None:
+            notifier.start()
+            print(f"vam-engine serve: alerts, replies and camera states to {', '.join(s.where for s in notifier.sinks)}",
+                  file=sys.stderr)
         cams = None
         if args.cameras:
             cams = CameraSet(eng, args.cameras)
@@ -107,6 +116,8 @@ def cmd_serve(args) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C interrupts a slow close
             signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
     finally:
+        if notifier is not None:  # first: what it holds goes out, then "offline"
+            notifier.close()
         eng.close()
     return 0
 
@@ -115,6 +126,7 @@ def cmd_serve_cluster(args) -> int:
     """``serve --cluster ADDRESS``: connect (``local``: start Ray here), serve until SIGINT/SIGTERM."""
     uvicorn, app_module, auth, _, http = _web_stack()
     auth.check_bind(args.host, TokenStore(args.store))
+    notify_options.notify_config(args)  # --mqtt and --webhook are refused here, naming why
     from ..cluster import connect
     from ..cluster.app import create_cluster_app
 
@@ -195,6 +207,7 @@ def register(sub, g) -> None:
     sp.add_argument("--cluster", metavar="ADDRESS", help="serve camera shards on this Ray cluster ('local': start "
                     "one here); --store is then the shards' root")
     sp.add_argument("--shards", type=int, help="with --cluster: how many shards a new root gets (default: one per node)")
+    notify_options.add_arguments(sp)
     sp.set_defaults(func=cmd_serve)
 
     sp = sub.add_parser("token", help="create, list or revoke the service's bearer tokens")

@@ -7,8 +7,8 @@ reach), the text embedder (queries of the forest and the QA history, built from 
 config so the spaces match), the outside tools and the dialogue budget of that config, and the
 QA history, in its own small store ``<root>/_router`` (opened at the first question). The
 cameras' present (their latest frames, in the shards' working memories) is read from the shards
-for each question (present.py). The router keeps no sessions yet: a session names the question
-history a question reads and joins.
+for each question (present.py). Sessions, their turns and standing requests are the router's too
+(sessions.py).
 """
 from __future__ import annotations
 
@@ -90,6 +90,11 @@ class RouterViews:
     def view(self, as_of=None, cameras=None, *, session: str | None = None, write: bool = True) -> FanoutView:
         return FanoutView(self._router, self._models.text_embedder(), self.store, as_of=as_of, cameras=cameras,
                           session=session or "", write=write)
+
+    def now(self, cameras) -> float | None:
+        """The newest frame of ``cameras`` (None: every camera) on their shards (a turn's time
+        when it names none)."""
+        return FanoutView(self._router, None, self.store, cameras=cameras, write=False).now()
 
     def present(self) -> FanoutPresent:
         return FanoutPresent(self._router)  # one per question: its windows are read once

@@ -46,11 +46,11 @@ class ClusterBackend:
         return Path(self.router.root)
 
     # -- moments, events, frames ---------------------------------------------------------------
-    def page(self, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200) -> Page:
+    def page(self, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200, place=None) -> Page:
         r = self.router
         after = decode_row_key(cursor)
         shards, cams = r._targets(cameras)
-        calls = {s: ("page_after", (kind, cams, t0, t1, as_of, _local_key(after, r._no(s)), limit), {})
+        calls = {s: ("page_after", (kind, cams, t0, t1, as_of, _local_key(after, r._no(s)), limit), {"place": place})
                  for s in shards}
         out, down = r._call_many(calls)
         items, more = [], False
@@ -85,6 +85,18 @@ class ClusterBackend:
         shard, local = self.router.locate(alert.alert_id)
         f = self._frame(self.router._call(shard, "alert_frame", local, k), shard)
         return f if f is not None else FrameData(alert.camera_id, ("gone",))
+
+    def moment(self, moment_id: int):
+        where = self._locate(moment_id)
+        if where is None:
+            return None
+        shard, local = where
+        m = self.router._call(shard, "moments_by_id", [local]).get(local)
+        return None if m is None else globalize(m, self.router._no(shard))
+
+    def entity_crop(self, entity_id: int, cameras) -> FrameData | None:
+        got = self.router.entity_crop(entity_id, cameras) if self._locate(entity_id) else None
+        return None if got is None else self._frame(got[1], got[0])
 
     def _locate(self, cid: int) -> tuple[str, int] | None:
         """(shard, local id), or None for an id that names no shard of this cluster (404, as one

@@ -5,8 +5,8 @@ here) opens the catalogue under ``root`` (catalogue.py), creates or reattaches t
 (named, detached: they outlive the router, and a restarted router finds them), and routes:
 
 - a new camera is placed on the least-loaded shard (fewest cameras) and stays there;
-- search fans out to the shards that hold the requested cameras and is fused by rank as one
-  engine fuses its spaces (fanout.py); moments merge in the engine's order (camera, time);
+- search fans out to the shards that hold the requested cameras and is fused by the rank rule
+  of one engine (fanout.py, memory/fusion.py); moments merge in the engine's order (camera, time);
   alerts merge by creation time;
 - ids are cluster ids (catalogue.py: the shard number in the high bits);
 - a shard that does not answer (down, restarting) is never silently skipped: every read result
@@ -25,13 +25,13 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..errors import Unavailable, VamError
-from ..memory import SOURCES, SPEECH, VECTOR_SOURCES, Deletion, Moment, SearchResult, check_search
+from ..memory import SOURCES, SPEECH, Deletion, Moment, SearchResult, check_search
 from ..reason.monitor import AlertSubscription
 from .catalogue import Catalogue, cluster_id, split_id
-from .fanout import fuse
+from .fanout import by_shard, fuse_shards, in_fused_order
 from .shard import ACTOR_PREFIX, NAMESPACE, ShardStatus, shard_actor_class
+from .view import globalize
 
-WORD_ONLY = tuple(x for x in SOURCES if x not in VECTOR_SOURCES) + (SPEECH,)  # full-text lists: not across shards
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +121,7 @@ class ClusterEngine:
         from ..tools import make_toolbox
         from .ask import RouterModels, RouterViews
         from .frames import FrameCache
+        from .sessions import RouterMonitors
 
         self._ray = ray
         if not ray.is_initialized():
@@ -148,8 +149,13 @@ class ClusterEngine:
         cfg = load_config(config, device)  # the shards': the router's answers use its tools and dialogue budget
         self._models = RouterModels(cfg, llm)
         self._views = RouterViews(self, self._models)
-        # the one answering body; sessions (a session store and monitors) are not held here yet
-        self.answering = Answering(self._views, self._models, cfg, tools=make_toolbox(cfg.tools))
+        own = self._views.store  # sessions, turns and standing requests: the router's own store
+        sessions = own.sessions
+        self._standing = RouterMonitors(self, own.monitors, own.root / "alert-frames",
+                                        resume=any(sessions.watches(x.session_id) for x in sessions.list()))
+        # the one answering body, with the session policy of one engine
+        self.answering = Answering(self._views, self._models, cfg, sessions=sessions, monitors=self._standing,
+                                   tools=make_toolbox(cfg.tools))
         self.frame_cache = FrameCache(self, self.catalogue.root / "_router" / "frames")
 
     # -- shards ------------------------------------------------------------------------------
@@ -263,11 +269,12 @@ class ClusterEngine:
 
         return self.catalogue.place(check_camera_id(camera_id))
 
-    def push(self, camera_id: str, frame, t: float, *, t_abs: float | None = None) -> bool:
-        return self._call(self.place(camera_id), "push", camera_id, frame, t, t_abs)
+    def push(self, camera_id: str, frame, t: float, *, t_abs: float | None = None, pose=None) -> bool:
+        """As Engine.push, on the camera's shard (``pose`` kept with the moment)."""
+        return self._call(self.place(camera_id), "push", camera_id, frame, t, t_abs, pose)
 
-    def push_many(self, camera_id: str, frames, ts, t_abs=None) -> int:
-        return self._call(self.place(camera_id), "push_many", camera_id, frames, ts, t_abs)
+    def push_many(self, camera_id: str, frames, ts, t_abs=None, poses=None) -> int:
+        return self._call(self.place(camera_id), "push_many", camera_id, frames, ts, t_abs, poses)
 
     def push_progress(self, camera_id: str) -> float | None:
         """Up to which time the camera's pushed frames are committed on its shard (None: none):
@@ -310,38 +317,43 @@ class ClusterEngine:
 
     # -- reads -------------------------------------------------------------------------------
     def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
-               sources=None, as_of: float | None = None, *, labels=None) -> ClusterSearchResult:
-        """As Engine.search, over every shard holding ``cameras``; evidence moment ids are cluster
-        ids. The full-text sources (speech, text on screen, detected things) are not searched
-        across shards (not built: a shard's hits carry no full-text lists); asked for, they are
-        left out with a note. A ``labels`` filter is refused (VamError) for the same reason."""
-        if labels:
-            raise VamError("a labels filter is not built across a cluster's shards (search one engine's store)")
-        sources_named = sources is not None
-        sources = tuple(SOURCES if sources is None else sources)
+               sources=None, as_of: float | None = None, *, labels=None, near=None, radius: float | None = None,
+               region=None, map_frame: str | None = None) -> ClusterSearchResult:
+        """As Engine.search, over every shard holding ``cameras``, every source included
+        (frames, events, summaries, text on screen, detected things, speech), with ``labels`` and
+        the place filters; evidence moment ids are cluster ids. Fused by the single engine's rank
+        rule (fanout.py says where it can differ)."""
+        from ..memory import make_place
+
+        labels = [labels] if isinstance(labels, str) else labels
+        place = make_place(near, radius, region, map_frame)
+        shards, cams = self._targets([cameras] if isinstance(cameras, str) else cameras)
+        if sources is None:
+            sources = SOURCES + (SPEECH,) if self._any_transcripts(shards) else SOURCES
+        sources = tuple(sources)
         check_search(text, image, top_k, sources)
-        unsearched = [s for s in sources if s in WORD_ONLY]
-        sources = tuple(s for s in sources if s not in WORD_ONLY) or VECTOR_SOURCES
-        shards, cams = self._targets(cameras)
         if image is not None:  # read here: a path on the router's machine means nothing on a shard's node
             from ..memory import load_query_image
 
             image = load_query_image(image)
-        kw = dict(text=text, image=image, top_k=int(top_k), time_range=time_range, cameras=cams,
-                  sources=tuple(sources), as_of=as_of)
-        out, down = self._call_many({s: ("search_hits", (), kw) for s in shards})
+        kw = dict(text=text, image=image, top_k=int(top_k), time_range=time_range, cameras=cams, sources=sources,
+                  as_of=as_of, place=place, labels=labels)
+        out, down = self._call_many({s: ("search_lists", (), kw) for s in shards})
         parts = {s: out[s] for s in shards if s in out}
         notes = list(dict.fromkeys(n for h in parts.values() for n in h.notes))
-        if unsearched and sources_named:
-            notes.append(f"{', '.join(unsearched)} not searched across a cluster (not built): transcripts, entities "
-                         f"and text on screen are read per camera")
+        best = fuse_shards(parts, top_k, labels)
+        got, late = self._call_many({s: ("search_evidence", (hs, labels), {}) for s, hs in by_shard(best).items()})
+        down = down + [s for s in late if s not in down]
+        evidence = [globalize(ev, self._no(s)) for s, ev in in_fused_order(best, got, top_k)]
         missing = self._missing(down, cams)
         if down:
             notes.append(f"shards {down} did not answer: nothing from cameras {list(missing)}")
-        evidence = [replace(h.evidence, moment_ids=tuple(cluster_id(self._no(h.shard), m)
-                                                         for m in h.evidence.moment_ids))
-                    for h in fuse(parts, int(top_k))]
         return ClusterSearchResult(evidence, notes, missing, tuple(down))
+
+    def _any_transcripts(self, shards) -> bool:
+        """Whether any of ``shards`` holds a transcript segment (Engine.search's default sources)."""
+        out, _ = self._call_many({s: ("has_transcripts", (), {}) for s in shards})
+        return any(out.values())
 
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> Partial:
         """As Engine.moments (ordered by camera and time), with cluster ids."""
@@ -368,8 +380,6 @@ class ClusterEngine:
         """As Engine.summarize, on every shard holding ``cameras`` (each writes its own cameras'
         documents; a summary over every camera is per shard). Summary ids are cluster ids.
         ShardDown, before writing anything, when a needed shard does not answer."""
-        from .view import globalize
-
         shards, cams = self._targets(cameras)
         self._need_all(shards, "summarize")
         out, down = self._call_many({s: ("summarize", (time_range, granularity_s, prompt, cams, structure), {})
@@ -384,6 +394,106 @@ class ClusterEngine:
             raise ShardDown(f"{what} needs shards {down}, which do not answer (cameras {self._cameras_of(down)}); "
                             f"nothing was changed")
 
+    # -- what perception found (linked across shards: entities.py) -----------------------------
+    def _things(self, label=None, camera=None, time_range=None, as_of=None):
+        """The entities in scope grouped into things, and the cameras and shards that did not answer."""
+        from .entities import things_of
+
+        shards, cams = self._targets([camera] if isinstance(camera, str) else camera)
+        t0, t1 = time_range if time_range is not None else (None, None)
+        out, down = self._call_many({s: ("entity_candidates", (label, cams, t0, t1, as_of), {}) for s in shards})
+        return things_of({self._no(s): out[s] for s in shards if s in out}), self._missing(down, cams), down
+
+    def entities(self, label=None, camera=None, time_range=None, as_of: float | None = None, *,
+                 after: int | None = None, limit: int | None = None) -> Partial:
+        """As Engine.entities, over the shards holding ``camera``, a thing seen on two shards'
+        cameras being one entity (entities.py); by cluster id."""
+        from .entities import merged
+
+        groups, missing, down = self._things(label, camera, time_range, as_of)
+        items = [merged(g) for g in groups]
+        items = [e for e in items if after is None or e.entity_id > after]
+        return Partial(items if limit is None else items[:int(limit)], missing, down)
+
+    def _thing_of(self, entity_id: int, camera, as_of):
+        """(the group holding ``entity_id``, its shard's timeline) or None when it is not in view."""
+        from .entities import global_timeline
+
+        shard, local = self.locate(entity_id)
+        cams = [camera] if isinstance(camera, str) else camera
+        line = self._call(shard, "entity_timeline", local, cams, as_of)
+        if line is None:
+            return None
+        groups, _, _ = self._things(line.entity.label, camera, None, as_of)
+        group = next((g for g in groups if any(e.record.entity_id == entity_id for e in g)), None)
+        return (group, global_timeline(line, self._no(shard))) if group else None
+
+    def entity(self, entity_id: int, *, camera=None, as_of: float | None = None):
+        """As Engine.entity: the timeline of the thing ``entity_id`` belongs to, its members'
+        sightings and tracks joined; None when it is not in view."""
+        from .entities import global_timeline, joined_timeline, merged
+
+        found = self._thing_of(entity_id, camera, as_of)
+        if found is None:
+            return None
+        group, line = found
+        lines = [line]
+        cams = [camera] if isinstance(camera, str) else camera
+        for e in group:
+            if e.record.entity_id != entity_id:
+                shard, local = self.locate(e.record.entity_id)
+                other = self._call(shard, "entity_timeline", local, cams, as_of)
+                if other is not None:
+                    lines.append(global_timeline(other, self._no(shard)))
+        return joined_timeline(merged(group), lines)
+
+    def entity_crop(self, entity_id: int, cameras=None):
+        """(shard, FrameData with bytes) of the crop of the thing ``entity_id`` belongs to; None
+        when it has none in view."""
+        from .entities import merged
+
+        found = self._thing_of(entity_id, cameras, None)
+        if found is None:
+            return None
+        thing = merged(found[0])
+        owner = next((e for e in found[0] if e.record.crop_path == thing.crop_path and thing.crop_path), None)
+        if owner is None:
+            return None
+        shard, local = self.locate(owner.record.entity_id)
+        f = self._call(shard, "entity_crop", local, cameras)
+        return None if f is None else (shard, f)
+
+    def last_seen(self, query: str, *, camera=None, as_of: float | None = None):
+        """As Engine.last_seen over the shards holding ``camera``: the best kind of match on any
+        shard (a thing holding every word, some, then text on screen), then the latest."""
+        from .entities import global_last_seen, local_entity, merged
+
+        if not isinstance(query, str) or not query.strip():
+            raise VamError(f"last_seen needs a non-empty query (a label, colour, text or words), got {query!r}")
+        shards, cams = self._targets([camera] if isinstance(camera, str) else camera)
+        out, _ = self._call_many({s: ("last_seen_ranked", (query.strip()[:500], cams, as_of), {}) for s in shards})
+        ranked = [(tier, -seen.t, self._no(s), s, seen) for s, got in out.items() if got for tier, seen in [got]]
+        if not ranked:
+            return None
+        _, _, no, shard, seen = min(ranked, key=lambda r: r[:3])
+        thing = None
+        if seen.entity is not None:
+            cid = local_entity(seen.entity, no).entity_id
+            groups, _, _ = self._things(seen.entity.label, camera, None, as_of)
+            group = next((g for g in groups if any(e.record.entity_id == cid for e in g)), None)
+            thing = merged(group) if group else local_entity(seen.entity, no)
+        return global_last_seen(seen, no, thing)
+
+    def perceived(self, moment_id: int) -> tuple[list, list]:
+        """As Engine.perceived: a moment's detections and OCR lines, with cluster ids."""
+        shard, local = self.locate(moment_id)
+        dets, lines = self._call(shard, "perceived", local)
+        no = self._no(shard)
+        g = lambda i: None if i is None else cluster_id(no, i)  # noqa: E731
+        return ([replace(d, detection_id=g(d.detection_id), moment_id=g(d.moment_id), track_id=g(d.track_id),
+                         entity_id=g(d.entity_id)) for d in dets],
+                [replace(x, line_id=g(x.line_id), moment_id=g(x.moment_id)) for x in lines])
+
     # -- questions ---------------------------------------------------------------------------
     def ask(self, question: str, as_of: float | None = None, camera=None, mode: str = "auto", *, max_turns: int = 6,
             session: str | None = None, read_only: bool = False):
@@ -396,6 +506,37 @@ class ClusterEngine:
 
     def wait_for_answers(self, timeout: float | None = None) -> bool:
         return self.answering.wait_for_answers(timeout)
+
+    # -- sessions (held by the router: cluster/sessions.py) ------------------------------------
+    def turn(self, text: str, *, session: str, camera=None, as_of: float | None = None, mode: str = "auto",
+             max_turns: int = 6, intent: str | None = None, condition: str | None = None,
+             target: str | None = None, every_s: float | None = None, may_watch: bool = True,
+             read_only: bool = False):
+        """As Engine.turn: a standing request is a router monitor over the shards of its cameras."""
+        return self.answering.turn(text, session=session, camera=camera, as_of=as_of, mode=mode,
+                                   max_turns=max_turns, intent=intent, condition=condition, target=target,
+                                   every_s=every_s, may_watch=may_watch, read_only=read_only)
+
+    def create_session(self, session: str, camera=None):
+        return self.answering.sessions.create(session, camera)
+
+    def sessions(self, *, prefix: str | None = None, include_ended: bool = False):
+        return self.answering.sessions.list(prefix, include_ended)
+
+    def session(self, session: str, *, after: int | None = None, last: int | None = None):
+        return self.answering.sessions.get(session, after=after, last=last)
+
+    def end_session(self, session: str) -> bool:
+        return self.answering.sessions.end(session)
+
+    def subscribe_turns(self, callback=None):
+        return self.answering.sessions.subscribe(callback)
+
+    def wait_for_replies(self, timeout: float | None = None) -> bool:
+        return self.answering.sessions.drain(timeout)
+
+    def reply_stats(self):
+        return self.answering.sessions.reply_stats()
 
     @property
     def router_store(self):

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .fanout import ShardHits, shard_hits
+from .fanout import ShardLists, shard_evidence, shard_lists
 
 ACTOR_PREFIX = "vam-shard-"
 NAMESPACE = "vam_engine"
@@ -74,8 +74,14 @@ class Shard:
         return os.getpid()
 
     # -- reads ---------------------------------------------------------------------------
-    def search_hits(self, **query) -> ShardHits:
-        return shard_hits(self.engine, **query)
+    def search_lists(self, **query) -> ShardLists:
+        return shard_lists(self.engine, **query)
+
+    def search_evidence(self, hits, labels=None) -> list:
+        return shard_evidence(self.engine, hits, labels)
+
+    def has_transcripts(self) -> bool:
+        return self.engine.store.transcripts.exists()
 
     def moments(self, camera_id=None, t0=None, t1=None):
         return self.engine.moments(camera_id, t0, t1)
@@ -87,11 +93,11 @@ class Shard:
         return self.engine.store.events.list(camera_id)
 
     # the service's reads (server/backend.py), answered by this store's LocalBackend
-    def page_after(self, kind, cameras, t0, t1, as_of, after, limit):
+    def page_after(self, kind, cameras, t0, t1, as_of, after, limit, place=None):
         from ..server.queries import page_after
 
         return page_after(self.engine.store, kind, cameras=cameras, t0=t0, t1=t1, as_of=as_of, after=after,
-                          limit=limit)
+                          limit=limit, place=place)
 
     def moment_frame(self, moment_id: int):
         """The moment's FrameData with its bytes (the router may be on another node); None: no such moment."""
@@ -105,6 +111,25 @@ class Shard:
             f = _with_bytes(self._backend.moment_frame(mid))
             out[mid] = None if f is None else f.data
         return out
+
+    # what perception found (the router links entities across shards: cluster/entities.py)
+    def entity_candidates(self, label, cameras, t0, t1, as_of) -> list:
+        from .entities import entity_candidates
+
+        return entity_candidates(self.engine.store, label, cameras, t0, t1, as_of)
+
+    def entity_timeline(self, entity_id, cameras, as_of):
+        return self.engine.entity(entity_id, camera=cameras, as_of=as_of)
+
+    def last_seen_ranked(self, query, cameras, as_of):
+        return self.engine.store.entities.last_seen_ranked(query, cameras=cameras, as_of=as_of)
+
+    def perceived(self, moment_id):
+        return self.engine.perceived(moment_id)
+
+    def entity_crop(self, entity_id, cameras):
+        """The entity's crop as FrameData with its bytes; None when it has none in view."""
+        return _with_bytes(self._backend.entity_crop(entity_id, cameras))
 
     def alert(self, alert_id: int):
         return self._backend.alert(alert_id)
@@ -177,14 +202,15 @@ class Shard:
         return self.engine.gaps(camera_id, t0, t1)
 
     # -- ingest --------------------------------------------------------------------------
-    def push(self, camera_id, frame, t, t_abs=None) -> bool:
-        return self.engine.push(camera_id, frame, t, t_abs=t_abs)
+    def push(self, camera_id, frame, t, t_abs=None, pose=None) -> bool:
+        return self.engine.push(camera_id, frame, t, t_abs=t_abs, pose=pose)
 
-    def push_many(self, camera_id, frames, ts, t_abs=None) -> int:
+    def push_many(self, camera_id, frames, ts, t_abs=None, poses=None) -> int:
         """Push a batch of one camera's frames (one actor call per batch); returns how many were sampled."""
         n = 0
         for k, (f, t) in enumerate(zip(frames, ts)):
-            n += bool(self.engine.push(camera_id, f, t, t_abs=None if t_abs is None else t_abs[k]))
+            n += bool(self.engine.push(camera_id, f, t, t_abs=None if t_abs is None else t_abs[k],
+                                       pose=None if poses is None else poses[k]))
         return n
 
     def push_progress(self, camera_id) -> float | None:

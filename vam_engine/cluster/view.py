@@ -4,7 +4,7 @@ It offers what memory/view.py's MemoryView offers the answerers (reason/two_phas
 reason/agent.py, reason/qa_record.py). Each read is sent to the shards holding the view's
 cameras, where a MemoryView with the same ``as_of`` and camera scope answers it, so the bound
 and the scope are applied where the data is, by the same code as in one engine; the router
-merges (camera order, time order, search by fanout.fuse) and turns ids into cluster ids. The
+merges (camera order, time order, search by the one rank rule: fanout.py) and turns ids into cluster ids. The
 QA history (questions asked of the cluster) lives in the router's own store under the root.
 
 The frames it hands the answerers have paths the router can read (cluster/frames.py: fetched
@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
-from ..memory import (VECTOR_SOURCES, Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary, SummaryKind,
-                      Transcript, summary_kinds)
+from ..memory import (SOURCES, SPEECH, Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary,
+                      SummaryKind, Transcript, summary_kinds)
 from .catalogue import cluster_id
 
 
@@ -108,23 +108,35 @@ class FanoutView:
 
     # -- reads ---------------------------------------------------------------------------------
     def search(self, text: str | None, top_k: int = 10, time_range=None, sources=None, *,
-               image=None) -> list[Evidence]:
+               image=None, labels=None) -> list[Evidence]:
         if sources is None:
             sources = self.default_sources()
         if time_range is not None and self.as_of is not None:
             t0, t1 = time_range
             time_range = (t0, self.as_of if t1 is None else min(t1, self.as_of))
         res = self._router.search(text, image=image, top_k=top_k, time_range=time_range, cameras=self.cameras,
-                                  sources=sources, as_of=self.as_of)
+                                  sources=sources, as_of=self.as_of, labels=labels)
         self.missing_cameras.update(res.missing_cameras)
         self.missing_shards.update(res.missing_shards)
         return self._router.frame_cache.localize(res.evidence)
 
+    # -- what perception found (linked across shards: entities.py) -----------------------------
+    def entities(self, label=None, time_range=None, limit: int | None = None):
+        got = self._router.entities(label, self.cameras, time_range, self.as_of, limit=limit)
+        self.missing_cameras.update(got.missing_cameras)
+        self.missing_shards.update(got.missing_shards)
+        return list(got)
+
+    def entity(self, entity_id: int):
+        return self._router.entity(entity_id, camera=self.cameras, as_of=self.as_of)
+
+    def last_seen(self, query: str):
+        return self._router.last_seen(query, camera=self.cameras, as_of=self.as_of)
+
     def default_sources(self) -> tuple[str, ...]:
-        """Frames, events and summaries: the cluster's search does not cover the full-text
-        sources yet (speech, text on screen, detected things: its shards' hits carry no
-        full-text lists; ``transcripts`` reads what was said)."""
-        return VECTOR_SOURCES
+        """As MemoryView's: frames, events, summaries, text read and detected things, and speech
+        when transcript segments are in view."""
+        return SOURCES + (SPEECH,) if self.transcripts(limit=1) else SOURCES
 
     def transcripts(self, t0: float | None = None, t1: float | None = None, camera: str | None = None,
                     limit: int | None = None) -> list[Transcript]:

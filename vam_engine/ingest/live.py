@@ -548,7 +548,7 @@ class LiveCamera:
 
 def _describe(e: av.error.FFmpegError, spec: LiveSpec) -> str:
     """An FFmpeg error in words a camera's operator can act on (the URL is the caller's to name)."""
-    msg = str(e.strerror or e)
+    msg = str(e.strerror or e).replace(spec.url, redact(spec.url))  # str(e) names the file: the URL
     if isinstance(e, av.error.ExitError):
         return f"timed out (no answer within {spec.connect_timeout:g} s)"
     return msg

@@ -13,14 +13,15 @@ from .gaps import Gap, GapRepository
 from .moments import MomentRepository
 from .monitors import MonitorLimit, MonitorSpec, ObservedFrame, check_spec
 from .places import MAX_CORNERS, make_place
-from .records import (Alert, BoxRef, CameraExtent, Deletion, DocumentJob, EntityRecord, Event, EventMemory, Evidence,
-                      ForestNode, GateRecord, GateReference, GateSample, Moment, Monitor, PendingMoment, Pose,
+from .records import (Alert, BoxRef, CameraExtent, Deletion, DocumentJob, EntityRecord, EntityTimeline, Event,
+                      EventMemory, Evidence, ForestNode, GateRecord, GateReference, GateSample, LastSeen, Moment,
+                      Monitor, PendingMoment, Pose,
                       ProvisionalNode, QARecord, SourceState, Summary, SummaryKind, Transcript, WriterBacklog,
                       camera_time, is_absolute_time, last_pose)
 from .retention import RetentionPass, RetentionReport, RetentionWorker
-from .search import (BACKGROUND_SAMPLE, MIN_BACKGROUND, RRF_K, SOURCES, SPEECH, SPREAD_FLOOR, VECTOR_SOURCES,
-                     SearchResult, check_search, load_query_image, relevance, search, space_of, space_queries,
-                     whole_space_sample)
+from .fusion import FusedHit, RankedList, fuse
+from .search import (BACKGROUND_SAMPLE, SOURCES, SPEECH, VECTOR_SOURCES, SearchResult, check_search, fetch_size,
+                     keep_size, keyed_evidence, load_query_image, search, search_lists)
 from .sessions import (NewTurn, Session, SessionError, SessionLimit, SessionRepository, SessionTurn, SessionWatch,
                        WatchNotAllowed, check_session_id)
 from .sightings import PerceptionCommit
@@ -29,6 +30,7 @@ from .summaries import SummaryRepository
 from .transcripts import TranscriptRepository, TranscriptWriter
 from .vector_memory import VectorMemory
 from .view import MemoryView, summary_kinds
+from .words import CJK, split_words
 from .writer_lock import WriterLock
 
 __all__ = [
@@ -38,16 +40,18 @@ __all__ = [
     "EventForest", "ForestNodeRepository", "VectorMemory", "WriterLock", "MemoryView", "summary_kinds",
     "RetentionPass", "RetentionReport", "RetentionWorker",
     # records
-    "Alert", "BoxRef", "CameraExtent", "Deletion", "DocumentJob", "EntityRecord", "Event", "EventMemory", "Evidence",
-    "ForestNode", "Gap", "GateRecord", "GateReference", "GateSample", "Moment", "Monitor", "PendingMoment",
+    "Alert", "BoxRef", "CameraExtent", "Deletion", "DocumentJob", "EntityRecord", "EntityTimeline", "LastSeen",
+    "Event", "EventMemory", "Evidence", "ForestNode", "Gap", "GateRecord", "GateReference", "GateSample", "Moment",
+    "Monitor", "PendingMoment",
     "PerceptionCommit", "Pose", "ProvisionalNode", "QARecord", "SourceState", "Summary", "SummaryKind", "Transcript",
     "WriterBacklog", "camera_time", "is_absolute_time", "last_pose",
     # monitors, places, sessions
     "MonitorLimit", "MonitorSpec", "ObservedFrame", "check_spec", "make_place", "MAX_CORNERS", "NewTurn", "Session",
     "SessionError", "SessionLimit",
     "SessionTurn", "SessionWatch", "WatchNotAllowed", "check_session_id",
-    # search (the cluster's router fuses shards' results by the same rules)
-    "search", "check_search", "load_query_image", "relevance", "space_of", "space_queries", "whole_space_sample",
-    "SearchResult", "BACKGROUND_SAMPLE", "MIN_BACKGROUND", "RRF_K", "SOURCES", "SPEECH", "SPREAD_FLOOR",
-    "VECTOR_SOURCES",
+    # search, in the three steps a cluster's router runs over its shards (memory/fusion.py)
+    "search", "search_lists", "fuse", "keyed_evidence", "fetch_size", "keep_size", "FusedHit", "RankedList",
+    "check_search", "load_query_image", "SearchResult", "BACKGROUND_SAMPLE", "SOURCES", "SPEECH", "VECTOR_SOURCES",
+    # text as the full-text index splits it into words (every script; CJK: the characters set apart)
+    "split_words", "CJK",
 ]

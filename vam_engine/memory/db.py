@@ -15,8 +15,9 @@ import threading
 from pathlib import Path
 
 from ..errors import StoreError
+from .words import index_text
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 FULLTEXT_SCHEMA = """
 CREATE TABLE IF NOT EXISTS fulltext_docs (
@@ -29,7 +30,10 @@ CREATE TABLE IF NOT EXISTS fulltext_docs (
     UNIQUE (kind, ref_id)
 );
 CREATE INDEX IF NOT EXISTS fulltext_docs_filter ON fulltext_docs (kind, camera_id, t_end, t_start);
-CREATE VIRTUAL TABLE IF NOT EXISTS fulltext USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS fulltext USING fts5(
+    text UNINDEXED,              -- as written (what a hit shows)
+    words,                       -- what it is found by: memory/words.py (CJK characters set apart, schema 12)
+    tokenize = 'unicode61 remove_diacritics 2');
 """
 
 SCHEMA = """
@@ -251,7 +255,8 @@ CREATE INDEX IF NOT EXISTS transcripts_camera_t ON transcripts (camera_id, t_sta
 
 -- one full-text index for the whole store (memory/fulltext.py; schema 7): a document is a text
 -- of some kind ("speech"; since schema 11 "ocr", "object", "event", "summary") keyed by (kind,
--- ref_id), the id of its row in that kind's table
+-- ref_id), the id of its row in that kind's table; since schema 12 indexed by its words
+-- (memory/words.py), its text kept as written
 """ + FULLTEXT_SCHEMA + """
 
 -- perception: what was detected and read on kept frames, tracks and entities (memory/sightings.py
@@ -464,9 +469,30 @@ def _migrate_10_to_11(conn) -> None:
                 conn.execute("INSERT INTO fulltext (rowid, text) VALUES (?,?)", (doc.lastrowid, text))
 
 
+def _migrate_11_to_12(conn) -> None:
+    """Version 12 finds Chinese, Japanese and Korean text: the full-text table keeps each
+    document's text as written (unindexed) beside the words it is indexed by, in which every CJK
+    character stands apart (memory/words.py). The old table's documents are indexed anew under
+    the same rowids (``fulltext_docs`` is unchanged), in one transaction with the new table's
+    creation and the old one's removal: an open that fails half-way leaves the old index, and
+    the next open does it all again."""
+    if not conn.in_transaction:  # sqlite3 opens one before DML only: the DDL belongs in it too
+        conn.execute("BEGIN IMMEDIATE")
+    conn.create_function("vam_index_text", 1, index_text, deterministic=True)
+    conn.execute("DROP TABLE IF EXISTS fulltext_v12")
+    conn.execute(FULLTEXT_SCHEMA[FULLTEXT_SCHEMA.index("CREATE VIRTUAL TABLE"):].replace(
+        "IF NOT EXISTS fulltext ", "fulltext_v12 "))
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='fulltext'").fetchone() is not None:
+        conn.execute("INSERT INTO fulltext_v12 (rowid, text, words) SELECT rowid, text, vam_index_text(text) "
+                     "FROM fulltext")
+        conn.execute("DROP TABLE fulltext")
+    conn.execute("ALTER TABLE fulltext_v12 RENAME TO fulltext")
+
+
 MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
               5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8,
-              8: _migrate_8_to_9, 9: _migrate_9_to_10, 10: _migrate_10_to_11}  # from version -> step to the next
+              8: _migrate_8_to_9, 9: _migrate_9_to_10, 10: _migrate_10_to_11,
+              11: _migrate_11_to_12}  # from version -> step to the next
 
 
 _MAX_VARS = 900  # host parameters per statement: SQLite's default bound is 999

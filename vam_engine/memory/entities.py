@@ -217,14 +217,29 @@ class EntityRepository:
         sims, ids = vectors.search(ENTITY, np.asarray(mine, np.float32), k, np.asarray(others, np.int64))
         return [(int(i), float(s)) for s, i in zip(sims.tolist(), ids.tolist()) if s >= min_similarity]
 
+    def appearances(self, ids) -> dict[int, tuple[np.ndarray, float]]:
+        """Each entity's running appearance (its "entity" vector) and the rank of its
+        representative crop (score x sqrt(area)): what a cluster's router links shards' entities by."""
+        conn = self.db.conn()
+        vecs = vectors_by_id(conn, ENTITY, list(ids))
+        ranks = dict(select_in(conn, "SELECT entity_id, crop_rank FROM entities WHERE entity_id IN ({ids})", list(ids)))
+        return {i: (v, float(ranks.get(i) or 0.0)) for i, v in vecs.items()}
+
     # -- last seen -----------------------------------------------------------------------------
     def last_seen(self, query: str, *, cameras=None, as_of: float | None = None) -> LastSeen | None:
         """The latest sighting of something matching ``query``: things whose label, colours or
         strings read on them hold every word of it (else the most words), then text shown on
         screen; among the best matches, the one seen last."""
+        ranked = self.last_seen_ranked(query, cameras=cameras, as_of=as_of)
+        return None if ranked is None else ranked[1]
+
+    def last_seen_ranked(self, query: str, *, cameras=None, as_of: float | None = None) -> tuple[int, LastSeen] | None:
+        """``last_seen`` with the tier of its match: 0 a thing holding every word, 1 a thing
+        holding some, 2 text on screen holding every word, 3 some (a cluster's router takes the
+        best tier over its shards, then the latest)."""
         index = fulltext.FullTextIndex(self.db)
-        for kinds in ((OBJECT,), (OCR,)):
-            for mode in ("all", "any"):
+        for k, kinds in enumerate(((OBJECT,), (OCR,))):
+            for j, mode in enumerate(("all", "any")):
                 hits = index.search(query, mode=mode, kinds=kinds, cameras=cameras, limit=200)
                 hits = [h for h in hits if as_of is None or h.t_start <= as_of]
                 if as_of is not None and kinds == (OBJECT,):  # matched on what was known by then
@@ -233,7 +248,7 @@ class EntityRepository:
                     top = max(h.score for h in hits)
                     hits = [h for h in hits if h.score >= top - 1e-9]
                 if hits:
-                    return self._latest(query, kinds[0], hits, cameras, as_of)
+                    return 2 * k + j, self._latest(query, kinds[0], hits, cameras, as_of)
         return None
 
     def _known_then(self, track_id: int, query: str, mode: str, cameras, as_of: float) -> bool:

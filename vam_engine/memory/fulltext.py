@@ -3,11 +3,13 @@
 A document is a text of some ``kind`` ("speech": a transcript segment; other kinds, such as OCR
 text, object labels or event and summary documents, go in the same index) keyed by ``(kind,
 ref_id)``, the id of its row in that kind's own table, with the camera and the interval it
-covers on the camera's axis. The text lives in the FTS5 table ``fulltext`` (tokenizer
-unicode61: case and diacritics folded, split at anything not a letter or digit); its key,
-camera and times in ``fulltext_docs``, whose ``doc_id`` is the FTS rowid. Both are written in
-the caller's transaction (``put``, ``drop``), so a document and the row it indexes commit
-together or not at all.
+covers on the camera's axis. The FTS5 table ``fulltext`` keeps the text as written (column
+``text``, not indexed) and the words it is indexed by (column ``words``: memory/words.py sets
+each Chinese, Japanese or Korean character apart, since those scripts put no space between
+words; tokenizer unicode61: case and diacritics folded, split at anything not a letter or
+digit); its key, camera and times are in ``fulltext_docs``, whose ``doc_id`` is the FTS rowid.
+Both are written in the caller's transaction (``put``, ``drop``), so a document and the row it
+indexes commit together or not at all.
 
 Queries are built here from untrusted text, never passed to FTS5 as syntax: each word is
 quoted as an FTS5 string. ``search`` ranks with bm25 (FTS5's ``bm25()``: lower is better;
@@ -15,8 +17,10 @@ hits carry ``score = -bm25``, higher is better) and filters by kinds, cameras (e
 cameras: a '*' document is not in a camera's scope), a time range (overlap) and ``as_of``
 (nothing that ends after it, as the vector filters). Modes: "phrase" (the words adjacent, in
 order), "all" (every word, anywhere), "any" (at least one word; ranked by how many and how
-rare). ``match_query`` turns a user's search text into an expression: quoted parts are
-phrases that must all occur; without quotes any word may match.
+rare); a word of a CJK run is a pair of its characters (memory/words.py), so "phrase" finds
+a CJK string of any length exactly and "all"/"any" find its pairs. ``match_query`` turns a
+user's search text into an expression: quoted parts (``"..."``, ``“...”``, ``「...」``,
+``『...』``: ``phrases``) are phrases that must all occur; without quotes any word may match.
 """
 from __future__ import annotations
 
@@ -24,11 +28,10 @@ import re
 from dataclasses import dataclass
 
 from .db import Database, placeholders, select_in
+from .words import index_text, term_tokens, terms, tokens  # terms: also the words entities match on
 
 MODES = ("phrase", "all", "any")
-MAX_TERMS = 64  # words of a query used at most
-_WORD = re.compile(r"[^\W_]+")  # what unicode61 calls a token: letters and digits
-_QUOTED = re.compile(r'"([^"]*)"')
+_QUOTED = re.compile(r'["“„「『]([^"“”„「」『』]*)["”」』]')  # ASCII, curly and CJK corner-bracket quotes
 
 
 @dataclass(frozen=True)
@@ -41,35 +44,35 @@ class FullTextHit:
     score: float  # -bm25: higher is better, comparable within one result list only
 
 
-def terms(text: str) -> list[str]:
-    """The words of ``text`` as the index tokenizes them (lower case; at most MAX_TERMS)."""
-    return _WORD.findall(str(text).lower())[:MAX_TERMS]
-
-
-def _quote(word: str) -> str:
-    return '"' + word.replace('"', '""') + '"'
+def _quote(tokens: list[str]) -> str:
+    """An FTS5 phrase of index tokens (letters and digits only: nothing in it is syntax)."""
+    return '"' + " ".join(tokens).replace('"', '""') + '"'
 
 
 def expression(text: str, mode: str = "any") -> str | None:
     """An FTS5 MATCH expression for ``text`` in ``mode``; None when it has no word."""
     if mode not in MODES:
         raise ValueError(f"full-text mode must be one of {MODES}, got {mode!r}")
-    words = terms(text)
-    if not words:
-        return None
     if mode == "phrase":
-        return _quote(" ".join(words))
-    unique = list(dict.fromkeys(words))
-    return (" AND " if mode == "all" else " OR ").join(_quote(w) for w in unique)
+        phrase = tokens(text)
+        return _quote(phrase) if phrase else None
+    unique = list(dict.fromkeys(terms(text)))
+    if not unique:
+        return None
+    return (" AND " if mode == "all" else " OR ").join(_quote(term_tokens(w)) for w in unique)
+
+
+def phrases(text: str) -> list[str]:
+    """The quoted parts of a user's search text that hold a word."""
+    return [p for p in _QUOTED.findall(str(text)) if tokens(p)]
 
 
 def match_query(text: str) -> str | None:
     """A user's search text as an expression: its quoted parts as phrases that must all occur;
     without quotes, any of its words (ranked by bm25)."""
-    phrases = [expression(p, "phrase") for p in _QUOTED.findall(str(text))]
-    phrases = [p for p in phrases if p]
-    if phrases:
-        return " AND ".join(phrases)
+    quoted = phrases(text)
+    if quoted:
+        return " AND ".join(expression(p, "phrase") for p in quoted)
     return expression(text, "any")
 
 
@@ -81,7 +84,7 @@ def put(conn, kind: str, ref_id: int, camera_id: str, t_start: float, t_end: flo
         conn.execute("DELETE FROM fulltext_docs WHERE doc_id=?", (old[0],))
     doc = conn.execute("INSERT INTO fulltext_docs (kind, ref_id, camera_id, t_start, t_end) VALUES (?,?,?,?,?)",
                        (kind, int(ref_id), camera_id, float(t_start), float(t_end))).lastrowid
-    conn.execute("INSERT INTO fulltext (rowid, text) VALUES (?,?)", (doc, str(text)))
+    conn.execute("INSERT INTO fulltext (rowid, text, words) VALUES (?,?,?)", (doc, str(text), index_text(text)))
 
 
 def set_end(conn, kind: str, ref_id: int, t_end: float) -> None:

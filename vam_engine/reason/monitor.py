@@ -48,21 +48,30 @@ import numpy as np
 from ..llm import prompts
 from ..llm.base import Image, LLMError
 from ..llm.schemas import parse_monitor_verdict
-from ..memory import Alert, Monitor, ObservedFrame, is_absolute_time
+from ..memory import CJK, Alert, Monitor, ObservedFrame, is_absolute_time, split_words
 from .vigilance import ChangeTest, ConditionSimilarity, RecentRange
 
 log = logging.getLogger(__name__)
 _SLACK = 1e-6  # float stream times: 0.5 * 4 is not exactly 2.0
-# quoted words in a condition: '...', "...", curly quotes (an apostrophe inside a word is not a quote)
-_QUOTED = re.compile(r"""(?<![\w'’])['"‘“]([^'"‘’“”]+?)['"’”](?![\w])""")
-_WORD = re.compile(r"[^\W_]+")
+# quoted words in a condition: '...', "...", curly quotes, CJK corner brackets 「...」『...』 (an
+# apostrophe inside a word is not a quote; Chinese and Japanese put quotes right after a
+# character: 有人说“救命”)
+_LATIN_WORD = rf"(?![{CJK}])\w"
+_CJK_GAP = re.compile(rf"(?<=[{CJK}]) (?=[{CJK}])")
+_QUOTED = re.compile(rf"""(?<!{_LATIN_WORD}|['’])['"‘“「『]([^'"‘’“”「」『』]+?)['"’”」』](?!{_LATIN_WORD})""")
 _ABOUT_SPEECH = re.compile(r"\b(say|says|said|saying|speak|speaks|spoke|speaking|talk|talks|talking|shout|shouts|"
                            r"shouting|yell|yells|yelling|scream|screams|call|calls|calling|ask|asks|asking|hear|"
                            r"heard|voice|word|words|mention|mentions|speech)\b", re.IGNORECASE)
 
 
 def words_of(text: str) -> list[str]:
-    return _WORD.findall(str(text).lower())
+    """Its words as the full-text index splits them (lower case; each CJK character a word)."""
+    return split_words(text)
+
+
+def shown_phrase(words: list[str]) -> str:
+    """A phrase's words as text: spaces between words, none between CJK characters."""
+    return _CJK_GAP.sub("", " ".join(words))
 
 
 def quoted_phrases(condition: str) -> list[list[str]]:
@@ -322,7 +331,7 @@ class MonitorWorker:
                 if phrases:
                     said = next((p for p in phrases if says(p, heard)), None)
                     if said is not None:
-                        fires.append((w, _Check(m, camera_id, now, frames, list(segments)), " ".join(said)))
+                        fires.append((w, _Check(m, camera_id, now, frames, list(segments)), shown_phrase(said)))
                     continue
                 self._enqueue(w, _Check(m, camera_id, now, frames, self._heard_since(w, camera_id, now)), starts)
         self._start(starts)
@@ -333,7 +342,7 @@ class MonitorWorker:
     def _heard(self, w: _Watch, check: _Check, phrase: str) -> None:
         """Quoted words were heard: fire (once / repeat rules as for a model's match)."""
         if self._fires(w, check):
-            seg = next((x for x in check.speech if says(phrase.split(), words_of(x.text))), check.speech[-1])
+            seg = next((x for x in check.speech if says(words_of(phrase), words_of(x.text))), check.speech[-1])
             self._fire(check, 1.0, f'heard "{seg.text}" ({seg.t_start:.2f}-{seg.t_end:.2f} s): says "{phrase}"')
 
     def _fires(self, w: _Watch, check: _Check) -> bool:

@@ -22,6 +22,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from fastapi import FastAPI, HTTPException
 from fastapi.exceptions import RequestValidationError
@@ -31,6 +32,7 @@ from fastapi.staticfiles import StaticFiles
 from ..config import ServiceConfig
 from ..errors import StoreError, Unavailable, VamError
 from ..memory import MonitorLimit, SessionLimit
+from . import logfilter
 from .auth import need
 from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
@@ -78,6 +80,9 @@ class ServeOptions:
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
     token_poll_s: float = 1.0  # how often the token file is checked for revoked tokens (revocation.py)
     lanes: LaneSizes = field(default_factory=LaneSizes)  # handler threads at once per endpoint class
+    # more /metrics lines: callables returning Prometheus text lines (serve adds the notifier's:
+    # MQTT and webhook deliveries, drops, dead letters)
+    metric_sources: tuple[Callable[[], list[str]], ...] = ()
 
     def __post_init__(self):
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
@@ -93,6 +98,8 @@ class ServeOptions:
             raise ValueError(f"header_timeout_s must be > 0, got {self.header_timeout_s!r}")
         if self.status_poll_s <= 0 or self.keepalive_s <= 0 or self.token_poll_s <= 0:
             raise ValueError("status_poll_s, keepalive_s and token_poll_s must be > 0")
+        if not all(callable(f) for f in self.metric_sources):
+            raise ValueError("metric_sources must be callables returning lines of Prometheus text")
         if not isinstance(self.lanes, LaneSizes):
             raise ValueError(f"lanes must be a LaneSizes, got {type(self.lanes).__name__}")
 
@@ -123,6 +130,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
 
     @asynccontextmanager
     async def lifespan(app):
+        logfilter.install()  # whatever runs the app: no query string in the HTTP server's log lines
         hub.start()
         revoking = asyncio.create_task(app.state.revocation.follow(options.token_poll_s))
         try:
@@ -232,5 +240,6 @@ def _service_routes(app: FastAPI, engine, backend, metrics: Metrics, hub: AlertH
         """Prometheus text (0.0.4). It names every camera: a camera-limited token is refused."""
         if p.cameras is not None:
             raise HTTPException(403, "metrics cover every camera; use a token without a camera limit")
-        text = metrics.render(backend) + "\n".join(process_lines() + app.state.lanes.metric_lines()) + "\n"
+        extra = [line for source in app.state.options.metric_sources for line in source()]
+        text = metrics.render(backend) + "\n".join(process_lines() + app.state.lanes.metric_lines() + extra) + "\n"
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")

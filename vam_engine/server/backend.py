@@ -64,7 +64,6 @@ class LocalBackend:
         return Path(self.engine.store.root)
 
     # -- moments, events, frames ---------------------------------------------------------------
-    places = True  # pages and searches filter by place (a cluster's backend does not yet)
 
     def page(self, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200, place=None) -> Page:
         """``kind`` "moments" or "events": queries.page over this store."""
@@ -79,6 +78,19 @@ class LocalBackend:
         if m is None:
             return None
         return self._file(m.camera_id, ("m", moment_id), store.root, m.frame_path, "frames")
+
+    def moment(self, moment_id: int):
+        """The Moment of that id; None when there is none."""
+        return self.engine.store.moments.by_id([moment_id]).get(moment_id)
+
+    def entity_crop(self, entity_id: int, cameras) -> FrameData | None:
+        """An entity's representative crop as seen from ``cameras`` (None: every camera); None
+        when it has none in view."""
+        store = self.engine.store
+        ent = store.entities.get(entity_id, cameras=cameras)
+        if ent is None or ent.crop_path is None:
+            return None
+        return self._file(ent.crop_camera or "", ("e", entity_id), store.root, ent.crop_path, "entities")
 
     def alert(self, alert_id: int):
         return self.engine.store.monitors.alert(alert_id)

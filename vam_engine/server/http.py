@@ -6,7 +6,8 @@ and by the tests, so what is tested is what runs.
   response), else the connection is closed: slowly trickled headers cannot hold sockets.
 - WebSocket messages are at most 64 KiB; request heads at most 64 KiB.
 - The access log is the service's own (``vam_engine.server.access``, app.py): method, path and
-  status, never the query string (clients put tokens there).
+  status, never the query string (clients put tokens there); uvicorn's loggers and handlers
+  carry logfilter.py's filter, so no line of theirs has one either (a WebSocket handshake's).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import logging
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from . import logfilter
 
 log = logging.getLogger("vam_engine.server")
 MAX_HEAD_BYTES = 64 * 1024
@@ -77,7 +80,11 @@ def server_config(app, host: str, port: int, options, *, log_level: str = "info"
     if "log_config" not in kw:
         cfg = copy.deepcopy(LOGGING_CONFIG)
         cfg["loggers"]["vam_engine.server"] = {"handlers": ["default"], "level": log_level.upper(), "propagate": False}
+        cfg.setdefault("filters", {})["no_query"] = {"()": "vam_engine.server.logfilter.QueryStringFilter"}
+        for handler in cfg["handlers"].values():
+            handler.setdefault("filters", []).append("no_query")
         kw["log_config"] = cfg
+    logfilter.install()
     logging.getLogger("vam_engine.server").setLevel(log_level.upper())  # as uvicorn sets its own loggers'
     protocol = type("ServiceH11Protocol", (BoundedH11Protocol,), {"header_timeout_s": options.header_timeout_s})
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, server_header=False, access_log=False,

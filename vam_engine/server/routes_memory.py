@@ -156,9 +156,6 @@ def _place(request: Request, near, radius, region, map_frame):
         place = make_place(near, radius, region, map_frame)
     except VamError as e:
         raise queries.BadQuery(str(e)) from None
-    if place is not None and not getattr(request.app.state.backend, "places", False):
-        raise queries.BadQuery("near / radius / region / map_frame filter one engine's store; this server's "
-                               "cluster does not filter by place yet")
     return place
 
 

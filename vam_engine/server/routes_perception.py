@@ -4,7 +4,7 @@ crop, last seen, and a moment's detections and OCR lines.
 The same scopes as moments: a read token; a camera-limited token sees only its cameras (a
 camera it names outside its limit is 403; an entity is in view when it was seen on one of its
 cameras, and then only those cameras' sightings, times and crop are shown). An engine without
-these reads (a cluster's router) answers 501.
+these reads answers 501.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from fastapi.responses import Response
 
 from . import queries
 from .auth import need
-from .backend import FrameData, file_under
 from .frames import jpeg_response
 from .jsonify import entity_json, json_response, last_seen_json, perceived_json, timeline_json
 from .tokens import Principal
@@ -24,7 +23,7 @@ router = APIRouter()
 def _reads(request: Request):
     eng = request.app.state.engine
     if not hasattr(eng, "entities"):
-        raise HTTPException(501, "this server's engine keeps no entities (a cluster router)")
+        raise HTTPException(501, "this server's engine keeps no entities")
     return eng
 
 
@@ -79,15 +78,13 @@ async def entity(request: Request, entity_id: int = Path(..., ge=0, le=queries.M
 async def entity_crop(request: Request, entity_id: int = Path(..., ge=0, le=queries.MAX_ID), w: int | None = None,
                       p: Principal = need("read")):
     """An entity's representative crop (a JPEG), when it was cut on a camera the token sees."""
-    eng = _reads(request)
+    _reads(request)
 
     def work():
-        ent = eng.store.entities.get(entity_id, cameras=p.camera_scope(None))
-        if ent is None or ent.crop_path is None:
+        crop = request.app.state.backend.entity_crop(entity_id, p.camera_scope(None))
+        if crop is None:
             raise HTTPException(404, f"entity {entity_id} has no crop in view")
-        path = file_under(eng.store.root, ent.crop_path, "entities")
-        return jpeg_response(FrameData(ent.crop_camera or "", ("e", entity_id, path.stat().st_mtime_ns if path else 0),
-                                       path=path), w)
+        return jpeg_response(crop, w)
 
     return await _lanes(request).run("read", work, token_id=p.token_id)
 
@@ -115,7 +112,7 @@ async def moment_detections(request: Request, moment_id: int = Path(..., ge=0, l
     eng = _reads(request)
 
     def work():
-        m = eng.store.moments.by_id([moment_id]).get(moment_id)
+        m = request.app.state.backend.moment(moment_id)
         if m is None:
             raise HTTPException(404, f"no moment {moment_id}")
         if not p.sees(m.camera_id):

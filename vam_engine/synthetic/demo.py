@@ -1,9 +1,13 @@
 """A built-in example: a short H.264 clip with known scene changes, a blurred stretch and a
 static stretch, so the gates have something to decide on every path; with ``perception=True``
 it ends with a street scene for perception: a sign (``DEMO_SIGN``), a counter that steps every
-few seconds, and a photographed cat (scikit-image's ``chelsea``) at another place at each step."""
+few seconds, and a cat at another place at each step (scikit-image's photograph ``chelsea``
+when scikit-image is installed, else a drawn one). ``scene_spans``/``scene_of`` say which scene
+a time range belongs to and ``clip_frame`` reads a frame back from the clip: what the demo's
+search by image is checked with."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
@@ -22,14 +26,44 @@ DEMO_OBJECT = "cat"            # what the detector finds walking across the stre
 COUNTER_EVERY_S = 4            # the street scene's counter steps this often (from 0041)
 
 
-def _street(width: int, height: int, fps: int, secs: int):
+def street_cat(height: int) -> tuple[np.ndarray, bool]:
+    """The street scene's cat, ``height`` px tall, and whether it is a photograph: scikit-image's
+    ``chelsea`` (what a COCO detector names "cat") when scikit-image is installed, else drawn."""
+    from .perception import perception_photo, scaled
+
+    try:
+        return scaled(perception_photo("chelsea"), height), True
+    except ImportError:  # scikit-image is in no extra the demo needs
+        return drawn_cat(height), False
+
+
+def drawn_cat(height: int) -> np.ndarray:
+    """An orange cat drawn in flat shapes on grey (body, head, ears, tail, eyes), ``height`` px
+    tall: the street scene's stand-in for the photograph."""
+    from PIL import Image, ImageDraw
+
+    h = max(16, int(height))
+    w = round(h * 1.4)
+    img = Image.new("RGB", (w, h), (110, 110, 105))
+    d = ImageDraw.Draw(img)
+    fur, dark = (214, 130, 52), (120, 70, 30)
+    d.ellipse((0.15 * w, 0.40 * h, 0.85 * w, 0.95 * h), fill=fur)                      # body
+    d.line((0.82 * w, 0.75 * h, 0.98 * w, 0.30 * h), fill=dark, width=max(2, h // 12))  # tail
+    d.ellipse((0.02 * w, 0.15 * h, 0.40 * w, 0.60 * h), fill=fur)                      # head
+    d.polygon([(0.05 * w, 0.25 * h), (0.10 * w, 0.02 * h), (0.20 * w, 0.18 * h)], fill=fur)  # ears
+    d.polygon([(0.22 * w, 0.18 * h), (0.32 * w, 0.02 * h), (0.38 * w, 0.25 * h)], fill=fur)
+    for x in (0.13, 0.27):                                                               # eyes
+        d.ellipse(((x - 0.03) * w, 0.30 * h, (x + 0.03) * w, 0.38 * h), fill=(30, 30, 20))
+    return np.asarray(img)
+
+
+def _street(width: int, height: int, fps: int, secs: int, cat: np.ndarray):
     """Frames of the street scene: the sign, the counter, the cat."""
-    from .perception import backdrop, draw_sign, perception_photo, place, scaled
+    from .perception import backdrop, draw_sign, place
 
     rng = np.random.default_rng(4721)
     base = backdrop(rng, height, width, noise=0.0)
     base, _ = draw_sign(base, DEMO_SIGN, int(width * 0.05), int(height * 0.08), max(12, height // 12))
-    cat = scaled(perception_photo("chelsea"), int(height * 0.3))
     n = secs * fps
     spots = (0.02, 0.5, 0.25)  # the cat moves on at each step of the counter, as a sparse camera sees it
     for i in range(n):
@@ -60,8 +94,10 @@ def _scene_frames(k: int, kind: str, secs: int, width: int, height: int, fps: in
 def make_demo_clip(path: str | Path, *, width: int = 320, height: int = 240, fps: int = 10,
                    scenes=DEMO_SCENES, perception: bool = False) -> dict:
     """Write the clip and return what it contains: scene start times and kinds (and, with
-    ``perception``, the street scene's ``sign`` and ``object``)."""
+    ``perception``, the street scene's ``sign``, ``object`` and whether that is a photograph,
+    ``object_photo``)."""
     scenes = list(scenes) + ([PERCEPTION_SCENE] if perception else [])
+    cat, photographed = street_cat(int(height * 0.3)) if perception else (None, False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     starts, t = [], 0.0
@@ -73,8 +109,8 @@ def make_demo_clip(path: str | Path, *, width: int = 320, height: int = 240, fps
         n = 0
         for k, (secs, kind) in enumerate(scenes):
             starts.append((t, kind))
-            frames = _street(width, height, fps, secs) if kind == "street" else _scene_frames(k, kind, secs, width,
-                                                                                             height, fps)
+            frames = (_street(width, height, fps, secs, cat) if kind == "street"
+                      else _scene_frames(k, kind, secs, width, height, fps))
             for img in frames:
                 frame = av.VideoFrame.from_ndarray(img.astype(np.uint8), format="rgb24")
                 frame.pts = n
@@ -86,5 +122,40 @@ def make_demo_clip(path: str | Path, *, width: int = 320, height: int = 240, fps
             out.mux(p)
     made = {"path": str(path), "duration_s": t, "scenes": starts, "fps": fps, "size": (width, height)}
     if perception:
-        made.update(sign=DEMO_SIGN, object=DEMO_OBJECT)
+        made.update(sign=DEMO_SIGN, object=DEMO_OBJECT, object_photo=photographed)
     return made
+
+
+@dataclass(frozen=True)
+class SceneSpan:
+    """One scene of a demo clip: its number (from 1), kind and [t0, t1) in seconds."""
+
+    number: int
+    kind: str
+    t0: float
+    t1: float
+
+    def label(self) -> str:
+        return f"scene {self.number} ({self.kind}, {self.t0:g}-{self.t1:g} s)"
+
+
+def scene_spans(clip: dict) -> list[SceneSpan]:
+    """The scenes of a clip ``make_demo_clip`` returned, in order."""
+    starts = [t for t, _ in clip["scenes"]] + [clip["duration_s"]]
+    return [SceneSpan(i + 1, kind, t0, t1) for i, ((t0, kind), t1) in enumerate(zip(clip["scenes"], starts[1:]))]
+
+
+def scene_of(clip: dict, t0: float, t1: float | None = None) -> SceneSpan | None:
+    """The scene that holds the whole time range [t0, t1] (a time when t1 is None); None when
+    it spans a scene change or lies outside the clip."""
+    t1 = t0 if t1 is None else t1
+    return next((s for s in scene_spans(clip) if s.t0 <= t0 and t1 < s.t1), None)
+
+
+def clip_frame(path: str | Path, t: float) -> np.ndarray:
+    """The frame of the clip shown at ``t`` seconds (the first at or after it), H x W x 3 RGB."""
+    with av.open(str(path)) as container:
+        for frame in container.decode(video=0):
+            if frame.time is not None and frame.time >= t - 1e-6:
+                return frame.to_ndarray(format="rgb24")
+    raise ValueError(f"clip_frame: {path} has no frame at or after {t:g} s")
