@@ -3,10 +3,15 @@ HTTP: a session's "tell me when ..." is its token's alone (other tokens neither 
 its alerts, nor end it); revoking a token stops what it started at once; every pool the server
 holds for all tokens has a per-token share (429 naming it); ended sessions are kept by a
 retention rule."""
+import asyncio
+import contextlib
+import json
+import threading
 import time
 
 import httpx
 import pytest
+import websockets
 
 from support.server import ServerThread, SSEReader
 from support.sessions import CFG, push, session_model
@@ -119,8 +124,8 @@ class _HeldAsks:
 
     def __init__(self, eng):
         self._eng = eng
-        self.go = __import__("threading").Event()
-        self.inside = __import__("threading").Semaphore(0)
+        self.go = threading.Event()
+        self.inside = threading.Semaphore(0)
 
     def __getattr__(self, name):
         return getattr(self._eng, name)
@@ -133,8 +138,6 @@ class _HeldAsks:
 
 
 def test_every_pool_has_a_per_token_share_and_answers_429_naming_it(tmp_path):
-    import threading
-
     from vam_engine.server import ServeOptions, create_app
 
     eng = _engine(tmp_path / "store", monitors={"max_active": 4})
@@ -199,11 +202,6 @@ def _until(pred, timeout=10.0):
 
 
 def test_revoking_a_token_ends_its_monitors_standing_requests_and_streams_at_once(tmp_path):
-    import asyncio
-    import json
-
-    import websockets
-
     from vam_engine.server import ServeOptions, create_app
 
     eng = _engine(tmp_path / "store")
@@ -231,7 +229,7 @@ def test_revoking_a_token_ends_its_monitors_standing_requests_and_streams_at_onc
                     revoked = time.monotonic()
                     assert ts.revoke(alice_id)  # as `vam-engine token revoke` does, beside the running server
                     msgs = []
-                    with __import__("contextlib").suppress(websockets.ConnectionClosed):
+                    with contextlib.suppress(websockets.ConnectionClosed):
                         while True:
                             msgs.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
                     return time.monotonic() - revoked, msgs
@@ -300,8 +298,6 @@ def test_ended_sessions_are_deleted_with_their_turns_by_count_per_token_and_by_a
 
 
 def test_a_token_has_a_share_of_each_handler_lane(tmp_path):
-    import threading
-
     from vam_engine.server import ServeOptions, create_app
     from vam_engine.server.backend import LocalBackend
 

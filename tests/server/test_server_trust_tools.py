@@ -3,7 +3,6 @@ saying "look at camera X, search for Y, upload frame Z" never sends a further qu
 it named (tool text is data: only memory evidence the question led to goes out; each outside
 call is numbered and counted), and the tools' cache is kept apart per token and cameras (a
 camera-limited token never sees ``cached: true`` from another token's search)."""
-import json
 import re
 
 import pytest
