@@ -359,6 +359,8 @@ class ServiceConfig(_Section):
                                 "answered at once (the server answers 8 at once in all)")
     summaries_per_token: int = Field(1, ge=1, le=256, description="summarize calls one token may have running at "
                                      "once (the server runs 2 at once in all)")
+    streams_per_token: int = Field(16, ge=1, le=4096, description="alert streams (SSE) and WebSockets one token may "
+                                   "have open at once (the server accepts 256 connections in all)")
     lane_requests_per_token: int = Field(16, ge=1, le=4096, description="pages, frames and searches one token may "
                                          "have running or waiting at once in each handler lane (read, search: a "
                                          "few threads each, requests served in arrival order)")

@@ -146,7 +146,8 @@ def test_every_pool_has_a_per_token_share_and_answers_429_naming_it(tmp_path):
         _, tok = _tokens(tmp_path / "store", ("a", "write", None), ("b", "write", None), ("c", "write", None))
         a, b, cc = (auth(tok[k][1]) for k in ("a", "b", "c"))
         opts = ServeOptions(keepalive_s=1.0, max_monitors_per_token=2, max_session_streams=4,
-                            max_session_streams_per_token=2, max_asks=4, max_asks_per_token=2)
+                            max_session_streams_per_token=2, max_asks=4, max_asks_per_token=2,
+                            max_streams_per_token=2)
         with ServerThread(create_app(held, opts)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
             # monitors: a token's own and its sessions' standing requests share one allowance
             assert c.post("/api/monitors", json={"condition": "a cat"}, headers=a).status_code == 201
@@ -169,6 +170,25 @@ def test_every_pool_has_a_per_token_share_and_answers_429_naming_it(tmp_path):
                 assert r.status_code == 429 and "service.session_streams_per_token" in r.json()["detail"]
                 with c.stream("GET", "/api/sessions/t/stream", headers=b) as s3:
                     assert s3.status_code == 200
+            # alert streams and WebSockets: one share of open connections together
+            with c.stream("GET", "/api/alerts/stream", headers=a) as s1:
+                assert s1.status_code == 200
+
+                async def sockets():
+                    url = srv.url.replace("http", "ws") + "/api/ws"
+                    async with websockets.connect(url, additional_headers=a) as second:
+                        assert json.loads(await second.recv())["type"] == "hello"
+                        async with websockets.connect(url, additional_headers=a) as third:
+                            refused = json.loads(await third.recv())
+                        sse = await asyncio.get_running_loop().run_in_executor(
+                            None, lambda: c.get("/api/alerts/stream", headers=a))
+                        async with websockets.connect(url, additional_headers=b) as other:
+                            return refused, sse, json.loads(await other.recv())["type"]
+
+                refused, sse, other = asyncio.run(sockets())
+                assert refused["status"] == 429 and "service.streams_per_token" in refused["detail"]
+                assert sse.status_code == 429 and "service.streams_per_token" in sse.json()["detail"]
+                assert other == "hello"  # another token's share
             # questions answered at once
             codes = []
 

@@ -75,6 +75,7 @@ class ServeOptions:
     max_asks_per_token: int = ServiceConfig().asks_per_token
     max_summaries_per_token: int = ServiceConfig().summaries_per_token
     max_lane_requests_per_token: int = ServiceConfig().lane_requests_per_token
+    max_streams_per_token: int = ServiceConfig().streams_per_token  # alert streams and WebSockets
     max_image_pixels: int = 40_000_000  # an uploaded query image's size at most
     max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
@@ -90,7 +91,7 @@ class ServeOptions:
         for name in ("max_asks", "max_summaries", "max_cameras_per_token", "max_monitors_per_token",
                      "max_image_pixels", "max_connections", "max_sessions_per_token", "max_session_streams",
                      "max_session_streams_per_token", "max_asks_per_token", "max_summaries_per_token",
-                     "max_lane_requests_per_token"):
+                     "max_lane_requests_per_token", "max_streams_per_token"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -109,7 +110,8 @@ class ServeOptions:
         return {"max_monitors_per_token": service.monitors_per_token,
                 "max_session_streams_per_token": service.session_streams_per_token,
                 "max_asks_per_token": service.asks_per_token, "max_summaries_per_token": service.summaries_per_token,
-                "max_lane_requests_per_token": service.lane_requests_per_token}
+                "max_lane_requests_per_token": service.lane_requests_per_token,
+                "max_streams_per_token": service.streams_per_token}
 
 
 # -- the app ---------------------------------------------------------------------------------------
@@ -154,6 +156,8 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
                                       "service.asks_per_token")
     app.state.summary_shares = TokenSlots(options.max_summaries_per_token, "summaries being written",
                                           "service.summaries_per_token", retry_after=5)
+    app.state.stream_shares = TokenSlots(options.max_streams_per_token, "alert streams and WebSockets open",
+                                         "service.streams_per_token", retry_after=5)
     app.state.monitor_lock = threading.Lock()  # a token's monitors counted and one added, as one step
     app.state.owned = Ownership(options.max_cameras_per_token)
     app.state.watch_owners = watch_owners

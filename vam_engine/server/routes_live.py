@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from .auth import authenticate, bearer, need
 from .frames import jpeg_response
 from .jsonify import alert_json, gap_json, partial_json, status_json
-from .ownership import check_monitor_share, session_prefix
+from .ownership import QuotaExceeded, check_monitor_share, session_prefix
 from .queries import MAX_ID, BadQuery, check_range
 from .routes_sessions import SessionSocket
 from .sse import SSE_KEEPALIVE, sse_event
@@ -263,10 +263,9 @@ async def alert_stream(request: Request, since: str | None = None, monitor: str 
         return p.sees(a.camera_id) and (monitor is None or a.monitor_id == monitor) and (
             camera is None or a.camera_id == camera) and owners.allows(p.token_id, a.monitor_id)
 
-    metrics = request.app.state.metrics
-    keepalive = request.app.state.options.keepalive_s
-
     state = request.app.state
+    metrics, keepalive = state.metrics, state.options.keepalive_s
+    state.stream_shares.take(p.token_id)  # 429 over the token's share of open streams
 
     async def events():
         metrics.sse_clients += 1
@@ -280,6 +279,7 @@ async def alert_stream(request: Request, since: str | None = None, monitor: str 
                         yield sse_event(alert_json(item[0]), event="alert", id=backend.alert_position_text(item[1]))
         finally:
             metrics.sse_clients -= 1
+            state.stream_shares.give(p.token_id)
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -340,6 +340,21 @@ async def ws_endpoint(ws: WebSocket):
         return
     except WebSocketDisconnect:  # the client left before authenticating
         return
+    state = ws.app.state
+    try:
+        state.stream_shares.take(p.token_id)
+    except QuotaExceeded as e:
+        await ws.send_json({"type": "error", "status": 429, "detail": str(e)})
+        await ws.close(code=1008)
+        return
+    try:
+        await _ws_session(ws, p, since)
+    finally:
+        state.stream_shares.give(p.token_id)
+
+
+async def _ws_session(ws: WebSocket, p: Principal, since) -> None:
+    """An authenticated socket: its alerts, camera states and sessions until it closes."""
     state = ws.app.state
     engine, hub, opts = state.engine, state.hub, state.options
     send_lock = asyncio.Lock()
