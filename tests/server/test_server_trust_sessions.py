@@ -360,3 +360,25 @@ def test_a_token_has_a_share_of_each_handler_lane(tmp_path):
     finally:
         HeldPages.go.set()
         eng.close()
+
+
+def test_a_token_revoked_while_no_server_ran_is_ended_when_one_starts(tmp_path, client_for):
+    eng = _engine(tmp_path / "store")
+    try:
+        ts, tok = _tokens(tmp_path / "tokens", ("alice", "write", None), ("bob", "write", None))
+        (alice_id, alice_token), bob = tok["alice"], auth(tok["bob"][1])
+        alice = auth(alice_token)
+        c = client_for(eng)
+        assert c.post("/api/sessions", json={"id": "w"}, headers=alice).status_code == 201
+        watch = _turn(c, "w", "tell me when a red square appears", alice_token).json()["monitor"]["monitor_id"]
+        plain = c.post("/api/monitors", json={"condition": "red", "mode": "repeat"}, headers=alice).json()["monitor_id"]
+        kept = c.post("/api/monitors", json={"condition": "blue", "mode": "repeat"}, headers=bob).json()["monitor_id"]
+        c.__exit__(None, None, None)  # the server stops; the token is revoked while none runs
+        assert ts.revoke(alice_id)
+        again = client_for(eng, token_poll_s=0.2)
+        _until(lambda: {m.monitor_id for m in eng.monitors()} == {kept})
+        assert not eng.session(f"{alice_id}/w").open
+        assert [m["monitor_id"] for m in again.get("/api/monitors", headers=bob).json()["monitors"]] == [kept]
+        assert {watch, plain} <= {m.monitor_id for m in eng.monitors(include_ended=True)}
+    finally:
+        eng.close()

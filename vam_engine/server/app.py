@@ -45,7 +45,7 @@ from .routes_sessions import router as sessions_router
 from .routes_sessions import session_state
 from .routes_perception import router as perception_router
 from .sse import AlertHub
-from .ownership import Ownership, QuotaExceeded, TokenSlots, WatchOwners
+from .ownership import OWNERS_FILE, Ownership, QuotaExceeded, TokenSlots, WatchOwners
 from .tokens import CameraForbidden, Principal, TokenStore
 
 log = logging.getLogger("vam_engine.server")
@@ -159,7 +159,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.state.stream_shares = TokenSlots(options.max_streams_per_token, "alert streams and WebSockets open",
                                          "service.streams_per_token", retry_after=5)
     app.state.monitor_lock = threading.Lock()  # a token's monitors counted and one added, as one step
-    app.state.owned = Ownership(options.max_cameras_per_token)
+    app.state.owned = Ownership(options.max_cameras_per_token, Path(app.state.tokens.dir) / OWNERS_FILE)
     app.state.watch_owners = watch_owners
     app.state.revocation = Revocation(engine, app.state.tokens, app.state.owned)
     app.state.lanes = Lanes(options.lanes, options.max_lane_requests_per_token)

@@ -10,10 +10,17 @@ routes hide another token's (404, as if it did not exist).
 """
 from __future__ import annotations
 
+import json
+import logging
+import os
 import threading
 from collections import OrderedDict
+from pathlib import Path
 
 from ..errors import VamError
+
+log = logging.getLogger(__name__)
+OWNERS_FILE = "monitor_owners.json"  # beside tokens.json
 
 
 class QuotaExceeded(VamError):
@@ -29,12 +36,23 @@ class Ownership:
     """What each token made: ``claim`` checks a token's share of live cameras and records the
     camera as its; ``record`` notes whose a monitor is (a token's monitors are counted where they
     are made, with its sessions' standing requests: ``check_monitor_share``); ``held`` lists a
-    token's (what revoking it ends: revocation.py)."""
+    token's (what revoking it ends: revocation.py). ``path``: where whose each monitor is is kept
+    (JSON, mode 0600, beside the tokens), so a restarted server still knows (monitors outlive it;
+    the live cameras of a restart are the cameras file's, nobody's)."""
 
-    def __init__(self, max_cameras: int):
+    def __init__(self, max_cameras: int, path: str | os.PathLike | None = None):
         self._max_cameras = max_cameras
         self._owner: dict[tuple[str, str], str] = {}  # (kind, id) -> the token that made it
         self._lock = threading.Lock()
+        self._path = Path(path) if path is not None else None
+        if self._path is not None:
+            try:
+                kept = json.loads(self._path.read_text())
+                self._owner.update({("monitor", str(m)): str(t) for m, t in kept["monitors"].items()})
+            except FileNotFoundError:
+                pass
+            except (ValueError, KeyError, TypeError, AttributeError):
+                log.warning("%s is unreadable: whose each monitor is starts again from nothing", self._path)
 
     def claim(self, kind: str, token_id: str | None, item_id: str) -> None:
         """Check that ``token_id`` may hold one more camera, and record ``item_id`` as its."""
@@ -53,16 +71,38 @@ class Ownership:
     def record(self, kind: str, token_id: str | None, item_id: str) -> None:
         with self._lock:
             self._owner[(kind, item_id)] = token_id or ""
+            self._save(kind)
 
     def release(self, kind: str, item_id: str) -> None:
         with self._lock:
-            self._owner.pop((kind, item_id), None)
+            if self._owner.pop((kind, item_id), None) is not None:
+                self._save(kind)
 
     def held(self, kind: str, token_id: str | None) -> list[str]:
         """The ids of ``kind`` the token made (and has not removed)."""
         owner = token_id or ""
         with self._lock:
             return [i for (k, i), o in self._owner.items() if k == kind and o == owner]
+
+    def owners(self, kind: str) -> dict[str, str]:
+        """Item id -> the token that made it ("" for a server without tokens), for ``kind``."""
+        with self._lock:
+            return {i: o for (k, i), o in self._owner.items() if k == kind}
+
+    def _save(self, kind: str) -> None:
+        """Under the lock: the monitors' owners written atomically (cameras are not kept)."""
+        if self._path is None or kind != "monitor":
+            return
+        body = json.dumps({"monitors": {i: o for (k, i), o in self._owner.items() if k == "monitor"}})
+        tmp = self._path.with_name(f"{self._path.name}.{os.getpid()}.tmp")
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                f.write(body)
+            os.replace(tmp, self._path)
+        except OSError as e:  # the server goes on; a restart then knows less
+            log.warning("cannot keep whose each monitor is in %s: %s", self._path, e)
+            tmp.unlink(missing_ok=True)
 
 
 class TokenSlots:

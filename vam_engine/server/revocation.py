@@ -11,13 +11,16 @@ and for each token gone it
   of at their next keepalive.
 
 The live cameras a token added keep running: they feed the memory every token reads, and an
-admin removes them (``DELETE /api/cameras/{id}``).
+admin removes them (``DELETE /api/cameras/{id}``). A token revoked while the server was down is
+found when it starts (``sweep``): the monitors recorded as its (ownership.py keeps them beside
+the tokens) and the open sessions under its id end then.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import re
 import threading
 
 from starlette.concurrency import run_in_threadpool
@@ -26,6 +29,7 @@ from ..errors import VamError
 from .ownership import Ownership, session_prefix
 
 log = logging.getLogger(__name__)
+TOKEN_ID = re.compile(r"[0-9a-f]{8}")  # a token's id (tokens.py), the part of its sessions' ids before "/"
 
 
 class Revocation:
@@ -84,11 +88,33 @@ class Revocation:
                 eng.end_session(s.session_id)
         log.info("token %s revoked: its monitors, sessions and streams ended", token_id)
 
+    def sweep(self) -> list[str]:
+        """At start: end what tokens that no longer exist started (revoked while no server ran):
+        the monitors recorded as theirs and the open sessions under their ids. Nothing on a
+        server without tokens (nothing there is a token's). Returns the token ids."""
+        try:
+            if not self.tokens.required():
+                return []
+            now = set(self.tokens.tokens())
+        except VamError:
+            return []
+        gone = {o for o in self.owned.owners("monitor").values() if o and o not in now}
+        if hasattr(self.engine, "sessions"):
+            for s in self.engine.sessions():
+                head, slash, _ = s.session_id.partition("/")
+                if slash and TOKEN_ID.fullmatch(head) and head not in now:
+                    gone.add(head)
+        for token_id in sorted(gone):
+            self.end(token_id)
+        return sorted(gone)
+
     async def follow(self, every_s: float) -> None:
-        """Check every ``every_s`` until cancelled (the app's lifespan runs it)."""
+        """Sweep, then check every ``every_s`` until cancelled (the app's lifespan runs it)."""
+        step = self.sweep
         while True:
-            await asyncio.sleep(every_s)
             try:
-                await run_in_threadpool(self.check)
+                await run_in_threadpool(step)
             except Exception:  # noqa: BLE001 - an unreadable token file: the requests say so; try again
                 log.exception("checking the token file for revoked tokens failed")
+            step = self.check
+            await asyncio.sleep(every_s)
