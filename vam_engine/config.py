@@ -211,6 +211,25 @@ class WriterConfig(_Section):
     retry_base_s: float = Field(5.0, gt=0, description="first retry delay of a failed write; doubles each try")
     retry_max_s: float = Field(600.0, gt=0, description="longest delay between two tries of a failed write")
     max_attempts: int = Field(8, ge=1, description="tries before an event gets a placeholder document")
+    clips: bool = Field(False, description="send each event's clip (an MP4 with its sound where the source had one; "
+                                           "config clips) as the video to a model that takes video, its keyframes "
+                                           "as the fallback when the server refuses video")
+
+
+class ClipsConfig(_Section):
+    """MP4 clips of any interval (engine/clips.py, ``GET /api/clips``, ``vam-engine clip``): cut from
+    the source file while it is readable, else built from the retained frames."""
+
+    max_s: float = Field(300.0, gt=0, le=86400, description="the longest clip, in seconds (a longer range is "
+                                                            "refused)")
+    max_encodes: int = Field(2, ge=1, le=64, description="clips encoded at once; more are refused (the API "
+                                                         "answers 429)")
+    cache_bytes: int = Field(256 << 20, ge=0, description="encoded clips kept in memory for the next request "
+                                                          "(least recently used go first); 0 = off")
+    crf: int = Field(28, ge=0, le=51, description="H.264 quality (libx264 crf: lower is better and larger)")
+    preset: Literal["ultrafast", "superfast", "veryfast", "faster", "fast", "medium"] = Field(
+        "veryfast", description="libx264 speed preset")
+    max_side: int = Field(1280, ge=16, le=8192, description="a larger source is scaled down to fit this square")
 
 
 class ForestConfig(_Section):
@@ -322,6 +341,40 @@ class AudioConfig(_Section):
         return self.enabled and bool(self.model)
 
 
+class AskConfig(_Section):
+    """What one question shows the model (reason/budget.py): a fixed budget of images and
+    estimated tokens per request whatever the number of cameras, spent on the cameras that
+    matter for the question; the two-phase protocol's sizes (OASIS 3.2, 4.1) and the present's
+    window spans."""
+
+    max_images: int = Field(16, ge=1, le=1024, description="images the coarse request (and each planner "
+                            "inspection) carries at most, across every camera")
+    max_tokens: int = Field(12_000, ge=1000, le=1_000_000, description="estimated tokens the coarse request "
+                            "carries at most: image_tokens an image, text at 4 characters a token")
+    image_tokens: int = Field(256, ge=1, le=16_384, description="the model's cost of one image in tokens, for the "
+                              "estimate (Qwen2-VL: (448 / 28)^2 = 256 at the present's 448 px a side)")
+    fine_max_images: int = Field(32, ge=0, le=1024, description="images the fine stage's retrieved memory adds at "
+                                 "most (k_f nodes x keyframes_per_node: 2 x 16)")
+    fine_max_tokens: int = Field(12_000, ge=0, le=1_000_000, description="estimated tokens the fine stage's "
+                                 "retrieved memory adds at most (the fine request continues the coarse one)")
+    k_f: int = Field(2, ge=0, le=32, description="forest nodes the fine stage retrieves (no two in one lineage)")
+    k_q: int = Field(1, ge=0, le=32, description="earlier question/answer pairs the fine stage retrieves")
+    keyframes_per_node: int = Field(16, ge=1, le=64, description="keyframes the fine stage shows of each retrieved "
+                                    "node (the forest's keyframe budget), fewer when the budget is short")
+    min_camera_images: int = Field(4, ge=1, le=64, description="a camera shown in the coarse request gets at "
+                                   "least this many images; the budget then shows max_images / this many "
+                                   "cameras at most and summarises the rest in one line each")
+    whole_cameras: int = Field(2, ge=0, le=64, description="a view of at most this many cameras shows each one's "
+                               "present whole, as OASIS does for one stream (a live camera: 16 short-window and 24 "
+                               "medium-buffer frames); the image and token budget binds above (0: always)")
+    match_span_s: float = Field(3600.0, ge=0, description="how far back a camera's documents, transcripts, text "
+                                "read and detected things are matched against the question (0: all history)")
+    short_s: float = Field(8.0, gt=0, le=600, description="the present's short window span (OASIS: 8 s)")
+    short_fps: float = Field(2.0, gt=0, le=30, description="the short window's rate (OASIS: 2 fps)")
+    medium_s: float = Field(32.0, gt=0, le=3600, description="the present's medium buffer span (OASIS: 32 s)")
+    medium_fps: float = Field(1.0, gt=0, le=30, description="the medium buffer's rate (OASIS: 1 fps)")
+
+
 class SessionConfig(_Section):
     """Conversations (``Engine.turn``, ``Engine.ask(session=...)``): each session its own
     dialogue, standing "tell me when" requests and replies."""
@@ -359,6 +412,8 @@ class ServiceConfig(_Section):
                                 "answered at once (the server answers 8 at once in all)")
     summaries_per_token: int = Field(1, ge=1, le=256, description="summarize calls one token may have running at "
                                      "once (the server runs 2 at once in all)")
+    clips_per_token: int = Field(1, ge=1, le=64, description="clips (GET /api/clips) one token may have encoded "
+                                 "at once (the engine encodes clips.max_encodes, 2, at once in all)")
     streams_per_token: int = Field(16, ge=1, le=4096, description="alert streams (SSE) and WebSockets one token may "
                                    "have open at once (the server accepts 256 connections in all)")
     lane_requests_per_token: int = Field(16, ge=1, le=4096, description="pages, frames and searches one token may "
@@ -581,10 +636,12 @@ class EngineConfig(_Section):
     service: ServiceConfig = ServiceConfig()
     perception: PerceptionConfig = PerceptionConfig()
     audio: AudioConfig = AudioConfig()
+    ask: AskConfig = AskConfig()
     sessions: SessionConfig = SessionConfig()
     tools: ToolsConfig = ToolsConfig()
     mqtt: MqttConfig = MqttConfig()
     webhooks: WebhookConfig = WebhookConfig()
+    clips: ClipsConfig = ClipsConfig()
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None, env: dict | None = None, **overrides) -> "EngineConfig":

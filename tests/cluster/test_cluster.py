@@ -484,6 +484,12 @@ def test_the_router_serves_the_single_engines_http_api(cluster, served):
         thumb = b.get(m_b["frame"], params={"w": 32})
         assert thumb.status_code == 200 and Image.open(io.BytesIO(thumb.content)).width == 32
         assert b.get("/api/frames/%d" % ((77 << 40) | 1)).status_code == 404  # names no shard
+        clip_a = a.get("/api/clips", params={"camera": "cam-d", "t0": 1.0, "t1": 5.0})
+        clip_b = b.get("/api/clips", params={"camera": "cam-d", "t0": 1.0, "t1": 5.0})
+        assert clip_a.status_code == clip_b.status_code == 200, clip_b.text
+        assert clip_b.headers["content-type"] == "video/mp4" and clip_b.content[4:8] == b"ftyp"
+        assert clip_b.headers["x-clip-made-from"] == clip_a.headers["x-clip-made-from"] == "frames"
+        assert b.get("/api/clips", params={"camera": "no-such", "t0": 0, "t1": 1}).status_code == 404
         seen_a = a.get(f"/api/moments/{m_a['moment_id']}/detections")
         seen_b = b.get(f"/api/moments/{m_b['moment_id']}/detections")
         assert seen_a.status_code == seen_b.status_code == 200, seen_b.text

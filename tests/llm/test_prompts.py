@@ -70,10 +70,19 @@ def test_reply_parsing_lives_in_schemas_not_in_prompts():
         schemas.extract_json("[1]")
     assert schemas.parse_coarse('{"retrieve": "people"}').retrieve == "people"
     assert schemas.parse_fine('{"answer": "yes"}').answer == "yes"
-    for bad, msg in [('{"answer": "a", "retrieve": "r"}', "exactly one"), ("{}", "exactly one"),
+    # an insufficient answer may say what to look for; a think step goes first (OASIS's Think)
+    r = schemas.parse_coarse('{"think": "dark frames", "answer": "a", "sufficient": false, "retrieve": "r"}')
+    assert (r.think, r.answer, r.sufficient, r.retrieve) == ("dark frames", "a", False, "r")
+    assert schemas.parse_coarse('<think>\nhmm\n</think>{"retrieve": "people"}').retrieve == "people"
+    assert schemas.parse_intent('{"retrieve": "a red car"}').retrieve == "a red car"
+    for bad, msg in [('{"answer": "a", "retrieve": "r"}', '"sufficient" is false'), ("{}", "one of"),
+                     ('{"think": "x"}', "one of"), ('{"retrieve": "r", "sufficient": false}', "with .answer. only"),
                      ('{"answer": " "}', "blank"), ('{"answer": 5}', "invalid coarse reply")]:
         with pytest.raises(ValueError, match=msg):
             schemas.parse_coarse(bad)
+    for bad in ('{"retrieve": " "}', '{"retrieve": "x", "answer": "y"}', "people"):
+        with pytest.raises(ValueError):
+            schemas.parse_intent(bad)
     with pytest.raises(ValueError, match="invalid fine reply"):
         schemas.parse_fine('{"answer": "a", "more": 1}')
 

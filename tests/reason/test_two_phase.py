@@ -193,10 +193,16 @@ def _same(a: Message, b: Message) -> bool:
     return True
 
 
-def _scripted(coarse, fine='{"answer": "from memory", "sufficient": true}', summary="rolling summary"):
-    """A model whose reply depends on the request's role: coarse (and its repair), fine (and its
-    repair), the QA summarizer. A list gives the replies in order."""
-    return scripted_llm({"two_phase_coarse*": coarse, "two_phase_fine*": fine, "qa_summarizer": summary})
+def _scripted(coarse, fine='{"answer": "from memory", "sufficient": true}', summary="rolling summary",
+              intent='{"retrieve": "the textured scene at the start"}'):
+    """A model whose reply depends on the request's role: coarse (and its repair), the retrieval
+    intent, fine (and its repair), the QA summarizer. A list gives the replies in order."""
+    return scripted_llm({"two_phase_coarse*": coarse, "two_phase_intent": intent, "two_phase_fine*": fine,
+                         "qa_summarizer": summary})
+
+
+def n_plus(req) -> int:
+    return len(req.messages)
 
 
 def _stage(ans, stage):
@@ -261,7 +267,15 @@ def test_retrieval_continues_the_coarse_request(mem):
     nodes = [p for p in last.content if isinstance(p, str) and p.startswith("Node ")]
     assert len(nodes) == 2
     assert sum(isinstance(p, str) and p.startswith("Earlier question at") for p in last.content) == 1
-    assert 0 < sum(isinstance(p, Image) for p in last.content) <= 8  # up to 4 keyframes per node
+    # each node's keyframes (up to 16: the forest's keyframe budget), within the fine budget of 32
+    assert 0 < sum(isinstance(p, Image) for p in last.content) <= 32
+    counts = []  # images after each node's line
+    for p in last.content:
+        if isinstance(p, str) and p.startswith("Node "):
+            counts.append(0)
+        elif isinstance(p, Image):
+            counts[-1] += 1
+    assert counts == [min(16, len(mem.forest.node(nid).keyframes)) for nid, _ in ans.trace[-1].detail["nodes"]]
     # the two nodes share no lineage (greedy pruning), and they are the evidence
     assert ans.found and ans.text == "from memory" and len(ans.evidence) == 2
     ids = [nid for nid, _ in ans.trace[-1].detail["nodes"]]
@@ -278,11 +292,18 @@ def test_retrieval_continues_the_coarse_request(mem):
 
 
 def test_invalid_replies_get_one_repair_then_fall_back(mem):
-    llm = _scripted(["not json", '{"answer": "x", "extra": 1}'], fine=["still not json", "nope"])
+    llm = _scripted(["not json", '{"answer": "x", "extra": 1}'], fine=["still not json", "nope"], intent="no idea")
     ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), use_qa=False,
                            update_qa=False).answer("Where did the camera pan?", _view(mem))
-    assert _tags(llm) == ["two_phase_coarse", "two_phase_coarse_repair", "two_phase_fine", "two_phase_fine_repair"]
-    coarse, repair, fine, fine_repair = llm.sent
+    assert _tags(llm) == ["two_phase_coarse", "two_phase_coarse_repair", "two_phase_intent", "two_phase_fine",
+                          "two_phase_fine_repair"]
+    coarse, repair, intent, fine, fine_repair = llm.sent
+    # the intent request continues the repair (no image added), and its unusable reply gets no repair
+    assert all(_same(a, b) for a, b in zip(intent.messages[:n_plus(repair)], repair.messages))
+    assert intent.messages[-1].content == [prompts.TWO_PHASE_INTENT]
+    assert sum(isinstance(p, Image) for m in intent.messages for p in m.content) == \
+        sum(isinstance(p, Image) for m in coarse.messages for p in m.content)
+    assert _stage(ans, "intent")[0].fallback == "retrieve with the question"
     n = len(coarse.messages)
     assert all(_same(a, b) for a, b in zip(repair.messages[:n], coarse.messages))
     assert repair.messages[n].content == ["not json"] and "could not be used" in repair.messages[n + 1].content[0]
@@ -319,13 +340,42 @@ def test_found_needs_the_models_explicit_verdict(mem):
         "What was shown?", _view(mem))
     assert not ans.found and ans.text == "cannot tell"
     # a coarse answer the model says the present does not settle goes on to the fine stage
+    # (OASIS: the retrieval runs on an intent written for it, not on the question: one short
+    # request continuing the coarse one asks for it, and the fine request continues that)
     llm = _scripted('{"answer": "a guess", "sufficient": false}')
     ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), use_qa=False, update_qa=False).answer(
         "What was shown first?", _view(mem))
-    assert _tags(llm) == ["two_phase_coarse", "two_phase_fine"]
+    assert _tags(llm) == ["two_phase_coarse", "two_phase_intent", "two_phase_fine"]
     assert _stage(ans, "coarse")[0].action == "insufficient_retrieve"
-    assert llm.sent[1].messages[-1].content[0] == "Memory retrieved for: What was shown first?"
+    assert _stage(ans, "coarse")[0].intent == "the textured scene at the start"
+    coarse, intent, fine = llm.sent
+    assert all(_same(a, b) for a, b in zip(intent.messages, coarse.messages))
+    assert intent.messages[len(coarse.messages)].content == ['{"answer": "a guess", "sufficient": false}']
+    assert all(_same(a, b) for a, b in zip(fine.messages, intent.messages))
+    assert fine.messages[len(intent.messages)].content == ['{"retrieve": "the textured scene at the start"}']
+    assert fine.messages[-1].content[0] == "Memory retrieved for: the textured scene at the start"
     assert ans.found and ans.text == "from memory"
+    # an insufficient answer that says what to look for needs no intent request
+    llm = _scripted('{"think": "the first frames are gone", "answer": "a guess", "sufficient": false, '
+                    '"retrieve": "scene at the start of the clip"}')
+    ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), use_qa=False, update_qa=False).answer(
+        "What was shown first?", _view(mem))
+    assert _tags(llm) == ["two_phase_coarse", "two_phase_fine"]
+    assert llm.sent[1].messages[-1].content[0] == "Memory retrieved for: scene at the start of the clip"
+    assert _stage(ans, "coarse")[0].detail["think"] == "the first frames are gone"
+
+
+def test_the_think_step_is_kept_in_the_trace(mem):
+    # a reply in the protocol's form (think first) and a reasoning model's <think> block both parse
+    for reply, think in (('{"think": "one scene, panning", "answer": "a textured scene", "sufficient": true}',
+                          "one scene, panning"),
+                         ('<think>\nthe frames show a scene\n</think>\n{"answer": "a textured scene"}', None)):
+        llm = _scripted(reply)
+        ans = TwoPhaseAnswerer(llm, mem.working, mem.text_embedder(), use_qa=False, update_qa=False).answer(
+            "What is on screen?", _view(mem))
+        (turn,) = _stage(ans, "coarse")
+        assert ans.found and ans.text == "a textured scene" and turn.error is None
+        assert turn.detail.get("think") == think and turn.reply.startswith(reply[:10])
 
 
 def test_the_coarse_request_shows_the_recent_dialogue_in_view(mem):

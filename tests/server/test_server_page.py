@@ -64,10 +64,13 @@ def test_the_page(tmp_path, browser):
             until(d, lambda: loaded_images(d, "#viewer-main img") == 1, "the result's frame")
             shot("search")
 
-            d.find_element(By.ID, "ask-text").send_keys("what did the front camera see?")
+            # the camera a question names is shown, and cited, first: its citation jumps the view
+            # to the door's first seconds, where its alert will be marked
+            d.find_element(By.ID, "ask-text").send_keys("what did the door camera see?")
             d.find_element(By.CSS_SELECTOR, "#ask-form button").click()
             until(d, lambda: d.find_elements(By.CSS_SELECTOR, "#ask-answer .cite"), "citations")
             assert d.find_element(By.CSS_SELECTOR, "#ask-answer .text").text == "a red textured scene"
+            assert d.find_element(By.CSS_SELECTOR, "#ask-answer .cite").text.startswith("[1] door ")
             d.find_element(By.CSS_SELECTOR, "#ask-answer .cite").click()  # its frames
             until(d, lambda: "[1]" in d.find_element(By.ID, "viewer-title").text, "the citation's viewer")
             until(d, lambda: loaded_images(d, "#viewer-main img") == 1, "the cited frames")

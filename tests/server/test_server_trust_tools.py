@@ -96,7 +96,7 @@ def test_a_hostile_web_result_never_sends_a_query_or_a_frame_it_asked_for(served
     assert "was found with words of a web result" in tools[2]["notes"][0]
     steered = [e for e in trace if e.get("action") == "inspect"][1]
     assert {"treasure", "yard", "zanzibar"} <= set(steered["detail"]["steered_by"])
-    assert trace[-1]["detail"]["outside_calls"] == 2
+    assert next(e for e in trace if e["stage"] == "done")["detail"]["outside_calls"] == 2
     image = tools[3]["detail"]["image"]
     assert image["moment_id"] != yard and image["camera_id"] == "front" and image["t"] <= 4.0  # never frame Z
     assert upload.image  # a JPEG of it

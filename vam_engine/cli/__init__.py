@@ -8,6 +8,8 @@ engine they share in ``common.py``.
 - ``watch``: watch
 - ``perception``: entities
 - ``serve``: serve (one engine, or ``--cluster``), token
+- ``mcp``: mcp (the memory as MCP tools over stdio)
+- ``clip``: clip (an MP4 of an interval)
 - ``eval``: eval
 
 This is the top floor: it may import any layer, and no layer imports it.
@@ -19,12 +21,12 @@ import sys
 
 from ..errors import VamError
 from . import eval as eval_commands
-from . import demo, index, perception, query, serve, watch
+from . import clip, demo, index, mcp, perception, query, serve, watch
 from .common import option_groups
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = (index, demo, query, watch, perception, eval_commands, serve)
+COMMAND_MODULES = (index, demo, query, watch, perception, eval_commands, serve, mcp, clip)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -61,7 +61,7 @@ def _options(app_module, args, **kw):
                                    max_cameras_per_token=args.max_cameras_per_token,
                                    max_sessions_per_token=args.max_sessions_per_token,
                                    max_session_streams=args.max_session_streams,
-                                   max_connections=args.max_connections, **shares, **kw)
+                                   max_connections=args.max_connections, mcp=args.mcp, **shares, **kw)
 
 
 def cmd_serve(args) -> int:
@@ -203,6 +203,8 @@ def register(sub, g) -> None:
     sp.add_argument("--max-session-streams", type=int, default=64,
                     help="session event streams open at once (429 beyond)")
     sp.add_argument("--cors-origin", action="append", help="allow this browser origin (repeatable; default none)")
+    sp.add_argument("--mcp", action="store_true", help="also serve the memory as MCP tools (streamable HTTP at "
+                    "/mcp, the same tokens; needs vam_engine[mcp])")
     sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     sp.add_argument("--cluster", metavar="ADDRESS", help="serve camera shards on this Ray cluster ('local': start "
                     "one here); --store is then the shards' root")

@@ -71,9 +71,10 @@ class RouterViews:
     """What a question reads at the router: a FanoutView over the shards holding its cameras
     (its QA history in the router's store) and the shards' present."""
 
-    def __init__(self, router, models: RouterModels):
+    def __init__(self, router, models: RouterModels, ask=None):
         self._router = router
         self._models = models
+        self._ask = ask  # the shards' AskConfig: their present's spans
         self._store = None
         self._lock = threading.Lock()
 
@@ -97,7 +98,7 @@ class RouterViews:
         return FanoutView(self._router, None, self.store, cameras=cameras, write=False).now()
 
     def present(self) -> FanoutPresent:
-        return FanoutPresent(self._router)  # one per question: its windows are read once
+        return FanoutPresent(self._router, self._ask)  # one per question: its windows are read once
 
     def close(self) -> None:
         if self._store is not None:

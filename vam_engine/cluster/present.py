@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from ..reason.working import WorkingMemory
 
-_SPANS = WorkingMemory(max_side=1)  # the shards' buffers are built with these defaults (engine.py)
+_SPANS = WorkingMemory(max_side=1)  # the defaults the shards' buffers are built with when no config says
 
 
 class FanoutPresent:
-    """Made per question: its windows are read once and kept for the answer's duration."""
+    """Made per question: its windows are read once and kept for the answer's duration. ``ask``:
+    the shards' ``AskConfig`` (their buffers' spans; None: the defaults)."""
 
-    def __init__(self, router):
+    def __init__(self, router, ask=None):
         self._router = router
-        self.short_s, self.short_fps = _SPANS.short_s, _SPANS.short_fps
-        self.medium_s, self.medium_fps = _SPANS.medium_s, _SPANS.medium_fps
+        spans = _SPANS if ask is None else ask
+        self.short_s, self.short_fps = spans.short_s, spans.short_fps
+        self.medium_s, self.medium_fps = spans.medium_s, spans.medium_fps
         self._windows: dict[tuple[str, float], tuple[bool, list, list]] = {}
 
     def _shard(self, camera_id: str) -> str | None:

@@ -148,7 +148,7 @@ class ClusterEngine:
         self._extend_monitors()
         cfg = load_config(config, device)  # the shards': the router's answers use its tools and dialogue budget
         self._models = RouterModels(cfg, llm)
-        self._views = RouterViews(self, self._models)
+        self._views = RouterViews(self, self._models, cfg.ask)
         own = self._views.store  # sessions, turns and standing requests: the router's own store
         sessions = own.sessions
         self._standing = RouterMonitors(self, own.monitors, own.root / "alert-frames",
@@ -365,6 +365,16 @@ class ClusterEngine:
             items += [_global_moment(m, no) for m in out.get(s, [])]
         items.sort(key=lambda m: (m.camera_id, m.t_rel))  # per camera already in (t_rel, id) order; stable
         return Partial(items, self._missing(down, cams), down)
+
+    def clip(self, camera_id: str, t0: float, t1: float):
+        """As Engine.clip, made by the camera's shard (cut from its source or built from its
+        retained frames); NoClip for a camera this cluster does not hold."""
+        from ..engine import NoClip
+
+        shard = self.catalogue.cameras().get(camera_id)
+        if shard is None:
+            raise NoClip(f"no camera {camera_id!r} in this cluster")
+        return self._call(shard, "clip", camera_id, t0, t1)
 
     def frame(self, moment_id: int) -> bytes:
         """A moment's JPEG bytes, from its shard."""

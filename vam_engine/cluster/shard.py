@@ -28,7 +28,7 @@ LIVE_SPECS = "shard_cameras.json"
 log = logging.getLogger(__name__)
 _VIEW_READS = frozenset({"camera_ids", "latest_time", "frames", "moments_by_id", "summaries", "forest_roots",
                          "forest_retrieve", "provisional_nodes", "event_memory", "rank_provisional", "summarize",
-                         "transcripts"})
+                         "transcripts", "camera_signals"})
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,9 @@ class Shard:
     def entity_crop(self, entity_id, cameras):
         """The entity's crop as FrameData with its bytes; None when it has none in view."""
         return _with_bytes(self._backend.entity_crop(entity_id, cameras))
+
+    def clip(self, camera_id, t0, t1):
+        return self.engine.clip(camera_id, t0, t1)
 
     def alert(self, alert_id: int):
         return self._backend.alert(alert_id)

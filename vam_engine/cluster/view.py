@@ -138,6 +138,13 @@ class FanoutView:
         when transcript segments are in view."""
         return SOURCES + (SPEECH,) if self.transcripts(limit=1) else SOURCES
 
+    def camera_signals(self, text: str, since: float | None = None) -> list:
+        """Every shard's per-camera signals (memory/cameras.py), in camera order. The match
+        scores are bm25 within each shard's own index: comparable within a shard only, so
+        across shards the ranking by them is approximate (the counts are exact)."""
+        got = {c.camera_id: c for xs in self._each("camera_signals", text, since).values() for c in xs}
+        return [got[c] for c in self.camera_ids() if c in got]
+
     def transcripts(self, t0: float | None = None, t1: float | None = None, camera: str | None = None,
                     limit: int | None = None) -> list[Transcript]:
         """Every shard's transcript segments in view, merged in time order (cluster ids)."""

@@ -12,6 +12,8 @@ use, never the engine:
   ``ask`` and ``turn``, sessions and replies to alerts, given ``EngineViews`` (views.py: what a
   question reads, its causal view and the present), the models, the tools and the session store;
 - ``Documents`` (documents.py): summaries and the forest after a deletion;
+- ``EngineClips`` (clips.py): MP4 clips of any interval, cut from the source file or built from
+  the retained frames;
 - ``EngineAudio`` (audio.py): speech transcribed beside the video (files, live cameras, pushed
   audio) when ``audio.model`` is set; its hub is built at the first call that needs it;
 - ``EnginePerception`` and ``PerceptionReads`` (perception.py): the detector and OCR on kept
@@ -41,8 +43,10 @@ writer), never at construction.
 store another process indexes. Imports run downward: the engine uses reason/, index/, memory/
 and the layers below, never the service, the cluster or the CLI above it.
 """
+from ..ingest.clips import ClipBusy, ClipError, NoClip
+from .clips import Clip
 from .core import Engine
 from .lifecycle import retain_store
 from .monitors import StoreFollower
 
-__all__ = ["Engine", "retain_store", "StoreFollower"]
+__all__ = ["Engine", "retain_store", "StoreFollower", "Clip", "ClipBusy", "ClipError", "NoClip"]

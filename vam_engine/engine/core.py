@@ -25,6 +25,7 @@ from ..reason.sessions import TurnResult
 from ..reason.working import WorkingMemory, present_side
 from ..tools import make_toolbox
 from .audio import EngineAudio
+from .clips import Clip, EngineClips
 from .documents import Documents
 from .files import index_sources
 from .lifecycle import Lifecycle
@@ -71,15 +72,20 @@ class Engine:
                 raise VamError("the memory writer embeds its documents with a text embedder, and none is "
                                "configured: set embed.text_model (for example 'minilm') or use an image model "
                                "with a text side")
-            self.working = WorkingMemory(max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
+            self.working = WorkingMemory(cfg.ask.short_s, cfg.ask.short_fps, cfg.ask.medium_s, cfg.ask.medium_fps,
+                                         max_side=present_side(cfg.llm))  # each camera's present (OASIS 3.1)
             self._monitors = EngineMonitors(self.store, cfg, self.working, self._models, self.embedder)
             self._audio = EngineAudio(self.store, cfg, self.device, self._models.text_embedder,
                                       lambda: self._life.claim(), self.working)
             # detector and OCR load now: a model that cannot run is an error before any frame
             self._perception = EnginePerception(self.store, cfg, self.device) if cfg.perception.enabled else None
+            self._clips = EngineClips(self.store, cfg.clips)
+            clips = self._clips
             self._life = Lifecycle(self.store, cfg, self.device, self._models, self._cascade, self.embedder,
                                    self.working, on_ingest=self._monitors.resume, speech_settled=self._audio.settled,
-                                   perception=self._perception)
+                                   perception=self._perception,
+                                   clip_of=(lambda cam, t0, t1: clips.clip(cam, t0, t1).data) if cfg.writer.clips
+                                   else None)
         except BaseException:
             if self._perception is not None and self._life is None:  # built, not yet handed to the lifecycle
                 self._perception.close()
@@ -552,6 +558,14 @@ class Engine:
         return self._reads.perceived(moment_id)
 
     # -- reads ---------------------------------------------------------------------------------
+    def clip(self, camera_id: str, t0: float, t1: float) -> Clip:
+        """An MP4 of [t0, t1] on the camera's axis (``Clip.data``; H.264, and AAC where the source
+        had sound): cut from the source file while it is there unchanged, else built from the
+        retained frames at their times (``Clip.made_from``). At most ``clips.max_s`` long;
+        ClipBusy while ``clips.max_encodes`` are being encoded; NoClip when the camera has no
+        retained frame at or before the interval (engine/clips.py)."""
+        return self._clips.clip(camera_id, t0, t1)
+
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None, *,
                 near=None, radius: float | None = None, region=None, map_frame: str | None = None) -> list[Moment]:
         """Retained frames by camera and time (t0/t1 bound t_rel); ``near`` (x, y) with ``radius``,

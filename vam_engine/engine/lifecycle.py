@@ -24,8 +24,10 @@ class Lifecycle:
 
     def __init__(self, store: Store, config: EngineConfig, device: str, models: EngineModels, cascade, embedder,
                  working, on_ingest: Callable[[], None] = lambda: None,
-                 speech_settled: Callable[[str, float], bool] | None = None, perception=None):
-        """``perception``: the engine's EnginePerception (None: perception off)."""
+                 speech_settled: Callable[[str, float], bool] | None = None, perception=None,
+                 clip_of: Callable[[str, float, float], bytes] | None = None):
+        """``perception``: the engine's EnginePerception (None: perception off); ``clip_of``: an
+        interval's MP4 for the writer's event documents (None: keyframes only)."""
         self.store = store
         self._config = config
         self._device = device
@@ -35,6 +37,7 @@ class Lifecycle:
         self._working = working
         self._on_ingest = on_ingest
         self._speech_settled = speech_settled  # the writer documents an event once its speech is in
+        self._clip_of = clip_of
         self._perception = perception
         self._writer_lock = WriterLock(store.root)
         self._start_lock = threading.RLock()  # claiming the store and starting its workers
@@ -81,7 +84,7 @@ class Lifecycle:
             if self.writer is None and self._models.documents:
                 from ..reason.writer import MemoryWriter
 
-                self.writer = MemoryWriter(writer_memory(self.store, self._speech_settled),
+                self.writer = MemoryWriter(writer_memory(self.store, self._speech_settled, self._clip_of),
                                            self._models.text_embedder(),
                                            self._models.llm, self._models.forest, self._config.writer,
                                            max_batch=self._config.llm.max_batch).start()
@@ -177,12 +180,13 @@ class Lifecycle:
         self._writer_lock.release()
 
 
-def writer_memory(store: Store, speech_settled: Callable[[str, float], bool] | None = None):
+def writer_memory(store: Store, speech_settled: Callable[[str, float], bool] | None = None,
+                  clip_of: Callable[[str, float, float], bytes] | None = None):
     """What the memory writer reads and writes of a store (never the store itself)."""
     from ..reason.writer import WriterMemory
 
     return WriterMemory(store.doc_queue, store.events, store.moments, store.summaries, store.transcripts,
-                        speech_settled)
+                        speech_settled, clip_of)
 
 
 def retain_store(store_dir: str | os.PathLike, config: EngineConfig | dict | str | None = None,

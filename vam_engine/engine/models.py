@@ -77,7 +77,9 @@ class EngineModels:
 
             with self._lock:
                 if self._forest is None:
-                    self._forest = EventForest(ForestNodeRepository(self._store.db), self._config.forest)
+                    # on the engine's device, as the vector spaces are (one device rule)
+                    self._forest = EventForest(ForestNodeRepository(self._store.db), self._config.forest,
+                                               device=self._device)
         return self._forest
 
     def close(self) -> None:

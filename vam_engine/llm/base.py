@@ -54,9 +54,12 @@ class Image:
 @dataclass(frozen=True)
 class Clip:
     """A short clip as frames with their times (seconds). Bodies that cannot take video send
-    the frames as images, each preceded by its time."""
+    the frames as images, each preceded by its time. ``mp4``: the clip itself (H.264, with AAC
+    where there was sound), sent as the video by a body that takes video; the frames are then
+    its fallback (its keyframes) for a server that refuses video."""
     frames: tuple  # of Image
     times: tuple   # of float, one per frame
+    mp4: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if len(self.frames) != len(self.times) or not self.frames:

@@ -24,6 +24,7 @@ Failures:
 """
 from __future__ import annotations
 
+import base64
 import json
 import random
 import threading
@@ -136,7 +137,8 @@ class OpenAIChat:
             elif isinstance(p, Image):
                 out.append(self._image_part(p))
             elif isinstance(p, Clip) and video:
-                uri = clip_to_mp4_data_uri(p, max_side=self.max_image_side)
+                uri = ("data:video/mp4;base64," + base64.b64encode(p.mp4).decode("ascii") if p.mp4 is not None
+                       else clip_to_mp4_data_uri(p, max_side=self.max_image_side))
                 out.append({"type": "video_url", "video_url": {"url": uri}})
             elif isinstance(p, Clip):
                 for frame, t in zip(p.frames, p.times):

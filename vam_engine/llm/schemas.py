@@ -295,13 +295,22 @@ class AnchorVerdict(Strict):
 
 
 class CoarseReply(Strict):
-    """{"answer": ..., "sufficient": ...} or {"retrieve": ...}: exactly one, non-empty.
-    ``sufficient`` (with an answer only) is the model's verdict that the present it was shown
-    settles the question; left out, the "answer" key itself is that verdict (the protocol asks
-    for an answer only when the present suffices)."""
+    """{"answer": ..., "sufficient": ...} or {"retrieve": ...}: one of them, non-empty, each
+    after an optional ``think`` (OASIS's Think step: the model's short reasoning first, kept in
+    the trace). ``sufficient`` (with an answer only) is the model's verdict that the present it
+    was shown settles the question; left out, the "answer" key itself is that verdict (the
+    protocol asks for an answer only when the present suffices). An answer with ``"sufficient":
+    false`` may carry ``retrieve`` too: what to search the memory for."""
+    think: Optional[str] = Field(None, max_length=2000)
     answer: Optional[str] = Field(None, min_length=1, max_length=4000)
     retrieve: Optional[str] = Field(None, min_length=1, max_length=500)
     sufficient: Optional[bool] = None
+
+
+class IntentReply(Strict):
+    """{"retrieve": ...}: what to search the memory for (OASIS's intent query), asked for when
+    the coarse reply did not say it."""
+    retrieve: str = Field(min_length=1, max_length=500)
 
 
 class FineReply(Strict):
@@ -415,14 +424,35 @@ def parse_monitor_verdict(text: str) -> AnchorVerdict:
 def parse_coarse(text: str) -> CoarseReply:
     """Two-phase's coarse reply: an answer or a retrieval intent. Raises ValueError naming the
     first problem."""
-    r = _validated(CoarseReply, _object(text, "coarse reply"), "coarse reply")
-    if (r.answer is None) == (r.retrieve is None):
-        raise ValueError('coarse reply must have exactly one of "answer" and "retrieve"')
+    r = _validated(CoarseReply, _object(strip_think(text), "coarse reply"), "coarse reply")
+    if r.answer is None and r.retrieve is None:
+        raise ValueError('coarse reply must have one of "answer" and "retrieve"')
+    if r.answer is not None and r.retrieve is not None and r.sufficient is not False:
+        raise ValueError('coarse reply: "retrieve" goes with an answer only when "sufficient" is false')
     if not (r.answer or r.retrieve).strip():
         raise ValueError("coarse reply is blank")
-    if r.retrieve is not None and r.sufficient is not None:
+    if r.answer is None and r.sufficient is not None:
         raise ValueError('coarse reply: "sufficient" goes with "answer" only')
+    if r.think is not None and r.answer is None and r.retrieve is None:
+        raise ValueError("coarse reply has only its think step")
     return r
+
+
+def parse_intent(text: str) -> IntentReply:
+    """The retrieval intent's reply. Raises ValueError naming the first problem."""
+    r = _validated(IntentReply, _object(strip_think(text), "intent reply"), "intent reply")
+    if not r.retrieve.strip():
+        raise ValueError("intent reply is blank")
+    return r
+
+
+_THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.S)
+
+
+def strip_think(text):
+    """A reply without the leading <think>...</think> block a reasoning model writes before its
+    answer (its Think step, kept in the trace with the reply), else unchanged."""
+    return _THINK.sub("", text, count=1) if isinstance(text, str) else text
 
 
 def parse_fine(text: str) -> FineReply:

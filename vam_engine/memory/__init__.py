@@ -13,11 +13,10 @@ from .gaps import Gap, GapRepository
 from .moments import MomentRepository
 from .monitors import MonitorLimit, MonitorSpec, ObservedFrame, check_spec
 from .places import MAX_CORNERS, make_place
-from .records import (Alert, BoxRef, CameraExtent, Deletion, DocumentJob, EntityRecord, EntityTimeline, Event,
-                      EventMemory, Evidence, ForestNode, GateRecord, GateReference, GateSample, LastSeen, Moment,
-                      Monitor, PendingMoment, Pose,
-                      ProvisionalNode, QARecord, SourceState, Summary, SummaryKind, Transcript, WriterBacklog,
-                      camera_time, is_absolute_time, last_pose)
+from .records import (Alert, BoxRef, CameraExtent, CameraSignal, ClipFrame, Deletion, DocumentJob, EntityRecord,
+                      EntityTimeline, Event, EventMemory, Evidence, ForestNode, GateRecord, GateReference, GateSample,
+                      LastSeen, Moment, Monitor, PendingMoment, Pose, ProvisionalNode, QARecord, SourceState, Summary,
+                      SummaryKind, Transcript, WriterBacklog, camera_time, is_absolute_time, last_pose)
 from .retention import RetentionPass, RetentionReport, RetentionWorker
 from .fusion import FusedHit, RankedList, fuse
 from .search import (BACKGROUND_SAMPLE, SOURCES, SPEECH, VECTOR_SOURCES, SearchResult, check_search, fetch_size,
@@ -40,9 +39,9 @@ __all__ = [
     "EventForest", "ForestNodeRepository", "VectorMemory", "WriterLock", "MemoryView", "summary_kinds",
     "RetentionPass", "RetentionReport", "RetentionWorker",
     # records
-    "Alert", "BoxRef", "CameraExtent", "Deletion", "DocumentJob", "EntityRecord", "EntityTimeline", "LastSeen",
-    "Event", "EventMemory", "Evidence", "ForestNode", "Gap", "GateRecord", "GateReference", "GateSample", "Moment",
-    "Monitor", "PendingMoment",
+    "Alert", "BoxRef", "CameraExtent", "CameraSignal", "ClipFrame", "Deletion", "DocumentJob", "EntityRecord",
+    "EntityTimeline", "LastSeen", "Event", "EventMemory", "Evidence", "ForestNode", "Gap", "GateRecord",
+    "GateReference", "GateSample", "Moment", "Monitor", "PendingMoment",
     "PerceptionCommit", "Pose", "ProvisionalNode", "QARecord", "SourceState", "Summary", "SummaryKind", "Transcript",
     "WriterBacklog", "camera_time", "is_absolute_time", "last_pose",
     # monitors, places, sessions

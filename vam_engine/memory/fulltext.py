@@ -136,6 +136,28 @@ class FullTextIndex:
             "ORDER BY rank, d.t_start LIMIT ?", [*args, int(limit)]).fetchall()
         return [FullTextHit(k, int(r), c, a, b, -float(s)) for k, r, c, a, b, s in rows]
 
+    def camera_counts(self, word: str, *, cameras=None, t0: float | None = None,
+                      as_of: float | None = None) -> dict[str, int]:
+        """{camera: documents holding ``word``} over documents ending in [t0, as_of] (of
+        ``cameras``, else every camera; documents of every camera, '*', left out)."""
+        expr = expression(word, "all")
+        if expr is None:
+            return {}
+        where, args = ["fulltext MATCH ?", "d.camera_id != '*'"], [expr]
+        if cameras:
+            where.append(f"d.camera_id IN ({placeholders(cameras)})")
+            args += list(cameras)
+        if t0 is not None:
+            where.append("d.t_end >= ?")
+            args.append(float(t0))
+        if as_of is not None:
+            where.append("d.t_end <= ?")
+            args.append(float(as_of))
+        rows = self.db.conn().execute(
+            "SELECT d.camera_id, COUNT(*) FROM fulltext JOIN fulltext_docs d ON d.doc_id = fulltext.rowid "
+            f"WHERE {' AND '.join(where)} GROUP BY d.camera_id", args).fetchall()
+        return {c: int(n) for c, n in rows}
+
     def count(self, kind: str | None = None) -> int:
         if kind is None:
             return self.db.conn().execute("SELECT COUNT(*) FROM fulltext_docs").fetchone()[0]

@@ -12,7 +12,7 @@ from .db import Database, placeholders, select_in
 from .deletion import DeleteRange, Removed, whole_cameras
 from .frames import FrameFiles
 from .places import Place, pose_of
-from .records import CameraExtent, GateRecord, GateSample, Moment
+from .records import CameraExtent, ClipFrame, GateRecord, GateSample, Moment
 from .sightings import drop_moments as drop_perceived
 from .vector_table import drop_vectors
 
@@ -63,6 +63,17 @@ class MomentRepository:
         """A camera's moments with t0 <= t < t1 on its axis, in time order."""
         return self._select("camera_id = ? AND t >= ? AND t < ?", [camera_id, float(t0), float(t1)],
                             " ORDER BY t, moment_id")
+
+    def clip_frames(self, camera_id: str, t0: float, t1: float, limit: int = 100_000) -> list[ClipFrame]:
+        """What a clip of [t0, t1] on the camera's axis is made of: the camera's moments with
+        t0 <= t <= t1 and the last one before t0 (what showed at t0), in time order."""
+        conn = self.db.conn()
+        cols = "moment_id, t, t_rel, source_id, frame_ref"
+        before = conn.execute(f"SELECT {cols} FROM moments WHERE camera_id = ? AND t < ? ORDER BY t DESC, "
+                              "moment_id DESC LIMIT 1", (camera_id, float(t0))).fetchall()
+        rows = conn.execute(f"SELECT {cols} FROM moments WHERE camera_id = ? AND t >= ? AND t <= ? ORDER BY t, "
+                            "moment_id LIMIT ?", (camera_id, float(t0), float(t1), int(limit))).fetchall()
+        return [ClipFrame(r[0], r[1], r[2], r[3], str(self.root / r[4])) for r in before + rows]
 
     def by_id(self, ids) -> dict[int, Moment]:
         rows = select_in(self.db.conn(), f"SELECT {_COLUMNS} FROM moments WHERE moment_id IN ({{ids}})", ids)

@@ -14,7 +14,7 @@ __all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBa
            "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "GateSample",
            "GateReference", "Transcript", "Pose", "camera_time", "is_absolute_time", "last_pose", "BoxRef",
            "DetectionRecord", "TextLineRecord", "TrackRecord", "EntityRecord", "EntitySighting", "EntityTimeline",
-           "LastSeen"]
+           "LastSeen", "CameraSignal"]
 
 
 # -- camera-axis time -----------------------------------------------------------------------------
@@ -58,6 +58,18 @@ class Moment:
     def t(self) -> float:
         """The moment's time on its camera's axis."""
         return camera_time(self.t_rel, self.t_abs)
+
+
+@dataclass(frozen=True)
+class ClipFrame:
+    """A retained frame as a clip uses it: its times on the camera's axis (``t``) and on its
+    source's clock (``t_rel``), the source it came from, its JPEG."""
+
+    moment_id: int
+    t: float
+    t_rel: float
+    source_id: int
+    frame_path: str
 
 
 @dataclass(frozen=True)
@@ -491,3 +503,20 @@ class EventMemory:
 
     roots: tuple[ForestNode, ...]
     provisional: tuple[ProvisionalNode, ...]
+
+
+@dataclass(frozen=True)
+class CameraSignal:
+    """What a question's budget ranks a camera by (memory/cameras.py), as it stood at ``as_of``:
+    ``matches`` how many of the question's words its documents, transcripts, text read and
+    detected things in the matched span hold, ``score`` those words weighted by how few cameras
+    hold each (higher: better); its newest alert's time and its newest moment's time (None:
+    none); its newest documented event (time and document, None: none)."""
+
+    camera_id: str
+    matches: int = 0
+    score: float = 0.0
+    last_alert_t: float | None = None
+    last_moment_t: float | None = None
+    last_event_t: float | None = None
+    last_document: str | None = None

@@ -45,6 +45,11 @@ class SourceRepository:
             "ORDER BY source_id DESC LIMIT 1", (camera_id, len(sampling_suffix), sampling_suffix)).fetchone()
         return None if row is None else SourceState(row[0], camera_id, row[1], bool(row[2]))
 
+    def uri(self, source_id: int) -> tuple[str, str] | None:
+        """(uri, fingerprint) of a source; None when there is no such source."""
+        row = self.db.conn().execute("SELECT uri, fingerprint FROM sources WHERE source_id=?", (source_id,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
     def info(self, source_id: int) -> dict:
         row = self.db.conn().execute("SELECT info FROM sources WHERE source_id=?", (source_id,)).fetchone()
         return json.loads(row[0]) if row is not None and row[0] else {}

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Callable, Mapping
 import numpy as np
 
 from ..numerics import spread_evenly
+from .cameras import camera_signals
 from .provisional import PER_CAMERA_LIMIT, ProvisionalReader
-from .records import (EntityRecord, EntityTimeline, Evidence, EventMemory, ForestNode, LastSeen, Moment,
+from .records import (CameraSignal, EntityRecord, EntityTimeline, Evidence, EventMemory, ForestNode, LastSeen, Moment,
                       ProvisionalNode, QARecord, Summary, SummaryKind, Transcript)
 from .search import SOURCES, SPEECH, search
 
@@ -90,6 +91,12 @@ class MemoryView:
         return search(self._store, self._vectors, self._embedder, self.text_embedder, text=text, image=image, top_k=top_k,
                       time_range=time_range, cameras=self.cameras, sources=tuple(sources), as_of=self.as_of,
                       labels=labels).evidence
+
+    def camera_signals(self, text: str, since: float | None = None) -> list[CameraSignal]:
+        """Per camera in view: how its documents, transcripts, text read and detected things
+        ending in [since, as_of] match ``text``'s words, its newest alert, moment and documented
+        event by ``as_of`` (memory/cameras.py: what a question's budget ranks cameras by)."""
+        return camera_signals(self._store, text, self.camera_ids(), as_of=self.as_of, since=since)
 
     # -- what perception found (memory/entities.py) ----------------------------------------------
     def entities(self, label=None, time_range=None, limit: int | None = None) -> list[EntityRecord]:

@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..ingest.clips import alert_clip_url
+
 MAX_TEXT = 2000
 KINDS = ("alert", "reply", "state", "monitor")
 # a camera state's fields that make a change worth telling (as the WebSocket's camera_status)
@@ -75,7 +77,8 @@ def alert_event(alert, condition: str | None = None) -> Event:
             "monitor_id": alert.monitor_id, "condition": _text(condition), "camera_id": alert.camera_id,
             "t": alert.t, "t_abs": alert.t_abs, "confidence": alert.confidence, "observed": _text(alert.observed),
             "created_at": alert.created_at, "moment_ids": list(alert.moment_ids or ()),
-            "frames": [f"/api/alerts/{alert.alert_id}/frames/{k}" for k in range(n)]}
+            "frames": [f"/api/alerts/{alert.alert_id}/frames/{k}" for k in range(n)],
+            "clip": alert_clip_url(alert.camera_id, alert.t)}
     return Event("alert", alert.camera_id, body["event_id"], body)
 
 

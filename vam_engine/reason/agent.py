@@ -40,6 +40,7 @@ from ..memory import Evidence, MemoryView, last_pose
 from ..numerics import spread_evenly
 from . import entity_actions
 from .answer import Answer
+from .budget import Budget, QuestionBudget
 from .planner_context import (CONTEXT_TEXT_CHARS, Found, PlannerRun, anchor_occurrences, evidence_key, found_rank,
                               render_block)
 from .tool_actions import ToolActions
@@ -75,15 +76,19 @@ class _ModelDown(Exception):
 
 class AgenticAnswerer:
     def __init__(self, llm, *, max_turns: int = 6, dialogue_tokens: int = prompts.DIALOGUE_TOKENS,
-                 stage_clock=None, tools=None, tool_scope: tuple = ()):
+                 stage_clock=None, tools=None, budget: Budget | QuestionBudget | None = None,
+                 tool_scope: tuple = ()):
         """``dialogue_tokens``: the last question/answer pairs in view the router and the
         planner see, newest kept, at most that many estimated tokens (a follow-up question
         refers to them). ``stage_clock(name)``: a
         context manager around the router step ("route"), each search action ("search"), its
         look-ahead inspections ("inspect_many") and each inspect action ("inspect"), model calls
         inside included: how a benchmark times the stages. ``tools``: a ``tools.Toolbox`` whose
-        actions the planner may take (None: none, and those actions are invalid); ``tool_scope``:
-        who asks (its replies are cached apart from every other asker's)."""
+        actions the planner may take (None: none, and those actions are invalid). ``budget``: the
+        question's (reason/budget.py; a ``Budget`` gets a fresh account per ``answer``; None: the
+        defaults): every inspection shows at most ``max_images`` frames, one over many cameras
+        looks at the question's best ``max_cameras`` of them. ``tool_scope``: who asks (its tool
+        replies are cached apart from every other asker's)."""
         if llm is None:
             raise VamError("the agentic answerer needs an LLM: set llm.backend (local or openai) or pass llm=...")
         if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
@@ -95,6 +100,7 @@ class AgenticAnswerer:
         self.dialogue_tokens = dialogue_tokens
         self.stage_clock = stage_clock or (lambda name: nullcontext())
         self.tools = ToolActions(tools, tool_scope) if tools is not None else None
+        self.budget = budget if budget is not None else Budget()
 
     @property
     def max_calls(self) -> int:
@@ -109,6 +115,7 @@ class AgenticAnswerer:
         start = time.perf_counter()
         question = question.strip()
         run = PlannerRun(question, question, view, Answer("", False, [], "agentic"))
+        run.budget = self.budget if isinstance(self.budget, QuestionBudget) else QuestionBudget(self.budget, question)
         run.turns = ModelTurns(self.llm, run.out)
         run.out.asked_at = view.now()
         try:
@@ -359,7 +366,8 @@ class AgenticAnswerer:
         """Inspector notes {index in hits: text} for search hits, in one batch: one request per
         hit, or (``joint``) one request showing every hit's frames (JOINT_FRAMES in all, shared
         evenly) whose note every hit gets."""
-        per_hit = max(1, JOINT_FRAMES // max(1, len(hits))) if joint else INSPECT_FRAMES
+        cap = run.budget.budget.max_images
+        per_hit = max(1, min(JOINT_FRAMES, cap) // max(1, len(hits))) if joint else min(INSPECT_FRAMES, cap)
         groups, idx = [], []
         for i, h in enumerate(hits):
             ms = self._frames(run, h.t_start, h.t_end, per_hit, h.camera_id)
@@ -367,23 +375,41 @@ class AgenticAnswerer:
                 groups.append([(Image(m.frame_path), m.t) for m in ms])
                 idx.append(i)
         if joint and groups:
-            text = self._call(run, "inspection", [prompts.inspect(prompt, [f for g in groups for f in g],
-                                                                  groups=len(groups))])[0].strip()
+            text = self._send_inspections(run, [prompts.inspect(prompt, [f for g in groups for f in g],
+                                                                groups=len(groups))])[0].strip()
             return {i: text[:MAX_NOTE_CHARS] for i in idx} if text else {}
-        texts = self._call(run, "inspection", [prompts.inspect(prompt, g) for g in groups])
+        texts = self._send_inspections(run, [prompts.inspect(prompt, g) for g in groups])
         return {i: t.strip()[:MAX_NOTE_CHARS] for i, t in zip(idx, texts) if t.strip()}
 
+    def _send_inspections(self, run: PlannerRun, requests: list) -> list[str]:
+        """Inspection requests, each counted in the question's budget account."""
+        for req in requests:
+            run.budget.account.spent("inspection", *run.budget.budget.cost(req))
+        return self._call(run, "inspection", requests)
+
     def _frames(self, run: PlannerRun, t0: float, t1: float | None, n: int, camera: str | None = None) -> list:
-        """Up to ``n`` moments of [t0, t1] (None: up to now) in time order, through the view.
-        A single instant is widened a little: one frame alone rarely shows an action."""
+        """Up to ``n`` moments of [t0, t1] (None: up to now; at most the budget's ``max_images``)
+        in time order, through the view. A single instant is widened a little: one frame alone
+        rarely shows an action. Over every camera, only the question's best ``max_cameras`` of
+        them are read (the budget's ranking; the rest are named in the account's notes)."""
         if t1 is None:
             t1 = run.view.now()
             if t1 is None:
                 return []
         if t1 - t0 <= 1e-6:
             t0, t1 = t0 - POINT_PAD_S, t1 + POINT_PAD_S
+        n = min(n, run.budget.budget.max_images)
         with self._timed(run, "inspection"):
-            ms = run.view.frames(t0, t1, n, None if camera in (None, "*") else camera)
+            if camera not in (None, "*"):
+                ms = run.view.frames(t0, t1, n, camera)
+            else:
+                look, left = run.budget.inspection_cameras(run.view, run.view.camera_ids())
+                if not left:
+                    ms = run.view.frames(t0, t1, n, None)
+                else:
+                    run.budget.account.notes.append(f"inspection: looked at cameras {', '.join(look)}; "
+                                                    f"{len(left)} other camera(s) left out by the budget")
+                    ms = [m for cam in look for m in run.view.frames(t0, t1, n, cam)]
         if len(ms) > n:  # several cameras: spread the budget over all of them
             ms = [ms[i] for i in spread_evenly(len(ms), n)]
         return sorted(ms, key=lambda m: m.t)
@@ -401,8 +427,8 @@ class AgenticAnswerer:
         if not ms:
             entry.notes.append("no frames in that range")
             return []
-        text = self._call(run, "inspection", [prompts.inspect(action.prompt, [(Image(m.frame_path), m.t)
-                                                                               for m in ms])])[0]
+        text = self._send_inspections(run, [prompts.inspect(action.prompt, [(Image(m.frame_path), m.t)
+                                                                             for m in ms])])[0]
         text = text.strip()[:MAX_NOTE_CHARS]
         if not text:
             entry.notes.append("the inspector replied nothing")
@@ -522,7 +548,7 @@ class AgenticAnswerer:
                 requests.append(prompts.anchor(target, [(Image(m.frame_path), m.t) for m in ms]))
                 idx.append(i)
         out: list = [None] * len(occurrences)
-        for i, text in zip(idx, self._call(run, "inspection", requests)):
+        for i, text in zip(idx, self._send_inspections(run, requests)):
             try:
                 v = parse_anchor(text)
                 out[i] = bool(v.match and v.confidence >= 0.5)

@@ -12,8 +12,8 @@ then the agentic loop), located, timed, and recorded in the QA history off the r
 In a session (sessions.py holds the policy) it is answered in the session's cameras and becomes
 two turns; ``turn`` sorts what a user says first. What one question is shown is decided in one
 place, ``Answering._answerers``: both answerers are made there, per question, from the question,
-its view and the present, so a per-question budget of images and tokens belongs there too
-(made once, handed to both, its account added to the answer's trace).
+its view and the present, with the question's budget of images and tokens (budget.py: made
+once, handed to both; its account is the answer's "budget" trace entry).
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from ..llm import LLMError
 from ..memory import check_session_id
 from .agent import AgenticAnswerer
 from .answer import Answer, locate
+from .budget import Budget, QuestionBudget
 from .qa_record import QARecorder
 from .sessions import Sessions, TurnOptions, TurnResult
 from .turn import TraceEntry
@@ -198,8 +199,9 @@ class Answering:
         view = self.views.view(q.as_of, cameras, session=q.session, write=not q.read_only)
         llm = self.models.llm
         model = WatchedModel(llm)
-        two_phase, agentic = self._answerers(model, q, view, self.views.present(), cameras)
+        two_phase, agentic, budget = self._answerers(model, q, view, self.views.present(), cameras)
         answer = answer_in_mode(model, two_phase, agentic, q.text, view, q.mode)
+        answer.trace.append(TraceEntry("budget", detail=budget.account.detail()))
         try:
             answer.evidence = locate(answer.evidence, view)  # every citation says where it was seen
         except VamError as e:  # a position is extra: an answer without one is still an answer
@@ -215,20 +217,23 @@ class Answering:
         answer.timings["response_s"] = time.perf_counter() - q.started
         return answer
 
-    def _answerers(self, model: WatchedModel, q: Question, view, present,
-                   cameras=None) -> tuple[TwoPhaseAnswerer, AgenticAnswerer]:
-        """What this question is shown, for both answerers (see the module docstring): the present,
-        the dialogue budget (``sessions.dialogue_tokens``), the outside tools (their cache kept
-        apart per asker: the part of the session before its first "/", the service's token, and
-        the cameras asked about)."""
+    def _answerers(self, model: WatchedModel, q: Question, view, present, cameras=None):
+        """(two-phase, agentic, the question's budget): what this question is shown, for both
+        answerers (see the module docstring): the present, the budget of images and tokens
+        (``ask``: reason/budget.py), the dialogue budget (``sessions.dialogue_tokens``), the
+        outside tools (their cache kept apart per asker: the part of the session before its first
+        "/", the service's token, and the cameras asked about)."""
         dialogue = self.config.sessions.dialogue_tokens
+        ask = self.config.ask
+        budget = QuestionBudget(Budget.from_config(ask), q.text)  # one account for both answerers
         # the answer is recorded by ``_answer``, off the response path, whichever answerer made it
         two_phase = TwoPhaseAnswerer(model, present, self.models.text_embedder(), update_qa=False,
-                                     dialogue_tokens=dialogue)
+                                     dialogue_tokens=dialogue, k_f=ask.k_f, k_q=ask.k_q,
+                                     keyframes_per_node=ask.keyframes_per_node, budget=budget)
         cams = None if cameras is None else tuple(sorted({cameras} if isinstance(cameras, str) else set(cameras)))
-        scope = (q.session.split("/", 1)[0], cams)
-        return two_phase, AgenticAnswerer(model, max_turns=q.max_turns, dialogue_tokens=dialogue, tools=self.tools,
-                                          tool_scope=scope)
+        agentic = AgenticAnswerer(model, max_turns=q.max_turns, dialogue_tokens=dialogue, tools=self.tools,
+                                  budget=budget, tool_scope=(q.session.split("/", 1)[0], cams))
+        return two_phase, agentic, budget
 
     # -- the QA history --------------------------------------------------------------------------
     def _qa_recorder(self, llm) -> QARecorder:

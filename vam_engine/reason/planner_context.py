@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..memory import Evidence, MemoryView
 from .answer import Answer
@@ -70,6 +71,7 @@ class PlannerRun:
     tool_words: set = field(default_factory=set)  # words of the web results so far (tool_actions.py: steering)
     steered: set = field(default_factory=set)     # context turns of memory actions that used such words
     asked_words: set = field(default_factory=set)  # words of the outside calls sent (the planner's own)
+    budget: Any = None                            # the question's budget (reason/budget.py), set by answer()
 
     def findings(self) -> list[Found]:
         return [f for b in self.blocks for f in b]

@@ -10,12 +10,22 @@ medium buffer and its short window (each frame preceded by ``t=...s``); and a us
 the rolling QA summary, the current time and the question. The QA summary changes after every question, so it comes after the
 frames: while the memory stands still (an ``as_of``, or no new frames or roots), the next
 question reuses system + roots + frames and prefills only its last message. The model replies
-``{"answer": ...}`` when that suffices, or ``{"retrieve": <a short retrieval intent>}``.
+``{"answer": ...}`` when that suffices, or ``{"retrieve": <a short retrieval intent>}``, each
+after an optional ``"think"`` (OASIS's Think step, kept in the trace).
 
-Fine. The intent retrieves ``k_f`` forest nodes (greedy lineage pruning: no two in one lineage)
-and ``k_q`` QA records. The fine request is the coarse request's messages and reply unchanged
-plus ONE user message (node summaries with intervals and up to 4 keyframes each, the QA
-records, the instruction to answer), so ``LocalQwenVL`` continues from the coarse request's KV
+Many cameras. The request is held to the question's budget (budget.py): with more than
+``whole_cameras`` cameras in view, the cameras ranked first for the question are shown (their
+roots, provisional nodes, speech and frames, thinned to their share of ``max_images`` and to
+``max_tokens``), every other camera in one line (its last event and last activity).
+
+Fine. The intent is the coarse reply's ``retrieve``; when the reply says the present does not
+settle it without one, or is unusable, one short request continuing the coarse one asks for it
+(OASIS's intent query I_i, written from the model's first response, not the question; the
+question only when that reply is unusable too). It retrieves ``k_f`` forest nodes (greedy
+lineage pruning: no two in one lineage) and ``k_q`` QA records. The fine request is the last
+request's messages and reply unchanged plus ONE user message (node summaries with intervals and
+up to ``keyframes_per_node`` (16) keyframes each, fewer when the fine budget is short; the QA
+records; the instruction to answer), so ``LocalQwenVL`` continues from the coarse request's KV
 cache and prefills only the new tokens; each stage's cached tokens and prefill time are in the
 trace and timings.
 
@@ -25,7 +35,7 @@ between the present's buffer and the newest root would be out of the fast path's
 are shown as provisional nodes (``MemoryView.event_memory``: the open event and the events
 waiting for their documents, as they stood at ``as_of``; never an event the roots already
 cover): at the start of each camera's frames, the newest ``provisional_per_camera`` of them,
-each with its interval, frame count, state and up to ``keyframes_per_node`` keyframes from
+each with its interval, frame count, state and up to ``PROVISIONAL_KEYFRAMES`` keyframes from
 before the present's buffer (the buffer shows the later seconds), marked provisional. The ones
 left off are ranked for the fine stage by their mean frame embedding against the intent
 (through the image embedder's text side), and the best ``k_p`` join the retrieved nodes. When a
@@ -46,8 +56,8 @@ with its interval; a coarse answer cites them (source "speech", with their text)
 frames it saw.
 
 Replies are strict JSON (pydantic, extra keys forbidden); an invalid reply gets one repair
-request, then the coarse stage falls back to retrieval with the question as the intent, and the
-fine stage to the raw reply text. ``found`` is the model's explicit verdict: a coarse answer
+request, then the coarse stage falls back to retrieval (with the intent the model writes when
+asked, else the question), and the fine stage to the raw reply text. ``found`` is the model's explicit verdict: a coarse answer
 (the protocol's "the present suffices", unless it says ``"sufficient": false``, which sends the
 question to the fine stage), or a fine answer with ``"sufficient": true``; a fine answer
 without it, or a raw reply, keeps the model's words with ``found`` False, so ``auto`` tries the
@@ -60,14 +70,16 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 from ..errors import VamError
 from ..llm import prompts
 from ..llm.base import Image, LLMError, LLMRequest
-from ..llm.schemas import parse_coarse, parse_fine
+from ..llm.schemas import parse_coarse, parse_fine, parse_intent
 from ..memory import Evidence, MemoryView, last_pose
 from ..numerics import spread_evenly
 from .answer import Answer, moment_evidence
+from .budget import Budget, QuestionBudget, fair_shares, ranked_shares, summary_line
 from .turn import ModelTurns, TraceEntry
 
 # defaults when no WorkingMemory is given (docs/design.md section 6, OASIS 4.2)
@@ -75,6 +87,9 @@ _SHORT_S, _SHORT_FPS, _MEDIUM_S, _MEDIUM_FPS = 8.0, 2.0, 32.0, 1.0
 _QA_SUMMARY_CHARS = 2000
 SPEECH_LINES = 24  # transcript segments per camera the coarse request shows at most (the latest)
 CITED_LINES = 4  # of them a coarse answer cites per camera
+PROVISIONAL_KEYFRAMES = 4  # keyframes of each provisional node (the present's buffer shows its later seconds)
+TRACE_THINK_CHARS = 1000  # of the coarse reply's think step kept in the trace detail
+_LABEL_TOKENS = 3  # the "t=...s" label before each image, estimated
 
 
 def _thin(moments: list, fps: float) -> list:
@@ -103,14 +118,56 @@ class _Recent:
         self.said: list = []       # transcript segments of the medium span (memory.records.Transcript)
 
 
+class _Plan:
+    """What the coarse request shows: the shown cameras' presents (thinned to the budget), their
+    roots and provisional nodes, the frames message's parts; the provisional nodes left off (the
+    fine stage ranks them)."""
+
+    def __init__(self, left_off=None):
+        self.recents: list = []
+        self.roots: list = []
+        self.provisional: list = []
+        self.left_off: list = list(left_off or [])
+        self.frame_parts: list = []
+
+
+def _image_count(r: _Recent, provisional) -> int:
+    return sum(len(p.frame_paths) for p in provisional) + len(r.medium) + len(r.short)
+
+
+def _thinned(r: _Recent, provisional, n: int):
+    """(r, provisional) with at most ``n`` of their images, spread evenly in time over the
+    provisional nodes' keyframes, the medium buffer and the short window (the newest kept)."""
+    items = [("p", i, k) for i, p in enumerate(provisional) for k in range(len(p.frame_paths))]
+    items += [("m", i, 0) for i in range(len(r.medium))] + [("s", i, 0) for i in range(len(r.short))]
+    if len(items) <= n:
+        return r, list(provisional)
+    keep = {items[-1]} if n == 1 else {items[j] for j in spread_evenly(len(items), n)}
+    out = _Recent(r.camera_id, r.now)
+    out.source, out.said = r.source, r.said
+    out.medium = [f for i, f in enumerate(r.medium) if ("m", i, 0) in keep]
+    out.short = [f for i, f in enumerate(r.short) if ("s", i, 0) in keep]
+    out.medium_moments = [m for i, m in enumerate(r.medium_moments) if ("m", i, 0) in keep]
+    out.short_moments = [m for i, m in enumerate(r.short_moments) if ("s", i, 0) in keep]
+    nodes = []
+    for i, p in enumerate(provisional):
+        ks = [k for k in range(len(p.frame_paths)) if ("p", i, k) in keep]
+        nodes.append(replace(p, keyframes=tuple(p.keyframes[k] for k in ks if k < len(p.keyframes)),
+                             keyframe_times=tuple(p.keyframe_times[k] for k in ks),
+                             frame_paths=tuple(p.frame_paths[k] for k in ks)))
+    return out, nodes
+
+
 class TwoPhaseAnswerer:
     def __init__(self, llm, working=None, text_embedder=None, *, k_f: int = 2, k_q: int = 1,
-                 use_qa: bool = True, update_qa: bool = True, keyframes_per_node: int = 4,
-                 dialogue_tokens: int = prompts.DIALOGUE_TOKENS, provisional_per_camera: int = 4, k_p: int = 2):
+                 use_qa: bool = True, update_qa: bool = True, keyframes_per_node: int = 16,
+                 dialogue_tokens: int = prompts.DIALOGUE_TOKENS, provisional_per_camera: int = 4, k_p: int = 2,
+                 budget: Budget | QuestionBudget | None = None):
         """``use_qa``: read the view's QA history (the rolling summary, the last pairs that fit
         in ``dialogue_tokens`` estimated tokens, similar earlier answers); ``update_qa``: remember each answer
         there and rewrite the summary in the caller's thread (``Engine.ask`` passes False and
-        records every answer itself, off the response path)."""
+        records every answer itself, off the response path). ``budget``: the question's
+        (reason/budget.py; a ``Budget`` is made one per ``answer``; None: the defaults)."""
         if llm is None:
             raise ValueError("TwoPhaseAnswerer needs an LLM")
         for name, v in (("k_f", k_f), ("k_q", k_q), ("dialogue_tokens", dialogue_tokens),
@@ -128,6 +185,8 @@ class TwoPhaseAnswerer:
         self.update_qa = update_qa
         self.dialogue_tokens = dialogue_tokens
         self.keyframes_per_node = keyframes_per_node
+        self._budget = budget if budget is not None else Budget()
+        self.budget: QuestionBudget | None = budget if isinstance(budget, QuestionBudget) else None
         if working is not None:
             self.short_s, self.short_fps = working.short_s, working.short_fps
             self.medium_s, self.medium_fps = working.medium_s, working.medium_fps
@@ -137,6 +196,8 @@ class TwoPhaseAnswerer:
     # -- the question --------------------------------------------------------------------------
     def answer(self, question: str, view: MemoryView) -> Answer:
         ans = Answer(text="", found=False, evidence=[], mode="two_phase")
+        if not isinstance(self._budget, QuestionBudget):  # a limits-only budget: a fresh account per question
+            self.budget = QuestionBudget(self._budget, question)
         t0 = time.perf_counter()
         now = None
         try:
@@ -158,46 +219,151 @@ class TwoPhaseAnswerer:
         return ans
 
     def _run(self, question: str, view: MemoryView, ans: Answer) -> float | None:
-        # -- coarse context
         t = time.perf_counter()
-        recents = [self._recent(view, cam) for cam in view.camera_ids()]
+        coarse, recents, now, left_off, context = self._coarse_request(question, view)
+        ans.add_time("context", time.perf_counter() - t)
+
+        # -- coarse pass (one repair), then answer or fall back to retrieval
+        parsed, last_req, last_text = self._ask_json(coarse, parse_coarse, ans, "coarse", context)
+        entry = ans.trace[-1]
+        if parsed is not None and parsed.think:
+            entry.detail["think"] = parsed.think[:TRACE_THINK_CHARS]
+        if parsed is not None and parsed.answer is not None and parsed.sufficient is not False:
+            ans.text, ans.found = parsed.answer.strip(), True
+            ans.evidence = self._coarse_evidence(recents)
+            entry.action = "answer"
+            return now
+        if parsed is not None and parsed.retrieve is not None:
+            intent = parsed.retrieve.strip()
+            action = "retrieve" if parsed.answer is None else "insufficient_retrieve"
+        else:  # no intent written: ask for one, continuing the conversation (OASIS: I_i from the first reply)
+            action = "insufficient_retrieve" if parsed is not None else "fallback_retrieve"
+            intent, last_req, last_text = self._ask_intent(last_req, last_text, question, ans)
+        entry.action = action
+        entry.intent = intent
+        self._fine(intent, view, ans, last_req, last_text, left_off)
+        return now
+
+    def _coarse_request(self, question: str, view: MemoryView):
+        """(the coarse request, the shown cameras' presents, the question's present, the
+        provisional nodes not shown, the trace detail), within the question's budget."""
+        budget = self.budget
+        ranking = budget.ranking(view)
+        whole = len(ranking) <= budget.budget.whole_cameras  # OASIS's present, whole (see budget.py)
+        considered = ranking if whole else ranking[:budget.budget.max_cameras]
+        recents = [self._recent(view, c.camera_id) for c in considered]
         nows = [r.now for r in recents if r.now is not None]
         now = view.as_of if view.as_of is not None else (max(nows) if nows else view.now())
         # keyframes of provisional nodes from before each present's buffer: it shows the rest
         before = {r.camera_id: r.now - self.medium_s for r in recents if r.source != "none"}
-        memory = view.event_memory(self.keyframes_per_node, before=before)
-        roots = sorted(memory.roots, key=lambda n: (n.camera_id, n.t_start, n.node_id))
-        shown, left_off = self._split_provisional(memory.provisional)
+        memory = view.event_memory(PROVISIONAL_KEYFRAMES, before=before)
         qa_summary = view.qa_summary() if self.use_qa else ""
         # the last turns verbatim: the rolling summary is rewritten in the background and may
         # not hold the previous answer yet when a follow-up comes
         dialogue = prompts.fit_dialogue(view.dialogue(prompts.DIALOGUE_READ), self.dialogue_tokens) \
             if self.use_qa and self.dialogue_tokens else []
-        coarse = prompts.two_phase_coarse(self._memory_parts(roots), self._frame_parts(recents, shown),
-                                          self._question_parts(question, now, qa_summary, dialogue))
-        ans.add_time("context", time.perf_counter() - t)
-        context = {"roots": [n.node_id for n in roots], "qa_summary_chars": len(qa_summary), "now": now,
-                   "provisional": [p.event_id for p in shown], "provisional_left_off": len(left_off),
+        question_parts = self._question_parts(question, now, qa_summary, dialogue)
+        plan = self._fit(considered, recents, memory, question_parts, ranking[len(considered):], whole)
+        coarse = prompts.two_phase_coarse(self._memory_parts(plan.roots), plan.frame_parts, question_parts)
+        images, tokens = budget.budget.cost(coarse)
+        budget.account.spent("coarse", images, tokens)
+        if images > budget.budget.max_images or tokens > budget.budget.max_tokens:
+            budget.account.notes.append(f"coarse: {images} images, {tokens} tokens: over the budget, with "
+                                        f"{len(ranking)} camera(s) shown whole (ask.whole_cameras)")
+        context = {"roots": [n.node_id for n in plan.roots], "qa_summary_chars": len(qa_summary), "now": now,
+                   "provisional": [p.event_id for p in plan.provisional], "provisional_left_off": len(plan.left_off),
                    "frames": {r.camera_id: {"from": r.source, "medium": len(r.medium), "short": len(r.short),
-                                            "speech": len(r.said)} for r in recents}}
+                                            "speech": len(r.said)} for r in plan.recents},
+                   "images": images, "tokens": tokens}
+        if len(ranking) > len(plan.recents):
+            context["cameras_not_shown"] = len(ranking) - len(plan.recents)
+        return coarse, plan.recents, now, plan.left_off, context
 
-        # -- coarse pass (one repair), then answer or fall back to retrieval
-        parsed, last_req, last_text = self._ask_json(coarse, parse_coarse, ans, "coarse", context)
-        if parsed is not None and parsed.answer is not None and parsed.sufficient is not False:
-            ans.text, ans.found = parsed.answer.strip(), True
-            ans.evidence = self._coarse_evidence(recents)
-            ans.trace[-1].action = "answer"
-            return now
-        if parsed is not None and parsed.answer is not None:  # an answer the model says the present does not settle
-            intent, action = question, "insufficient_retrieve"
-        elif parsed is not None:
-            intent, action = parsed.retrieve.strip(), "retrieve"
-        else:
-            intent, action = question, "fallback_retrieve"
-        ans.trace[-1].action = action
-        ans.trace[-1].intent = intent
+    def _fit(self, considered, recents, memory, question_parts, rest, whole: bool) -> "_Plan":
+        """The shown cameras' parts within the budget: each camera in rank order gets its
+        ranked share of the images (``ranked_shares``), thinned evenly in time when its present
+        holds more, fewer when the tokens run short; a camera that cannot be shown (the first
+        always is) and every camera not considered is summarised in one line while the tokens
+        last."""
+        b, account = self.budget.budget, self.budget.account
+        used = b.cost([prompts.TWO_PHASE_SYSTEM, *self._memory_parts([]), *question_parts])[1]
+        by_cam: dict = {}
+        for p in memory.provisional:
+            by_cam.setdefault(p.camera_id, []).append(p)
+        splits = {r.camera_id: self._split_provisional(by_cam.get(r.camera_id, [])) for r in recents}
+        wants = [_image_count(r, splits[r.camera_id][0]) for r in recents]
+        shares = wants if whole else ranked_shares(wants, b.max_images, b.min_camera_images)
+        shown_ids = {r.camera_id for r in recents}
+        plan = _Plan(left_off=[p for p in memory.provisional if p.camera_id not in shown_ids])
+        dropped = []
+        for choice, r, want, share in zip(considered, recents, wants, shares):
+            shown, left_off = splits[r.camera_id]
+            roots = sorted((n for n in memory.roots if n.camera_id == r.camera_id), key=lambda n: (n.t_start, n.node_id))
+            text = b.cost(self._root_lines(roots) + self._camera_parts(*_thinned(r, shown, 0)))[1]
+            room = b.max_tokens - used - text
+            if not whole:
+                share = min(share, max(0, room) // (b.image_tokens + _LABEL_TOKENS))
+            if plan.recents and not whole and (room <= 0 or (share < 1 and want > 0)):
+                dropped.append(choice)
+                plan.left_off += by_cam.get(r.camera_id, [])
+                continue
+            r, shown = _thinned(r, shown, share)
+            kept = _image_count(r, shown)
+            if want > kept:
+                account.trimmed[r.camera_id] = want - kept
+            parts = self._camera_parts(r, shown)
+            used += b.cost(self._root_lines(roots) + parts)[1]
+            plan.recents.append(r)
+            plan.roots += roots
+            plan.provisional += shown
+            plan.left_off += left_off
+            plan.frame_parts += parts
+            account.shown.append([r.camera_id, list(choice.reasons), kept])
+        plan.frame_parts = plan.frame_parts or ["No camera is in view."]
+        lines = self._summary_lines(dropped + list(rest), b.max_tokens - used)
+        if lines:
+            plan.frame_parts.append(lines)
+        return plan
 
-        # -- fine: retrieve forest nodes and QA records for the intent
+    def _summary_lines(self, choices, tokens_left: int) -> str:
+        """One line per camera not shown, while ``tokens_left`` lasts; the count of the rest."""
+        if not choices:
+            return ""
+        account = self.budget.account
+        head = ("Other cameras in view, not shown here (one line each: the last event described and the last "
+                "activity; to see one, reply with what to search the memory for):")
+        lines, left = [head], tokens_left - prompts.estimate_tokens(head) - _LABEL_TOKENS
+        for i, c in enumerate(choices):
+            line = summary_line(c)
+            cost = prompts.estimate_tokens(line) + 1
+            if cost > left:
+                account.unlisted = len(choices) - i
+                lines.append(f"- ... and {len(choices) - i} more camera(s) not listed")
+                break
+            lines.append(line)
+            account.summarised.append(c.camera_id)
+            left -= cost
+        return "\n".join(lines)
+
+    def _ask_intent(self, last_req: LLMRequest, last_text: str, question: str, ans: Answer):
+        """(intent, the request it continues from, its reply): the model's retrieval intent, one
+        short request continuing the coarse one (no repair: a second try costs more than the
+        question as the intent loses); the question itself when that reply is unusable too. A
+        model failure ends the answer like the other stages'."""
+        req = prompts.two_phase_intent(last_req, last_text)
+        entry = TraceEntry("intent")
+        ans.trace.append(entry)
+        turn = ModelTurns(self.llm, ans).ask(req, parse_intent, "intent", entry, repair=False)
+        if turn.parsed is None:
+            entry.fallback = "retrieve with the question"
+            return question, last_req, last_text
+        entry.action = "retrieve"
+        entry.intent = turn.parsed.retrieve.strip()
+        return entry.intent, turn.request, turn.reply
+
+    def _fine(self, intent: str, view: MemoryView, ans: Answer, last_req, last_text, left_off) -> None:
+        """Retrieve forest nodes, provisional nodes and QA records for the intent; the fine
+        request continues ``last_req`` and its reply ``last_text``."""
         q = None
         if self.text_embedder is not None:  # one embedding of the intent serves the forest and the QA history
             t = time.perf_counter()
@@ -220,9 +386,11 @@ class TwoPhaseAnswerer:
         evidence, parts = self._fine_parts(intent, hits, records, view, provisional)
         fine = prompts.two_phase_fine(last_req, last_text, parts)
         ans.add_time("fine_context", time.perf_counter() - t)
+        images, tokens = self.budget.budget.cost(parts)
+        self.budget.account.spent("fine", images, tokens)
         retrieved = {"intent": intent, "nodes": [[n.node_id, round(s, 4)] for n, s in hits],
                      "provisional": [[p.event_id, round(s, 4)] for p, s in provisional],
-                     "qa": [r.qa_id for r in records]}
+                     "qa": [r.qa_id for r in records], "images": images, "tokens": tokens}
 
         parsed, _, last_text = self._ask_json(fine, parse_fine, ans, "fine", retrieved)
         ans.evidence = evidence
@@ -238,7 +406,6 @@ class TwoPhaseAnswerer:
         else:
             ans.text, ans.found = f"Not found: no memory matched {intent[:200]!r} and the model gave no answer", False
             ans.trace[-1].action = "not_found"
-        return now
 
     # -- model calls -----------------------------------------------------------------------------
     def _call(self, req: LLMRequest, ans: Answer, stage: str) -> str:
@@ -300,8 +467,11 @@ class TwoPhaseAnswerer:
         return r
 
     @staticmethod
-    def _memory_parts(roots) -> list:
-        lines = [f"- camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]: {n.summary}" for n in roots]
+    def _root_lines(roots) -> list[str]:
+        return [f"- camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]: {n.summary}" for n in roots]
+
+    def _memory_parts(self, roots) -> list:
+        lines = self._root_lines(roots)
         return ["Event memory (top-level summaries, per camera, oldest first):\n" + ("\n".join(lines) or "(empty)")]
 
     def _split_provisional(self, nodes) -> tuple[list, list]:
@@ -340,22 +510,21 @@ class TwoPhaseAnswerer:
                 parts += [f"t={t:.2f}s", Image(path)]
         return parts
 
-    def _frame_parts(self, recents, provisional=()) -> list:
-        parts = []
-        for r in recents:
-            parts += self._provisional_parts(r.camera_id, provisional)
-            if r.said:
-                parts.append(self._speech_part(r))
-            if not (r.medium or r.short):
-                parts.append(f"Camera {r.camera_id}: no recent frames.")
-                continue
-            parts.append(f"Camera {r.camera_id}, recent buffer (up to {self.medium_fps:g} fps):")
-            for img, t in r.medium:
-                parts += [f"t={t:.2f}s", img]
-            parts.append(f"Camera {r.camera_id}, short window (last {self.short_s:g} s, up to {self.short_fps:g} fps):")
-            for img, t in r.short:
-                parts += [f"t={t:.2f}s", img]
-        return parts or ["No camera is in view."]
+    def _camera_parts(self, r: _Recent, provisional=()) -> list:
+        """One camera's part of the frames message: its provisional nodes, what was said, its
+        medium buffer and its short window."""
+        parts = self._provisional_parts(r.camera_id, provisional)
+        if r.said:
+            parts.append(self._speech_part(r))
+        if not (r.medium or r.short):
+            return parts + [f"Camera {r.camera_id}: no recent frames."]
+        parts.append(f"Camera {r.camera_id}, recent buffer (up to {self.medium_fps:g} fps):")
+        for img, t in r.medium:
+            parts += [f"t={t:.2f}s", img]
+        parts.append(f"Camera {r.camera_id}, short window (last {self.short_s:g} s, up to {self.short_fps:g} fps):")
+        for img, t in r.short:
+            parts += [f"t={t:.2f}s", img]
+        return parts
 
     def _speech_part(self, r: _Recent) -> str:
         lines = prompts.speech_lines([(x.t_start, x.t_end, x.text) for x in r.said])
@@ -389,35 +558,50 @@ class TwoPhaseAnswerer:
         return Evidence(r.camera_id, frames[0][1], frames[-1][1], (), (), 0.0, "frame", None)
 
     def _fine_parts(self, intent: str, hits, records, view: MemoryView, provisional=()):
-        """(evidence, parts) for the retrieved nodes, provisional nodes and QA records."""
+        """(evidence, parts) for the retrieved nodes, provisional nodes and QA records: up to
+        ``keyframes_per_node`` keyframes of each node, fewer when the fine budget (its images,
+        and its tokens after the text) is short, shared evenly (``fair_shares``)."""
         ids = [k for n, _ in hits for k in n.keyframes]
         moments = view.moments_by_id(ids) if ids else {}
-        parts: list = [f"Memory retrieved for: {intent}"]
+        have = [[(k, t) for k, t in zip(n.keyframes, n.keyframe_times) if k in moments] for n, _ in hits]
         evidence = []
+        for n, score in hits:
+            mine = [(k, t) for k, t in zip(n.keyframes, n.keyframe_times) if k in moments]
+            evidence.append(Evidence(n.camera_id, n.t_start, n.t_end, tuple(k for k, _ in mine),
+                                     tuple(moments[k].frame_path for k, _ in mine), float(score),
+                                     "event" if n.is_leaf else "summary", n.summary, similarity=float(score),
+                                     pose=last_pose(moments[k] for k, _ in mine)))
+        evidence += [Evidence(p.camera_id, p.t_start, p.t_end, p.keyframes, p.frame_paths, float(score),
+                              "event", p.document, similarity=float(score)) for p, score in provisional]
+        wants = [min(len(h), self.keyframes_per_node) for h in have] + [len(p.frame_paths) for p, _ in provisional]
+        b = self.budget.budget
+        text = b.cost(self._fine_text(intent, hits, records, provisional, [0] * len(wants), moments, have))[1]
+        cap = min(b.fine_max_images, max(0, b.fine_max_tokens - text) // (b.image_tokens + _LABEL_TOKENS))
+        shares = fair_shares(wants, cap)
+        if sum(shares) < sum(wants):
+            self.budget.account.notes.append(f"fine: {sum(wants) - sum(shares)} keyframe(s) left out by the budget")
+        return evidence, self._fine_text(intent, hits, records, provisional, shares, moments, have)
+
+    def _fine_text(self, intent, hits, records, provisional, shares, moments, have) -> list:
+        """The fine message's parts, showing ``shares[i]`` images of item i (nodes, then
+        provisional nodes), spread evenly over each."""
+        parts: list = [f"Memory retrieved for: {intent}"]
         if not hits and not provisional:
             parts.append("No memory node matched.")
-        for i, (n, score) in enumerate(hits, 1):
-            kind = "event" if n.is_leaf else "summary"
-            have = [(k, t) for k, t in zip(n.keyframes, n.keyframe_times) if k in moments]
-            evidence.append(Evidence(n.camera_id, n.t_start, n.t_end, tuple(k for k, _ in have),
-                                     tuple(moments[k].frame_path for k, _ in have), float(score),
-                                     kind, n.summary, similarity=float(score),
-                                     pose=last_pose(moments[k] for k, _ in have)))
+        for i, (n, _) in enumerate(hits):
             label = "event" if n.is_leaf else "summary of several events"
-            parts.append(f"Node {i} ({label}), camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]:\n{n.summary}")
-            for k, t in (have[j] for j in spread_evenly(len(have), self.keyframes_per_node)):
+            parts.append(f"Node {i + 1} ({label}), camera {n.camera_id} [{n.t_start:.2f}s, {n.t_end:.2f}s]:\n{n.summary}")
+            for k, t in (have[i][j] for j in spread_evenly(len(have[i]), shares[i])):
                 pose = moments[k].pose  # where it was seen: "where" questions answer with it
                 parts += [f"t={t:.2f}s" + (f", seen at {pose.where()}" if pose else ""), Image(moments[k].frame_path)]
-        for i, (p, score) in enumerate(provisional, len(hits) + 1):
-            evidence.append(Evidence(p.camera_id, p.t_start, p.t_end, p.keyframes, p.frame_paths, float(score),
-                                     "event", p.document, similarity=float(score)))
-            parts.append(f"Node {i} (provisional: an event not in the event memory yet), "
+        for i, (p, _) in enumerate(provisional, len(hits)):
+            parts.append(f"Node {i + 1} (provisional: an event not in the event memory yet), "
                          + self._provisional_line(p, "the recent buffer shown before"))
-            for t, path in zip(p.keyframe_times, p.frame_paths):
-                parts += [f"t={t:.2f}s", Image(path)]
+            for j in spread_evenly(len(p.frame_paths), shares[i]):
+                parts += [f"t={p.keyframe_times[j]:.2f}s", Image(p.frame_paths[j])]
         for rec in records:
             parts.append(f"Earlier question at t={rec.t:.2f}s: {rec.question}\nIts answer: {rec.answer}")
-        return evidence, parts
+        return parts
 
     # -- QA history ------------------------------------------------------------------------------
     def _remember(self, question: str, ans: Answer, view: MemoryView, now) -> None:

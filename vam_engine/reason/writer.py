@@ -16,6 +16,12 @@ the video (speech is transcribed once its utterance ends, and ASR may lag), so a
 camera's speech up to its end is not stored yet (``WriterMemory.speech_settled``) waits for it,
 at most ``SPEECH_WAIT_S`` after it closed; then it is documented with what is there.
 
+The clip (``writer.clips``). With it, an event's request carries the event's MP4 (engine/clips.py:
+cut from the source file with its sound, else built from the retained frames) as a ``Clip`` whose
+frames are the keyframes: a model that takes video sees what happens between the keyframes (and
+hears it), and a server that refuses video gets the keyframes instead (llm/openai_http.py). A
+clip that cannot be made (too long, the encoders busy) leaves the keyframes alone, as without.
+
 Backpressure: ingest never waits for a model call, but when more than ``writer.queue_events``
 events wait for a document, ``wait_for_room`` (called by the pipeline after a commit) holds the
 committing thread until the writer catches up, so a file indexed faster than its documents can be
@@ -42,6 +48,7 @@ from ..numerics import spread_evenly
 log = logging.getLogger(__name__)
 SPEECH_WAIT_S = 30.0  # an event waits at most this long after it closed for its speech to be transcribed
 SPEECH_LINES = 40  # transcript segments a document request carries at most (the latest kept)
+MIN_CLIP_S = 1.0  # an event shorter than this (one kept frame) gets a clip this long
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,19 @@ class WriterMemory:
     summaries: SummaryRepository
     transcripts: TranscriptRepository | None = None
     speech_settled: Callable[[str, float], bool] | None = None
+    # clip_of(camera, t0, t1): the interval's MP4 (None: documents from the keyframes only)
+    clip_of: Callable[[str, float, float], bytes] | None = None
+
+    def clip(self, camera_id: str, t0: float, t1: float) -> bytes | None:
+        """The event's clip for its document, or None (no clips, or none could be made: the
+        keyframes alone then, as before)."""
+        if self.clip_of is None:
+            return None
+        try:
+            return self.clip_of(camera_id, t0, max(t1, t0 + MIN_CLIP_S))
+        except Exception as e:  # noqa: BLE001 - a clip is an extra: its trouble never holds a document back
+            log.info("memory writer: no clip of %s [%.3f, %.3f] (%s); sending its keyframes", camera_id, t0, t1, e)
+            return None
 
     def said(self, camera_id: str, t0: float, t1: float) -> list[tuple[float, float, str]]:
         """(t_start, t_end, text) of the camera's transcript segments overlapping [t0, t1]: a
@@ -222,7 +242,8 @@ class MemoryWriter:
         requests = [prompts.event_document(j.event.camera_id, j.event.t_start, j.event.t_end,
                                            [(Image(p), t) for p, t in j.frames],
                                            absolute=is_absolute_time(j.event.t_start),
-                                           speech=self.memory.said(j.event.camera_id, j.event.t_start, j.event.t_end))
+                                           speech=self.memory.said(j.event.camera_id, j.event.t_start, j.event.t_end),
+                                           clip=self.memory.clip(j.event.camera_id, j.event.t_start, j.event.t_end))
                     for j in events]
         requests += [prompts.merge_summaries(n.camera_id, [(c.t_start, c.t_end, c.summary)
                                                            for c in self.forest.children(n.node_id)])

@@ -39,6 +39,7 @@ from .metrics import Metrics, process_lines
 from .middleware import BodyLimit, SecurityHeaders, Timing
 from .queries import BadQuery
 from .revocation import Revocation
+from .routes_clips import router as clips_router
 from .routes_live import router as live_router
 from .routes_memory import router as memory_router
 from .routes_sessions import router as sessions_router
@@ -76,6 +77,7 @@ class ServeOptions:
     max_summaries_per_token: int = ServiceConfig().summaries_per_token
     max_lane_requests_per_token: int = ServiceConfig().lane_requests_per_token
     max_streams_per_token: int = ServiceConfig().streams_per_token  # alert streams and WebSockets
+    max_clips_per_token: int = ServiceConfig().clips_per_token
     max_image_pixels: int = 40_000_000  # an uploaded query image's size at most
     max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
@@ -84,6 +86,7 @@ class ServeOptions:
     # more /metrics lines: callables returning Prometheus text lines (serve adds the notifier's:
     # MQTT and webhook deliveries, drops, dead letters)
     metric_sources: tuple[Callable[[], list[str]], ...] = ()
+    mcp: bool = False  # the MCP tools over streamable HTTP at /mcp (mcp_http.py; needs the mcp extra)
 
     def __post_init__(self):
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
@@ -91,7 +94,7 @@ class ServeOptions:
         for name in ("max_asks", "max_summaries", "max_cameras_per_token", "max_monitors_per_token",
                      "max_image_pixels", "max_connections", "max_sessions_per_token", "max_session_streams",
                      "max_session_streams_per_token", "max_asks_per_token", "max_summaries_per_token",
-                     "max_lane_requests_per_token", "max_streams_per_token"):
+                     "max_lane_requests_per_token", "max_streams_per_token", "max_clips_per_token"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -111,7 +114,7 @@ class ServeOptions:
                 "max_session_streams_per_token": service.session_streams_per_token,
                 "max_asks_per_token": service.asks_per_token, "max_summaries_per_token": service.summaries_per_token,
                 "max_lane_requests_per_token": service.lane_requests_per_token,
-                "max_streams_per_token": service.streams_per_token}
+                "max_streams_per_token": service.streams_per_token, "max_clips_per_token": service.clips_per_token}
 
 
 # -- the app ---------------------------------------------------------------------------------------
@@ -130,13 +133,19 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     watch_owners = WatchOwners(engine)
     hub = AlertHub(engine, backend, prepare=lambda a: watch_owners.of([a.monitor_id]))
 
+    mcp_manager = []  # the MCP transport's session manager, run while the app runs (options.mcp)
+
     @asynccontextmanager
     async def lifespan(app):
         logfilter.install()  # whatever runs the app: no query string in the HTTP server's log lines
         hub.start()
         revoking = asyncio.create_task(app.state.revocation.follow(options.token_poll_s))
         try:
-            yield
+            if mcp_manager:
+                async with mcp_manager[0].run():
+                    yield
+            else:
+                yield
         finally:
             revoking.cancel()
             hub.close()
@@ -158,6 +167,8 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
                                           "service.summaries_per_token", retry_after=5)
     app.state.stream_shares = TokenSlots(options.max_streams_per_token, "alert streams and WebSockets open",
                                          "service.streams_per_token", retry_after=5)
+    app.state.clip_shares = TokenSlots(options.max_clips_per_token, "clips being encoded", "service.clips_per_token",
+                                       retry_after=2)
     app.state.monitor_lock = threading.Lock()  # a token's monitors counted and one added, as one step
     app.state.owned = Ownership(options.max_cameras_per_token, Path(app.state.tokens.dir) / OWNERS_FILE)
     app.state.watch_owners = watch_owners
@@ -182,7 +193,15 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.include_router(live_router)
     app.include_router(sessions_router)
     app.include_router(perception_router)
+    app.include_router(clips_router)
 
+    if options.mcp:
+        try:
+            from .mcp_http import mount
+        except ImportError as e:
+            raise VamError(f"the MCP endpoint needs the MCP SDK ({e.name} is not installed): "
+                           "pip install 'vam_engine[mcp]'") from None
+        mcp_manager.append(mount(app))
     app.mount("/static", StaticFiles(directory=WEB), name="static")
 
     @app.get("/", include_in_schema=False)

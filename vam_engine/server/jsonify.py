@@ -12,6 +12,7 @@ import math
 
 from starlette.responses import Response
 
+from ..ingest.clips import alert_clip_url, clip_url
 from ..memory import Event, Evidence, Moment, Summary, Transcript
 
 
@@ -47,7 +48,7 @@ def moment_json(m: Moment) -> dict:
 def event_json(e: Event) -> dict:
     return {"event_id": e.event_id, "camera_id": e.camera_id, "t_start": e.t_start, "t_end": e.t_end,
             "closed": e.closed, "doc": e.doc, "keyframes": list(e.keyframes),
-            "frames": [frame_url(k) for k in e.keyframes]}
+            "frames": [frame_url(k) for k in e.keyframes], "clip": clip_url(e.camera_id, e.t_start, e.t_end)}
 
 
 def transcript_json(t: Transcript) -> dict:
@@ -59,7 +60,7 @@ def evidence_json(ev: Evidence) -> dict:
     return {"camera_id": ev.camera_id, "t_start": ev.t_start, "t_end": ev.t_end, "source": ev.source,
             "score": _num(ev.score), "similarity": _num(ev.similarity), "text": ev.text,
             "moment_ids": list(ev.moment_ids), "frames": [frame_url(i) for i in ev.moment_ids],
-            "pose": pose_json(ev.pose),
+            "clip": clip_url(ev.camera_id, ev.t_start, ev.t_end), "pose": pose_json(ev.pose),
             "boxes": [box_json(b.moment_id, b.box, b.label, b.score, b.kind, b.frame_size)
                       for b in getattr(ev, "boxes", ())]}
 
@@ -140,6 +141,7 @@ def alert_json(alert) -> dict:
     n = len(getattr(alert, "frame_paths", ()) or ())
     d["frames"] = [f"/api/alerts/{alert.alert_id}/frames/{k}" for k in range(n)]
     d["moment_frames"] = [frame_url(i) for i in (getattr(alert, "moment_ids", ()) or ())]
+    d["clip"] = alert_clip_url(alert.camera_id, getattr(alert, "t", None))
     return d
 
 

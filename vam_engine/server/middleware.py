@@ -107,8 +107,9 @@ class SecurityHeaders:
     no referrer, a content policy for the page (its own scripts and styles only); and frames or
     data fetched with a token are not kept by caches (``no-store``)."""
 
-    POLICY = ("default-src 'self'; img-src 'self' data: blob:; connect-src 'self'; style-src 'self' 'unsafe-inline'; "
-              "script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+    POLICY = ("default-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; "
+              "style-src 'self' 'unsafe-inline'; script-src 'self'; object-src 'none'; base-uri 'none'; "
+              "frame-ancestors 'none'")
 
     def __init__(self, app):
         self.app = app

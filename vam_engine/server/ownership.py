@@ -178,6 +178,15 @@ class WatchOwners:
         return owner is None or owner.startswith(session_prefix(token_id))
 
 
+def monitor_visible(p, m, owners: dict) -> bool:
+    """Whether principal ``p`` may see monitor ``m``: within its cameras, and not another token's
+    standing request (``owners``: ``WatchOwners.of``)."""
+    owner = owners.get(m.monitor_id)
+    if owner is not None and not owner.startswith(session_prefix(p.token_id)):
+        return False
+    return p.sees_all(m.cameras)
+
+
 def monitors_held(engine, owned: Ownership, token_id: str | None) -> int:
     """The token's active monitors: those it started over the API and its sessions' standing
     requests (one share of the engine's ``monitors.max_active``)."""

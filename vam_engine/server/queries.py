@@ -87,6 +87,18 @@ def check_range(t0, t1, as_of) -> None:
         raise BadQuery(f"t0 ({t0:g}) is after t1 ({t1:g}): give t0 <= t1")
 
 
+def place_filter(near, radius, region, map_frame):
+    """The place filter of a query (memory make_place: a point and a radius in metres, a box or
+    polygon region, a map frame); None when none is given; BadQuery naming the bad part."""
+    from ..errors import VamError
+    from ..memory import make_place
+
+    try:
+        return make_place(near, radius, region, map_frame)
+    except VamError as e:
+        raise BadQuery(str(e)) from None
+
+
 @dataclass(frozen=True)
 class RowKey:
     """A page's sort key: camera, time on its axis, id (the keyset a cursor carries)."""

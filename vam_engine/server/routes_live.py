@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from .auth import authenticate, bearer, need
 from .frames import jpeg_response
 from .jsonify import alert_json, gap_json, partial_json, status_json
-from .ownership import QuotaExceeded, check_monitor_share, session_prefix
+from .ownership import QuotaExceeded, check_monitor_share, monitor_visible
 from .queries import MAX_ID, BadQuery, check_range
 from .routes_sessions import SessionSocket
 from .sse import SSE_KEEPALIVE, sse_event
@@ -156,14 +156,6 @@ def camera_gaps(request: Request, camera_id: str, t0: float | None = None, t1: f
 
 
 # -- monitors --------------------------------------------------------------------------------------
-def _monitor_visible(p: Principal, m, owners: dict) -> bool:
-    """Within the token's cameras, and not another token's standing request (ownership.py)."""
-    owner = owners.get(m.monitor_id)
-    if owner is not None and not owner.startswith(session_prefix(p.token_id)):
-        return False
-    return p.cameras is None or (m.cameras is not None and all(c in p.cameras for c in m.cameras))
-
-
 def _listed(request: Request, include_ended: bool) -> list:
     return list(_api(_engine(request), "monitors", "monitors")(include_ended=include_ended))
 
@@ -173,7 +165,7 @@ def monitors(request: Request, include_ended: bool = False, p: Principal = need(
     """The monitors within the token's cameras (a session's standing requests: its own only)."""
     rows = _listed(request, include_ended)
     owners = request.app.state.watch_owners.of(m.monitor_id for m in rows)
-    return {"monitors": [m.to_json() for m in rows if _monitor_visible(p, m, owners)]}
+    return {"monitors": [m.to_json() for m in rows if monitor_visible(p, m, owners)]}
 
 
 @router.post("/api/monitors", tags=["monitors"], status_code=201)
@@ -204,7 +196,7 @@ async def unwatch(request: Request, monitor_id: str, p: Principal = need("write"
         return rows.get(monitor_id), request.app.state.watch_owners.of([monitor_id] if monitor_id in rows else [])
 
     m, owners = await run_in_threadpool(find)
-    if m is None or not _monitor_visible(p, m, owners):
+    if m is None or not monitor_visible(p, m, owners):
         raise HTTPException(404, f"no monitor {monitor_id[:64]!r}")
     ok = await run_in_threadpool(eng.unwatch, monitor_id)
     request.app.state.owned.release("monitor", monitor_id)

@@ -8,7 +8,6 @@ file served must lie under the store's ``frames/`` directory whatever the row sa
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import threading
 from typing import Annotated, Literal
@@ -24,6 +23,7 @@ from ..memory import MAX_CORNERS
 from . import model_tap, queries
 from .auth import need
 from .frames import jpeg_response
+from .images import ImageTooLarge, decode_rgb
 from .jsonify import (answer_json, event_json, evidence_json, json_response, moment_json, partial_json, summary_json,
                       transcript_json)
 from .sse import sse_event
@@ -150,13 +150,7 @@ def _query_place(request: Request, near, radius, region, map_frame):
 
 
 def _place(request: Request, near, radius, region, map_frame):
-    from ..memory import make_place
-
-    try:
-        place = make_place(near, radius, region, map_frame)
-    except VamError as e:
-        raise queries.BadQuery(str(e)) from None
-    return place
+    return queries.place_filter(near, radius, region, map_frame)
 
 
 @router.get("/api/transcripts", tags=["memory"])
@@ -250,20 +244,13 @@ async def _search_request(request: Request) -> tuple[SearchBody, object]:
 
 
 def _decode_image(data: bytes, max_pixels: int):
-    """The uploaded image as RGB; its size is read from its header before any pixel is decoded."""
-    import numpy as np
-    from PIL import Image, UnidentifiedImageError
-
+    """The uploaded image as RGB (images.decode_rgb): 413 past the pixel bound, 422 unreadable."""
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            if im.width * im.height > max_pixels:
-                raise HTTPException(413, f"the image is {im.width}x{im.height} pixels, over this server's "
-                                         f"limit of {max_pixels} pixels")
-            return np.asarray(im.convert("RGB"))
-    except Image.DecompressionBombError:  # over twice PIL's own bound: refused before the check above
-        raise HTTPException(413, f"the image is over this server's limit of {max_pixels} pixels") from None
-    except (OSError, UnidentifiedImageError, ValueError) as e:
-        raise RequestValidationError([{"loc": ("body", "image"), "msg": f"not a readable image ({type(e).__name__})",
+        return decode_rgb(data, max_pixels)
+    except ImageTooLarge as e:
+        raise HTTPException(413, str(e)) from None
+    except queries.BadQuery as e:
+        raise RequestValidationError([{"loc": ("body", "image"), "msg": str(e).removeprefix("image: "),
                                        "type": "value_error"}]) from None
 
 
@@ -322,7 +309,7 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
         try:
             with model_tap.listening(listener):
                 return eng.ask(body.question, as_of=body.as_of, camera=cams, mode=body.mode,
-                               max_turns=body.max_turns, session=history_of(p), read_only=not p.allows("write"))
+                               max_turns=body.max_turns, session=p.history(), read_only=not p.allows("write"))
         finally:
             release()
 
@@ -344,14 +331,6 @@ def ask_slot(state, p: Principal):
         state.asks.release()
         state.ask_shares.give(p.token_id)
     return release
-
-
-def history_of(p: Principal, session: str | None = None) -> str | None:
-    """The QA history a request's question reads and joins: its token's own (one token's
-    questions never reach another token's prompts), and within it the client's session."""
-    if p.token_id is None and session is None:
-        return None
-    return f"{p.token_id or ''}/{session or ''}"
 
 
 async def _ask_events(run, release):

@@ -75,6 +75,19 @@ class Principal:
     def sees(self, camera_id: str) -> bool:
         return self.cameras is None or camera_id in self.cameras
 
+    def sees_all(self, cameras) -> bool:
+        """Whether every one of ``cameras`` is in view (None: every camera, in view of an
+        unlimited token only): a monitor or a session bound to cameras."""
+        return self.cameras is None or (cameras is not None and all(c in self.cameras for c in cameras))
+
+    def history(self, session: str | None = None) -> str | None:
+        """The QA history a question of this principal reads and joins: its token's own (one
+        token's questions never reach another token's prompts), and within it the client's
+        ``session``; None for a server without tokens and no session."""
+        if self.token_id is None and session is None:
+            return None
+        return f"{self.token_id or ''}/{session or ''}"
+
     def camera_scope(self, requested) -> list[str] | None:
         """The cameras a request may touch: ``requested`` (None: all it may see), or
         CameraForbidden naming the first camera outside the token's limit."""

@@ -3,6 +3,7 @@ cosine (exact on numpy, torch or faiss-gpu bodies; faiss HNSW or IVF from a size
 filters), each saved to and loaded from one snapshot file. It knows nothing of what the ids
 name: the memory keeps one space per kind of thing it finds (memory/vector_memory.py)."""
 from ..errors import VectorError
+from .bodies import RowsDevice, resolve_rows_device
 from .space import VectorSpace
 
-__all__ = ["VectorError", "VectorSpace"]
+__all__ = ["RowsDevice", "VectorError", "VectorSpace", "resolve_rows_device"]

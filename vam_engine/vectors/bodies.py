@@ -1,9 +1,12 @@
 """Exact top-k bodies of a vector space (vectors/space.py): numpy over the host rows, and the
 device mirrors of those rows (a resident torch tensor, or faiss-gpu), behind one interface
-(``RowsBody``), chosen once when the space is made (``make_rows_body``)."""
+(``RowsBody``), chosen once when the space is made (``make_rows_body``). The device rule itself
+(``resolve_rows_device``) is the one place that decides where rows live: the event forest's node
+index (memory/forest/) asks it too."""
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -27,13 +30,15 @@ def faiss_module():
 class RowsBody(Protocol):
     """What a space asks of its exact-search body. The host rows (``host``, float32, contiguous)
     are the space's own copy; a body mirrors them in the same order, told of every change:
-    appends (``write``), swap-removes (``move`` then ``truncate``), a whole new set (``reset``)."""
+    appends (``write``), swap-removes (``move`` then ``truncate``), a whole new set (``reset``),
+    rows overwritten in place (``put_rows``: the event forest updates its nodes' rows)."""
 
     name: str       # for stats(): "numpy", "torch-cuda:0-float16", "faiss-gpu", ...
     approx: bool    # scores in reduced precision: the space re-scores candidates in float32
     on_device: bool  # searches run on a GPU (the space then prefers exact search to an ANN index)
 
     def write(self, start: int, vecs: np.ndarray) -> None: ...
+    def put_rows(self, rows: np.ndarray, vecs: np.ndarray) -> None: ...
     def move(self, dst: np.ndarray, src: np.ndarray) -> None: ...
     def truncate(self, n: int) -> None: ...
     def reset(self, vecs: np.ndarray) -> None: ...
@@ -118,6 +123,9 @@ class NumpyRows:
     def write(self, start: int, vecs: np.ndarray) -> None:
         pass
 
+    def put_rows(self, rows: np.ndarray, vecs: np.ndarray) -> None:
+        pass
+
     def move(self, dst: np.ndarray, src: np.ndarray) -> None:
         pass
 
@@ -140,7 +148,8 @@ def host_topk(q, host, n, k, rows=None, mask=None):
 
 class TorchRows:
     """A resident torch copy of the rows, kept in the same order (same swap-removes), searched
-    with a matmul + torch.topk. fp16 on CUDA (the caller re-scores candidates in fp32)."""
+    with a matmul + torch.topk. fp16 on CUDA (the caller re-scores candidates in fp32) unless
+    ``dtype`` says otherwise (a torch dtype or its name, e.g. "float32")."""
 
     def __init__(self, dim: int, device: str, dtype=None):
         import torch  # noqa: PLC0415
@@ -148,6 +157,11 @@ class TorchRows:
         self.torch = torch
         self.dim = dim
         self.device = torch.device(device)
+        if isinstance(dtype, str):
+            named = getattr(torch, dtype, None)
+            if not isinstance(named, torch.dtype):
+                raise VectorError(f"torch rows: unknown dtype name {dtype!r}")
+            dtype = named
         self.dtype = dtype or (torch.float16 if self.device.type == "cuda" else torch.float32)
         self.approx = self.dtype != torch.float32
         self.on_device = self.device.type == "cuda"
@@ -161,9 +175,25 @@ class TorchRows:
             new[:cap] = self.t
             self.t = new
 
+    def upload(self, a: np.ndarray, dtype=None):
+        """``a`` as a tensor on this body's device (in ``dtype``, else its own): on CUDA through
+        pinned memory without blocking the host, which never waits on the device for it (the
+        caching host allocator keeps the staging block until the copy is done)."""
+        t = self.torch.from_numpy(np.array(a, copy=True, order="C"))
+        if self.device.type == "cuda":
+            t = t.pin_memory()
+        return t.to(self.device, dtype or t.dtype, non_blocking=True)
+
     def write(self, start: int, vecs: np.ndarray) -> None:
         self._reserve(start + len(vecs))
         self.t[start:start + len(vecs)] = self.torch.from_numpy(vecs).to(self.device, self.dtype)
+
+    def put_rows(self, rows: np.ndarray, vecs: np.ndarray) -> None:
+        """Overwrite rows ``rows`` (any order, beyond the current end too) with ``vecs``."""
+        if len(rows) == 0:
+            return
+        self._reserve(int(rows.max()) + 1)
+        self.t.index_copy_(0, self.upload(rows.astype(np.int64)), self.upload(vecs, self.dtype))
 
     def move(self, dst: np.ndarray, src: np.ndarray) -> None:
         d = self.torch.from_numpy(dst).to(self.device)
@@ -229,6 +259,9 @@ class FaissGpuRows:
         else:
             self.stale = True
 
+    def put_rows(self, rows, vecs) -> None:
+        self.stale = True
+
     def move(self, dst, src) -> None:
         self.stale = True
 
@@ -254,19 +287,35 @@ class FaissGpuRows:
         return s, i
 
 
-def make_rows_body(device: str, dim: int, torch_dtype=None) -> RowsBody:
-    """The exact-search body for ``device``: numpy on the host ("cpu"), torch ("cuda", "cuda:N",
+@dataclass(frozen=True)
+class RowsDevice:
+    """Where rows live and exact searches run, as ``resolve_rows_device`` decided it: "numpy"
+    (the host), "torch" (a resident tensor on ``torch_device``) or "faiss-gpu"."""
+
+    kind: str
+    torch_device: str | None = None
+
+    def body(self, dim: int, torch_dtype=None) -> RowsBody:
+        if self.kind == "numpy":
+            return NumpyRows()
+        if self.kind == "torch":
+            return TorchRows(dim, self.torch_device, torch_dtype)
+        return FaissGpuRows(dim)
+
+
+def resolve_rows_device(device: str) -> RowsDevice:
+    """The device rule of every row store: numpy on the host ("cpu"), torch ("cuda", "cuda:N",
     "torch-cpu"), faiss-gpu (CUDA without a CUDA torch); "auto" takes a GPU when there is one."""
     dev = str(device or "cpu")
     if dev == "cpu":
-        return NumpyRows()
+        return RowsDevice("numpy")
     if dev == "torch-cpu":
-        return TorchRows(dim, "cpu", torch_dtype)
+        return RowsDevice("torch", "cpu")
     if dev == "auto" or dev.startswith("cuda"):
         from ..device import cuda_available  # noqa: PLC0415
 
         if cuda_available():
-            return TorchRows(dim, "cuda" if dev == "auto" else dev, torch_dtype)
+            return RowsDevice("torch", "cuda" if dev == "auto" else dev)
         try:
             import faiss  # noqa: PLC0415
 
@@ -274,8 +323,13 @@ def make_rows_body(device: str, dim: int, torch_dtype=None) -> RowsBody:
         except ImportError:
             faiss_gpus = 0
         if faiss_gpus > 0:
-            return FaissGpuRows(dim)
+            return RowsDevice("faiss-gpu")
         if dev == "auto":
-            return NumpyRows()
+            return RowsDevice("numpy")
         raise VectorError(f"vector device {dev!r}: neither a CUDA torch nor faiss-gpu is available")
     raise VectorError(f"unknown vector device {dev!r} (expected cpu, cuda, cuda:N, auto or torch-cpu)")
+
+
+def make_rows_body(device: str, dim: int, torch_dtype=None) -> RowsBody:
+    """The exact-search body for ``device`` (``resolve_rows_device``'s rule)."""
+    return resolve_rows_device(device).body(dim, torch_dtype)

@@ -70,6 +70,10 @@ def _check_reachable(forest) -> None:
             fail(f"camera {cam!r}: retrieval index does not hold exactly the camera's nodes")
     if set(forest.indexes) != set(forest.roots):
         fail("retrieval indexes and cameras differ")
+    for cam, idx in forest.indexes.items():
+        differs = idx.mirror_mismatch()
+        if differs is not None:
+            fail(f"camera {cam!r}: the device copy of its retrieval index holds other {differs} than the host's")
 
 
 def _check_node(forest, nid: int, n) -> None:

@@ -1,7 +1,13 @@
 """Vector side of the event forest: node embeddings (unit vectors, children's weighted mean
-directions) and each camera's retrieval matrix with its greedy lineage-pruned top-k; and the
-small helpers forest/tree.py applies to nodes (copies handed out, keyframes spread in time, text
-clipped)."""
+directions) and each camera's retrieval matrix with its greedy lineage-pruned top-k, on the host
+or mirrored on a torch device (forest/device.py); and the small helpers forest/tree.py applies
+to nodes (copies handed out, keyframes spread in time, text clipped).
+
+Where the matrices live is decided once, when the forest is made, by the vector spaces' device
+rule (vectors/bodies.py ``resolve_rows_device``): "numpy" keeps them on the host only; "torch"
+(CUDA, or "torch-cpu") mirrors each camera's rows in a float32 tensor and retrieval runs there;
+faiss-gpu (CUDA without a CUDA torch) offers only a top-k, and the greedy needs every node's
+score, so the forest then stays on the host."""
 from __future__ import annotations
 
 import bisect
@@ -11,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from ...numerics import SINGLE_THREAD_MAX, unit
+from ...vectors import RowsDevice
 from ..records import ForestNode
 
 
@@ -36,10 +43,15 @@ def mean_direction(ea: np.ndarray, na: int, eb: np.ndarray, nb: int) -> np.ndarr
 class CameraIndex:
     """One camera's nodes as contiguous arrays for retrieval: row r holds a node's current or
     placeholder embedding, its id, t_end and leaf-ordinal range. Rows are only appended (a
-    camera loses nodes only by being removed or rebuilt as a whole)."""
+    camera loses nodes only by being removed or rebuilt as a whole). With a ``mirror``
+    (forest/device.py ``CameraMirror``) the rows are copied to a device, the rows changed since
+    the last retrieval at the start of the next one, and retrieval runs there; these host
+    arrays stay the truth (for the check, node_embeddings and reloads)."""
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, mirror=None):
         cap = 64
+        self.mirror = mirror
+        self.unsynced: set[int] = set()   # rows the mirror has not seen since they changed
         self.n = 0
         self.emb = np.zeros((cap, dim), np.float32)
         self.ids = np.zeros(cap, np.int64)
@@ -69,13 +81,40 @@ class CameraIndex:
         self.t_end[r] = node.t_end
         self.lo[r] = node.leaf_lo
         self.hi[r] = node.leaf_hi
+        if self.mirror is not None:
+            self.unsynced.add(r)
 
     def eff(self, node_id: int) -> np.ndarray:
         return self.emb[self.row[node_id]]
 
+    def sync_mirror(self) -> None:
+        """Copy the rows changed since the last sync to the mirror (one batch)."""
+        if self.mirror is None or not self.unsynced and self.mirror.n == self.n:
+            return
+        rows = np.fromiter(sorted(self.unsynced), np.int64, len(self.unsynced))
+        meta = np.stack([self.ids[rows], self.lo[rows], self.hi[rows]])
+        self.mirror.sync(rows, self.emb[rows], meta, self.t_end[rows], self.n)
+        self.unsynced.clear()
+
+    def mirror_mismatch(self) -> str | None:
+        """What differs between the mirror's rows and these, after a sync; None when they are
+        equal or there is no mirror."""
+        if self.mirror is None:
+            return None
+        self.sync_mirror()
+        emb, meta, t_end = self.mirror.download()
+        n = self.n
+        for what, got, want in (("embeddings", emb, self.emb[:n]), ("node ids", meta[0], self.ids[:n]),
+                                ("leaf_lo", meta[1], self.lo[:n]), ("leaf_hi", meta[2], self.hi[:n]),
+                                ("t_end", t_end, self.t_end[:n])):
+            if got.shape != want.shape or not np.array_equal(got, want):
+                return what
+        return None
+
     def greedy(self, q: np.ndarray, k: int, as_of: float | None) -> list[tuple[int, float]]:
-        """Algorithm 1 on this camera: best node, drop every node whose leaf range overlaps its
-        range (its ancestors and descendants), repeat."""
+        """Algorithm 1 on this camera, on the host: best node (equal scores: the smaller node
+        id), drop every node whose leaf range overlaps its range (its ancestors and
+        descendants), repeat."""
         n = self.n
         if n * len(q) <= SINGLE_THREAD_MAX:
             # numpy's own single-threaded loop: waking BLAS threads costs a scheduler slice
@@ -86,14 +125,45 @@ class CameraIndex:
         if as_of is not None:
             s[self.t_end[:n] > as_of] = -np.inf
         lo, hi = self.lo[:n], self.hi[:n]
+        ids = self.ids[:n]
         out = []
         for _ in range(k):
             j = int(np.argmax(s))
-            if not np.isfinite(s[j]):
+            best = s[j]
+            if not np.isfinite(best):
                 break
-            out.append((int(self.ids[j]), float(s[j])))
+            tied = np.flatnonzero(s == best)
+            if len(tied) > 1:
+                j = int(tied[np.argmin(ids[tied])])
+            out.append((int(ids[j]), float(best)))
             s[(lo <= hi[j]) & (hi >= lo[j])] = -np.inf
         return out
+
+
+def make_camera_index(rows: RowsDevice, dim: int) -> CameraIndex:
+    """A camera's index where ``rows`` says the forest's rows live (see the module doc)."""
+    if rows.kind != "torch":
+        return CameraIndex(dim)
+    from .device import CameraMirror  # noqa: PLC0415 - imports torch
+
+    return CameraIndex(dim, CameraMirror(rows.body(dim, "float32")))
+
+
+def retrieve_picks(indexes: list[CameraIndex], q: np.ndarray, k: int,
+                   as_of: float | None) -> list[tuple[int, float]]:
+    """The greedy's best ``k`` (node id, score) over these cameras, best first, equal scores
+    in node id order. Lineage only exists within a camera, so this is the merge of each
+    camera's own greedy picks; with mirrors, they are computed on the device."""
+    if not indexes:
+        return []
+    if indexes[0].mirror is not None:
+        from .device import mirrored_picks  # noqa: PLC0415 - imports torch
+
+        picks = mirrored_picks(indexes, q, k, as_of)
+    else:
+        picks = [p for ix in indexes for p in ix.greedy(q, k, as_of)]
+    picks.sort(key=lambda p: (-p[1], p[0]))
+    return picks[:k]
 
 
 def public_copy(n: ForestNode) -> ForestNode:

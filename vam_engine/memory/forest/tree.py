@@ -52,7 +52,10 @@ ordinals (time order within its camera) it covers; within a camera those ranges 
 (nested or disjoint), so "ancestor or descendant of the picked node" is exactly "range
 overlaps the picked node's range": the greedy pruning is a few vectorized comparisons. Scoring
 is one matrix-vector product per camera (numpy's single-threaded einsum for small matrices, as
-in vectors/bodies.py, BLAS above ``SINGLE_THREAD_MAX`` multiply-adds).
+in vectors/bodies.py, BLAS above ``SINGLE_THREAD_MAX`` multiply-adds). Equal scores go to the
+smaller node id. With ``device="cuda"`` (or "torch-cpu") each camera's matrix is mirrored in a
+float32 torch tensor, and the scores and the greedy run there (forest/device.py); the host
+arrays stay the truth, and the device is chosen once, by the vector spaces' rule.
 """
 from __future__ import annotations
 
@@ -63,8 +66,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import ForestConfig
+from ...vectors import resolve_rows_device
 from ..records import ForestNode
-from .index import CameraIndex, clip_text, frozen_unit, mean_direction, public_copy, spread_in_time
+from .index import (CameraIndex, clip_text, frozen_unit, make_camera_index, mean_direction, public_copy,
+                    retrieve_picks, spread_in_time)
 from .nodes import ForestNodeRepository
 
 
@@ -74,10 +79,14 @@ _SEP = " / "
 
 
 class EventForest:
-    def __init__(self, nodes: ForestNodeRepository | None, cfg: ForestConfig | None = None):
-        """``nodes``: where the forest persists (None: in memory only)."""
+    def __init__(self, nodes: ForestNodeRepository | None, cfg: ForestConfig | None = None, *,
+                 device: str = "cpu"):
+        """``nodes``: where the forest persists (None: in memory only). ``device``: where the
+        retrieval matrices live and retrieval runs, by the vector spaces' rule ("cpu", "auto",
+        "cuda", "cuda:N", "torch-cpu"; forest/index.py); VectorError for an unknown one."""
         self.repo = nodes
         self.cfg = cfg if cfg is not None else ForestConfig()
+        self.rows_device = resolve_rows_device(device)
         self._lock = threading.RLock()
         self._load()
 
@@ -136,7 +145,7 @@ class EventForest:
             eff = mean_direction(idx.eff(l.node_id), l.n_leaves, idx.eff(r.node_id), r.n_leaves)
         idx = self._index.get(node.camera_id)
         if idx is None:
-            idx = self._index[node.camera_id] = CameraIndex(len(eff))
+            idx = self._index[node.camera_id] = make_camera_index(self.rows_device, len(eff))
         idx.put(node, eff)
 
     def _eff(self, node_id: int) -> np.ndarray:
@@ -552,7 +561,8 @@ class EventForest:
         """The ``k`` nodes most similar (cosine) to the query such that none is an ancestor or
         descendant of another (greedy, best first; OASIS Algorithm 1). ``camera_id`` restricts
         to one camera, ``as_of`` to nodes ending at or before that time. Pending nodes are scored
-        with their placeholder embedding."""
+        with their placeholder embedding. Equal scores come in node id order (smaller first),
+        whatever the device; the device's scores agree with the host's to float32 rounding."""
         if k < 1:
             return []
         with self._lock:
@@ -561,16 +571,17 @@ class EventForest:
             q = frozen_unit(query_emb, self._dim, "retrieve query")
             if camera_id is not None:
                 idx = self._index.get(camera_id)
-                picks = [] if idx is None else idx.greedy(q, k, as_of)
+                indexes = [] if idx is None else [idx]
             else:
-                # lineage only exists within a camera: the global greedy order is the merge of
-                # each camera's own greedy picks
-                picks = []
-                for idx in self._index.values():
-                    picks.extend(idx.greedy(q, k, as_of))
-                picks.sort(key=lambda p: -p[1])
-                picks = picks[:k]
+                indexes = list(self._index.values())
+            picks = retrieve_picks(indexes, q, k, as_of)
             return [(public_copy(self._nodes[nid]), s) for nid, s in picks]
+
+    @property
+    def index_device(self) -> str:
+        """Where retrieval runs: "numpy" (the host) or "torch-<device>" (forest/device.py)."""
+        rows = self.rows_device
+        return f"torch-{rows.torch_device}" if rows.kind == "torch" else "numpy"
 
     def node_embeddings(self, camera_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(node ids, embeddings) of a camera's nodes as ``retrieve`` scores them (a pending node

@@ -199,7 +199,8 @@ function drawRows() {
         if (x1 < 0 || x0 > trackWidth()) continue;
         track.append(el("div", { class: "ev" + (e.doc ? " doc" : ""), style: `left:${x0}px;width:${Math.max(2, x1 - x0)}px`,
           title: (e.doc || "event") + ` (${fmtT(e.t_start, span)}–${fmtT(e.t_end, span)})`,
-          onclick: () => openViewer(`${c.camera_id} · event ${fmtT(e.t_start, span)}–${fmtT(e.t_end, span)}`, e.frames, e.doc) }));
+          onclick: () => openViewer(`${c.camera_id} · event ${fmtT(e.t_start, span)}–${fmtT(e.t_end, span)}`, e.frames, e.doc, 0, [],
+            e.clip) }));
       }
       for (const sp of d.said || []) {  // transcript segments: what was said, on a lane under the events
         const x0 = xOf(sp.t_start), x1 = xOf(sp.t_end);
@@ -265,6 +266,7 @@ async function refreshCameras() {
     const before = S.cameras.map((c) => c.camera_id).join("\n");
     S.cameras = r.cameras;
     const changed = before !== S.cameras.map((c) => c.camera_id).join("\n");
+    if (changed) renderAskScope();
     for (const id of ["monitor-camera", "entity-camera"]) {
       const sel = $(id), cur = sel.value;
       sel.replaceChildren(el("option", { value: "", text: "all cameras" }),
@@ -362,8 +364,28 @@ async function drawBoxes(url) {
   layer.dataset.count = String(items.length);
 }
 
-function openViewer(title, frames, text, index = 0, cited = []) {
+// the clip of what the viewer shows (a `clip` URL of /api/clips): fetched with the token, played in place
+let clipURL = null;
+function setClip(url) {
+  const video = $("viewer-video"), button = $("viewer-clip");
+  video.pause(); video.hidden = true; video.removeAttribute("src");
+  if (clipURL) { URL.revokeObjectURL(clipURL); clipURL = null; }
+  button.hidden = !url;
+  button.onclick = !url ? null : async () => {
+    button.disabled = true; button.textContent = "loading clip…";
+    try {
+      const r = await fetch(url, { headers: authHeaders() });
+      if (!r.ok) throw new ApiError(r.status, (await r.json().catch(() => ({}))).detail || r.statusText);
+      clipURL = URL.createObjectURL(await r.blob());
+      video.src = clipURL; video.hidden = false; button.hidden = true; video.play().catch(() => {});
+    } catch (err) { toast("clip: " + err.message); }
+    finally { button.disabled = false; button.textContent = "▶ clip"; }
+  };
+}
+
+function openViewer(title, frames, text, index = 0, cited = [], clip = null) {
   S.cited = cited;
+  setClip(clip);
   $("viewer").hidden = false;
   $("viewer-title").textContent = title;
   $("viewer-text").textContent = text || "";
@@ -388,7 +410,7 @@ async function openEvidence(ev, label) {
   }
   const span = ev.t_end - ev.t_start;
   openViewer(`${label || ""} ${ev.camera_id} · ${fmtT(ev.t_start, span)}–${fmtT(ev.t_end, span)} (${ev.source})`, frames, ev.text,
-    0, ev.boxes || []);
+    0, ev.boxes || [], ev.clip);
   if (ev.camera_id && ev.camera_id !== "*") jumpTo(ev.camera_id, ev.t_start, ev.t_end);
 }
 
@@ -470,14 +492,47 @@ async function openEntity(id) {
 }
 
 // -- ask (SSE over a POST: fetch's stream reader) --------------------------------------------------
+// The scope: every camera in view ("all cameras"), or the ones ticked; the answer then says what
+// it looked at (the budget's account in its trace: the cameras shown, the rest summarised).
+function renderAskScope() {
+  const box = $("ask-cameras"), ticked = new Set(askScope() || []);
+  box.replaceChildren(...S.cameras.map((c) => {
+    const box = el("input", { type: "checkbox", value: c.camera_id, onchange: () => { $("ask-all").checked = !askScope(); } });
+    box.checked = ticked.has(c.camera_id);
+    return el("label", { class: "chip" }, box, c.camera_id);
+  }));
+  $("ask-all").checked = !askScope();
+}
+
+function askScope() {  // the ticked cameras, or null: all in view
+  const ids = [...$("ask-cameras").querySelectorAll("input:checked")].map((i) => i.value);
+  return ids.length ? ids : null;
+}
+
+function lookedAt(a, scope) {
+  const b = (a.trace || []).find((t) => t.stage === "budget");
+  const asked = scope ? `asked of ${scope.join(", ")}` : "asked of all cameras";
+  if (!b || !b.detail) return asked;
+  const d = b.detail, shown = (d.shown || []).map(([cam, why, n]) => {
+    const reasons = why.filter((w) => w !== "active");  // named, matches, alert: why it was chosen
+    return `${cam} (${[`${n} image${n === 1 ? "" : "s"}`, ...reasons].join(", ")})`;
+  });
+  let text = `${asked} · looked at ${shown.join(", ") || "no camera"}`;
+  if (d.summarised) text += ` · ${d.summarised} more in one line each`;
+  if (d.unlisted) text += ` · ${d.unlisted} not listed`;
+  const r = d.requests || {}, parts = Object.entries(r).map(([k, v]) => `${k} ${v.images} img / ${v.tokens} tok`);
+  if (parts.length) text += ` · ${parts.join(", ")} (budget ${d.max_images} img / ${d.max_tokens} tok)`;
+  return text;
+}
+
 async function doAsk(e) {
   e.preventDefault();
   const question = $("ask-text").value.trim();
   if (!question) return;
-  const stages = $("ask-stages"), ans = $("ask-answer");
-  stages.textContent = "thinking…"; ans.replaceChildren();
+  const stages = $("ask-stages"), ans = $("ask-answer"), scope = askScope();
+  stages.textContent = "thinking…"; ans.replaceChildren(); $("ask-looked").textContent = "";
   try {
-    const r = await api("/api/ask", { method: "POST", body: JSON.stringify({ question }),
+    const r = await api("/api/ask", { method: "POST", body: JSON.stringify(scope ? { question, cameras: scope } : { question }),
       headers: { "Content-Type": "application/json", Accept: "text/event-stream" } });
     const reader = r.body.getReader(), dec = new TextDecoder();
     let buf = "", steps = [];
@@ -496,7 +551,7 @@ async function doAsk(e) {
         if (!data) continue;
         const d = JSON.parse(data);
         if (event === "stage" && d.kind === "model_reply") { steps.push(d.tags.join("+")); stages.textContent = steps.join(" → ") + " …"; }
-        else if (event === "answer") { stages.textContent = steps.join(" → ") + ` · ${(d.timings.response_s || 0).toFixed(2)} s`; showAnswer(d); }
+        else if (event === "answer") { stages.textContent = steps.join(" → ") + ` · ${(d.timings.response_s || 0).toFixed(2)} s`; showAnswer(d); $("ask-looked").textContent = lookedAt(d, scope); }
         else if (event === "error") { stages.textContent = ""; ans.replaceChildren(el("div", { class: "text nf", text: d.detail })); }
       }
     }
@@ -566,7 +621,7 @@ function addAlert(a, fresh) {
 }
 
 function openAlert(a) {
-  openViewer(`alert · ${a.camera_id} · ${fmtT(a.t, 30)} · ${Math.round(a.confidence * 100)}%`, a.frames.length ? a.frames : a.moment_frames, a.observed, a.frames.length - 1);
+  openViewer(`alert · ${a.camera_id} · ${fmtT(a.t, 30)} · ${Math.round(a.confidence * 100)}%`, a.frames.length ? a.frames : a.moment_frames, a.observed, a.frames.length - 1, [], a.clip);
   jumpTo(a.camera_id, a.t - 2, a.t + 2);
 }
 
@@ -610,10 +665,14 @@ function start() {
     if (S.ws) S.ws.close();
     refreshAll();
   });
-  $("viewer-close").addEventListener("click", () => { $("viewer").hidden = true; S.cursor = null; drawRows(); });
+  $("viewer-close").addEventListener("click", () => { $("viewer").hidden = true; setClip(null); S.cursor = null; drawRows(); });
   $("search-form").addEventListener("submit", doSearch);
   $("search-image").addEventListener("change", (e) => e.target.parentElement.classList.toggle("has", !!e.target.files.length));
   $("ask-form").addEventListener("submit", doAsk);
+  $("ask-all").addEventListener("change", () => {  // "all cameras" clears the choice
+    for (const i of $("ask-cameras").querySelectorAll("input")) i.checked = false;
+    $("ask-all").checked = true;
+  });
   $("monitor-form").addEventListener("submit", addMonitor);
   $("entity-form").addEventListener("submit", listEntities);
   bindTimeline();
