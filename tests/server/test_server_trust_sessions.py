@@ -382,3 +382,86 @@ def test_a_token_revoked_while_no_server_ran_is_ended_when_one_starts(tmp_path, 
         assert {watch, plain} <= {m.monitor_id for m in eng.monitors(include_ended=True)}
     finally:
         eng.close()
+
+
+def test_over_mcp_too_a_sessions_standing_request_is_its_tokens_alone(tmp_path):
+    pytest.importorskip("mcp")
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from vam_engine.server import ServeOptions, create_app
+
+    eng = _engine(tmp_path / "store")
+    try:
+        _, tok = _tokens(tmp_path / "store", ("alice", "write", None), ("bob", "write", None))
+        with ServerThread(create_app(eng, ServeOptions(mcp=True, max_monitors_per_token=2))) as srv, \
+                httpx.Client(base_url=srv.url, timeout=30) as c:
+            alice_token = tok["alice"][1]
+            assert c.post("/api/sessions", json={"id": "w"}, headers=auth(alice_token)).status_code == 201
+            watch = _turn(c, "w", "tell me when a red square appears", alice_token).json()["monitor"]["monitor_id"]
+
+            async def tools(token, calls):
+                async with httpx2.AsyncClient(headers=auth(token), timeout=60) as http, \
+                        Client(streamable_http_client(srv.url + "/mcp", http_client=http)) as client:
+                    return [await client.call_tool(name, args) for name, args in calls]
+
+            listed, ended = asyncio.run(tools(tok["bob"][1], [("monitors", {}), ("unwatch", {"monitor_id": watch})]))
+            assert json.loads(listed.content[0].text)["monitors"] == []
+            assert ended.is_error and "no monitor" in ended.content[0].text
+            mine, second, third = asyncio.run(tools(alice_token, [("monitors", {}), ("watch", {"condition": "a cat"}),
+                                                                  ("watch", {"condition": "a dog"})]))
+            assert [m["monitor_id"] for m in json.loads(mine.content[0].text)["monitors"]] == [watch]
+            assert not second.is_error  # the session's watch and this one: the token's share of 2
+            assert third.is_error and "service.monitors_per_token" in third.content[0].text
+            assert any(m.monitor_id == watch and m.active for m in eng.monitors())
+    finally:
+        eng.close()
+
+
+class _HeldClips:
+    """The engine, but a clip waits until ``go`` is set (encodes in flight while the test counts)."""
+
+    def __init__(self, eng):
+        self._eng = eng
+        self.go, self.inside = threading.Event(), threading.Semaphore(0)
+
+    def __getattr__(self, name):
+        return getattr(self._eng, name)
+
+    def clip(self, camera, t0, t1):
+        self.inside.release()
+        assert self.go.wait(60)
+        return self._eng.clip(camera, t0, t1)
+
+
+def test_a_token_has_a_share_of_the_clip_encodes(tmp_path):
+    from vam_engine.server import ServeOptions, create_app
+
+    eng = _engine(tmp_path / "store")
+    held = _HeldClips(eng)
+    try:
+        _, tok = _tokens(tmp_path / "store", ("a", "read", None), ("b", "read", None))
+        a, b = auth(tok["a"][1]), auth(tok["b"][1])
+        with ServerThread(create_app(held, ServeOptions(max_clips_per_token=1))) as srv, \
+                httpx.Client(base_url=srv.url, timeout=30) as c:
+            codes = []
+
+            def clip(h):
+                codes.append(c.get("/api/clips", params={"camera": "front", "t0": 0, "t1": 1.5}, headers=h).status_code)
+
+            first = threading.Thread(target=clip, args=(a,))
+            first.start()
+            assert held.inside.acquire(timeout=30)
+            r = c.get("/api/clips", params={"camera": "front", "t0": 0, "t1": 1.5}, headers=a)
+            assert r.status_code == 429 and "service.clips_per_token" in r.json()["detail"]
+            other = threading.Thread(target=clip, args=(b,))  # another token's share
+            other.start()
+            assert held.inside.acquire(timeout=30)
+            held.go.set()
+            for t in (first, other):
+                t.join(60)
+            assert len(codes) == 2 and 429 not in codes  # both encoded (whatever the store has to cut)
+    finally:
+        held.go.set()
+        eng.close()
