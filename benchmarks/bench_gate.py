@@ -175,7 +175,7 @@ def cuda_main(args) -> int:
     timing = dict(warmup=0, iters=1, repeats=1) if run.plumbing else {}
     # gate_stats once before timing: JIT-compiles the kernels for this shape (and gives compare's inputs)
     st = run.part("triton")
-    rows = []
+    rows, split = [], []
     for w, h in sizes:
         if run.left() < 5:
             st.skip(f"{w}x{h}", "out of time")
@@ -203,15 +203,107 @@ def cuda_main(args) -> int:
                 st.data.setdefault("rows", []).append(row)
                 rows.append([row["size"], n, row["gate_ms"], row["gate_fps"], row["gate_GBps"], row["copy_GBps"],
                              f"{100 * row['gate_of_copy']:.0f}%", row["compare_GBps"]])
+            split.extend(launch_split(torch, gs, st, f"{w}x{h}", big[:max(batches)], r, timing))
 
         st.guard(f"{w}x{h}", one_size)
     if rows:
         print(f"Triton gate_stats on {dev} (GB/s: frame bytes read / time; copy: read + write of the same bytes)")
         print_table(["size", "batch", "ms", "frames/s", "GB/s", "copy GB/s", "of copy", "compare GB/s"], rows)
+        print("gate_stats by launch, the largest batch (the plan gate_stats runs, each launch timed alone)")
+        print_table(["size", "kernel", "blocks", "us", "share"], split)
         best = max(st.data["rows"], key=lambda r: r["gate_fps"])
         st.headline = (f"{best['size']} b{best['batch']}: {best['gate_fps']:,.0f} fps, {best['gate_GBps']:.0f} GB/s "
                        f"= {100 * best['gate_of_copy']:.0f}% of copy")
+    dd = run.part("dedup")
+    dd.guard("similarities", dedup_rows, torch, dd, dev, run.plumbing, timing)
+    dd.guard("committer", committer_rows, dd, dev, run.plumbing, run.seed)
     return run.finish({"device": dev})
+
+
+def launch_split(torch, gs, st, size: str, frames, ref, timing: dict) -> list:
+    """Each launch of gate_stats's plan timed alone: which kernel the batch's time goes to (the
+    compile report's blocks and waves columns say how each is shaped)."""
+    import math
+
+    _, launches = gs.plan_gate_stats(frames, ref)
+    times = [cuda_time(torch, launch.run, **timing) for launch in launches]
+    total = sum(times)
+    out = []
+    for launch, t in zip(launches, times):
+        blocks = math.prod(launch.grid)
+        st.data.setdefault("launches", []).append({"size": size, "batch": len(frames), "kernel": launch.name,
+                                                   "blocks": blocks, "us": t * 1e6, "share": t / total})
+        out.append([size, launch.name, blocks, t * 1e6, f"{100 * t / total:.0f}%"])
+    return out
+
+
+def dedup_rows(torch, st, dev: str, plumbing: bool, timing: dict) -> None:
+    """The cosine-dedup kernel (kernels/cosine_dedup.py) for a camera's batch of rows (the
+    reference, the held frame and 16 / 64 / 256 new frames) of CLIP ViT-B and ViT-L dimensions:
+    time per batch and GB/s (the float64 rows read once, the M x M matrix written) against a
+    device-to-device copy of the rows (read + write). Batches this small are launch-bound: the
+    copy is too, so "of copy" says how close to the floor of one launch the two kernels come."""
+    from vam_engine.kernels import cosine_dedup as cd
+
+    shapes = [(5, 16)] if plumbing else [(m + 2, d) for m in (16, 64, 256) for d in (512, 768)]
+    rows = []
+    for m, d in shapes:
+        x = torch.randn((m, d), dtype=torch.float64, device=dev)
+        dst = torch.empty_like(x)
+        t_k = cuda_time(torch, lambda: cd.cosine_sims(x), **timing)
+        t_copy = cuda_time(torch, lambda: dst.copy_(x), **timing)
+        nbytes = m * d * 8 + m * m * 8
+        row = {"rows": m, "dim": d, "us": t_k * 1e6, "GBps": nbytes / t_k / 1e9, "copy_us": t_copy * 1e6,
+               "copy_GBps": 2 * m * d * 8 / t_copy / 1e9}
+        row["of_copy"] = row["GBps"] / row["copy_GBps"]
+        st.data.setdefault("rows", []).append(row)
+        rows.append([m, d, row["us"], row["GBps"], row["copy_us"], row["copy_GBps"], f"{100 * row['of_copy']:.0f}%"])
+    print(f"cosine-dedup similarities on {dev} (GB/s: rows read + matrix written / time; copy: the rows read + written)")
+    print_table(["rows", "dim", "us", "GB/s", "copy us", "copy GB/s", "of copy"], rows)
+    big = st.data["rows"][-1]
+    st.headline = f"{big['rows']} x {big['dim']}: {big['us']:.1f} us a batch, {big['GBps']:.1f} GB/s"
+
+
+def committer_rows(st, dev: str, plumbing: bool, seed: int) -> None:
+    """Frames/s the online committer decides: frame by frame (numpy dot products) against
+    push_batch with the CPU body (one matrix product, the host scan), the CUDA similarities under
+    the host scan, and the CUDA body's similarities and scan; the same decisions checked."""
+    from vam_engine.config import CommitConfig
+    from vam_engine.index import OnlineCommitter
+    from vam_engine.index.dedup_bodies import CpuBody, CudaBody
+
+    rng = np.random.default_rng(seed)
+    n, d, batch = (40, 16, 8) if plumbing else (4096, 512, 64)
+    centres = rng.normal(size=(n // 20 + 1, d))
+    embs = centres[np.arange(n) // 20] + 0.4 * rng.normal(size=(n, d)) / np.sqrt(d)
+    embs = (embs / np.linalg.norm(embs, axis=1)[:, None]).astype(np.float32)
+    ts = np.arange(n, dtype=np.float64)
+    cfg = CommitConfig()
+
+    def frame_by_frame():
+        c = OnlineCommitter(cfg)
+        return [x for i in range(n) for x in c.push(ts[i], embs[i], i)] + c.finish()
+
+    def batched(body):
+        c = OnlineCommitter(cfg, body=body)
+        out = [x for i in range(0, n, batch) for x in c.push_batch(ts[i:i + batch], embs[i:i + batch],
+                                                                  range(i, min(n, i + batch)))]
+        return out + c.finish()
+
+    truth = [(x.key, x.kept) for x in frame_by_frame()]
+    rows = []
+    for name, fn in [("push, frame by frame", frame_by_frame), ("push_batch, cpu body", lambda: batched(CpuBody())),
+                     (f"push_batch, {dev} similarities, host scan", lambda: batched(CudaBody(dev, scans=False))),
+                     (f"push_batch, {dev} similarities and scan", lambda: batched(CudaBody(dev)))]:
+        got = [(x.key, x.kept) for x in fn()]
+        st.check(f"{name}: same decisions", got == truth)
+        t0 = time.perf_counter()
+        fn()
+        fps = n / (time.perf_counter() - t0)
+        st.data.setdefault("committer", []).append({"how": name, "frames": n, "batch": batch, "fps": fps})
+        rows.append([name, n, batch, fps])
+    print(f"online committer, {n} frames of dimension {d} (push_batch: {batch} frames a call)")
+    print_table(["how", "frames", "batch", "frames/s"], rows)
 
 
 # -- --calibrate: the local-change tile statistic on inputs with a known answer ---------------------

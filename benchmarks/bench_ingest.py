@@ -250,6 +250,8 @@ def parse_args(argv=None):
     ap.add_argument("--name", default="bench_ingest", help="results file name (benchmarks/results/<name>.json)")
     ap.add_argument("--cuda-size", default="1920x1080", help="--device cuda: WxH of the generated clip")
     ap.add_argument("--streams", default="1,2,4,7", help="--device cuda: concurrent decode streams")
+    ap.add_argument("--nvdec-engines", type=int, default=7,
+                    help="--device cuda: NVDEC engines of the GPU, for the per-engine frames/s (default 7: an H200)")
     ap.add_argument("--decode-timeout", type=float, default=60.0, help="--device cuda: seconds per measurement")
     add_device_args(ap, default_budget=120.0)
     args = ap.parse_args(argv)

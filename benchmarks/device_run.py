@@ -56,6 +56,107 @@ BENCHES = [
 ]
 
 
+@dataclass(frozen=True)
+class Row:
+    """One measurement of the run, for the plan ``--list`` (and ``--dry-run``) prints first: the
+    step that makes it, what it measures, and what it needs (see ``PROBES``). A row whose need
+    is missing is skipped with the reason, or (``fallback``) runs another body and says which."""
+    name: str
+    step: str
+    measures: str
+    needs: tuple = ()
+    fallback: str = ""  # what runs instead of a missing need (the row still runs)
+
+
+ROWS = [
+    Row("build", "install", "the carried wheels and `pip install -e .` (the C++ module compiled there)"),
+    Row("compile report", "compile", "every Triton kernel compiled for sm_90 at the dispatch's launch "
+        "configurations: registers, spills, shared memory, occupancy", ("triton",)),
+    Row("kernel tests", "tests", "tests/gate/test_gate_triton.py and tests/kernels/ natively, then every "
+        "gpu-marked test", ("cuda",)),
+    Row("gate pass GB/s", "gate", "Triton gate_stats / gate_compare frames/s and GB/s at 720p and 1080p, "
+        "batches 32-256, against a device-to-device copy", ("cuda", "triton")),
+    Row("dedup GB/s", "gate", "the cosine-dedup kernel's time and GB/s for 18-258 rows of 512/768 dims against a "
+        "copy; committer frames/s frame by frame vs push_batch", ("cuda", "triton")),
+    Row("NVDEC decode", "ingest", "1080p30 H.264 frames/s with PyNvVideoCodec, 1/2/4/7 concurrent streams "
+        "(frames/s per NVDEC engine), against PyAV on the CPUs", ("cuda", "PyNvVideoCodec", "av")),
+    Row("device path", "capacity", "frames/s of decode -> gates -> embedding -> dedup at 1080p30 and the cameras "
+        "it sustains (bench_capacity's GPU row)", ("cuda", "bench_capacity")),
+    Row("vector search", "search", "brute-force top-10 over 1e6 and 1e7 x 512 fp16 rows resident on the GPU: "
+        "p50/p99 latency, queries/s batched, recall", ("cuda",)),
+    Row("embedder fp16", "embed", "ViT-B/16- and ViT-L/14-sized CLIP towers in fp32/fp16/bf16, with and "
+        "without CUDA graphs: images/s", ("cuda",)),
+    Row("embedder TensorRT", "tensorrt", "the TensorRT embedder body against torch (its gpu test)",
+        ("cuda", "tensorrt")),
+    Row("MLLM coarse/fine", "llm", "Qwen2-VL-sized model in bf16: prefill / decode tokens/s, the coarse->fine "
+        "continuation from the cached prefix vs recomputing it", ("cuda",)),
+    Row("MLLM flash-attn", "llm", "the same rows with flash-attn 2 as the attention", ("cuda", "flash_attn"),
+        fallback="torch SDPA (flash kernels on Hopper)"),
+]
+
+
+def _module_missing(name: str) -> str | None:
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        found = False
+    return None if found else f"{name} is not importable"
+
+
+def _cuda_missing() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    return None if torch.cuda.is_available() else "no CUDA device (torch.cuda.is_available() is False)"
+
+
+PROBES = {
+    "cuda": _cuda_missing,
+    "triton": lambda: _module_missing("triton"),
+    "PyNvVideoCodec": lambda: _module_missing("PyNvVideoCodec"),
+    "av": lambda: _module_missing("av"),
+    "tensorrt": lambda: _module_missing("tensorrt"),
+    "flash_attn": lambda: _module_missing("flash_attn"),
+    "bench_capacity": lambda: None if (ROOT / "benchmarks" / "bench_capacity.py").is_file()
+    else "benchmarks/bench_capacity.py is not in this checkout",
+}
+
+
+PLUMBED = {"tests", "gate", "ingest", "search", "embed", "llm", "capacity"}  # steps --dry-run runs on the CPU
+
+
+def plan(dry_run: bool) -> list[dict]:
+    """Each row of ROWS with what would happen to it on this machine (now: on the GPU machine,
+    after the install step), and why."""
+    missing = {name: probe() for name, probe in PROBES.items()}
+    out = []
+    for r in ROWS:
+        no_cuda = "cuda" in r.needs and missing["cuda"]
+        other = [missing[n] for n in r.needs if n != "cuda" and missing[n]]
+        why = ([missing["cuda"]] if no_cuda else []) + other
+        if r.step == "install" and dry_run:
+            what, why = "skip", ["dry run (nothing is installed)"]
+        elif no_cuda and dry_run and r.step in PLUMBED and not (r.step == "capacity" and other):
+            what = "plumbing"  # its code on the CPU at tiny sizes; `why` says what a real run would lack
+        elif no_cuda:
+            what = "skip"
+        elif other:
+            what = f"run with {r.fallback}" if r.fallback else "skip"
+        else:
+            what = "run"
+        out.append({"row": r.name, "step": r.step, "measures": r.measures, "would": what, "why": "; ".join(why)})
+    return out
+
+
+def print_plan(rows: list[dict]) -> None:
+    print("== device_run plan (what each row measures, and what happens to it on this machine) ==")
+    print_table(["row", "step", "would", "why", "measures"],
+                [[r["row"], r["step"], r["would"], r["why"] or "-", r["measures"][:90]] for r in rows])
+
+
 def _pytest_summary(text: str) -> str:
     for line in reversed(text.strip().splitlines()):
         if re.search(r"\d+ (passed|failed|skipped|deselected|error|errors)|no tests ran", line):
@@ -99,7 +200,7 @@ def install(out: Path, env: dict, timeout: float) -> StepResult:
     return _run("install", ["bash", "-c", "; ".join(lines)], timeout, env, out / "install.log")
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dry-run", action="store_true",
@@ -108,11 +209,31 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=480.0, help="seconds for the whole run (default 480)")
     ap.add_argument("--out", default=None, help="results folder (default $OUT, else benchmarks/results)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated steps of: install, tests, " + ", ".join(b.name for b in BENCHES))
+                    help="comma-separated steps of: install, compile, tests, " + ", ".join(b.name for b in BENCHES)
+                    + ", tensorrt, capacity")
     ap.add_argument("--no-install", action="store_true", help="skip the install step")
     ap.add_argument("--tests-share", type=float, default=150.0, help="seconds for the pytest step (default 150)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--list", action="store_true",
+                    help="print the plan (every row, what it measures, whether it would run here and why not; "
+                         "with --dry-run: in a dry run) and exit. A run prints it too, after the install")
+    return ap.parse_args(argv)
 
+
+def list_only(args) -> int:
+    """--list: the plan, printed and (with --out or $OUT) written as device_run_plan.json."""
+    rows = plan(args.dry_run)
+    print_plan(rows)
+    out = args.out or os.environ.get("OUT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "device_run_plan.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        return list_only(args)
     out = Path(args.out or os.environ.get("OUT") or ROOT / "benchmarks" / "results").resolve()
     out.mkdir(parents=True, exist_ok=True)
     wanted = set(args.only.split(",")) if args.only else None
@@ -141,6 +262,14 @@ def main(argv=None) -> int:
             skip("install", "dry run" if args.dry_run else "--no-install")
         else:
             results.append(install(out, env, min(90.0 * scale, left())))
+    rows = plan(args.dry_run)  # after the install: the wheels it brought count
+    print_plan(rows)
+    if want("compile"):
+        if PROBES["triton"]():
+            skip("compile", PROBES["triton"]())
+        else:
+            cmd = [py, "-m", "vam_engine.kernels.compile_report", "--arch", "90", "--json", str(out / "compile_report.json")]
+            results.append(_run("compile", cmd, min(45.0 * scale, left()), env, out / "compile.log"))
     if want("tests"):
         t = min(args.tests_share * scale, left())
         base = [py, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
@@ -150,7 +279,7 @@ def main(argv=None) -> int:
         else:
             # the gpu-marked tests (slow ones included), and test_gate_triton.py whole: natively on
             # CUDA its interpreter-slow tests take seconds (pytest runs a file named twice once)
-            cmd = base + ["-m", "gpu or not gpu", "tests/gate/test_gate_triton.py"]
+            cmd = base + ["-m", "gpu or not gpu", "tests/gate/test_gate_triton.py", "tests/kernels/"]
             results.append(_run("tests_triton", cmd, t / 3, env, out / "tests_triton.log"))
             cmd = base + ["-m", "gpu", "tests/"]
             t = min(t * 2 / 3, left())
@@ -166,7 +295,26 @@ def main(argv=None) -> int:
         cmd += ["--plumbing", "--device-budget", f"{max(5.0, t - 5):.0f}"] if args.dry_run else b.args
         results.append(_run(b.name, cmd, t, env, out / f"{b.name}.log"))
 
-    doc = {"script": "benchmarks/device_run.py", "argv": sys.argv[1:] if argv is None else list(argv),
+    optional = [("tensorrt", ("tensorrt",), [py, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "-m", "gpu",
+                                             "tests/embed/test_embed.py", "-k", "tensorrt"], 40.0),
+                ("capacity", ("bench_capacity",), [py, str(ROOT / "benchmarks" / "bench_capacity.py"), "--device",
+                                                   "cuda"], 60.0)]
+    for name, needs, cmd, share in optional:  # a missing piece is a skipped row that says why
+        if not want(name):
+            continue
+        # a dry run goes on without CUDA: the tests are collected and skip, the benchmark runs --plumbing
+        why = [m for m in (PROBES[n]() for n in ((() if args.dry_run else ("cuda",)) + needs)) if m]
+        t = min(share * scale, left())
+        if why:
+            skip(name, "; ".join(why))
+        elif t < 15 * scale:
+            skip(name, f"out of time ({left():.0f} s left)")
+        else:
+            if args.dry_run and name == "capacity":
+                cmd = cmd + ["--plumbing"]
+            results.append(_run(name, cmd, t, env, out / f"{name}.log"))
+
+    doc = {"script": "benchmarks/device_run.py", "plan": rows, "argv": sys.argv[1:] if argv is None else list(argv),
            "dry_run": args.dry_run, "elapsed_s": round(time.monotonic() - t0, 1),
            "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "steps": [asdict(r) for r in results]}
     (out / "device_run.json").write_text(json.dumps(doc, indent=1) + "\n")

@@ -30,6 +30,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .launch import Launch, run_all
+
 THUMB = 64
 HIST_BINS = 64
 # the histogram counts the rows y with y % HIST_ROW_STEP == 0 (vam_engine/gate/reference.py)
@@ -295,7 +297,7 @@ def _check_device(device, **named):
     for name, t in named.items():
         if t.device != device:
             raise ValueError(f"{name} is on {t.device}, but the frames are on {device}")
-    if device.type != "cuda" and not _INTERPRETED:
+    if device.type not in ("cuda", "meta") and not _INTERPRETED:  # meta: planned, never run
         raise ValueError(f"the Triton gate kernels need CUDA tensors (got {device}); "
                          f"set TRITON_INTERPRET=1 before importing them to run on the CPU")
 
@@ -345,27 +347,19 @@ def _check_tile(tile: int) -> int:
     return tile
 
 
-def _tile_sums(frames, ref, tile: int):
-    """int64 [N, TR, TC] sums of |F - R| per tile (see _tile_kernel)."""
+def _tile_launch(frames, ref, out, tile: int) -> Launch:
+    """The launch filling out (int64 [N, TR, TC]) with the sums of |F - R| per tile (see _tile_kernel)."""
     nfr, h, w = frames.shape
-    tr, tc = -(-h // tile), -(-w // tile)
-    out = _empty((nfr, tr, tc), torch.int64, frames.device)
-    if nfr:
-        br = min(32, triton.next_power_of_2(tile))
-        bc = min(64, triton.next_power_of_2(tile))
-        _tile_kernel[(nfr, tr, tc)](frames, ref, out, h, w, tr, tc, tile, BLOCK_R=br, BLOCK_C=bc, num_warps=4)
-    return out
+    _, tr, tc = out.shape
+    br = min(32, triton.next_power_of_2(tile))
+    bc = min(64, triton.next_power_of_2(tile))
+    return Launch(_tile_kernel, (nfr, tr, tc), (frames, ref, out, h, w, tr, tc, tile),
+                  dict(BLOCK_R=br, BLOCK_C=bc, num_warps=4))
 
 
-def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None, tile: int = 16):
-    """All gate statistics of N frames against one reference frame (or None).
-
-    frames: uint8 [N, H, W]; ref: uint8 [H, W] or None, on the frames' device; tile: side of the
-    local-change grid's cells (1..1024 pixels; the cascade's tiles are 2 x 2 cells).
-    Returns (lap_var f64[N], mad f64[N], ssim f64[N], hist_corr f64[N], thumb f32[N, 64, 64],
-    hist f32[N, 64], tile_sums i64[N, ceil(H/tile), ceil(W/tile)]); mad, ssim and hist_corr are
-    NaN and tile_sums zero without a reference.
-    """
+def plan_gate_stats(frames: torch.Tensor, ref: torch.Tensor | None, tile: int = 16):
+    """``gate_stats``'s outputs (allocated, not yet written) and the launches that write them.
+    On tensors of the ``meta`` device this allocates nothing: compile_report plans with it."""
     _check_tile(tile)
     frames = _check_frames(frames)
     nfr, h, w = frames.shape
@@ -380,36 +374,52 @@ def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None, tile: int = 16):
     f64 = torch.float64
     lap, mad, ssim, corr = (_empty((nfr,), f64, dev) for _ in range(4))
     hist = _empty((nfr, HIST_BINS), torch.float32, dev)
-    tiles = _tile_sums(frames, ref, tile) if has_ref else \
-        torch.zeros((nfr, -(-h // tile), -(-w // tile)), dtype=torch.int64, device=dev)
+    grid_shape = (nfr, -(-h // tile), -(-w // tile))
+    launches = []
+    if has_ref:
+        tiles = _empty(grid_shape, torch.int64, dev)
+        launches.append(_tile_launch(frames, ref, tiles, tile))
+    else:
+        tiles = torch.zeros(grid_shape, dtype=torch.int64, device=dev)
     if nfr == 0:
         thumb = _empty((0, THUMB, THUMB), torch.float32, dev)
-        return lap, mad, ssim, corr, thumb, hist, tiles
+        return (lap, mad, ssim, corr, thumb, hist, tiles), launches
 
     nb = nfr + 1 if has_ref else nfr
     thumb_all = _empty((nb, THUMB, THUMB), torch.float32, dev)
     hist_part = _empty((nb, THUMB, HIST_BINS), torch.int32, dev)
     s1, s2, ad = (_empty((nb, THUMB), torch.int64, dev) for _ in range(3))
     block_w = _block_w(w)
-    _gate_pass_kernel[(nb, THUMB)](
-        frames, ref if has_ref else frames, thumb_all, hist_part, s1, s2, ad, nfr, h, w,
-        HAS_REF=has_ref, BLOCK_W=block_w, CELLS=_cells(w, block_w), HIST_STEP=HIST_ROW_STEP, num_warps=4,
-        enable_fp_fusion=False)
+    launches.append(Launch(
+        _gate_pass_kernel, (nb, THUMB),
+        (frames, ref if has_ref else frames, thumb_all, hist_part, s1, s2, ad, nfr, h, w),
+        dict(HAS_REF=has_ref, BLOCK_W=block_w, CELLS=_cells(w, block_w), HIST_STEP=HIST_ROW_STEP, num_warps=4,
+             enable_fp_fusion=False)))
     ref_thumb = thumb_all[nfr] if has_ref else thumb_all
     ref_hist = hist_part[nfr] if has_ref else hist_part
-    _gate_finish_kernel[(nfr,)](
-        thumb_all, ref_thumb, hist_part, ref_hist, s1, s2, ad, lap, mad, ssim, corr, hist,
-        float(h * w), REDUCE_HIST=True, HAS_REF=has_ref, TY=_ty(), num_warps=4, enable_fp_fusion=False)
-    return lap, mad, ssim, corr, thumb_all[:nfr], hist, tiles
+    launches.append(Launch(
+        _gate_finish_kernel, (nfr,),
+        (thumb_all, ref_thumb, hist_part, ref_hist, s1, s2, ad, lap, mad, ssim, corr, hist, float(h * w)),
+        dict(REDUCE_HIST=True, HAS_REF=has_ref, TY=_ty(), num_warps=4, enable_fp_fusion=False)))
+    return (lap, mad, ssim, corr, thumb_all[:nfr], hist, tiles), launches
 
 
-def gate_compare(frames, thumbs, hists, ref, ref_thumb, ref_hist, tile: int = 16):
-    """The reference-dependent statistics only, reusing the frames' thumbnails and histograms.
+def gate_stats(frames: torch.Tensor, ref: torch.Tensor | None, tile: int = 16):
+    """All gate statistics of N frames against one reference frame (or None).
 
-    frames: uint8 [N, H, W]; thumbs: f32 [N, 64, 64]; hists: f32 [N, 64]; ref: uint8 [H, W];
-    ref_thumb: f32 [64, 64]; ref_hist: f32 [64]; tile as for gate_stats. Returns (mad, ssim,
-    hist_corr, tile_sums): f64 [N] each and i64 [N, ceil(H/tile), ceil(W/tile)].
+    frames: uint8 [N, H, W]; ref: uint8 [H, W] or None, on the frames' device; tile: side of the
+    local-change grid's cells (1..1024 pixels; the cascade's tiles are 2 x 2 cells).
+    Returns (lap_var f64[N], mad f64[N], ssim f64[N], hist_corr f64[N], thumb f32[N, 64, 64],
+    hist f32[N, 64], tile_sums i64[N, ceil(H/tile), ceil(W/tile)]); mad, ssim and hist_corr are
+    NaN and tile_sums zero without a reference.
     """
+    out, launches = plan_gate_stats(frames, ref, tile)
+    run_all(launches)
+    return out
+
+
+def plan_gate_compare(frames, thumbs, hists, ref, ref_thumb, ref_hist, tile: int = 16):
+    """``gate_compare``'s outputs (allocated, not yet written) and the launches that write them."""
     _check_tile(tile)
     frames = _check_frames(frames)
     nfr, h, w = frames.shape
@@ -423,12 +433,27 @@ def gate_compare(frames, thumbs, hists, ref, ref_thumb, ref_hist, tile: int = 16
     thumbs, hists, ref, ref_thumb, ref_hist = map(_own, (thumbs, hists, ref, ref_thumb, ref_hist))
     f64 = torch.float64
     mad, ssim, corr = (_empty((nfr,), f64, dev) for _ in range(3))
-    tiles = _tile_sums(frames, ref, tile)
+    tiles = _empty((nfr, -(-h // tile), -(-w // tile)), torch.int64, dev)
+    launches = [_tile_launch(frames, ref, tiles, tile)]
     if nfr == 0:
-        return mad, ssim, corr, tiles
+        return (mad, ssim, corr, tiles), launches
     ad = _empty((nfr, THUMB), torch.int64, dev)
-    _mad_kernel[(nfr, THUMB)](frames, ref, ad, h * w, BLOCK=1024, num_warps=4, enable_fp_fusion=False)
-    _gate_finish_kernel[(nfr,)](
-        thumbs, ref_thumb, hists, ref_hist, ad, ad, ad, mad, mad, ssim, corr, hists,
-        float(h * w), REDUCE_HIST=False, HAS_REF=True, TY=_ty(), num_warps=4, enable_fp_fusion=False)
-    return mad, ssim, corr, tiles
+    launches.append(Launch(_mad_kernel, (nfr, THUMB), (frames, ref, ad, h * w),
+                           dict(BLOCK=1024, num_warps=4, enable_fp_fusion=False)))
+    launches.append(Launch(
+        _gate_finish_kernel, (nfr,),
+        (thumbs, ref_thumb, hists, ref_hist, ad, ad, ad, mad, mad, ssim, corr, hists, float(h * w)),
+        dict(REDUCE_HIST=False, HAS_REF=True, TY=_ty(), num_warps=4, enable_fp_fusion=False)))
+    return (mad, ssim, corr, tiles), launches
+
+
+def gate_compare(frames, thumbs, hists, ref, ref_thumb, ref_hist, tile: int = 16):
+    """The reference-dependent statistics only, reusing the frames' thumbnails and histograms.
+
+    frames: uint8 [N, H, W]; thumbs: f32 [N, 64, 64]; hists: f32 [N, 64]; ref: uint8 [H, W];
+    ref_thumb: f32 [64, 64]; ref_hist: f32 [64]; tile as for gate_stats. Returns (mad, ssim,
+    hist_corr, tile_sums): f64 [N] each and i64 [N, ceil(H/tile), ceil(W/tile)].
+    """
+    out, launches = plan_gate_compare(frames, thumbs, hists, ref, ref_thumb, ref_hist, tile)
+    run_all(launches)
+    return out

@@ -33,7 +33,7 @@ _EXPORTS = {
     "StoreError": "vam_engine.errors",
     "VectorError": "vam_engine.errors",
     "DeviceError": "vam_engine.device",
-    "EmbedError": "vam_engine.embed.base",
+    "EmbedError": "vam_engine.embed",
     "LLMError": "vam_engine.llm.base",
 }
 
@@ -60,7 +60,7 @@ def __dir__():
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from .config import EngineConfig
     from .device import DeviceError
-    from .embed.base import EmbedError
+    from .embed import EmbedError
     from .cluster import connect
     from .engine import Engine, retain_store
     from .errors import FrameError, SourceError, StoreError, VamError, VectorError

@@ -306,7 +306,7 @@ def test_a_session_at_the_router_keeps_its_turns_and_standing_requests_across_a_
     import httpx
 
     from support.server import ServerThread
-    from vam_engine.cluster.app import create_cluster_app
+    from vam_engine.cluster import create_cluster_app
 
     router, _, root = cluster
     shown = []
@@ -402,7 +402,7 @@ def served(cluster):
     """The single engine's app over the plain engine and the router's app over the cluster."""
     pytest.importorskip("fastapi", reason="the service needs fastapi (pip install vam-engine[server])")
     from support.server import ServerThread
-    from vam_engine.cluster.app import create_cluster_app
+    from vam_engine.cluster import create_cluster_app
     from vam_engine.server import create_app
 
     router, plain, _ = cluster
@@ -747,7 +747,7 @@ def test_a_monitor_of_every_camera_reaches_a_shard_added_later(cluster):
         assert grown.unwatch(mon.monitor_id)
     finally:
         grown.close()
-        grown._call_many({"shard-2": ("close", (), {})})
+        grown.call_many({"shard-2": ("close", (), {})})
         ray.kill(grown._handles["shard-2"], no_restart=True)
 
 

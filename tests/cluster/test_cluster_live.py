@@ -72,7 +72,7 @@ def test_a_live_camera_resumes_after_kill_9_of_its_shard_with_the_gap_and_nothin
         import httpx
 
         from support.server import ServerThread
-        from vam_engine.cluster.app import create_cluster_app
+        from vam_engine.cluster import create_cluster_app
 
         with ServerThread(create_cluster_app(router)) as srv:
             got = httpx.get(f"{srv.url}/api/cameras/{CAM}/gaps", timeout=30).json()
@@ -111,4 +111,4 @@ def test_a_camera_that_cannot_be_resumed_does_not_take_its_shard_down(cluster, t
     assert wait_for("the door camera online again", lambda: router.status(CAM)[0].state == "online", 20)
     router.remove_camera("yard")
     assert [s.camera_id for s in router.status()] == [CAM]
-    assert "yard" not in router._call("shard-0", "_live_specs")
+    assert "yard" not in router.call("shard-0", "_live_specs")

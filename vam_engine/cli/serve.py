@@ -127,8 +127,7 @@ def cmd_serve_cluster(args) -> int:
     uvicorn, app_module, auth, _, http = _web_stack()
     auth.check_bind(args.host, TokenStore(args.store))
     notify_options.notify_config(args)  # --mqtt and --webhook are refused here, naming why
-    from ..cluster import connect
-    from ..cluster.app import create_cluster_app
+    from ..cluster import connect, create_cluster_app
 
     # --llm: the router's model for ask (and the shards', unless the config names one)
     config = config_from_args(args).model_dump(mode="json")

@@ -49,26 +49,26 @@ class ClusterBackend:
     def page(self, kind: str, *, cameras, t0=None, t1=None, as_of=None, cursor=None, limit=200, place=None) -> Page:
         r = self.router
         after = decode_row_key(cursor)
-        shards, cams = r._targets(cameras)
-        calls = {s: ("page_after", (kind, cams, t0, t1, as_of, _local_key(after, r._no(s)), limit), {"place": place})
+        shards, cams = r.targets(cameras)
+        calls = {s: ("page_after", (kind, cams, t0, t1, as_of, _local_key(after, r.shard_no(s)), limit), {"place": place})
                  for s in shards}
-        out, down = r._call_many(calls)
+        out, down = r.call_many(calls)
         items, more = [], False
         for s, (rows, shard_more) in out.items():
-            no = r._no(s)
+            no = r.shard_no(s)
             items += [globalize(x, no) for x in rows]
             more = more or shard_more
         items.sort(key=lambda x: _sort_key(row_key(kind, x)))
         more = more or len(items) > limit
         items = items[:limit]
         nxt = encode_row_key(row_key(kind, items[-1])) if more and items else None
-        return Page(items, nxt, r._missing(down, cams), tuple(down))
+        return Page(items, nxt, r.missing_of(down, cams), tuple(down))
 
     def moment_frame(self, moment_id: int) -> FrameData | None:
         where = self._locate(moment_id)
         if where is None:
             return None
-        return self._frame(self.router._call(where[0], "moment_frame", where[1]), where[0])
+        return self._frame(self.router.call(where[0], "moment_frame", where[1]), where[0])
 
     def alert(self, alert_id: int):
         r = self.router
@@ -76,14 +76,14 @@ class ClusterBackend:
         if where is None:
             return None
         shard, local = where
-        a = r._call(shard, "alert", local)
+        a = r.call(shard, "alert", local)
         if a is None:
             return None
-        return replace(globalize(a, r._no(shard)), monitor_id=r.catalogue.local_monitor(shard, a.monitor_id))
+        return replace(globalize(a, r.shard_no(shard)), monitor_id=r.catalogue.local_monitor(shard, a.monitor_id))
 
     def alert_frame(self, alert, k: int) -> FrameData:
         shard, local = self.router.locate(alert.alert_id)
-        f = self._frame(self.router._call(shard, "alert_frame", local, k), shard)
+        f = self._frame(self.router.call(shard, "alert_frame", local, k), shard)
         return f if f is not None else FrameData(alert.camera_id, ("gone",))
 
     def moment(self, moment_id: int):
@@ -91,8 +91,8 @@ class ClusterBackend:
         if where is None:
             return None
         shard, local = where
-        m = self.router._call(shard, "moments_by_id", [local]).get(local)
-        return None if m is None else globalize(m, self.router._no(shard))
+        m = self.router.call(shard, "moments_by_id", [local]).get(local)
+        return None if m is None else globalize(m, self.router.shard_no(shard))
 
     def entity_crop(self, entity_id: int, cameras) -> FrameData | None:
         got = self.router.entity_crop(entity_id, cameras) if self._locate(entity_id) else None
@@ -138,8 +138,8 @@ class ClusterBackend:
 
     def alert_position_text(self, pos: AlertCursor) -> str:
         r = self.router
-        return ".".join([f"{r._no(s)}-{i}" for s, i in pos.last] +
-                        [f"{r._no(s)}-t{int(t * 1000)}" for s, t in pos.after_time if pos.of(s) is None])
+        return ".".join([f"{r.shard_no(s)}-{i}" for s, i in pos.last] +
+                        [f"{r.shard_no(s)}-t{int(t * 1000)}" for s, t in pos.after_time if pos.of(s) is None])
 
     def alert_position_json(self, pos: AlertCursor | None):
         return None if pos is None else self.alert_position_text(pos)
@@ -166,7 +166,7 @@ class ClusterBackend:
     # -- figures ---------------------------------------------------------------------------------
     def store_stats(self) -> ClusterStoreStats:
         r = self.router
-        out, down = r._call_many({s: ("store_stats", (), {}) for s in r.shard_names()})
+        out, down = r.call_many({s: ("store_stats", (), {}) for s in r.shard_names()})
         ext, events, outcomes, parts = {}, {}, {}, {}
         for st in out.values():  # a camera lives on one shard
             ext.update(st.extents)
@@ -174,14 +174,14 @@ class ClusterBackend:
             outcomes.update(st.outcomes)
             for k, v in st.bytes_by_part.items():
                 parts[k] = parts.get(k, 0) + v
-        return ClusterStoreStats(ext, events, outcomes, parts, r._cameras_of(down), tuple(down))
+        return ClusterStoreStats(ext, events, outcomes, parts, r.cameras_of(down), tuple(down))
 
     def camera_statuses(self) -> list:
         return list(self.router.status())
 
     def writer_backlog(self) -> WriterBacklog:
         r = self.router
-        out, _ = r._call_many({s: ("writer_backlog", (), {}) for s in r.shard_names()})
+        out, _ = r.call_many({s: ("writer_backlog", (), {}) for s in r.shard_names()})
         return WriterBacklog(sum(b.pending_events for b in out.values()),
                              max((b.lag_s for b in out.values()), default=0.0))
 

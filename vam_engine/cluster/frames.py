@@ -50,9 +50,9 @@ class FrameCache:
                 need.setdefault(shard, []).append(loc)
         if need:
             self.dir.mkdir(parents=True, exist_ok=True)
-            out, _ = r._call_many({s: ("moment_frames", (locs,), {}) for s, locs in need.items()})
+            out, _ = r.call_many({s: ("moment_frames", (locs,), {}) for s, locs in need.items()})
             for shard, frames in out.items():  # a shard that does not answer: its frames keep their paths
-                no = r._no(shard)
+                no = r.shard_no(shard)
                 for loc, data in frames.items():
                     if data is not None:
                         _write(path[cluster_id(no, loc)], data)

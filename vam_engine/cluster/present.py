@@ -31,7 +31,7 @@ class FanoutPresent:
         shard = self._shard(camera_id)
         if shard is None:
             return None
-        out, _ = self._router._call_many({shard: (method, (camera_id, *args), {})})
+        out, _ = self._router.call_many({shard: (method, (camera_id, *args), {})})
         return out.get(shard)
 
     def latest(self, camera_id: str) -> float | None:

@@ -178,13 +178,13 @@ class ClusterEngine:
             new = [s for s in self.shard_names() if s not in e.parts]
             if e.every_camera is None or not new:
                 continue
-            out, _ = self._call_many({s: ("monitors", (False,), {}) for s in e.parts})
+            out, _ = self.call_many({s: ("monitors", (False,), {}) for s in e.parts})
             if not any(m.monitor_id == e.parts[s] for s, ms in out.items() for m in ms):
                 continue  # ended on every shard (unwatched, or a "once" that fired)
             kw = {k: v for k, v in e.every_camera.items() if k != "condition"}
             for s in new:
                 try:
-                    m = self._call(s, "watch", e.every_camera["condition"], None, **kw)
+                    m = self.call(s, "watch", e.every_camera["condition"], None, **kw)
                 except ShardDown:
                     continue
                 self.catalogue.add_monitor_part(e.monitor_id, s, m.monitor_id)
@@ -197,12 +197,12 @@ class ClusterEngine:
                 self._handles[s.name] = self._actor(s.name)
 
     def _alive(self, name: str) -> bool:
-        return self._call_many({name: ("pid", (), {})}, timeout=min(self.timeout_s, 5.0))[0] != {}
+        return self.call_many({name: ("pid", (), {})}, timeout=min(self.timeout_s, 5.0))[0] != {}
 
     def shard_names(self) -> list[str]:
         return [s.name for s in self.catalogue.shards()]
 
-    def _call_many(self, calls: dict, timeout: float | None = None):
+    def call_many(self, calls: dict, timeout: float | None = None):
         """``{shard: (method, args, kwargs)}`` -> ({shard: result}, [shards that did not answer]).
         An error the shard's code raised is raised here (it is not a missing shard)."""
         ray = self._ray
@@ -231,17 +231,17 @@ class ClusterEngine:
                 down.append(shard)
         return out, down
 
-    def _call(self, shard: str, method: str, *args, **kw):
-        out, down = self._call_many({shard: (method, args, kw)})
+    def call(self, shard: str, method: str, *args, **kw):
+        out, down = self.call_many({shard: (method, args, kw)})
         if down:
             raise ShardDown(f"shard {shard!r} did not answer {method} (down or restarting); its cameras: "
-                            f"{self._cameras_of([shard])}")
+                            f"{self.cameras_of([shard])}")
         return out[shard]
 
-    def _cameras_of(self, shards) -> tuple[str, ...]:
+    def cameras_of(self, shards) -> tuple[str, ...]:
         return tuple(sorted(c for c, s in self.catalogue.cameras().items() if s in shards))
 
-    def _targets(self, cameras) -> tuple[list[str], list[str] | None]:
+    def targets(self, cameras) -> tuple[list[str], list[str] | None]:
         """The shards holding ``cameras`` (None: every shard) in catalogue order, and the camera list."""
         if cameras is None:
             return self.shard_names(), None
@@ -250,11 +250,11 @@ class ClusterEngine:
         wanted = {placed[c] for c in cams if c in placed}
         return [s for s in self.shard_names() if s in wanted], cams
 
-    def _missing(self, down, cams) -> tuple[str, ...]:
-        held = self._cameras_of(down)
+    def missing_of(self, down, cams) -> tuple[str, ...]:
+        held = self.cameras_of(down)
         return held if cams is None else tuple(c for c in held if c in cams)
 
-    def _no(self, shard: str) -> int:
+    def shard_no(self, shard: str) -> int:
         return next(s.no for s in self.catalogue.shards() if s.name == shard)
 
     def locate(self, cid: int) -> tuple[str, int]:
@@ -271,49 +271,74 @@ class ClusterEngine:
 
     def push(self, camera_id: str, frame, t: float, *, t_abs: float | None = None, pose=None) -> bool:
         """As Engine.push, on the camera's shard (``pose`` kept with the moment)."""
-        return self._call(self.place(camera_id), "push", camera_id, frame, t, t_abs, pose)
+        return self.call(self.place(camera_id), "push", camera_id, frame, t, t_abs, pose)
 
     def push_many(self, camera_id: str, frames, ts, t_abs=None, poses=None) -> int:
-        return self._call(self.place(camera_id), "push_many", camera_id, frames, ts, t_abs, poses)
+        return self.call(self.place(camera_id), "push_many", camera_id, frames, ts, t_abs, poses)
+
+    def index_files(self, paths, camera_ids=None, *, start_time_abs: float | None = None) -> list:
+        """As Engine.index_files: each file indexed by its camera's shard (placed now when new;
+        ``camera_ids`` default to the files' stems), the shards at once; the reports in the order
+        of ``paths``. The files must be readable where the shards run (the same path on their node)."""
+        from pathlib import Path
+
+        paths = [str(p) for p in paths]
+        cams = list(camera_ids) if camera_ids is not None else [Path(p).stem for p in paths]
+        if len(cams) != len(paths):
+            raise VamError(f"index_files: {len(paths)} files but {len(cams)} camera ids")
+        mine: dict[str, list[int]] = {}
+        for k, cam in enumerate(cams):
+            mine.setdefault(self.place(cam), []).append(k)
+        out, down = self.call_many({s: ("index_files", ([paths[k] for k in ks], [cams[k] for k in ks]),
+                                         {"start_time_abs": start_time_abs}) for s, ks in mine.items()},
+                                    timeout=max(self.timeout_s, 24 * 3600.0))  # indexing takes as long as it takes
+        if down:
+            raise ShardDown(f"index_files: shards {down} did not answer; their files "
+                            f"{[paths[k] for s in down for k in mine[s]]} were not (all) indexed: run it again")
+        reports: list = [None] * len(paths)
+        for s, ks in mine.items():
+            for k, rep in zip(ks, out[s]):
+                reports[k] = rep
+        return reports
 
     def push_progress(self, camera_id: str) -> float | None:
         """Up to which time the camera's pushed frames are committed on its shard (None: none):
         after a ShardDown, a pusher waits for the shard and continues with later frames (what
         was pushed after it was lost with the shard's process, as with one engine's crash)."""
-        return self._call(self.place(camera_id), "push_progress", camera_id)
+        return self.call(self.place(camera_id), "push_progress", camera_id)
 
     def end_push(self, camera_id: str) -> None:
-        self._call(self.place(camera_id), "end_push", camera_id)
+        self.call(self.place(camera_id), "end_push", camera_id)
 
     def flush(self, timeout: float | None = None) -> bool:
-        out, down = self._call_many({s: ("flush", (timeout,), {}) for s in self.shard_names()})
+        out, down = self.call_many({s: ("flush", (timeout,), {}) for s in self.shard_names()})
         if down:
             raise ShardDown(f"shards {down} did not answer flush")
         return all(out.values())
 
     def add_camera(self, camera_id: str, url: str, **kw):
-        return self._call(self.place(camera_id), "add_camera", camera_id, url, **kw)
+        return self.call(self.place(camera_id), "add_camera", camera_id, url, **kw)
 
     def remove_camera(self, camera_id: str) -> None:
         shard = self.catalogue.cameras().get(camera_id)
         if shard is None:
             raise VamError(f"no camera {camera_id!r} in this cluster")
-        self._call(shard, "remove_camera", camera_id)
+        self.call(shard, "remove_camera", camera_id)
 
     def status(self, camera_id: str | None = None) -> Partial:
-        shards, cams = self._targets(camera_id)
-        out, down = self._call_many({s: ("camera_status", (camera_id,), {}) for s in shards})
+        shards, cams = self.targets(camera_id)
+        out, down = self.call_many({s: ("camera_status", (camera_id,), {}) for s in shards})
         items = [st for s in shards if s in out for st in out[s]]
-        return Partial(items, self._missing(down, cams), down)
+        return Partial(items, self.missing_of(down, cams), down)
 
     def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> Partial:
         """As Engine.gaps, from the shards holding the camera (gap ids are cluster ids): a shard's
         restart shows as a gap of each live camera it resumed."""
-        shards, cams = self._targets(camera_id)
-        out, down = self._call_many({s: ("gaps", (camera_id, t0, t1), {}) for s in shards})
-        items = [replace(g, gap_id=cluster_id(self._no(s), g.gap_id)) for s in shards for g in out.get(s, [])]
+        shards, cams = self.targets(camera_id)
+        out, down = self.call_many({s: ("gaps", (camera_id, t0, t1), {}) for s in shards})
+        items = [replace(g, gap_id=cluster_id(self.shard_no(s), g.gap_id)) for s in shards for g in out.get(s, [])]
         items.sort(key=lambda g: (g.t_start, g.camera_id))
-        return Partial(items, self._missing(down, cams), down)
+        return Partial(items, self.missing_of(down, cams), down)
 
     # -- reads -------------------------------------------------------------------------------
     def search(self, text: str | None = None, image=None, top_k: int = 10, time_range=None, cameras=None,
@@ -327,7 +352,7 @@ class ClusterEngine:
 
         labels = [labels] if isinstance(labels, str) else labels
         place = make_place(near, radius, region, map_frame)
-        shards, cams = self._targets([cameras] if isinstance(cameras, str) else cameras)
+        shards, cams = self.targets([cameras] if isinstance(cameras, str) else cameras)
         if sources is None:
             sources = SOURCES + (SPEECH,) if self._any_transcripts(shards) else SOURCES
         sources = tuple(sources)
@@ -338,33 +363,33 @@ class ClusterEngine:
             image = load_query_image(image)
         kw = dict(text=text, image=image, top_k=int(top_k), time_range=time_range, cameras=cams, sources=sources,
                   as_of=as_of, place=place, labels=labels)
-        out, down = self._call_many({s: ("search_lists", (), kw) for s in shards})
+        out, down = self.call_many({s: ("search_lists", (), kw) for s in shards})
         parts = {s: out[s] for s in shards if s in out}
         notes = list(dict.fromkeys(n for h in parts.values() for n in h.notes))
         best = fuse_shards(parts, top_k, labels)
-        got, late = self._call_many({s: ("search_evidence", (hs, labels), {}) for s, hs in by_shard(best).items()})
+        got, late = self.call_many({s: ("search_evidence", (hs, labels), {}) for s, hs in by_shard(best).items()})
         down = down + [s for s in late if s not in down]
-        evidence = [globalize(ev, self._no(s)) for s, ev in in_fused_order(best, got, top_k)]
-        missing = self._missing(down, cams)
+        evidence = [globalize(ev, self.shard_no(s)) for s, ev in in_fused_order(best, got, top_k)]
+        missing = self.missing_of(down, cams)
         if down:
             notes.append(f"shards {down} did not answer: nothing from cameras {list(missing)}")
         return ClusterSearchResult(evidence, notes, missing, tuple(down))
 
     def _any_transcripts(self, shards) -> bool:
         """Whether any of ``shards`` holds a transcript segment (Engine.search's default sources)."""
-        out, _ = self._call_many({s: ("has_transcripts", (), {}) for s in shards})
+        out, _ = self.call_many({s: ("has_transcripts", (), {}) for s in shards})
         return any(out.values())
 
     def moments(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> Partial:
         """As Engine.moments (ordered by camera and time), with cluster ids."""
-        shards, cams = self._targets(camera_id)
-        out, down = self._call_many({s: ("moments", (camera_id, t0, t1), {}) for s in shards})
+        shards, cams = self.targets(camera_id)
+        out, down = self.call_many({s: ("moments", (camera_id, t0, t1), {}) for s in shards})
         items = []
         for s in shards:
-            no = self._no(s) if s in out else None
+            no = self.shard_no(s) if s in out else None
             items += [_global_moment(m, no) for m in out.get(s, [])]
         items.sort(key=lambda m: (m.camera_id, m.t_rel))  # per camera already in (t_rel, id) order; stable
-        return Partial(items, self._missing(down, cams), down)
+        return Partial(items, self.missing_of(down, cams), down)
 
     def clip(self, camera_id: str, t0: float, t1: float):
         """As Engine.clip, made by the camera's shard (cut from its source or built from its
@@ -374,12 +399,12 @@ class ClusterEngine:
         shard = self.catalogue.cameras().get(camera_id)
         if shard is None:
             raise NoClip(f"no camera {camera_id!r} in this cluster")
-        return self._call(shard, "clip", camera_id, t0, t1)
+        return self.call(shard, "clip", camera_id, t0, t1)
 
     def frame(self, moment_id: int) -> bytes:
         """A moment's JPEG bytes, from its shard."""
         shard, local = self.locate(moment_id)
-        f = self._call(shard, "moment_frame", local)
+        f = self.call(shard, "moment_frame", local)
         if f is None or f.data is None:
             raise VamError(f"no moment {moment_id} (shard {shard!r}, local id {local})" if f is None else
                            f"moment {moment_id}: its frame's file is gone (retention or a deletion removed it)")
@@ -390,18 +415,18 @@ class ClusterEngine:
         """As Engine.summarize, on every shard holding ``cameras`` (each writes its own cameras'
         documents; a summary over every camera is per shard). Summary ids are cluster ids.
         ShardDown, before writing anything, when a needed shard does not answer."""
-        shards, cams = self._targets(cameras)
+        shards, cams = self.targets(cameras)
         self._need_all(shards, "summarize")
-        out, down = self._call_many({s: ("summarize", (time_range, granularity_s, prompt, cams, structure), {})
+        out, down = self.call_many({s: ("summarize", (time_range, granularity_s, prompt, cams, structure), {})
                                      for s in shards})
         if down:
             raise ShardDown(f"summarize reached {sorted(out)} but not {down}: run it again when they are back")
-        return [globalize(d, self._no(s)) for s in shards for d in out[s]]
+        return [globalize(d, self.shard_no(s)) for s in shards for d in out[s]]
 
     def _need_all(self, shards, what: str) -> None:
-        _, down = self._call_many({s: ("pid", (), {}) for s in shards})
+        _, down = self.call_many({s: ("pid", (), {}) for s in shards})
         if down:
-            raise ShardDown(f"{what} needs shards {down}, which do not answer (cameras {self._cameras_of(down)}); "
+            raise ShardDown(f"{what} needs shards {down}, which do not answer (cameras {self.cameras_of(down)}); "
                             f"nothing was changed")
 
     # -- what perception found (linked across shards: entities.py) -----------------------------
@@ -409,10 +434,10 @@ class ClusterEngine:
         """The entities in scope grouped into things, and the cameras and shards that did not answer."""
         from .entities import things_of
 
-        shards, cams = self._targets([camera] if isinstance(camera, str) else camera)
+        shards, cams = self.targets([camera] if isinstance(camera, str) else camera)
         t0, t1 = time_range if time_range is not None else (None, None)
-        out, down = self._call_many({s: ("entity_candidates", (label, cams, t0, t1, as_of), {}) for s in shards})
-        return things_of({self._no(s): out[s] for s in shards if s in out}), self._missing(down, cams), down
+        out, down = self.call_many({s: ("entity_candidates", (label, cams, t0, t1, as_of), {}) for s in shards})
+        return things_of({self.shard_no(s): out[s] for s in shards if s in out}), self.missing_of(down, cams), down
 
     def entities(self, label=None, camera=None, time_range=None, as_of: float | None = None, *,
                  after: int | None = None, limit: int | None = None) -> Partial:
@@ -431,12 +456,12 @@ class ClusterEngine:
 
         shard, local = self.locate(entity_id)
         cams = [camera] if isinstance(camera, str) else camera
-        line = self._call(shard, "entity_timeline", local, cams, as_of)
+        line = self.call(shard, "entity_timeline", local, cams, as_of)
         if line is None:
             return None
         groups, _, _ = self._things(line.entity.label, camera, None, as_of)
         group = next((g for g in groups if any(e.record.entity_id == entity_id for e in g)), None)
-        return (group, global_timeline(line, self._no(shard))) if group else None
+        return (group, global_timeline(line, self.shard_no(shard))) if group else None
 
     def entity(self, entity_id: int, *, camera=None, as_of: float | None = None):
         """As Engine.entity: the timeline of the thing ``entity_id`` belongs to, its members'
@@ -452,9 +477,9 @@ class ClusterEngine:
         for e in group:
             if e.record.entity_id != entity_id:
                 shard, local = self.locate(e.record.entity_id)
-                other = self._call(shard, "entity_timeline", local, cams, as_of)
+                other = self.call(shard, "entity_timeline", local, cams, as_of)
                 if other is not None:
-                    lines.append(global_timeline(other, self._no(shard)))
+                    lines.append(global_timeline(other, self.shard_no(shard)))
         return joined_timeline(merged(group), lines)
 
     def entity_crop(self, entity_id: int, cameras=None):
@@ -470,7 +495,7 @@ class ClusterEngine:
         if owner is None:
             return None
         shard, local = self.locate(owner.record.entity_id)
-        f = self._call(shard, "entity_crop", local, cameras)
+        f = self.call(shard, "entity_crop", local, cameras)
         return None if f is None else (shard, f)
 
     def last_seen(self, query: str, *, camera=None, as_of: float | None = None):
@@ -480,9 +505,9 @@ class ClusterEngine:
 
         if not isinstance(query, str) or not query.strip():
             raise VamError(f"last_seen needs a non-empty query (a label, colour, text or words), got {query!r}")
-        shards, cams = self._targets([camera] if isinstance(camera, str) else camera)
-        out, _ = self._call_many({s: ("last_seen_ranked", (query.strip()[:500], cams, as_of), {}) for s in shards})
-        ranked = [(tier, -seen.t, self._no(s), s, seen) for s, got in out.items() if got for tier, seen in [got]]
+        shards, cams = self.targets([camera] if isinstance(camera, str) else camera)
+        out, _ = self.call_many({s: ("last_seen_ranked", (query.strip()[:500], cams, as_of), {}) for s in shards})
+        ranked = [(tier, -seen.t, self.shard_no(s), s, seen) for s, got in out.items() if got for tier, seen in [got]]
         if not ranked:
             return None
         _, _, no, shard, seen = min(ranked, key=lambda r: r[:3])
@@ -497,8 +522,8 @@ class ClusterEngine:
     def perceived(self, moment_id: int) -> tuple[list, list]:
         """As Engine.perceived: a moment's detections and OCR lines, with cluster ids."""
         shard, local = self.locate(moment_id)
-        dets, lines = self._call(shard, "perceived", local)
-        no = self._no(shard)
+        dets, lines = self.call(shard, "perceived", local)
+        no = self.shard_no(shard)
         g = lambda i: None if i is None else cluster_id(no, i)  # noqa: E731
         return ([replace(d, detection_id=g(d.detection_id), moment_id=g(d.moment_id), track_id=g(d.track_id),
                          entity_id=g(d.entity_id)) for d in dets],
@@ -569,15 +594,15 @@ class ClusterEngine:
             cams = [cameras] if isinstance(cameras, str) else list(cameras)
             for c in cams:
                 self.place(c)
-        shards, cams = self._targets(cameras)
+        shards, cams = self.targets(cameras)
         parts, monitors = {}, {}
         for s in shards:  # one at a time: a refusal (bad input, the cap) stops before the others
             mine = None if cams is None else [c for c in cams if self.catalogue.cameras().get(c) == s]
             try:
-                m = self._call(s, "watch", condition, mine, **kw)
+                m = self.call(s, "watch", condition, mine, **kw)
             except BaseException:
                 for done, mid in parts.items():
-                    self._call_many({done: ("unwatch", (mid,), {})})
+                    self.call_many({done: ("unwatch", (mid,), {})})
                 raise
             parts[s], monitors[s] = m.monitor_id, m
         entry = self.catalogue.add_monitor(parts, {"condition": condition, **kw} if cams is None else None)
@@ -589,7 +614,7 @@ class ClusterEngine:
         part is; ``cameras`` the union of the parts' (None when a part watches every camera)."""
         entries = self.catalogue.monitors()
         shards = sorted({s for e in entries for s in e.parts})
-        out, down = self._call_many({s: ("monitors", (True,), {}) for s in shards})
+        out, down = self.call_many({s: ("monitors", (True,), {}) for s in shards})
         by_id = {(s, m.monitor_id): m for s in out for m in out[s]}
         items = []
         for e in entries:
@@ -602,13 +627,13 @@ class ClusterEngine:
             ended = None if active else max((m.ended_at or 0.0) for m in parts)
             if active or include_ended:
                 items.append(replace(parts[0], monitor_id=e.monitor_id, cameras=cams, active=active, ended_at=ended))
-        return Partial(items, self._cameras_of(down), down)
+        return Partial(items, self.cameras_of(down), down)
 
     def unwatch(self, monitor_id: str) -> bool:
         entry = self.catalogue.monitor(monitor_id)
         if entry is None:
             return False
-        out, down = self._call_many({s: ("unwatch", (mid,), {}) for s, mid in entry.parts.items()})
+        out, down = self.call_many({s: ("unwatch", (mid,), {}) for s, mid in entry.parts.items()})
         if down:
             raise ShardDown(f"monitor {monitor_id}: shards {down} did not answer; unwatch it again")
         return any(out.values())
@@ -619,18 +644,18 @@ class ClusterEngine:
         entry = self.catalogue.monitor(monitor_id) if monitor_id is not None else None
         if monitor_id is not None and entry is None:
             return AlertList()
-        shards, cams = self._targets(camera)
+        shards, cams = self.targets(camera)
         if entry is not None:
             shards = [s for s in shards if s in entry.parts]
         since = since or AlertCursor()
         calls = {s: ("alerts", (since.of(s), entry.parts[s] if entry else None, camera), {"created_after": since.time_of(s)})
                  for s in shards}
-        out, down = self._call_many(calls)
+        out, down = self.call_many(calls)
         per_shard, last = [], dict(since.last)
         for s in shards:
             if s not in out:
                 continue
-            no = self._no(s)
+            no = self.shard_no(s)
             mine = []
             for a in out[s]:
                 last[s] = max(last.get(s, 0), a.alert_id)
@@ -642,14 +667,14 @@ class ClusterEngine:
         # position per shard (its last id) then never passes an alert it has not been given
         items = list(heapq.merge(*per_shard, key=lambda a: a.created_at))
         waiting = tuple((s, t) for s, t in since.after_time if s not in last)
-        return AlertList(items, AlertCursor(tuple(sorted(last.items())), waiting), missing_cameras=self._missing(down, cams),
+        return AlertList(items, AlertCursor(tuple(sorted(last.items())), waiting), missing_cameras=self.missing_of(down, cams),
                          missing_shards=down)
 
     def alert_cursor_now(self) -> AlertCursor:
         """A cursor at the present: every shard's newest alert id; a shard that does not answer
         gets the present's wall-clock time instead (its alerts from then on, once it answers)."""
         now = int(time.time() * 1000) / 1000.0  # to the millisecond, as a position's text carries it
-        out, down = self._call_many({s: ("last_alert_id", (), {}) for s in self.shard_names()})
+        out, down = self.call_many({s: ("last_alert_id", (), {}) for s in self.shard_names()})
         return AlertCursor(tuple(sorted(out.items())), tuple((s, now) for s in down))
 
     def subscribe_alerts(self, callback=None, poll_s: float = 0.2) -> "ClusterAlertSubscription":
@@ -657,7 +682,7 @@ class ClusterEngine:
         return ClusterAlertSubscription(self, callback, poll_s)
 
     def wait_for_monitors(self, timeout: float | None = None) -> bool:
-        out, down = self._call_many({s: ("wait_for_monitors", (timeout,), {}) for s in self.shard_names()})
+        out, down = self.call_many({s: ("wait_for_monitors", (timeout,), {}) for s in self.shard_names()})
         return not down and all(out.values())
 
     # -- deletion ----------------------------------------------------------------------------
@@ -666,9 +691,9 @@ class ClusterEngine:
         nothing reached: ShardDown, before deleting anything, when a needed shard does not answer."""
         if cameras is None and time_range is None:
             raise ValueError("delete needs cameras=... and/or time_range=... (refusing to delete everything implicitly)")
-        shards, cams = self._targets(cameras)
+        shards, cams = self.targets(cameras)
         self._need_all(shards, "delete")
-        out, down = self._call_many({s: ("delete", (cams, time_range), {}) for s in shards})
+        out, down = self.call_many({s: ("delete", (cams, time_range), {}) for s in shards})
         if down:
             raise ShardDown(f"delete reached {sorted(out)} but not {down}: run it again when they are back")
         parts = list(out.values())
@@ -682,17 +707,17 @@ class ClusterEngine:
     # -- cluster -----------------------------------------------------------------------------
     def info(self) -> ClusterInfo:
         """The shards, their nodes, cameras and health (``GET /api/cluster``)."""
-        out, down = self._call_many({s: ("status", (), {}) for s in self.shard_names()},
+        out, down = self.call_many({s: ("status", (), {}) for s in self.shard_names()},
                                     timeout=min(self.timeout_s, 10.0))
         info = ClusterInfo(self.root)
         for s in self.catalogue.shards():
-            info.shards.append(ShardInfo(s.name, s.no, s.name in out, self._cameras_of([s.name]), out.get(s.name),
+            info.shards.append(ShardInfo(s.name, s.no, s.name in out, self.cameras_of([s.name]), out.get(s.name),
                                          None if s.name in out else "did not answer (down or restarting)"))
         return info
 
     def shutdown_shards(self) -> None:
         """Close every shard's engine and end its actor (their stores stay under the root)."""
-        self._call_many({s: ("close", (), {}) for s in self.shard_names()})
+        self.call_many({s: ("close", (), {}) for s in self.shard_names()})
         for h in self._handles.values():
             self._ray.kill(h, no_restart=True)
 

@@ -85,7 +85,7 @@ class RouterMonitors:
         for k, p in enumerate(alert.frame_paths):
             mine = self._dir / f"alert-{alert.alert_id}-{k}.jpg"
             if not mine.exists():
-                f = self._router._call(shard, "alert_frame", local, k)
+                f = self._router.call(shard, "alert_frame", local, k)
                 if f is not None and f.data is not None:
                     self._dir.mkdir(parents=True, exist_ok=True)
                     mine.write_bytes(f.data)

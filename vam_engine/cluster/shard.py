@@ -216,6 +216,9 @@ class Shard:
                                        pose=None if poses is None else poses[k]))
         return n
 
+    def index_files(self, paths, camera_ids, start_time_abs=None) -> list:
+        return self.engine.index_files(paths, camera_ids, start_time_abs=start_time_abs)
+
     def push_progress(self, camera_id) -> float | None:
         """The time up to which the camera's pushed frames are committed (None: nothing yet): a
         pusher resuming after a restart continues with frames after it."""

@@ -67,21 +67,21 @@ class FanoutView:
     # -- fan-out -------------------------------------------------------------------------------
     def _shards(self, camera: str | None = None) -> list[str]:
         scope = [camera] if camera else self.cameras
-        return self._router._targets(scope)[0]
+        return self._router.targets(scope)[0]
 
     def _each(self, method: str, *args, camera: str | None = None, **kw) -> dict:
         """{shard: result of its MemoryView's ``method``} over the view's shards (in catalogue order)."""
         r = self._router
         shards = self._shards(camera)
         call = ("view", (method, self.as_of, self.cameras, args, kw), {"write": self.write})
-        out, down = r._call_many({s: call for s in shards})
+        out, down = r.call_many({s: call for s in shards})
         if down:
             self.missing_shards.update(down)
-            self.missing_cameras.update(r._missing(down, self.cameras))
+            self.missing_cameras.update(r.missing_of(down, self.cameras))
         return {s: out[s] for s in shards if s in out}
 
     def _g(self, shard: str, obj):
-        return globalize(obj, self._router._no(shard))
+        return globalize(obj, self._router.shard_no(shard))
 
     # -- time ----------------------------------------------------------------------------------
     def camera_ids(self) -> list[str]:
@@ -171,10 +171,10 @@ class FanoutView:
             except Exception:  # noqa: BLE001 - an id of no shard (a model's invention) is not in view
                 continue
             by_shard.setdefault(shard, []).append(local)
-        out, down = r._call_many({s: ("view", ("moments_by_id", self.as_of, self.cameras, (loc,), {}), {})
+        out, down = r.call_many({s: ("view", ("moments_by_id", self.as_of, self.cameras, (loc,), {}), {})
                                   for s, loc in by_shard.items()})
         self.missing_shards.update(down)
-        found = {cluster_id(r._no(s), k): self._g(s, m) for s, got in out.items() for k, m in got.items()}
+        found = {cluster_id(r.shard_no(s), k): self._g(s, m) for s, got in out.items() for k, m in got.items()}
         return dict(zip(found, r.frame_cache.localize(list(found.values()))))
 
     def summaries(self) -> list[Summary]:

@@ -19,10 +19,10 @@ inf or all-zero output raises EmbedError.
 from __future__ import annotations
 
 from ..config import EmbedConfig
-from .base import EmbedError, ImageEmbedder, TextEmbedder
+from .base import EmbedError, ImageEmbedder, TextEmbedder, cache_root
 from .descriptor import DescriptorEmbedder
 
-__all__ = ["EmbedError", "ImageEmbedder", "TextEmbedder", "DescriptorEmbedder", "make_image_embedder",
+__all__ = ["EmbedError", "ImageEmbedder", "TextEmbedder", "cache_root", "DescriptorEmbedder", "make_image_embedder",
            "make_text_embedder"]
 
 

@@ -164,8 +164,16 @@ class CommitterState:
 class OnlineCommitter:
     """Per-camera online commit; see the module docstring for the exact rules."""
 
-    def __init__(self, cfg: CommitConfig | None = None, state: CommitterState | None = None):
+    def __init__(self, cfg: CommitConfig | None = None, state: CommitterState | None = None, body=None):
+        """``body``: the dedup similarities' body for ``push_batch`` (index/dedup_bodies.py,
+        chosen once; default the CPU's)."""
         self.cfg = cfg if cfg is not None else CommitConfig()
+        self._body = body
+        # during push_batch: the batch's similarity matrix, and the rows in it of the reference
+        # and of the held frame (None outside a batch, or for a frame not in the matrix)
+        self._sims: np.ndarray | None = None
+        self._ref_row: int | None = None
+        self._held_row: int | None = None
         self._dedup_fb = 1.0 - float(self.cfg.dedup_fallback_sim)
         self._event_fb = 1.0 - float(self.cfg.event_fallback_sim)
         self._dim: int | None = None
@@ -195,22 +203,27 @@ class OnlineCommitter:
 
     # -- input -----------------------------------------------------------------------------------
     def _check(self, t, emb) -> tuple[float, np.ndarray]:
+        return self._check_after(t, emb, self._last_t, self._dim)
+
+    @staticmethod
+    def _check_after(t, emb, last_t: float | None, dim: int | None) -> tuple[float, np.ndarray]:
+        """(t, unit embedding) of a frame pushed after one at ``last_t``, of dimension ``dim``."""
         try:
             tf = float(t)
         except (TypeError, ValueError):
             raise CommitInputError(f"t={t!r}: timestamp is not a number") from None
         if not math.isfinite(tf):
             raise CommitInputError(f"t={tf}: timestamp is not finite")
-        if self._last_t is not None and not tf > self._last_t:
-            raise CommitInputError(f"t={tf}: timestamps must increase strictly (previous frame t={self._last_t})")
+        if last_t is not None and not tf > last_t:
+            raise CommitInputError(f"t={tf}: timestamps must increase strictly (previous frame t={last_t})")
         try:
             e = np.asarray(emb, dtype=np.float64)
         except (TypeError, ValueError):
             raise CommitInputError(f"t={tf}: embedding is not numeric") from None
         if e.ndim != 1 or e.size == 0:
             raise CommitInputError(f"t={tf}: embedding must be a non-empty 1-D vector, got shape {e.shape}")
-        if self._dim is not None and e.size != self._dim:
-            raise CommitInputError(f"t={tf}: embedding dimension changed from {self._dim} to {e.size}")
+        if dim is not None and e.size != dim:
+            raise CommitInputError(f"t={tf}: embedding dimension changed from {dim} to {e.size}")
         if not np.all(np.isfinite(e)):
             raise CommitInputError(f"t={tf}: embedding has NaN or inf values")
         n = float(np.linalg.norm(e))
@@ -218,11 +231,15 @@ class OnlineCommitter:
             raise CommitInputError(f"t={tf}: embedding has zero (or non-finite) norm")
         return tf, e / n
 
-    def _dist(self, e: np.ndarray) -> float:
+    def _dist(self, e: np.ndarray, row: int | None = None) -> float:
+        """1 - cos(e, reference); in a batch from its similarity matrix (``row``: e's row)."""
+        if row is not None and self._ref_row is not None:
+            return 1.0 - float(self._sims[self._ref_row, row])
         return 1.0 - float(np.dot(e, self._ref))
 
     # -- decisions -------------------------------------------------------------------------------
-    def _keep(self, t: float, e: np.ndarray, key: Any, d: float | None, forced: bool = False) -> Decision:
+    def _keep(self, t: float, e: np.ndarray, key: Any, d: float | None, forced: bool = False,
+              row: int | None = None) -> Decision:
         if d is None:  # the camera's first kept frame
             start = True
         else:
@@ -234,45 +251,51 @@ class OnlineCommitter:
         if start:
             self._event_t0 = t
         self._ref = e
+        self._ref_row = row
         self._last_kept_t = t
         return Decision(t=t, key=key, kept=True, reason=None, event_start=start, distance=d)
 
     def _keep_held(self) -> Decision:
-        h = self._held
-        self._held = None
-        return self._keep(h.t, h.embedding, h.key, h.distance)
+        h, row = self._held, self._held_row
+        self._held = self._held_row = None
+        return self._keep(h.t, h.embedding, h.key, h.distance, row=row)
 
     def push(self, t: float, emb: np.ndarray, key: Any = None, *, keep: bool = False) -> list[Decision]:
         """Add one frame; returns the decisions that became final (the held frame's and/or this one's).
         ``keep``: the frame is kept whatever its distance (the image gates saw a local change
         the embedding may not); a held frame before it ends its run and is kept too."""
         t, e = self._check(t, emb)
+        return self._decide(t, e, key, keep)
+
+    def _decide(self, t: float, e: np.ndarray, key: Any, keep: bool, row: int | None = None) -> list[Decision]:
+        """The rules of the module docstring for one checked frame (``row``: its row in the
+        batch's similarity matrix, None outside a batch)."""
         self._last_t = t
         if self._ref is None:
             self._dim = e.size
-            return [self._keep(t, e, key, None)]
+            return [self._keep(t, e, key, None, row=row)]
         tau_d = self._adaptive(self._dedup_hist, self._dedup_fb)
         out: list[Decision] = []
-        d = self._dist(e)
+        d = self._dist(e, row)
         forced = t - self._event_t0 > self.cfg.max_event_s
         if not (forced or keep) and d < tau_d:  # redundant: hold it, drop the previously held one
             if self._held is not None:
                 h = self._held
                 out.append(Decision(t=h.t, key=h.key, kept=False, reason="dedup", event_start=False,
                                     distance=h.distance))
-            self._held = HeldFrame(t, e, key, d)
+            self._held, self._held_row = HeldFrame(t, e, key, d), row
             self._dedup_hist.append(d)
             return out
         if self._held is not None:  # the run ends: keep its last frame, it becomes the reference
             out.append(self._keep_held())
-            d = self._dist(e)
+            d = self._dist(e, row)
             forced = t - self._event_t0 > self.cfg.max_event_s
             if not (forced or keep) and d < tau_d:
-                self._held = HeldFrame(t, e, key, d)
+                self._held, self._held_row = HeldFrame(t, e, key, d), row
                 self._dedup_hist.append(d)
                 return out
         self._dedup_hist.append(d)
-        out.append(self._keep(t, e, key, d, forced=forced))
+        out.append(self._keep(t, e, key, d, forced=forced, row=row))
         return out
 
     def push_many(self, items: Iterable[tuple]) -> list[Decision]:
@@ -283,6 +306,92 @@ class OnlineCommitter:
         out: list[Decision] = []
         for item in items:
             out.extend(self.push(*item))
+        return out
+
+    def push_batch(self, ts, embs, keys=None, keeps=None) -> list[Decision]:
+        """``push`` of each frame of a batch (``ts``: B times, ``embs``: B x D, ``keys`` and
+        ``keeps`` per frame or None), with the same decisions as pushing them one by one; the
+        similarities come from the body in one call (on CUDA, one kernel launch for the batch).
+
+        The body gets the reference, the held frame and the batch's frames stacked; every pair
+        the sequential rules can need is in its matrix (the reference only ever becomes the
+        held frame or one of the batch's). Atomic: a bad frame raises CommitInputError naming
+        its t before any decision, and the committer is unchanged."""
+        n = len(ts)
+        keys = [None] * n if keys is None else list(keys)
+        keeps = [False] * n if keeps is None else [bool(k) for k in keeps]
+        if len(embs) != n or len(keys) != n or len(keeps) != n:
+            raise CommitInputError(f"push_batch: {n} times, {len(embs)} embeddings, {len(keys)} keys and "
+                                   f"{len(keeps)} keep flags (all must be equal)")
+        if n == 0:
+            return []
+        checked, last_t, dim = [], self._last_t, self._dim
+        for t, emb in zip(ts, embs):
+            tf, e = self._check_after(t, emb, last_t, dim)
+            checked.append((tf, e))
+            last_t, dim = tf, e.size
+        rows = [e for _, e in checked]
+        first = 0
+        if self._held is not None:
+            rows.insert(0, self._held.embedding)
+            first += 1
+        if self._ref is not None:
+            rows.insert(0, self._ref)
+            first += 1
+        if self._body is None:
+            from .dedup_bodies import CpuBody
+
+            self._body = CpuBody()
+        if getattr(self._body, "scans", False):
+            return self._scan_on_body(np.stack(rows), first, checked, keys, keeps)
+        self._sims = self._body.sims(np.stack(rows))
+        self._ref_row = 0 if self._ref is not None else None
+        self._held_row = first - 1 if self._held is not None else None
+        try:
+            out: list[Decision] = []
+            for i, ((t, e), key, keep) in enumerate(zip(checked, keys, keeps)):
+                out.extend(self._decide(t, e, key, keep, row=first + i))
+            return out
+        finally:
+            self._sims = self._ref_row = self._held_row = None
+
+    def _scan_on_body(self, rows: np.ndarray, first: int, checked: list, keys: list, keeps: list) -> list[Decision]:
+        """push_batch's rules run by the body (on the device): the state goes there as a
+        ScanState, the decisions and the state after them come back."""
+        from .dedup_bodies import ScanState
+
+        out: list[Decision] = []
+        start = 0
+        if self._ref is None:  # the camera's first frame: kept, no distance; the reference from here
+            t, e = checked[0]
+            out += self._decide(t, e, keys[0], keeps[0])
+            start = 1
+        if start < len(checked):
+            h = self._held
+            state = ScanState(ref_row=0 if start == 0 else first, held_row=None if h is None else first - 1,
+                              held_t=0.0 if h is None else h.t, held_d=0.0 if h is None else h.distance,
+                              event_t0=self._event_t0, prev_dk=self._prev_dk,
+                              dedup_history=list(self._dedup_hist), event_history=list(self._event_hist))
+            res = self._body.scan(rows, first + start, [t for t, _ in checked[start:]], keeps[start:], state, self.cfg)
+            for frame, kept, event_start, d in res.decisions:
+                t, key = (h.t, h.key) if frame == -1 else (checked[start + frame][0], keys[start + frame])
+                out.append(Decision(t=t, key=key, kept=kept, reason=None if kept else "dedup",
+                                    event_start=event_start, distance=d))
+                if kept:
+                    self._last_kept_t = t
+            s = res.state
+            self._ref = rows[s.ref_row]
+            if s.held_row is None:
+                self._held = None
+            elif s.held_frame >= 0:  # else the frame held before the batch still is
+                i = start + s.held_frame
+                self._held = HeldFrame(checked[i][0], checked[i][1], keys[i], s.held_d)
+            self._event_t0, self._prev_dk = s.event_t0, s.prev_dk
+            self._dedup_hist.clear()
+            self._dedup_hist.extend(s.dedup_history)
+            self._event_hist.clear()
+            self._event_hist.extend(s.event_history)
+            self._last_t = checked[-1][0]
         return out
 
     def finish(self) -> list[Decision]:

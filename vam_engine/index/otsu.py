@@ -8,6 +8,15 @@ the maximal bins right after it): ``(edge[k0 + 1] + edge[k1 + 1]) / 2``, the mid
 between the two classes rather than its lower end.
 Returns None when no threshold exists: fewer than two values, a non-finite value, or all values
 (nearly) equal. Callers fall back to a configured threshold then.
+
+The between-class variance of a split is computed from the bins' integer counts, exactly: with
+bin centres ``lo + (i + 1/2) * step``, ``H_k`` the values in bins ``0..k``, ``S_k`` the sum of their
+``2i + 1`` and ``S`` that over all ``n`` values, it is ``(step / 2)**2 * (n S_k - H_k S)**2 /
+(n**2 H_k (n - H_k))``, so the split maximizing ``(n S_k - H_k S)**2 / (H_k (n - H_k))`` (one
+float64 division of integers) wins, and ties are ties exactly. The bins are ``np.histogram``'s, written
+out (edges ``lo + i * step``, the last ``hi``; a value's bin from ``(v - lo) / (hi - lo) * bins``,
+moved by one where an edge says so). The dedup scan kernel (``kernels/cosine_dedup.py``) follows
+this operation for operation, so the device's thresholds are these, bit for bit.
 """
 from __future__ import annotations
 
@@ -23,18 +32,22 @@ def otsu_threshold(values: Iterable[float], bins: int = 64) -> float | None:
     lo, hi = float(v.min()), float(v.max())
     if hi - lo <= 1e-12 * max(1.0, abs(hi)):
         return None
-    hist, edges = np.histogram(v, bins=bins, range=(lo, hi))
-    p = hist.astype(np.float64) / v.size
-    centers = 0.5 * (edges[:-1] + edges[1:])
-    w0 = np.cumsum(p)[:-1]  # class 0 = bins 0..k, k = 0..bins-2
-    m0 = np.cumsum(p * centers)[:-1]
-    mu_t = float(np.sum(p * centers))
-    w1 = 1.0 - w0
-    valid = (w0 > 0) & (w1 > 0)
+    edges = np.arange(bins + 1, dtype=np.float64) * ((hi - lo) / bins) + lo
+    edges[-1] = hi
+    idx = np.minimum(((v - lo) / (hi - lo) * bins).astype(np.int64), bins - 1)
+    idx -= v < edges[idx]
+    idx += (v >= edges[idx + 1]) & (idx != bins - 1)
+    hist = np.bincount(idx, minlength=bins)
+    n = v.size
+    h_k = np.cumsum(hist)[:-1]  # class 0 = bins 0..k, k = 0..bins-2
+    s_all = np.cumsum(hist * (2 * np.arange(bins, dtype=np.int64) + 1))
+    s_k, s_n = s_all[:-1], s_all[-1]
+    valid = (h_k > 0) & (h_k < n)
     if not valid.any():
         return None
-    between = np.zeros_like(w0)
-    between[valid] = (mu_t * w0[valid] - m0[valid]) ** 2 / (w0[valid] * w1[valid])
+    a = (n * s_k - h_k * s_n).astype(np.float64)
+    between = np.zeros(bins - 1, np.float64)
+    between[valid] = a[valid] * a[valid] / (h_k[valid].astype(np.float64) * (n - h_k[valid]).astype(np.float64))
     k0 = int(np.argmax(between))
     k1 = k0
     while k1 + 1 < between.size and between[k1 + 1] == between[k0]:

@@ -23,6 +23,7 @@ from ..gate.cascade import is_local_change
 from ..gate.records import GateRecord
 from ..ingest.poses import Pose
 from ..memory import CommitBatch, GateSample, PendingMoment, Store, camera_time
+from .dedup_bodies import make_body as make_dedup_body
 from .online import CommitterState, OnlineCommitter
 
 
@@ -114,12 +115,14 @@ class SemanticStage:
         self._committers: dict[str, OnlineCommitter] = {}
         self._payload: dict[tuple, dict] = {}  # (source, t_rel) -> rgb, emb, written: frames not yet decided
         self._scratch: dict[tuple, np.ndarray] = {}  # frame shape -> reused embedder batch (_batch)
+        # the dedup similarities' body, on the engine's device (chosen once, like the gates')
+        self._dedup = make_dedup_body(cfg.device)
 
     def _committer(self, cam: str) -> OnlineCommitter:
         c = self._committers.get(cam)
         if c is None:
             state = load_state(self.store, cam)
-            c = self._committers[cam] = OnlineCommitter(self.cfg.commit, state)
+            c = self._committers[cam] = OnlineCommitter(self.cfg.commit, state, body=self._dedup)
             held = state.held if state is not None else None
             if held is not None:  # held before a restart: its JPEG was written before that commit
                 sid, t_rel = _ident(held.key)
@@ -159,15 +162,21 @@ class SemanticStage:
             if embs.shape[1] == 0:
                 embs = np.empty((len(passed), out.shape[1]), np.float32)
             embs[idx] = out
-        out = []
+        by_camera: dict[str, list[int]] = defaultdict(list)
+        keys, ts, keeps = [], [], []
         for i, (f, sid, rec) in enumerate(passed):
             key = _key(f, sid, rec)
+            keys.append(key)
             self._payload[_ident(key)] = {"rgb": rgbs[i], "emb": embs[i], "written": False,
                                           "ref": self.store.frames.ref(f.camera_id, sid, f.t_rel)}
-            t_axis = camera_time(f.t_rel, f.t_abs)
-            keep = self.cfg.commit.keep_local_changes and is_local_change(self.cfg.gate, rec)
-            for d in self._committer(f.camera_id).push(t_axis, embs[i], key, keep=keep):
-                out.append(self._apply(f.camera_id, d, batch, writes))
+            ts.append(camera_time(f.t_rel, f.t_abs))
+            keeps.append(self.cfg.commit.keep_local_changes and is_local_change(self.cfg.gate, rec))
+            by_camera[f.camera_id].append(i)
+        out = []
+        for cam, idx in by_camera.items():  # one similarity call per camera (on CUDA, one launch)
+            decisions = self._committer(cam).push_batch([ts[i] for i in idx], embs[idx], [keys[i] for i in idx],
+                                                        [keeps[i] for i in idx])
+            out += [self._apply(cam, d, batch, writes) for d in decisions]
         return out
 
     def _batch(self, shape: tuple, frames: list) -> np.ndarray:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..gate.records import GateRecord
 from ..ingest.poses import Pose
-from ..perception.records import SeenSpan
+from ..perception import SeenSpan
 
 __all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary", "SummaryKind",
            "ForestNode", "SourceState", "PendingMoment", "QARecord", "CameraExtent", "Deletion", "GateSample",

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..audio.records import TranscriptSegment
+from ..audio import TranscriptSegment
 from ..errors import VamError
 from . import fulltext
 from .db import Database, placeholders, select_in

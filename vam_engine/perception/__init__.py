@@ -32,14 +32,14 @@ from .entities import EntityLinker, LinkedEntity, LinkParams
 from .labels import COCO_80, COCO_91, load_labels
 from .ocr import OcrReader, RapidOcrReader, normalise_text
 from .records import (Box, Detection, Entity, FramePerception, OcrLine, PerceptionBatch, PerceptionError,
-                      PerceptionFrame, Sighting, TextChange, Track)
+                      PerceptionFrame, SeenSpan, Sighting, TextChange, Track)
 from .stage import PerceptionStage
 from .state import CameraPerceptionState, PerceptionState
 from .textgate import TextChangeGate, text_change
 from .tracks import ActiveTrack, CameraTracker, TrackerParams
 
 __all__ = ["PerceptionError", "Box", "Detection", "OcrLine", "TextChange", "PerceptionFrame", "FramePerception",
-           "PerceptionBatch", "Sighting", "Track", "Entity", "Detector", "OcrReader", "RapidOcrReader",
+           "PerceptionBatch", "SeenSpan", "Sighting", "Track", "Entity", "Detector", "OcrReader", "RapidOcrReader",
            "TextChangeGate", "text_change", "AppearanceEncoder", "colour_names", "PALETTE", "CameraTracker",
            "TrackerParams", "EntityLinker", "LinkParams", "PerceptionStage", "PerceptionState",
            "CameraPerceptionState", "LinkedEntity", "ActiveTrack", "COCO_80", "COCO_91", "load_labels",

@@ -33,7 +33,7 @@ def providers_for(ort, device: str, cache_dir: str | None, who: str, tensorrt_ep
     idx = int(str(device).partition(":")[2] or 0)
     out: list = []
     if tensorrt_ep and "TensorrtExecutionProvider" in have:
-        from ..embed.base import cache_root
+        from ..embed import cache_root
 
         cache = cache_root(cache_dir) / "onnx-trt"
         cache.mkdir(parents=True, exist_ok=True)
