@@ -402,10 +402,40 @@ class SessionConfig(_Section):
                                                   "frontend priority with a strict schema (the rules when its reply "
                                                   "is unusable), or the rules alone")
     max_turns_kept: int = Field(500, ge=10, le=100_000, description="turns kept per session; older ones go")
+    ended_per_owner: int = Field(64, ge=0, le=100_000, description="ended sessions kept per owner (the part of a "
+                                 "session id up to its first '/': the service's token), newest kept; older ones "
+                                 "are deleted with their turns and question history when a session is created or "
+                                 "ended")
+    ended_max_age_s: float = Field(30 * 86400.0, ge=0, description="an ended session is deleted with its turns "
+                                   "this long after it ended (checked when a session is created or ended; "
+                                   "0 = no age rule)")
     max_watches: int = Field(4, ge=1, le=64, description="standing requests (monitors) per session at once")
     watch_every_s: float = Field(2.0, gt=0, le=3600, description="a standing request's check period (StreamMind)")
     watch_min_confidence: float = Field(0.6, ge=0, le=1, description="a standing request fires at this confidence")
     reply_workers: int = Field(2, ge=1, le=64, description="replies to fired requests written at once")
+
+
+class ServiceConfig(_Section):
+    """``vam-engine serve``: each token's share of the pools every token draws from, so that one
+    token cannot take a whole pool; a request over its token's share gets 429 naming the limit
+    (docs/service.md lists every bound)."""
+
+    monitors_per_token: int = Field(4, ge=1, le=1024, description="active monitors one token may hold: those it "
+                                    "started (POST /api/monitors) and its sessions' standing requests together "
+                                    "(the engine holds monitors.max_active in all)")
+    session_streams_per_token: int = Field(8, ge=1, le=4096, description="session streams one token may have open "
+                                           "at once (the server holds --max-session-streams, 64, in all)")
+    asks_per_token: int = Field(4, ge=1, le=256, description="questions and session turns one token may have "
+                                "answered at once (the server answers 8 at once in all)")
+    summaries_per_token: int = Field(1, ge=1, le=256, description="summarize calls one token may have running at "
+                                     "once (the server runs 2 at once in all)")
+    clips_per_token: int = Field(1, ge=1, le=64, description="clips (GET /api/clips) one token may have encoded "
+                                 "at once (the engine encodes clips.max_encodes, 2, at once in all)")
+    streams_per_token: int = Field(16, ge=1, le=4096, description="alert streams (SSE) and WebSockets one token may "
+                                   "have open at once (the server accepts 256 connections in all)")
+    lane_requests_per_token: int = Field(16, ge=1, le=4096, description="pages, frames and searches one token may "
+                                         "have running or waiting at once in each handler lane (read, search: a "
+                                         "few threads each, requests served in arrival order)")
 
 
 def _tool_url(v: str | None, name: str) -> str | None:
@@ -620,6 +650,7 @@ class EngineConfig(_Section):
     writer: WriterConfig = WriterConfig()
     forest: ForestConfig = ForestConfig()
     monitors: MonitorConfig = MonitorConfig()
+    service: ServiceConfig = ServiceConfig()
     perception: PerceptionConfig = PerceptionConfig()
     audio: AudioConfig = AudioConfig()
     ask: AskConfig = AskConfig()

@@ -197,18 +197,18 @@ def test_a_repeated_query_comes_from_the_cache_and_the_budget_holds(eng, srv):
     assert [c.url for c in ans.tool_citations] == ["https://example.org/9"]
 
 
-def test_image_search_never_sends_a_frame_after_as_of(eng, srv):
+def test_image_search_sends_only_a_frame_of_memory_evidence_in_view(eng, srv):
     later = [m for m in eng.moments("studio") if m.t > AS_OF][0]
-    planner = [{"action": "image_search", "t": 15.0},
-               {"action": "image_search", "t": 4.2, "camera": "studio"},
+    planner = [{"action": "image_search", "t": 15.0},  # by time or id: not an action (tool text could name them)
                {"action": "image_search", "moment_id": later.moment_id},
-               {"action": "answer", "response": "an astronaut", "tool_refs": [_ref(2, 0)]}]
+               INSPECT,  # turn 2 (turn 1: the permissive search the invalid first turn becomes)
+               {"action": "image_search", "ref": _ref(2, 0)},
+               {"action": "answer", "response": "an astronaut", "tool_refs": [_ref(3, 0)]}]
     srv.image = lambda jpeg, hint: results(("an astronaut", "https://example.org/a", "NASA"))
     ans, _ = _ask(_view(eng), planner, _toolbox(srv, web=False))
-    notes = [n for e in ans.trace if e.action == "image_search" for n in e.notes]
-    assert any("after the question's present" in n for n in notes)
-    assert any(f"moment {later.moment_id} is not in view" in n for n in notes)
-    (sent,) = srv.hits("/image")  # only the frame in view went out
+    first = [e for e in ans.trace if e.stage == "planner"][0]
+    assert "ref" in first.error and first.fallback == "permissive search"
+    (sent,) = srv.hits("/image")  # only the cited result's frame went out
     (cite,) = ans.tool_citations
-    assert cite.t == 4.0 and cite.t <= AS_OF and cite.camera_id == "studio"
+    assert 0.0 <= cite.t <= 9.0 and cite.camera_id == "studio"  # a frame of the inspected result
     assert PILImage.open(io.BytesIO(sent.image)).size == (96, 96)  # the whole 128 px frame, fitted

@@ -112,3 +112,20 @@ def test_an_answer_carries_its_position_and_cites_tool_results_apart(robot, clie
     x, y, z, yaw = RUN.pose(last)
     assert a["position"] == a["evidence"][0]["pose"] == {"x": x, "y": y, "z": z, "yaw": yaw, "frame": "map"}
     assert [h.query["q"] for h in srv.hits("/search")] == ["what is a corridor"]
+
+
+def test_a_polygon_over_the_corner_bound_is_a_422_naming_it(robot, client_for):
+    import math
+
+    from vam_engine.memory import MAX_CORNERS
+
+    c = client_for(robot[0])
+    ring = [[round(5 * math.cos(a), 4), round(5 * math.sin(a), 4)]
+            for a in (2 * math.pi * k / (MAX_CORNERS + 1) for k in range(MAX_CORNERS + 1))]
+    r = c.get("/api/moments", params={"region": ";".join(f"{x},{y}" for x, y in ring)})
+    assert r.status_code == 422 and f"3..{MAX_CORNERS} corners, got {MAX_CORNERS + 1}" in r.text
+    r = c.post("/api/search", json={"text": "a wall", "region": ring})
+    assert r.status_code == 422 and f"at most {MAX_CORNERS}" in r.text, r.text
+    inside = c.get("/api/moments", params={"region": ";".join(f"{x},{y}" for x, y in ring[:MAX_CORNERS]),
+                                           "limit": 500})
+    assert inside.status_code == 200 and inside.json()["items"]  # at the bound: served

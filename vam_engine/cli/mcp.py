@@ -36,7 +36,7 @@ def cmd_mcp(args) -> int:
             return await anyio.to_thread.run_sync(fn)
 
         service = McpService(eng, LocalBackend(eng), threading.BoundedSemaphore(args.max_asks),
-                             Ownership(max_cameras=1, max_monitors=args.max_monitors), run)
+                             Ownership(max_cameras=1), run, max_monitors=args.max_monitors)
         server = build_server(service, lambda ctx: principal)
         limit = f", cameras {','.join(cams)}" if cams else ""
         print(f"vam-engine mcp: serving {args.store} on stdio (scope {args.scope}{limit})", file=sys.stderr, flush=True)

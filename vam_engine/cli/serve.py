@@ -52,12 +52,16 @@ def _web_stack():
 
 
 def _options(app_module, args, **kw):
+    """The service's options: the command line's bounds, each token's shares from the config's
+    ``service`` section (``--max-monitors-per-token`` overrides ``service.monitors_per_token``)."""
+    shares = app_module.ServeOptions.shares(config_from_args(args).service)
+    if args.max_monitors_per_token is not None:
+        shares["max_monitors_per_token"] = args.max_monitors_per_token
     return app_module.ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
                                    max_cameras_per_token=args.max_cameras_per_token,
-                                   max_monitors_per_token=args.max_monitors_per_token,
                                    max_sessions_per_token=args.max_sessions_per_token,
                                    max_session_streams=args.max_session_streams,
-                                   max_connections=args.max_connections, mcp=args.mcp, **kw)
+                                   max_connections=args.max_connections, mcp=args.mcp, **shares, **kw)
 
 
 def cmd_serve(args) -> int:
@@ -190,8 +194,9 @@ def register(sub, g) -> None:
     sp.add_argument("--max-connections", type=int, default=256, help="open connections at most (503 beyond)")
     sp.add_argument("--max-cameras-per-token", type=int, default=16,
                     help="live cameras one token may have added (429 beyond)")
-    sp.add_argument("--max-monitors-per-token", type=int, default=8,
-                    help="monitors one token may have started (429 beyond)")
+    sp.add_argument("--max-monitors-per-token", type=int, default=None,
+                    help="active monitors one token may hold, its sessions' standing requests included (429 "
+                         "beyond; default: the config's service.monitors_per_token, 4)")
     sp.add_argument("--max-sessions-per-token", type=int, default=32,
                     help="open sessions one token may hold (429 beyond)")
     sp.add_argument("--max-session-streams", type=int, default=64,

@@ -546,11 +546,16 @@ class ClusterEngine:
     def turn(self, text: str, *, session: str, camera=None, as_of: float | None = None, mode: str = "auto",
              max_turns: int = 6, intent: str | None = None, condition: str | None = None,
              target: str | None = None, every_s: float | None = None, may_watch: bool = True,
-             read_only: bool = False):
+             read_only: bool = False, watch_quota=None):
         """As Engine.turn: a standing request is a router monitor over the shards of its cameras."""
         return self.answering.turn(text, session=session, camera=camera, as_of=as_of, mode=mode,
                                    max_turns=max_turns, intent=intent, condition=condition, target=target,
-                                   every_s=every_s, may_watch=may_watch, read_only=read_only)
+                                   every_s=every_s, may_watch=may_watch, read_only=read_only,
+                                   watch_quota=watch_quota)
+
+    def watch_sessions(self, monitor_ids=None) -> dict[str, str]:
+        """As Engine.watch_sessions: the session of each standing request (the router's store)."""
+        return self.router_store.sessions.monitor_sessions(monitor_ids)
 
     def create_session(self, session: str, camera=None):
         return self.answering.sessions.create(session, camera)

@@ -439,7 +439,7 @@ class Engine:
     def turn(self, text: str, *, session: str, camera=None, as_of: float | None = None, mode: str = "auto",
              max_turns: int = 6, intent: str | None = None, condition: str | None = None,
              target: str | None = None, every_s: float | None = None, may_watch: bool = True,
-             read_only: bool = False) -> TurnResult:
+             read_only: bool = False, watch_quota=None) -> TurnResult:
         """One user turn of ``session`` (created on first use), sorted and acted on: a question
         is answered now (``ask``'s body; ``mode``, ``max_turns``, ``as_of`` as there); "tell me
         when ..." registers a standing request (a monitor bound to the session, its condition
@@ -454,10 +454,13 @@ class Engine:
         ``target`` (a standing request's monitor id). ``every_s``: a new standing request's
         check period (default ``sessions.watch_every_s``). ``may_watch`` False: a request to be
         told later is refused (WatchNotAllowed). ``camera``: within the session's cameras
-        (SessionError otherwise; default: the session's)."""
+        (SessionError otherwise; default: the session's). ``watch_quota()``: called before a new
+        standing request is registered (after those a change ends); what it raises refuses it
+        (the service counts the caller's share of monitors there)."""
         return self._answering.turn(text, session=session, camera=camera, as_of=as_of, mode=mode,
                                     max_turns=max_turns, intent=intent, condition=condition, target=target,
-                                    every_s=every_s, may_watch=may_watch, read_only=read_only)
+                                    every_s=every_s, may_watch=may_watch, read_only=read_only,
+                                    watch_quota=watch_quota)
 
     def create_session(self, session: str, camera=None):
         """Start a session bound to ``camera`` (one id or a list; None: every camera): its turns
@@ -504,7 +507,12 @@ class Engine:
                                                 repeat_gap_s), images)
 
     def monitors(self, include_ended: bool = False):
-        return self.store.monitors.list(include_ended)
+        return self._monitors.list(include_ended)
+
+    def watch_sessions(self, monitor_ids=None) -> dict[str, str]:
+        """Monitor id -> the session whose standing request ("tell me when ...") it serves, for
+        the monitors sessions started (``monitor_ids``: only those); the others are nobody's."""
+        return self.store.sessions.monitor_sessions(monitor_ids)
 
     def unwatch(self, monitor_id: str) -> bool:
         """End a monitor (its alerts stay). False: no such active monitor."""

@@ -21,7 +21,7 @@ import numpy as np
 from ..config import EngineConfig
 from ..errors import VamError
 from ..llm.base import Image
-from ..memory import Alert, Monitor, MonitorSpec, Store, check_spec
+from ..memory import Alert, Monitor, MonitorLimit, MonitorSpec, Store, check_spec
 from ..reason.monitor import AlertHub, AlertSubscription, MonitorStats, MonitorWorker
 from .models import EngineModels
 
@@ -83,8 +83,8 @@ class EngineMonitors:
         with self._lock:
             active = self.repo.count_active()
             if active >= cap:
-                raise VamError(f"watch: {active} monitors are active, at most {cap} (monitors.max_active); "
-                               "unwatch one first")
+                raise MonitorLimit(f"watch: {active} monitors are active, at most {cap} (monitors.max_active); "
+                                   "unwatch one first")
             monitor = self.repo.add(spec, refs)
             if bind is not None:
                 try:
@@ -94,6 +94,12 @@ class EngineMonitors:
                     raise
         worker.add(monitor)
         return monitor
+
+    def list(self, include_ended: bool = False) -> list[Monitor]:
+        """The monitors, never one between its row and its binding (``watch``'s ``bind``): a
+        session's standing request is listed only once it is known to be the session's."""
+        with self._lock:
+            return self.repo.list(include_ended)
 
     def unwatch(self, monitor_id: str) -> bool:
         ended = self.repo.end(monitor_id)

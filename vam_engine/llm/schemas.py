@@ -233,14 +233,12 @@ class WebSearchAction(Strict):
 
 
 class ImageSearchAction(Strict):
-    """A crop of one frame in view, searched for outside: the frame of a result in the context
-    (``ref``: its middle frame), a moment by id, or the frame nearest ``t`` (on ``camera``, when
-    given); ``box`` [x0, y0, x1, y1] in 0..1 of the frame's width and height (None: whole)."""
+    """A crop of one frame of memory evidence, searched for outside: the middle frame of a
+    memory result in the context (``ref``; never a frame named by id or time: tool text could
+    have named it); ``box`` [x0, y0, x1, y1] in 0..1 of the frame's width and height (None:
+    whole)."""
     action: Literal["image_search"]
-    ref: Optional[Ref] = None
-    moment_id: Optional[int] = Field(None, ge=0, le=2 ** 63 - 1)
-    t: Optional[float] = Field(None, allow_inf_nan=False)
-    camera: Optional[Annotated[str, StringConstraints(min_length=1, max_length=256)]] = None
+    ref: Ref
     box: Optional[list[Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]]] = Field(
         None, min_length=4, max_length=4)
     query: Optional[ToolQuery] = None
@@ -248,11 +246,7 @@ class ImageSearchAction(Strict):
     thought: Thought = ""
 
     @model_validator(mode="after")
-    def _one_frame(self):
-        if (self.ref is not None) + (self.moment_id is not None) + (self.t is not None) != 1:
-            raise ValueError("image_search needs exactly one of ref, moment_id or t")
-        if self.camera is not None and self.t is None:
-            raise ValueError("camera goes with t only")
+    def _box(self):
         if self.box is not None and not (self.box[0] < self.box[2] and self.box[1] < self.box[3]):
             raise ValueError(f"box must be [x0, y0, x1, y1] with x0 < x1 and y0 < y1, got {self.box}")
         return self

@@ -11,8 +11,8 @@ from .events import EventRepository
 from .forest import EventForest, ForestNodeRepository
 from .gaps import Gap, GapRepository
 from .moments import MomentRepository
-from .monitors import MonitorSpec, ObservedFrame, check_spec
-from .places import make_place
+from .monitors import MonitorLimit, MonitorSpec, ObservedFrame, check_spec
+from .places import MAX_CORNERS, make_place
 from .records import (Alert, BoxRef, CameraExtent, CameraSignal, ClipFrame, Deletion, DocumentJob, EntityRecord,
                       EntityTimeline, Event, EventMemory, Evidence, ForestNode, GateRecord, GateReference, GateSample,
                       LastSeen, Moment, Monitor, PendingMoment, Pose, ProvisionalNode, QARecord, SourceState, Summary,
@@ -45,7 +45,8 @@ __all__ = [
     "PerceptionCommit", "Pose", "ProvisionalNode", "QARecord", "SourceState", "Summary", "SummaryKind", "Transcript",
     "WriterBacklog", "camera_time", "is_absolute_time", "last_pose",
     # monitors, places, sessions
-    "MonitorSpec", "ObservedFrame", "check_spec", "make_place", "NewTurn", "Session", "SessionError", "SessionLimit",
+    "MonitorLimit", "MonitorSpec", "ObservedFrame", "check_spec", "make_place", "MAX_CORNERS", "NewTurn", "Session",
+    "SessionError", "SessionLimit",
     "SessionTurn", "SessionWatch", "WatchNotAllowed", "check_session_id",
     # search, in the three steps a cluster's router runs over its shards (memory/fusion.py)
     "search", "search_lists", "fuse", "keyed_evidence", "fetch_size", "keep_size", "FusedHit", "RankedList",

@@ -56,7 +56,8 @@ class MomentRepository:
             order += f" LIMIT {int(limit)}"
         out = self._select(" AND ".join(where) if where else None, args, order)
         if not exact:
-            out = [m for m in out if place.contains(m.pose.x, m.pose.y)][:limit]
+            inside = place.contains_many([m.pose.x for m in out], [m.pose.y for m in out])
+            out = [m for m, ok in zip(out, inside) if ok][:limit]
         return out
 
     def on_axis(self, camera_id: str, t0: float, t1: float) -> list[Moment]:

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import VamError
 from .db import Database, placeholders
 from .deletion import DeleteRange, Removed
 from .frames import FrameFiles
@@ -28,6 +29,10 @@ _ALERT_COLS = ("alert_id, monitor_id, camera_id, t, t_abs, confidence, observed,
 _MONITOR_COLS = ("monitor_id, condition, cameras, mode, min_confidence, every_s, frames, repeat_gap_s, images, "
                  "active, created_at, ended_at")
 MAX_CONDITION_CHARS = 1000
+
+
+class MonitorLimit(VamError):
+    """As many monitors are active as may be (``monitors.max_active``; the service answers 429)."""
 
 
 @dataclass(frozen=True)

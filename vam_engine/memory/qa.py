@@ -33,6 +33,16 @@ def _summary_key(cameras, session: str) -> str:
     return f"{session}|{scope_text(cameras)}"
 
 
+def forget_sessions(conn, session_ids) -> int:
+    """Inside a transaction: the history records and rolling summaries of ``session_ids`` go
+    (the sessions are deleted: memory/sessions.py). Returns the records deleted."""
+    n = 0
+    for sid in session_ids:
+        n += conn.execute("DELETE FROM qa_history WHERE session=?", (sid,)).rowcount
+        conn.execute("DELETE FROM qa_summary WHERE substr(key, 1, ?) = ?", (len(sid) + 1, f"{sid}|"))
+    return n
+
+
 class QAHistory:
     def __init__(self, db: Database):
         self.db = db

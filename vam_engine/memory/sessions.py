@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 
 from ..errors import VamError
 from .db import Database, placeholders
+from .qa import forget_sessions
 from .records import BoxRef, Evidence, Pose
 
 ROLES = ("user", "engine")
@@ -183,6 +184,29 @@ class SessionRepository:
                                (time.time(), session_id))
             return cur.rowcount > 0
 
+    def delete_ended(self, *, owner: str, keep: int, ended_before: float | None = None) -> list[str]:
+        """Delete ended sessions with their turns and question history: those of ``owner`` (the
+        part of their id up to its first "/", "" for an id without one) beyond its newest
+        ``keep`` ended ones, and every one that ended before ``ended_before`` (None: no age
+        rule). Returns the ids deleted. (Sessions are no camera's time, so this is not part of
+        ``Store.delete``'s protocol. The monitors they started stay, ended, with their alerts,
+        until their cameras' deletion or retention, and so do their bindings here: a row each,
+        which keeps them their token's, never anybody's.)"""
+        owner_of = "substr(session_id, 1, instr(session_id, '/'))"
+        with self.db.transaction() as conn:
+            ids = [r[0] for r in conn.execute(
+                f"SELECT session_id FROM sessions WHERE ended_at IS NOT NULL AND {owner_of} = ? "
+                "ORDER BY ended_at DESC, session_id DESC LIMIT -1 OFFSET ?", (owner, max(0, int(keep))))]
+            if ended_before is not None:
+                ids += [r[0] for r in conn.execute("SELECT session_id FROM sessions WHERE ended_at IS NOT NULL "
+                                                   "AND ended_at < ?", (float(ended_before),))]
+            ids = sorted(set(ids))
+            for sid in ids:
+                for table in ("session_turns", "sessions"):
+                    conn.execute(f"DELETE FROM {table} WHERE session_id=?", (sid,))
+            forget_sessions(conn, ids)
+        return ids
+
     # -- turns ---------------------------------------------------------------------------------
     def add_turns(self, session_id: str, turns, keep: int) -> list[SessionTurn]:
         """Store ``turns`` (NewTurn, in order) in one transaction; the session keeps its newest
@@ -222,6 +246,18 @@ class SessionRepository:
         with self.db.transaction() as conn:
             conn.execute("INSERT INTO session_monitors (monitor_id, session_id, request, created_at) VALUES (?,?,?,?)",
                          (monitor_id, session_id, str(request)[:MAX_TURN_CHARS], time.time()))
+
+    def monitor_sessions(self, monitor_ids=None) -> dict[str, str]:
+        """Monitor id -> the session whose standing request it serves, for every monitor a
+        session started (``monitor_ids``: only those), active or ended."""
+        sql, args = "SELECT monitor_id, session_id FROM session_monitors", []
+        if monitor_ids is not None:
+            ids = list(monitor_ids)
+            if not ids:
+                return {}
+            sql += f" WHERE monitor_id IN ({placeholders(ids)})"
+            args = ids
+        return dict(self.db.conn().execute(sql, args).fetchall())
 
     def watch_of(self, monitor_id: str) -> SessionWatch | None:
         """The standing request a monitor serves (None: a monitor of no session)."""

@@ -76,7 +76,8 @@ class _ModelDown(Exception):
 
 class AgenticAnswerer:
     def __init__(self, llm, *, max_turns: int = 6, dialogue_tokens: int = prompts.DIALOGUE_TOKENS,
-                 stage_clock=None, tools=None, budget: Budget | QuestionBudget | None = None):
+                 stage_clock=None, tools=None, budget: Budget | QuestionBudget | None = None,
+                 tool_scope: tuple = ()):
         """``dialogue_tokens``: the last question/answer pairs in view the router and the
         planner see, newest kept, at most that many estimated tokens (a follow-up question
         refers to them). ``stage_clock(name)``: a
@@ -86,7 +87,8 @@ class AgenticAnswerer:
         actions the planner may take (None: none, and those actions are invalid). ``budget``: the
         question's (reason/budget.py; a ``Budget`` gets a fresh account per ``answer``; None: the
         defaults): every inspection shows at most ``max_images`` frames, one over many cameras
-        looks at the question's best ``max_cameras`` of them."""
+        looks at the question's best ``max_cameras`` of them. ``tool_scope``: who asks (its tool
+        replies are cached apart from every other asker's)."""
         if llm is None:
             raise VamError("the agentic answerer needs an LLM: set llm.backend (local or openai) or pass llm=...")
         if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
@@ -97,7 +99,7 @@ class AgenticAnswerer:
         self.max_turns = max_turns
         self.dialogue_tokens = dialogue_tokens
         self.stage_clock = stage_clock or (lambda name: nullcontext())
-        self.tools = ToolActions(tools) if tools is not None else None
+        self.tools = ToolActions(tools, tool_scope) if tools is not None else None
         self.budget = budget if budget is not None else Budget()
 
     @property
@@ -126,7 +128,8 @@ class AgenticAnswerer:
         except _ModelDown as e:
             run.out.trace.append(TraceEntry(e.stage, error=f"model failed: {e.error}"))
             self._best_effort(run, f"the model failed ({e.error})")
-        run.out.trace.append(TraceEntry("done", detail={"model_calls": run.turns.calls, "found": run.out.found}))
+        run.out.trace.append(TraceEntry("done", detail={"model_calls": run.turns.calls, "found": run.out.found,
+                                                        "outside_calls": run.tool_calls}))
         run.out.timings["total"] = time.perf_counter() - start
         return run.out
 
@@ -238,6 +241,7 @@ class AgenticAnswerer:
         if action.action in TOOL_ACTIONS:
             with self.stage_clock("tool"), self._timed(run, "tools"):
                 return self.tools.run_action(run, action, entry)
+        steer = self.tools.steering(run, action) if self.tools is not None else []
         if isinstance(action, SearchAction):
             with self.stage_clock("search"):
                 found = self._guarded(run, entry, lambda: self._search(run, action, entry))
@@ -249,7 +253,12 @@ class AgenticAnswerer:
         else:
             found = self._guarded(run, entry, lambda: self._summarize(
                 run, action.time_range, action.granularity_seconds, action.prompt, action.summary_structure, entry))
-        self._add_block(run, action.action, found, entry)
+        label = action.action
+        if steer:  # asked with words of a web result: its results never go outside (tool_actions.py)
+            run.steered.add(len(run.blocks) + 1)
+            entry.detail["steered_by"] = steer[:8]
+            label += " (with words of a web result: its results are not sent to outside tools)"
+        self._add_block(run, label, found, entry)
         if run.failure is not None:
             raise run.failure
         return len(found)

@@ -170,14 +170,14 @@ class Answering:
     def turn(self, text: str, *, session: str, camera=None, as_of: float | None = None, mode: str = "auto",
              max_turns: int = 6, intent: str | None = None, condition: str | None = None,
              target: str | None = None, every_s: float | None = None, may_watch: bool = True,
-             read_only: bool = False) -> TurnResult:
+             read_only: bool = False, watch_quota=None) -> TurnResult:
         """See ``Engine.turn``."""
         check_ask(text, as_of, mode, max_turns, session=session, read_only=read_only)
         self._need_model("turn")
         if self.sessions is None:
             raise VamError("turn needs a session store, and this one answers without")
         started = time.perf_counter()
-        opts = TurnOptions(camera, as_of, intent, condition, target, every_s, may_watch)
+        opts = TurnOptions(camera, as_of, intent, condition, target, every_s, may_watch, watch_quota)
         sess, cams, read = self.sessions.read_turn(text, session, opts)
         if read.kind == "question":
             q = Question(text.strip(), as_of, mode, max_turns, session, read_only, started)
@@ -199,7 +199,7 @@ class Answering:
         view = self.views.view(q.as_of, cameras, session=q.session, write=not q.read_only)
         llm = self.models.llm
         model = WatchedModel(llm)
-        two_phase, agentic, budget = self._answerers(model, q, view, self.views.present())
+        two_phase, agentic, budget = self._answerers(model, q, view, self.views.present(), cameras)
         answer = answer_in_mode(model, two_phase, agentic, q.text, view, q.mode)
         answer.trace.append(TraceEntry("budget", detail=budget.account.detail()))
         try:
@@ -217,11 +217,12 @@ class Answering:
         answer.timings["response_s"] = time.perf_counter() - q.started
         return answer
 
-    def _answerers(self, model: WatchedModel, q: Question, view, present):
+    def _answerers(self, model: WatchedModel, q: Question, view, present, cameras=None):
         """(two-phase, agentic, the question's budget): what this question is shown, for both
         answerers (see the module docstring): the present, the budget of images and tokens
         (``ask``: reason/budget.py), the dialogue budget (``sessions.dialogue_tokens``), the
-        outside tools."""
+        outside tools (their cache kept apart per asker: the part of the session before its first
+        "/", the service's token, and the cameras asked about)."""
         dialogue = self.config.sessions.dialogue_tokens
         ask = self.config.ask
         budget = QuestionBudget(Budget.from_config(ask), q.text)  # one account for both answerers
@@ -229,8 +230,9 @@ class Answering:
         two_phase = TwoPhaseAnswerer(model, present, self.models.text_embedder(), update_qa=False,
                                      dialogue_tokens=dialogue, k_f=ask.k_f, k_q=ask.k_q,
                                      keyframes_per_node=ask.keyframes_per_node, budget=budget)
+        cams = None if cameras is None else tuple(sorted({cameras} if isinstance(cameras, str) else set(cameras)))
         agentic = AgenticAnswerer(model, max_turns=q.max_turns, dialogue_tokens=dialogue, tools=self.tools,
-                                  budget=budget)
+                                  budget=budget, tool_scope=(q.session.split("/", 1)[0], cams))
         return two_phase, agentic, budget
 
     # -- the QA history --------------------------------------------------------------------------

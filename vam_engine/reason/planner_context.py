@@ -68,6 +68,9 @@ class PlannerRun:
     failure: Exception | None = None              # a model failure to raise once the turn's results are kept
     tool_results: dict = field(default_factory=dict)  # (turn_idx, result_idx) -> ToolCitation (tool_actions.py)
     tool_calls: int = 0                           # tool calls made for this question
+    tool_words: set = field(default_factory=set)  # words of the web results so far (tool_actions.py: steering)
+    steered: set = field(default_factory=set)     # context turns of memory actions that used such words
+    asked_words: set = field(default_factory=set)  # words of the outside calls sent (the planner's own)
     budget: Any = None                            # the question's budget (reason/budget.py), set by answer()
 
     def findings(self) -> list[Found]:

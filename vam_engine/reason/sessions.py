@@ -70,6 +70,7 @@ class TurnOptions:
     target: str | None = None
     every_s: float | None = None
     may_watch: bool = True
+    watch_quota: Callable[[], None] | None = None  # raises when the caller may start no more monitors
 
     def __post_init__(self):
         if self.intent is not None and self.intent not in INTENT_KINDS:
@@ -123,7 +124,8 @@ class Sessions:
     # -- sessions ------------------------------------------------------------------------------
     def create(self, session_id: str, cameras=None) -> Session:
         """A new session bound to ``cameras``; VamError when one of that id exists."""
-        sess, created = self.repo.ensure(check_session_id(session_id), _cams(cameras))
+        self._retain(check_session_id(session_id))
+        sess, created = self.repo.ensure(session_id, _cams(cameras))
         if not created:
             raise SessionError(f"session {session_id!r} exists already")
         return sess
@@ -145,7 +147,17 @@ class Sessions:
         """End a session and its standing requests (its turns stay). False: none such was open."""
         for w in self.repo.watches(session_id):
             self._monitors.unwatch(w.monitor_id)
-        return self.repo.end(session_id)
+        ended = self.repo.end(session_id)
+        self._retain(session_id)
+        return ended
+
+    def _retain(self, session_id: str) -> list[str]:
+        """The retention of ended sessions (``sessions.ended_per_owner``, ``ended_max_age_s``):
+        the owner of ``session_id`` keeps its newest ended ones, and none is kept past the age."""
+        owner = session_id[:session_id.find("/") + 1]
+        age = self._cfg.ended_max_age_s
+        return self.repo.delete_ended(owner=owner, keep=self._cfg.ended_per_owner,
+                                      ended_before=time.time() - age if age > 0 else None)
 
     @staticmethod
     def scope(sess: Session, camera) -> tuple[str, ...] | None:
@@ -213,6 +225,8 @@ class Sessions:
             if held >= self._cfg.max_watches:
                 raise SessionLimit(f"session {sid!r} has {held} standing requests, at most {self._cfg.max_watches} "
                                    f"(sessions.max_watches): cancel one first")
+            if opts.watch_quota is not None:
+                opts.watch_quota()
             said = (f"OK, I'll tell you {'every time' if intent.repeat else 'when'} {intent.condition} "
                     f"(watching {_where(cams)}).")
             if ended:

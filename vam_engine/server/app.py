@@ -10,12 +10,14 @@ without a token, so a browser can open the page and enter its token there.
 Everything a client can make the server hold is bounded (``ServeOptions``): request bodies
 (``max_upload_bytes``, 413 beyond, checked on the declared length and on the bytes as they
 arrive), connections and the time to send a request head (http.py), questions and summaries
-answered at once (429 beyond), cameras, monitors and sessions per token, session streams, image
-sizes, page sizes, metric label values. CORS is off unless ``cors_origins`` names origins; malformed input gets a 4xx
+answered at once (429 beyond) and each token's share of every such pool (config ``service``),
+cameras, monitors and sessions per token, session streams, image sizes, page sizes, metric label
+values. Revoking a token ends what it started (revocation.py). CORS is off unless ``cors_origins`` names origins; malformed input gets a 4xx
 naming the problem and one log line. Nothing here logs a header, a body or a query string.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -27,13 +29,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
+from ..config import ServiceConfig
 from ..errors import StoreError, Unavailable, VamError
+from ..memory import MonitorLimit, SessionLimit
 from . import logfilter
 from .auth import need
 from .lanes import Lanes, LaneSizes
 from .metrics import Metrics, process_lines
 from .middleware import BodyLimit, SecurityHeaders, Timing
 from .queries import BadQuery
+from .revocation import Revocation
 from .routes_clips import router as clips_router
 from .routes_live import router as live_router
 from .routes_memory import router as memory_router
@@ -41,7 +46,7 @@ from .routes_sessions import router as sessions_router
 from .routes_sessions import session_state
 from .routes_perception import router as perception_router
 from .sse import AlertHub
-from .ownership import Ownership, QuotaExceeded
+from .ownership import OWNERS_FILE, Ownership, QuotaExceeded, TokenSlots, WatchOwners
 from .tokens import CameraForbidden, Principal, TokenStore
 
 log = logging.getLogger("vam_engine.server")
@@ -62,12 +67,21 @@ class ServeOptions:
     max_asks: int = 8  # questions answered at once; more get 429 (each holds a model turn and a thread)
     max_summaries: int = 2  # summarize calls at once; more get 429 (each runs many model calls)
     max_cameras_per_token: int = 16  # live cameras one token may have added and not removed
-    max_monitors_per_token: int = 8  # monitors one token may have started and not ended
+    max_monitors_per_token: int = ServiceConfig().monitors_per_token  # active monitors of one token, its
+    # sessions' standing requests included (config service.monitors_per_token; the engine's pool: monitors.max_active)
     max_sessions_per_token: int = 32  # open sessions one token may hold (routes_sessions.py)
     max_session_streams: int = 64  # session SSE streams open at once
+    # each token's share of the pools above (config ``service``: ``ServeOptions.shares``)
+    max_session_streams_per_token: int = ServiceConfig().session_streams_per_token
+    max_asks_per_token: int = ServiceConfig().asks_per_token
+    max_summaries_per_token: int = ServiceConfig().summaries_per_token
+    max_lane_requests_per_token: int = ServiceConfig().lane_requests_per_token
+    max_streams_per_token: int = ServiceConfig().streams_per_token  # alert streams and WebSockets
+    max_clips_per_token: int = ServiceConfig().clips_per_token
     max_image_pixels: int = 40_000_000  # an uploaded query image's size at most
     max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
+    token_poll_s: float = 1.0  # how often the token file is checked for revoked tokens (revocation.py)
     lanes: LaneSizes = field(default_factory=LaneSizes)  # handler threads at once per endpoint class
     # more /metrics lines: callables returning Prometheus text lines (serve adds the notifier's:
     # MQTT and webhook deliveries, drops, dead letters)
@@ -78,18 +92,29 @@ class ServeOptions:
         if not (isinstance(self.max_upload_bytes, int) and self.max_upload_bytes >= 1024):
             raise ValueError(f"max_upload_bytes must be an integer >= 1024, got {self.max_upload_bytes!r}")
         for name in ("max_asks", "max_summaries", "max_cameras_per_token", "max_monitors_per_token",
-                     "max_image_pixels", "max_connections", "max_sessions_per_token", "max_session_streams"):
+                     "max_image_pixels", "max_connections", "max_sessions_per_token", "max_session_streams",
+                     "max_session_streams_per_token", "max_asks_per_token", "max_summaries_per_token",
+                     "max_lane_requests_per_token", "max_streams_per_token", "max_clips_per_token"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         if not self.header_timeout_s > 0:
             raise ValueError(f"header_timeout_s must be > 0, got {self.header_timeout_s!r}")
-        if self.status_poll_s <= 0 or self.keepalive_s <= 0:
-            raise ValueError("status_poll_s and keepalive_s must be > 0")
+        if self.status_poll_s <= 0 or self.keepalive_s <= 0 or self.token_poll_s <= 0:
+            raise ValueError("status_poll_s, keepalive_s and token_poll_s must be > 0")
         if not all(callable(f) for f in self.metric_sources):
             raise ValueError("metric_sources must be callables returning lines of Prometheus text")
         if not isinstance(self.lanes, LaneSizes):
             raise ValueError(f"lanes must be a LaneSizes, got {type(self.lanes).__name__}")
+
+    @staticmethod
+    def shares(service: ServiceConfig) -> dict:
+        """The fields of the per-token shares from the config's ``service`` section."""
+        return {"max_monitors_per_token": service.monitors_per_token,
+                "max_session_streams_per_token": service.session_streams_per_token,
+                "max_asks_per_token": service.asks_per_token, "max_summaries_per_token": service.summaries_per_token,
+                "max_lane_requests_per_token": service.lane_requests_per_token,
+                "max_streams_per_token": service.streams_per_token, "max_clips_per_token": service.clips_per_token}
 
 
 # -- the app ---------------------------------------------------------------------------------------
@@ -105,7 +130,8 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     options = options or ServeOptions()
     backend = backend or LocalBackend(engine)
     metrics = Metrics(options.metrics_store_every_s)
-    hub = AlertHub(engine, backend)
+    watch_owners = WatchOwners(engine)
+    hub = AlertHub(engine, backend, prepare=lambda a: watch_owners.of([a.monitor_id]))
 
     mcp_manager = []  # the MCP transport's session manager, run while the app runs (options.mcp)
 
@@ -113,6 +139,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     async def lifespan(app):
         logfilter.install()  # whatever runs the app: no query string in the HTTP server's log lines
         hub.start()
+        revoking = asyncio.create_task(app.state.revocation.follow(options.token_poll_s))
         try:
             if mcp_manager:
                 async with mcp_manager[0].run():
@@ -120,6 +147,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
             else:
                 yield
         finally:
+            revoking.cancel()
             hub.close()
 
     app = FastAPI(title="vam_engine", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
@@ -133,8 +161,19 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.state.hub = hub
     app.state.asks = threading.BoundedSemaphore(options.max_asks)
     app.state.summaries = threading.BoundedSemaphore(options.max_summaries)
-    app.state.owned = Ownership(options.max_cameras_per_token, options.max_monitors_per_token)
-    app.state.lanes = Lanes(options.lanes)
+    app.state.ask_shares = TokenSlots(options.max_asks_per_token, "questions being answered",
+                                      "service.asks_per_token")
+    app.state.summary_shares = TokenSlots(options.max_summaries_per_token, "summaries being written",
+                                          "service.summaries_per_token", retry_after=5)
+    app.state.stream_shares = TokenSlots(options.max_streams_per_token, "alert streams and WebSockets open",
+                                         "service.streams_per_token", retry_after=5)
+    app.state.clip_shares = TokenSlots(options.max_clips_per_token, "clips being encoded", "service.clips_per_token",
+                                       retry_after=2)
+    app.state.monitor_lock = threading.Lock()  # a token's monitors counted and one added, as one step
+    app.state.owned = Ownership(options.max_cameras_per_token, Path(app.state.tokens.dir) / OWNERS_FILE)
+    app.state.watch_owners = watch_owners
+    app.state.revocation = Revocation(engine, app.state.tokens, app.state.owned)
+    app.state.lanes = Lanes(options.lanes, options.max_lane_requests_per_token)
     for name, value in session_state(options).items():
         setattr(app.state, name, value)
     model_tap.install(backend, lambda cls, s: metrics.model.observe(s, cls))
@@ -193,9 +232,12 @@ def _error_statuses(app: FastAPI) -> None:
     # the engine's own errors and argument checks, as statuses (an OS error is not among them:
     # its message may name server paths, so it stays a plain 500)
     for exc_type, status in ((BadQuery, 422), (CameraForbidden, 403), (StoreError, 409), (Unavailable, 503),
-                             (QuotaExceeded, 429), (VamError, 400), (ValueError, 400)):
+                             (QuotaExceeded, 429), (MonitorLimit, 429), (SessionLimit, 429), (VamError, 400),
+                             (ValueError, 400)):
         def handler(request, exc, status=status):
-            return JSONResponse({"detail": str(exc)}, status_code=status)
+            retry = getattr(exc, "retry_after", None)
+            return JSONResponse({"detail": str(exc)}, status_code=status,
+                                headers={"Retry-After": str(retry)} if retry else None)
         app.add_exception_handler(exc_type, handler)
 
     # input no parser should have let through (JSON nested thousands deep, a number past SQLite's

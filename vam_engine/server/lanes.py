@@ -9,7 +9,9 @@ instead of being starved, the ingest threads and the event loop keep getting the
 throughput does not drop (the threads beyond two or three added no CPU, only switching).
 
 Search has its own lane: a query embeds an image or a text, several times the cost of a page,
-and a burst of them must not hold back the timeline's cheap requests.
+and a burst of them must not hold back the timeline's cheap requests. A lane is a pool every
+token draws from: one token has at most ``per_token`` requests running or waiting in each
+(429 beyond, naming ``service.lane_requests_per_token``), so it cannot queue the others out.
 """
 from __future__ import annotations
 
@@ -33,8 +35,12 @@ class LaneSizes:
 
 
 class Lanes:
-    def __init__(self, sizes: LaneSizes):
+    def __init__(self, sizes: LaneSizes, per_token: int = 16):
+        from .ownership import TokenSlots
+
         self.sizes = sizes
+        self._shares = {lane: TokenSlots(per_token, f"requests in the {lane} lane", "service.lane_requests_per_token")
+                        for lane in ("read", "search")}
         # built on first use, inside the running loop, so anyio hands out its asyncio limiter directly
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
 
@@ -44,9 +50,15 @@ class Lanes:
             lim = self._limiters[lane] = anyio.CapacityLimiter(getattr(self.sizes, lane))
         return lim
 
-    async def run(self, lane: str, fn, *args, **kwargs):
-        """``fn(*args, **kwargs)`` on a worker thread once the lane has room; its result or error."""
-        return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self._limiter(lane))
+    async def run(self, lane: str, fn, *args, token_id: str | None = None, **kwargs):
+        """``fn(*args, **kwargs)`` on a worker thread once the lane has room; its result or error.
+        ``token_id``: whose request it is (QuotaExceeded over the token's share of the lane)."""
+        share = self._shares[lane]
+        share.take(token_id)
+        try:
+            return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self._limiter(lane))
+        finally:
+            share.give(token_id)
 
     def waiting(self) -> dict[str, int]:
         """Requests queued per lane (a lane not used yet has none)."""

@@ -18,7 +18,7 @@ import binascii
 import functools
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, Image, MCPServer
@@ -31,7 +31,7 @@ from . import queries
 from .images import FrameGone, ImageTooLarge, decode_rgb, frame_jpeg
 from .jsonify import (answer_json, entity_json, event_json, evidence_json, last_seen_json, moment_json, partial_json,
                       transcript_json)
-from .ownership import Ownership
+from .ownership import Ownership, TokenSlots, WatchOwners, check_monitor_share, monitor_visible
 from .tokens import CameraForbidden, Principal
 
 INSTRUCTIONS = (
@@ -56,9 +56,10 @@ Limit = Annotated[int, Field(ge=1, le=1000, description="items per page")]
 @dataclass
 class McpService:
     """What the tools call: the engine (or a cluster router), the backend of the service's
-    reads, and the bounds the HTTP API holds too (questions at once, monitors per token, page
-    and image sizes). ``run(lane, fn)`` runs ``fn`` off the event loop (``lane``: "read",
-    "search", or None for a plain worker thread)."""
+    reads, and the bounds the HTTP API holds too (questions at once and each token's share of
+    them, active monitors per token with its sessions' standing requests, page and image sizes;
+    another token's standing requests hidden: ``watch_owners``). ``run(lane, fn)`` runs ``fn``
+    off the event loop (``lane``: "read", "search", or None for a plain worker thread)."""
 
     engine: object
     backend: object
@@ -68,6 +69,14 @@ class McpService:
     max_page: int = 1000
     max_image_pixels: int = 40_000_000
     max_image_bytes: int = 10 << 20
+    max_monitors: int = 4
+    ask_shares: TokenSlots | None = None  # None: no share (stdio serves one client)
+    watch_owners: WatchOwners | None = None  # None: read from the engine
+    monitor_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self):
+        if self.watch_owners is None:
+            self.watch_owners = WatchOwners(self.engine)
 
 
 class Tools:
@@ -249,7 +258,12 @@ def _ask_tool(server: MCPServer, tools: Tools) -> None:
         p = tools.principal(ctx)
         queries.check_range(None, None, as_of)
         cams = p.camera_scope(cameras)
+        shares = svc.ask_shares
+        if shares is not None:
+            shares.take(p.token_id)  # the token's share, as POST /api/ask
         if not svc.asks.acquire(blocking=False):
+            if shares is not None:
+                shares.give(p.token_id)
             raise ToolError("too many questions are being answered; retry shortly")
 
         try:  # the worker thread is awaited to its end (anyio does not abandon it), then the slot is free
@@ -258,6 +272,8 @@ def _ask_tool(server: MCPServer, tools: Tools) -> None:
                                                                   read_only=not p.allows("write")))
         finally:
             svc.asks.release()
+            if shares is not None:
+                shares.give(p.token_id)
         out = answer_json(answer)
         out.pop("trace", None)  # the model calls behind the answer: long, and of no use to the asker
         return out
@@ -353,8 +369,12 @@ def _monitor_tools(server: MCPServer, tools: Tools) -> None:
         """The standing watches on the live cameras that you may see: id, condition, cameras, state."""
         p = tools.principal(ctx)
         fn = tools.engine_api("monitors")
-        return await tools.run(None, lambda: {"monitors": [m.to_json() for m in fn(include_ended=include_ended)
-                                                           if p.sees_all(m.cameras)]})
+        def work():
+            rows = fn(include_ended=include_ended)
+            owners = svc.watch_owners.of(m.monitor_id for m in rows)
+            return {"monitors": [m.to_json() for m in rows if monitor_visible(p, m, owners)]}
+
+        return await tools.run(None, work)
 
     @_tool(server, False, "Watch for something")
     async def watch(ctx: Context,
@@ -374,9 +394,10 @@ def _monitor_tools(server: MCPServer, tools: Tools) -> None:
         fn = tools.engine_api("watch")
 
         def work():
-            svc.owned.claim("monitor", p.token_id)  # as POST /api/monitors: a share per token
-            m = fn(condition, cams, mode=mode, min_confidence=min_confidence, every_s=every_s)
-            svc.owned.record("monitor", p.token_id, m.monitor_id)
+            with svc.monitor_lock:  # as POST /api/monitors: counted and added as one step, a share per token
+                check_monitor_share(svc.engine, svc.owned, p.token_id, svc.max_monitors)
+                m = fn(condition, cams, mode=mode, min_confidence=min_confidence, every_s=every_s)
+                svc.owned.record("monitor", p.token_id, m.monitor_id)
             return m.to_json()
 
         return await tools.run(None, work)
@@ -389,8 +410,9 @@ def _monitor_tools(server: MCPServer, tools: Tools) -> None:
 
         def work():
             listed = {m.monitor_id: m for m in listing(include_ended=True)}
-            if monitor_id not in listed or not p.sees_all(listed[monitor_id].cameras):
-                raise queries.BadQuery(f"no monitor {monitor_id!r}")
+            owners = svc.watch_owners.of([monitor_id] if monitor_id in listed else [])
+            if monitor_id not in listed or not monitor_visible(p, listed[monitor_id], owners):
+                raise queries.BadQuery(f"no monitor {monitor_id[:64]!r}")  # another token's: as if none
             ok = svc.engine.unwatch(monitor_id)
             svc.owned.release("monitor", monitor_id)
             if not ok:

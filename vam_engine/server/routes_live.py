@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from .auth import authenticate, bearer, need
 from .frames import jpeg_response
 from .jsonify import alert_json, gap_json, partial_json, status_json
+from .ownership import QuotaExceeded, check_monitor_share, monitor_visible
 from .queries import MAX_ID, BadQuery, check_range
 from .routes_sessions import SessionSocket
 from .sse import SSE_KEEPALIVE, sse_event
@@ -155,10 +156,16 @@ def camera_gaps(request: Request, camera_id: str, t0: float | None = None, t1: f
 
 
 # -- monitors --------------------------------------------------------------------------------------
+def _listed(request: Request, include_ended: bool) -> list:
+    return list(_api(_engine(request), "monitors", "monitors")(include_ended=include_ended))
+
+
 @router.get("/api/monitors", tags=["monitors"])
 def monitors(request: Request, include_ended: bool = False, p: Principal = need("read")):
-    fn = _api(_engine(request), "monitors", "monitors")
-    return {"monitors": [m.to_json() for m in fn(include_ended=include_ended) if p.sees_all(m.cameras)]}
+    """The monitors within the token's cameras (a session's standing requests: its own only)."""
+    rows = _listed(request, include_ended)
+    owners = request.app.state.watch_owners.of(m.monitor_id for m in rows)
+    return {"monitors": [m.to_json() for m in rows if monitor_visible(p, m, owners)]}
 
 
 @router.post("/api/monitors", tags=["monitors"], status_code=201)
@@ -166,20 +173,31 @@ async def watch(request: Request, body: MonitorBody, p: Principal = need("write"
     """Watch the present of cameras for a condition; alerts arrive on /api/alerts/stream and /api/ws."""
     cams = p.camera_scope(body.cameras)
     fn = _api(_engine(request), "watch", "monitors")
-    owned = request.app.state.owned
-    owned.claim("monitor", p.token_id)  # 429 when the token holds its share already
-    m = await run_in_threadpool(lambda: fn(body.condition, cams, mode=body.mode, min_confidence=body.min_confidence,
-                                           every_s=body.every_s, frames=body.frames, repeat_gap_s=body.repeat_gap_s))
-    owned.record("monitor", p.token_id, m.monitor_id)
-    return m.to_json()
+    state = request.app.state
+
+    def work():
+        with state.monitor_lock:  # counted and added as one step: the share holds
+            check_monitor_share(state.engine, state.owned, p.token_id, state.options.max_monitors_per_token)
+            m = fn(body.condition, cams, mode=body.mode, min_confidence=body.min_confidence, every_s=body.every_s,
+                   frames=body.frames, repeat_gap_s=body.repeat_gap_s)
+            state.owned.record("monitor", p.token_id, m.monitor_id)
+            return m
+
+    return (await run_in_threadpool(work)).to_json()
 
 
 @router.delete("/api/monitors/{monitor_id}", tags=["monitors"])
 async def unwatch(request: Request, monitor_id: str, p: Principal = need("write")):
+    """End a monitor within the token's cameras (another token's standing request: 404)."""
     eng = _engine(request)
-    listed = {m.monitor_id: m for m in _api(eng, "monitors", "monitors")(include_ended=True)}
-    if monitor_id not in listed or not p.sees_all(listed[monitor_id].cameras):
-        raise HTTPException(404, f"no monitor {monitor_id!r}")
+
+    def find():
+        rows = {m.monitor_id: m for m in _listed(request, True)}
+        return rows.get(monitor_id), request.app.state.watch_owners.of([monitor_id] if monitor_id in rows else [])
+
+    m, owners = await run_in_threadpool(find)
+    if m is None or not monitor_visible(p, m, owners):
+        raise HTTPException(404, f"no monitor {monitor_id[:64]!r}")
     ok = await run_in_threadpool(eng.unwatch, monitor_id)
     request.app.state.owned.release("monitor", monitor_id)
     if not ok:
@@ -209,9 +227,10 @@ def alerts(request: Request, since: str | None = None, monitor: str | None = Non
     cams = [camera] if camera is not None else p.cameras  # the token's limit, applied in the query
     rows = backend.alerts_after(pos, monitor_id=monitor, cameras=cams, limit=limit)
     if rows:
-        pos = rows[-1][1]
-    return {"alerts": [alert_json(a) for a, _ in rows], "next_since": backend.alert_position_json(pos),
-            **partial_json(rows)}
+        pos = rows[-1][1]  # past every row read, those of another token's standing requests too
+    owners = request.app.state.watch_owners
+    return {"alerts": [alert_json(a) for a, _ in rows if owners.allows(p.token_id, a.monitor_id)],
+            "next_since": backend.alert_position_json(pos), **partial_json(rows)}
 
 
 @router.get("/api/alerts/stream", tags=["alerts"], response_class=StreamingResponse,
@@ -230,24 +249,29 @@ async def alert_stream(request: Request, since: str | None = None, monitor: str 
     if camera is not None:
         p.camera_scope([camera])
 
+    owners = request.app.state.watch_owners
+
     def sees(a) -> bool:
         return p.sees(a.camera_id) and (monitor is None or a.monitor_id == monitor) and (
-            camera is None or a.camera_id == camera)
+            camera is None or a.camera_id == camera) and owners.allows(p.token_id, a.monitor_id)
 
-    metrics = request.app.state.metrics
-    keepalive = request.app.state.options.keepalive_s
+    state = request.app.state
+    metrics, keepalive = state.metrics, state.options.keepalive_s
+    state.stream_shares.take(p.token_id)  # 429 over the token's share of open streams
 
     async def events():
         metrics.sse_clients += 1
         try:
-            yield "retry: 2000\n\n"
-            async for item in hub.stream(last, sees, keepalive, alive=_token_alive(request.app.state, p)):
-                if item is None:
-                    yield SSE_KEEPALIVE
-                else:
-                    yield sse_event(alert_json(item[0]), event="alert", id=backend.alert_position_text(item[1]))
+            with state.revocation.stream(p.token_id) as revoked:
+                yield "retry: 2000\n\n"
+                async for item in hub.stream(last, sees, keepalive, alive=_token_alive(state, p), stop=revoked):
+                    if item is None:
+                        yield SSE_KEEPALIVE
+                    else:
+                        yield sse_event(alert_json(item[0]), event="alert", id=backend.alert_position_text(item[1]))
         finally:
             metrics.sse_clients -= 1
+            state.stream_shares.give(p.token_id)
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -259,7 +283,7 @@ def alert_frame(request: Request, alert_id: int = Path(..., ge=0, le=MAX_ID), k:
     """The k-th frame an alert's check saw (by alert id and index; never by path)."""
     backend = _backend(request)
     a = backend.alert(alert_id)
-    if a is None:
+    if a is None or not request.app.state.watch_owners.allows(p.token_id, a.monitor_id):
         raise HTTPException(404, f"no alert {alert_id}")
     if not p.sees(a.camera_id):
         raise HTTPException(403, f"alert {alert_id} is of a camera outside this token's limit")
@@ -309,6 +333,21 @@ async def ws_endpoint(ws: WebSocket):
     except WebSocketDisconnect:  # the client left before authenticating
         return
     state = ws.app.state
+    try:
+        state.stream_shares.take(p.token_id)
+    except QuotaExceeded as e:
+        await ws.send_json({"type": "error", "status": 429, "detail": str(e)})
+        await ws.close(code=1008)
+        return
+    try:
+        await _ws_session(ws, p, since)
+    finally:
+        state.stream_shares.give(p.token_id)
+
+
+async def _ws_session(ws: WebSocket, p: Principal, since) -> None:
+    """An authenticated socket: its alerts, camera states and sessions until it closes."""
+    state = ws.app.state
     engine, hub, opts = state.engine, state.hub, state.options
     send_lock = asyncio.Lock()
 
@@ -322,7 +361,9 @@ async def ws_endpoint(ws: WebSocket):
     async def alerts_loop():
         if not hub.available:
             return await asyncio.Event().wait()
-        async for item in hub.stream(since, lambda a: p.sees(a.camera_id), opts.keepalive_s,
+        owners = state.watch_owners
+        async for item in hub.stream(since, lambda a: p.sees(a.camera_id) and owners.allows(p.token_id, a.monitor_id),
+                                     opts.keepalive_s,
                                      alive=_token_alive(state, p)):
             await send({"type": "ping"} if item is None else {
                 "type": "alert", "alert": alert_json(item[0]), "position": state.backend.alert_position_json(item[1])})
@@ -356,8 +397,15 @@ async def ws_endpoint(ws: WebSocket):
     async def sessions_loop():
         return await (sessions.run() if sessions is not None else asyncio.Event().wait())
 
+    stack = contextlib.ExitStack()
+    revoked = stack.enter_context(state.revocation.stream(p.token_id))
+
+    async def revoked_loop():  # the token revoked: the socket closes at once (server/revocation.py)
+        await (revoked or asyncio.Event()).wait()
+        await send({"type": "error", "status": 401, "detail": "this token was revoked"})
+
     state.metrics.ws_clients += 1
-    tasks = [asyncio.create_task(c()) for c in (alerts_loop, status_loop, reader, sessions_loop)]
+    tasks = [asyncio.create_task(c()) for c in (alerts_loop, status_loop, reader, sessions_loop, revoked_loop)]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for t in done:
@@ -366,6 +414,7 @@ async def ws_endpoint(ws: WebSocket):
     except (WebSocketDisconnect, RuntimeError):
         pass
     finally:
+        stack.close()
         state.metrics.ws_clients -= 1
         for t in tasks:
             t.cancel()

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import VamError
+from ..memory import MAX_CORNERS
 from . import model_tap, queries
 from .auth import need
 from .frames import jpeg_response
@@ -63,7 +64,7 @@ class SearchBody(RequestBody):
     # (a box [x0, y0, x1, y1] or a polygon [[x, y], ...]), a map frame
     near: Point | None = None
     radius: float | None = Field(None, gt=0)
-    region: list[float] | list[Point] | None = Field(None, min_length=3, max_length=1000)
+    region: list[float] | list[Point] | None = Field(None, min_length=3, max_length=MAX_CORNERS)
     map_frame: str | None = Field(None, min_length=1, max_length=64)
 
 
@@ -115,7 +116,8 @@ async def moments(request: Request, camera: list[str] | None = Query(None), t0: 
     with its pose. Where they were taken: ``near=x,y`` with ``radius`` (metres), ``region``
     (a box ``x0,y0,x1,y1`` or a polygon ``x,y;x,y;x,y``), ``map_frame``."""
     place = _query_place(request, near, radius, region, map_frame)
-    return await _page(request, "moments", moment_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit, place)
+    return await _page(request, "moments", moment_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit, place,
+                       token_id=p.token_id)
 
 
 @router.get("/api/events", tags=["memory"])
@@ -126,7 +128,8 @@ async def events(request: Request, camera: list[str] | None = Query(None), t0: f
     """Events overlapping [t0, t1] that end by ``as_of``, with their documents and keyframes;
     ``near``/``radius``/``region``/``map_frame`` as for moments: events with a moment there."""
     place = _query_place(request, near, radius, region, map_frame)
-    return await _page(request, "events", event_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit, place)
+    return await _page(request, "events", event_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit, place,
+                       token_id=p.token_id)
 
 
 def _numbers(name: str, text: str) -> list[float]:
@@ -156,10 +159,12 @@ async def transcripts(request: Request, camera: list[str] | None = Query(None), 
                       limit: int = 200, p: Principal = need("read")):
     """What was said: transcript segments (camera, interval, text, language, confidence)
     overlapping [t0, t1] that end by ``as_of``, by camera and start time, keyset pages."""
-    return await _page(request, "transcripts", transcript_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit)
+    return await _page(request, "transcripts", transcript_json, p.camera_scope(camera), t0, t1, as_of, cursor, limit,
+                       token_id=p.token_id)
 
 
-async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, cursor, limit, place=None):
+async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, cursor, limit, place=None, *,
+                token_id: str | None = None):
     backend, n = request.app.state.backend, _limit(request, limit)
     extra = {} if place is None else {"place": place}
 
@@ -168,7 +173,7 @@ async def _page(request: Request, kind: str, to_json, cams, t0, t1, as_of, curso
         return json_response({"items": [to_json(x) for x in page.items], "next_cursor": page.next_cursor,
                               **partial_json(page)})
 
-    return await _lanes(request).run("read", work)
+    return await _lanes(request).run("read", work, token_id=token_id)
 
 
 @router.get("/api/frames/{moment_id}", tags=["memory"], response_class=Response,
@@ -186,7 +191,7 @@ async def frame(request: Request, moment_id: int = Path(..., ge=0, le=queries.MA
             raise HTTPException(403, f"moment {moment_id} belongs to a camera outside this token's limit")
         return jpeg_response(f, w)
 
-    return await _lanes(request).run("read", work)
+    return await _lanes(request).run("read", work, token_id=p.token_id)
 
 
 # -- search --------------------------------------------------------------------------------------------
@@ -287,7 +292,7 @@ async def search(request: Request, p: Principal = need("read")):
         return json_response({"evidence": [evidence_json(e) for e in res.evidence if p.sees(e.camera_id)],
                               "notes": list(res.notes), **partial_json(res)})
 
-    return await _lanes(request).run("search", run)
+    return await _lanes(request).run("search", run, token_id=p.token_id)
 
 
 # -- ask -----------------------------------------------------------------------------------------------
@@ -298,10 +303,7 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
     queries.check_range(None, None, body.as_of)
     cams = p.camera_scope(body.cameras)
     eng = _engine(request)
-    slots = request.app.state.asks
-    if not slots.acquire(blocking=False):
-        raise HTTPException(429, "too many questions are being answered; retry shortly",
-                            headers={"Retry-After": "1"})
+    release = ask_slot(request.app.state, p)
 
     def run(listener=None):
         try:
@@ -309,12 +311,26 @@ async def ask(request: Request, body: AskBody, p: Principal = need("read")):
                 return eng.ask(body.question, as_of=body.as_of, camera=cams, mode=body.mode,
                                max_turns=body.max_turns, session=p.history(), read_only=not p.allows("write"))
         finally:
-            slots.release()
+            release()
 
     if "text/event-stream" not in request.headers.get("accept", ""):
         return answer_json(await run_in_threadpool(run))
-    return StreamingResponse(_ask_events(run, slots.release), media_type="text/event-stream",
+    return StreamingResponse(_ask_events(run, release), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def ask_slot(state, p: Principal):
+    """One of the questions answered at once (429 when the server answers ``max_asks`` already,
+    or the token its share, ``service.asks_per_token``); returns what gives it back."""
+    state.ask_shares.take(p.token_id)
+    if not state.asks.acquire(blocking=False):
+        state.ask_shares.give(p.token_id)
+        raise HTTPException(429, "too many questions are being answered; retry shortly", headers={"Retry-After": "1"})
+
+    def release():
+        state.asks.release()
+        state.ask_shares.give(p.token_id)
+    return release
 
 
 async def _ask_events(run, release):
@@ -356,14 +372,18 @@ async def summarize(request: Request, body: SummarizeBody, p: Principal = need("
     """Write searchable summary documents, one per camera per window of ``granularity_s``."""
     cams = p.camera_scope(body.cameras)
     eng = _engine(request)
-    slots = request.app.state.summaries
+    state = request.app.state
+    slots = state.summaries
+    state.summary_shares.take(p.token_id)  # 429 over the token's share (service.summaries_per_token)
     if not slots.acquire(blocking=False):  # each call runs many model calls: a few at once
+        state.summary_shares.give(p.token_id)
         raise HTTPException(429, "too many summaries are being written; retry shortly", headers={"Retry-After": "5"})
     try:
         docs = await run_in_threadpool(eng.summarize, (body.t0, body.t1), body.granularity_s, body.prompt,
                                        cameras=cams, structure=body.structure)
     finally:
         slots.release()
+        state.summary_shares.give(p.token_id)
     return {"summaries": [summary_json(d) for d in docs]}
 
 

@@ -53,7 +53,7 @@ async def entities(request: Request, camera: list[str] | None = Query(None), lab
         return json_response({"items": [entity_json(e) for e in got],
                               "next_cursor": queries.encode_cursor((got[-1].entity_id,)) if more and got else None})
 
-    return await _lanes(request).run("read", work)
+    return await _lanes(request).run("read", work, token_id=p.token_id)
 
 
 @router.get("/api/entities/{entity_id}", tags=["perception"])
@@ -70,7 +70,7 @@ async def entity(request: Request, entity_id: int = Path(..., ge=0, le=queries.M
             raise HTTPException(404, f"no entity {entity_id} in view")
         return json_response(timeline_json(line))
 
-    return await _lanes(request).run("read", work)
+    return await _lanes(request).run("read", work, token_id=p.token_id)
 
 
 @router.get("/api/entities/{entity_id}/crop", tags=["perception"], response_class=Response,
@@ -86,7 +86,7 @@ async def entity_crop(request: Request, entity_id: int = Path(..., ge=0, le=quer
             raise HTTPException(404, f"entity {entity_id} has no crop in view")
         return jpeg_response(crop, w)
 
-    return await _lanes(request).run("read", work)
+    return await _lanes(request).run("read", work, token_id=p.token_id)
 
 
 @router.get("/api/last_seen", tags=["perception"])
@@ -101,7 +101,7 @@ async def last_seen(request: Request, q: str = Query(..., min_length=1, max_leng
     def work():
         return json_response(last_seen_json(eng.last_seen(q, camera=cams, as_of=as_of)))
 
-    return await _lanes(request).run("read", work)
+    return await _lanes(request).run("read", work, token_id=p.token_id)
 
 
 @router.get("/api/moments/{moment_id}/detections", tags=["perception"])
@@ -120,4 +120,4 @@ async def moment_detections(request: Request, moment_id: int = Path(..., ge=0, l
         dets, lines = eng.perceived(moment_id)
         return json_response(perceived_json(m, dets, lines))
 
-    return await _lanes(request).run("read", work)
+    return await _lanes(request).run("read", work, token_id=p.token_id)

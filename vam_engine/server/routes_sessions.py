@@ -8,7 +8,10 @@ sees, streams or writes another's sessions (404, as for a session that does not 
 session is bound at creation to cameras within its token's limit. Any token may ask questions
 in its sessions; a turn that asks to be told later registers a monitor and needs a write token
 (403 saying so). Bounds (``ServeOptions``): open sessions per token, session streams at once
-(429 beyond); the engine bounds standing requests per session and turns kept per session.
+and each token's share of them, a token's active monitors with its sessions' standing requests
+(429 beyond); the engine bounds standing requests per session, turns kept per session and the
+ended sessions kept (``sessions.ended_per_owner``, ``ended_max_age_s``). A session's standing
+requests are its token's alone (routes_live.py hides them from other tokens: ownership.py).
 
 ``GET /api/sessions/{id}/stream`` is SSE of the session's new turns (``event: turn``, ``id`` the
 turn id): reconnect with ``Last-Event-ID`` (or ``?since=``) to get every turn after it first.
@@ -33,9 +36,10 @@ from starlette.concurrency import run_in_threadpool
 from ..memory import SessionError, SessionLimit, WatchNotAllowed
 from .auth import need
 from .jsonify import answer_json, evidence_json, json_response
+from .ownership import TokenSlots, check_monitor_share, session_prefix
 from .queries import MAX_ID, BadQuery, parse_position
-from .routes_memory import Cameras, RequestBody
-from .sse import SSE_KEEPALIVE, sse_event
+from .routes_memory import Cameras, RequestBody, ask_slot
+from .sse import SSE_KEEPALIVE, STOPPED, next_item, sse_event
 from .tokens import Principal
 
 router = APIRouter()
@@ -58,7 +62,7 @@ class TurnBody(RequestBody):
 
 def engine_session(p: Principal, name: str) -> str:
     """The engine's id of a token's session ``name``."""
-    return f"{p.token_id or ''}/{name}"
+    return session_prefix(p.token_id) + name
 
 
 def finite(x):
@@ -168,13 +172,13 @@ async def take_turn(request: Request, name: str, body: TurnBody, p: Principal = 
         cams = p.camera_scope(body.cameras)
     else:  # the session's cameras; a token's limit holds over a session bound wider (one migrated)
         cams = list(sess.cameras) if sess.cameras is not None else (list(p.cameras) if p.cameras else None)
-    slots = request.app.state.asks
-    if not slots.acquire(blocking=False):
-        raise HTTPException(429, "too many questions are being answered; retry shortly", headers={"Retry-After": "1"})
+    state = request.app.state
+    release = ask_slot(state, p)
+    quota = monitor_quota(state, p) if p.allows("write") else None
     try:
         r = await run_in_threadpool(lambda: eng.turn(body.text, session=engine_session(p, name), camera=cams,
                                                      as_of=body.as_of, mode=body.mode, may_watch=p.allows("write"),
-                                                     read_only=not p.allows("write")))
+                                                     read_only=not p.allows("write"), watch_quota=quota))
     except SessionLimit as e:
         raise HTTPException(429, str(e).replace(engine_session(p, ""), "", 1)) from None
     except WatchNotAllowed as e:
@@ -182,8 +186,17 @@ async def take_turn(request: Request, name: str, body: TurnBody, p: Principal = 
     except SessionError as e:  # ended, a camera outside it
         raise HTTPException(409, str(e).replace(engine_session(p, ""), "", 1)) from None
     finally:
-        slots.release()
+        release()
     return json_response(turn_result_json(r))
+
+
+def monitor_quota(state, p: Principal):
+    """What a turn calls before it registers a standing request: the token's share of monitors
+    (its own and its sessions' together; 429 beyond)."""
+    def check() -> None:
+        with state.monitor_lock:
+            check_monitor_share(state.engine, state.owned, p.token_id, state.options.max_monitors_per_token)
+    return check
 
 
 def turn_result_json(r) -> dict:
@@ -255,7 +268,9 @@ async def session_stream(request: Request, name: str, since: str | None = None, 
     if last is None:
         last = _position(since)
     state = request.app.state
+    state.session_stream_shares.take(p.token_id)  # 429 over the token's share of the pool
     if not state.session_streams.acquire(blocking=False):
+        state.session_stream_shares.give(p.token_id)
         raise HTTPException(429, f"{state.options.max_session_streams} session streams are open, this server's "
                                  "limit; retry later", headers={"Retry-After": "5"})
     keepalive = state.options.keepalive_s
@@ -264,30 +279,34 @@ async def session_stream(request: Request, name: str, since: str | None = None, 
     async def events():
         feed = None
         try:
-            feed = TurnFeed(eng, engine_session(p, name), asyncio.Queue(QUEUE_MAX))
-            yield "retry: 2000\n\n"
-            pos, turns = await feed.start(last)
-            while True:
-                for t in turns:
-                    if t.turn_id > pos:
-                        pos = t.turn_id
-                        yield sse_event(turn_json(t), event="turn", id=t.turn_id)
-                if feed.overflowed:
-                    turns = await feed.reread(pos)
-                    continue
-                try:
-                    _, t = await asyncio.wait_for(feed.queue.get(), keepalive)
-                except asyncio.TimeoutError:
-                    if not alive():
+            with state.revocation.stream(p.token_id) as revoked:
+                feed = TurnFeed(eng, engine_session(p, name), asyncio.Queue(QUEUE_MAX))
+                yield "retry: 2000\n\n"
+                pos, turns = await feed.start(last)
+                while True:
+                    for t in turns:
+                        if t.turn_id > pos:
+                            pos = t.turn_id
+                            yield sse_event(turn_json(t), event="turn", id=t.turn_id)
+                    if feed.overflowed:
+                        turns = await feed.reread(pos)
+                        continue
+                    try:
+                        item = await next_item(feed.queue, keepalive, revoked)
+                    except asyncio.TimeoutError:
+                        if not alive():
+                            return
+                        yield SSE_KEEPALIVE
+                        turns = []
+                        continue
+                    if item is STOPPED:  # the token was revoked
                         return
-                    yield SSE_KEEPALIVE
-                    turns = []
-                    continue
-                turns = [t]
+                    turns = [item[1]]
         finally:
             if feed is not None:
                 feed.close()
             state.session_streams.release()
+            state.session_stream_shares.give(p.token_id)
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -355,4 +374,6 @@ class SessionSocket:
 def session_state(options) -> dict:
     """What ``create_app`` keeps for these routes: the stream slots and the creation lock."""
     return {"session_streams": threading.BoundedSemaphore(options.max_session_streams),
+            "session_stream_shares": TokenSlots(options.max_session_streams_per_token, "session streams open",
+                                                "service.session_streams_per_token", retry_after=5),
             "session_lock": threading.Lock()}

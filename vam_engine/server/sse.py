@@ -34,6 +34,28 @@ def sse_event(data, *, event: str | None = None, id=None) -> str:
 
 
 SSE_KEEPALIVE = ": keepalive\n\n"
+STOPPED = object()  # what ``next_item`` returns once its stream is to stop
+
+
+async def next_item(queue: asyncio.Queue, timeout: float, stop: asyncio.Event | None = None):
+    """The queue's next item; asyncio.TimeoutError after ``timeout``; STOPPED as soon as ``stop``
+    is set (the stream's token was revoked: server/revocation.py)."""
+    if stop is None:
+        return await asyncio.wait_for(queue.get(), timeout)
+    if stop.is_set():
+        return STOPPED
+    getter, stopper = asyncio.ensure_future(queue.get()), asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({getter, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (getter, stopper):
+            if not t.done():
+                t.cancel()
+    if getter in done:
+        return getter.result()
+    if stopper in done:
+        return STOPPED
+    raise asyncio.TimeoutError
 
 
 class _Subscriber:
@@ -52,8 +74,11 @@ class _Subscriber:
 class AlertHub:
     """``engine.subscribe_alerts`` read on one thread; ``stream(since, sees)`` per client."""
 
-    def __init__(self, engine, backend):
+    def __init__(self, engine, backend, prepare=None):
+        """``prepare(alert)``: called on the hub's thread before an alert is handed out (what the
+        streams' ``sees`` reads is read there, not on the event loop)."""
         self.engine, self.backend = engine, backend
+        self._prepare = prepare
         self._subs: set[_Subscriber] = set()
         self._lock = threading.Lock()
         self._sub = None
@@ -88,6 +113,11 @@ class AlertHub:
                 return
             if alert is None:
                 continue
+            if self._prepare is not None:
+                try:
+                    self._prepare(alert)
+                except Exception:  # noqa: BLE001 - a stream reads it itself then
+                    log.exception("preparing an alert for the streams failed")
             with self._lock:
                 subs = list(self._subs)
             for s in subs:
@@ -96,11 +126,11 @@ class AlertHub:
                 except RuntimeError:  # its loop closed
                     pass
 
-    async def stream(self, since, sees, keepalive_s: float = 15.0, alive=None):
+    async def stream(self, since, sees, keepalive_s: float = 15.0, alive=None, stop: asyncio.Event | None = None):
         """(alert, position after it) for the alerts after the position ``since`` (None: from
         now on) that ``sees(alert)`` allows, oldest first; None every ``keepalive_s`` without
         one (the caller sends a keepalive). ``alive()`` is asked at each keepalive: False (the
-        token was revoked) ends the stream."""
+        token was revoked) ends the stream; ``stop`` set ends it at once."""
         from starlette.concurrency import run_in_threadpool
 
         backend = self.backend
@@ -121,12 +151,14 @@ class AlertHub:
                             yield a, pos
                     continue
                 try:
-                    a = await asyncio.wait_for(sub.queue.get(), keepalive_s)
+                    a = await next_item(sub.queue, keepalive_s, stop)
                 except asyncio.TimeoutError:
                     if alive is not None and not alive():
                         return
                     yield None
                     continue
+                if a is STOPPED:
+                    return
                 nxt = backend.advance(pos, a)
                 if nxt is None:
                     continue  # read already (from the store, before it came live)

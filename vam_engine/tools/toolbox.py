@@ -1,7 +1,8 @@
 """The tools one engine offers its planner: at most one text web search and one image search,
-each behind an LRU cache keyed by the query (an image by its bytes' hash), so asking the same
-thing twice costs one call. Only successful replies are cached: a provider that failed is
-asked again next time.
+each behind an LRU cache keyed by the query (an image by its bytes' hash) and by who asked
+(``scope``: the asker and the cameras its question saw), so asking the same thing twice costs
+one call, and a ``cached`` reply never tells one asker what another searched for. Only
+successful replies are cached: a provider that failed is asked again next time.
 """
 from __future__ import annotations
 
@@ -64,16 +65,17 @@ class Toolbox:
         """The planner actions these tools add."""
         return (("web_search",) if self.web else ()) + (("image_search",) if self.image else ())
 
-    def web_search(self, query: str, max_results: int) -> ToolReply:
-        key = ("web", self.web.name, query, max_results)
+    def web_search(self, query: str, max_results: int, scope: tuple = ()) -> ToolReply:
+        """``scope``: who asks (the cache keeps each scope's replies apart)."""
+        key = ("web", tuple(scope), self.web.name, query, max_results)
         reply = self.cache.get(key)
         if reply is None:
             reply = self.web.search(query, max_results)
             self.cache.put(key, reply)
         return reply
 
-    def image_search(self, jpeg: bytes, query: str | None, max_results: int) -> ToolReply:
-        key = ("image", self.image.name, hashlib.sha256(jpeg).hexdigest(), query or "", max_results)
+    def image_search(self, jpeg: bytes, query: str | None, max_results: int, scope: tuple = ()) -> ToolReply:
+        key = ("image", tuple(scope), self.image.name, hashlib.sha256(jpeg).hexdigest(), query or "", max_results)
         reply = self.cache.get(key)
         if reply is None:
             reply = self.image.search(jpeg, query, max_results)
