@@ -103,6 +103,18 @@ def drop(conn, kind: str, ref_ids) -> int:
     return len(docs)
 
 
+def _scope(where: list, args: list, cameras, t0, t1, as_of) -> None:
+    """Add a query's scope to ``where``/``args``: exactly ``cameras``, documents overlapping
+    [t0, t1], and none that ends after ``as_of``."""
+    if cameras:
+        where.append(f"d.camera_id IN ({placeholders(cameras)})")
+        args += list(cameras)
+    for clause, value in (("d.t_end >= ?", t0), ("d.t_start <= ?", t1), ("d.t_end <= ?", as_of)):
+        if value is not None:
+            where.append(clause)
+            args.append(float(value))
+
+
 class FullTextIndex:
     def __init__(self, db: Database):
         self.db = db
@@ -118,18 +130,7 @@ class FullTextIndex:
         if kinds:
             where.append(f"d.kind IN ({placeholders(kinds)})")
             args += list(kinds)
-        if cameras:
-            where.append(f"d.camera_id IN ({placeholders(cameras)})")
-            args += list(cameras)
-        if t0 is not None:
-            where.append("d.t_end >= ?")
-            args.append(float(t0))
-        if t1 is not None:
-            where.append("d.t_start <= ?")
-            args.append(float(t1))
-        if as_of is not None:
-            where.append("d.t_end <= ?")
-            args.append(float(as_of))
+        _scope(where, args, cameras, t0, t1, as_of)
         rows = self.db.conn().execute(
             "SELECT d.kind, d.ref_id, d.camera_id, d.t_start, d.t_end, bm25(fulltext) AS rank FROM fulltext "
             f"JOIN fulltext_docs d ON d.doc_id = fulltext.rowid WHERE {' AND '.join(where)} "
@@ -144,15 +145,7 @@ class FullTextIndex:
         if expr is None:
             return {}
         where, args = ["fulltext MATCH ?", "d.camera_id != '*'"], [expr]
-        if cameras:
-            where.append(f"d.camera_id IN ({placeholders(cameras)})")
-            args += list(cameras)
-        if t0 is not None:
-            where.append("d.t_end >= ?")
-            args.append(float(t0))
-        if as_of is not None:
-            where.append("d.t_end <= ?")
-            args.append(float(as_of))
+        _scope(where, args, cameras, t0, None, as_of)
         rows = self.db.conn().execute(
             "SELECT d.camera_id, COUNT(*) FROM fulltext JOIN fulltext_docs d ON d.doc_id = fulltext.rowid "
             f"WHERE {' AND '.join(where)} GROUP BY d.camera_id", args).fetchall()
