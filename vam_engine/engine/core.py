@@ -12,8 +12,7 @@ from ..config import EngineConfig, load_config
 from ..device import resolve_device
 from ..embed import make_image_embedder
 from ..errors import SourceError, VamError
-from ..gate.bodies import make_body
-from ..gate.cascade import GateCascade
+from ..gate import GateCascade, make_body
 from ..index.pipeline import Progress, SourceReport
 from ..ingest import check_camera_id
 from ..ingest.cameras_file import CameraDiff, CameraSpec

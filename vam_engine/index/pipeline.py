@@ -29,7 +29,7 @@ import numpy as np
 
 from ..config import EngineConfig
 from ..errors import SourceError
-from ..gate.cascade import GateCascade
+from ..gate import GateCascade
 from ..ingest import Frame
 from ..ingest.frame import PresentFrame
 from ..memory import CommitBatch, GateReference, GateSample, Store, camera_time

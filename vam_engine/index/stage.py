@@ -19,8 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..config import EngineConfig
-from ..gate.cascade import is_local_change
-from ..gate.records import GateRecord
+from ..gate import GateRecord, is_local_change
 from ..ingest.poses import Pose
 from ..memory import CommitBatch, GateSample, PendingMoment, Store, camera_time
 from .dedup_bodies import make_body as make_dedup_body

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..gate.records import GateRecord
+from ..gate import GateRecord
 from ..ingest.poses import Pose
 from ..perception import SeenSpan
 
