@@ -66,6 +66,6 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from .errors import FrameError, SourceError, StoreError, VamError, VectorError
     from .llm.base import LLMError
     from .memory import Evidence, Moment, RetentionReport, SearchResult
-    from .index.pipeline import Progress, SourceReport
+    from .index import Progress, SourceReport
     from .ingest.poses import Pose, PoseError
-    from .reason.answer import Answer, ToolCitation
+    from .reason import Answer, ToolCitation

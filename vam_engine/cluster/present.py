@@ -8,7 +8,7 @@ falls back to the store, whose reads then name the shard's cameras as missing.
 """
 from __future__ import annotations
 
-from ..reason.working import WorkingMemory
+from ..reason import WorkingMemory
 
 _SPANS = WorkingMemory(max_side=1)  # the defaults the shards' buffers are built with when no config says
 

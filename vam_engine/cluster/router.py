@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import Unavailable, VamError
 from ..memory import SOURCES, SPEECH, Deletion, Moment, SearchResult, check_search
-from ..reason.monitor import AlertSubscription
+from ..reason import AlertSubscription
 from .catalogue import Catalogue, cluster_id, split_id
 from .fanout import by_shard, fuse_shards, in_fused_order
 from .shard import ACTOR_PREFIX, NAMESPACE, ShardStatus, shard_actor_class
@@ -117,7 +117,7 @@ class ClusterEngine:
         import ray
 
         from ..config import load_config
-        from ..reason.ask import Answering
+        from ..reason import Answering
         from ..tools import make_toolbox
         from .ask import RouterModels, RouterViews
         from .frames import FrameCache

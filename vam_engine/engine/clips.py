@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ..config import ClipsConfig
 from ..errors import SourceError
-from ..index.pipeline import fingerprint
+from ..index import fingerprint
 from ..ingest.clips import ClipBusy, ClipError, Encoding, NoClip, cut_file, frames_clip
 from ..memory import ClipFrame, Store
 

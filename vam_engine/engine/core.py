@@ -13,15 +13,13 @@ from ..device import resolve_device
 from ..embed import make_image_embedder
 from ..errors import SourceError, VamError
 from ..gate import GateCascade, make_body
-from ..index.pipeline import Progress, SourceReport
+from ..index import Progress, SourceReport
 from ..ingest import check_camera_id
 from ..ingest.cameras_file import CameraDiff, CameraSpec
 from ..ingest.live import CameraStatus
 from ..memory import (SOURCES, SPEECH, Alert, Deletion, Gap, MemoryView, Moment, MonitorSpec, SearchResult, Store,
                       Summary, Transcript, check_delete_range, make_place, search)
-from ..reason.ask import Answering
-from ..reason.sessions import TurnResult
-from ..reason.working import WorkingMemory, present_side
+from ..reason import Answering, TurnResult, WorkingMemory, present_side
 from ..tools import make_toolbox
 from .audio import EngineAudio
 from .clips import Clip, EngineClips
@@ -36,7 +34,7 @@ from .pushed import PushedCameras
 from .views import EngineViews
 
 if TYPE_CHECKING:
-    from ..reason.answer import Answer
+    from ..reason import Answer
 
 
 class Engine:

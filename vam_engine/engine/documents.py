@@ -57,7 +57,7 @@ class Documents:
         with self._lock:
             if not write:
                 if self._drafting is None:
-                    from ..reason.writer import MemoryWriter
+                    from ..reason import MemoryWriter
 
                     self._drafting = MemoryWriter(writer_memory(self._store), self._models.text_embedder(),
                                                   self._models.llm, self._models.forest, self._config.writer,
@@ -110,7 +110,7 @@ class ClaimingSummarizer:
     def summarize(self, *args, **kw) -> list[Summary]:
         self._life.claim()
         if self._writer is None:
-            from ..reason.writer import MemoryWriter
+            from ..reason import MemoryWriter
 
             self._writer = MemoryWriter(writer_memory(self._store), self._models.text_embedder(), self._models.llm,
                                         self._models.forest, self._config.writer,

@@ -13,8 +13,7 @@ from typing import Callable, Sequence
 
 from ..config import EngineConfig
 from ..errors import SourceError
-from ..index.pipeline import IndexPipeline, Progress, SourceReport, fingerprint
-from ..index.stage import sweep_source
+from ..index import IndexPipeline, Progress, SourceReport, fingerprint, sweep_source
 from ..ingest import check_camera_id, default_camera_ids, is_url, open_decoder, redact
 from ..memory import Store
 from .audio import EngineAudio

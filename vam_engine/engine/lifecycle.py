@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import EngineConfig, load_config
-from ..index.pipeline import IndexPipeline
+from ..index import IndexPipeline
 from ..memory import Store, VectorMemory, WriterLock
 from .models import EngineModels
 
@@ -82,7 +82,7 @@ class Lifecycle:
         with self._start_lock:
             self.claim()
             if self.writer is None and self._models.documents:
-                from ..reason.writer import MemoryWriter
+                from ..reason import MemoryWriter
 
                 self.writer = MemoryWriter(writer_memory(self.store, self._speech_settled, self._clip_of),
                                            self._models.text_embedder(),
@@ -183,7 +183,7 @@ class Lifecycle:
 def writer_memory(store: Store, speech_settled: Callable[[str, float], bool] | None = None,
                   clip_of: Callable[[str, float, float], bytes] | None = None):
     """What the memory writer reads and writes of a store (never the store itself)."""
-    from ..reason.writer import WriterMemory
+    from ..reason import WriterMemory
 
     return WriterMemory(store.doc_queue, store.events, store.moments, store.summaries, store.transcripts,
                         speech_settled, clip_of)

@@ -21,7 +21,7 @@ import time
 from typing import Callable
 
 from ..config import EngineConfig, GateConfig
-from ..index.pipeline import IndexPipeline, SourceReport
+from ..index import IndexPipeline, SourceReport
 from ..ingest.cameras_file import CameraDiff, CameraSpec, check_gate, diff_cameras, load_cameras
 from ..ingest.live import CameraStatus, LiveCamera, LiveSpec
 from ..ingest.poses import make_pose_source, pose_at

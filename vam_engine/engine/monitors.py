@@ -22,7 +22,7 @@ from ..config import EngineConfig
 from ..errors import VamError
 from ..llm.base import Image
 from ..memory import Alert, Monitor, MonitorLimit, MonitorSpec, Store, check_spec
-from ..reason.monitor import AlertHub, AlertSubscription, MonitorStats, MonitorWorker
+from ..reason import AlertHub, AlertSubscription, MonitorStats, MonitorWorker
 from .models import EngineModels
 
 log = logging.getLogger(__name__)

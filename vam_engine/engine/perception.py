@@ -16,7 +16,7 @@ import math
 
 from ..config import EngineConfig
 from ..errors import VamError
-from ..index.perceive import PerceptionFeed
+from ..index import PerceptionFeed
 from ..memory import Store
 from ..perception import make_perception_stage
 

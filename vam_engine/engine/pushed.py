@@ -13,8 +13,7 @@ from typing import Callable
 
 from ..config import EngineConfig
 from ..errors import FrameError
-from ..index.pipeline import IndexPipeline, SourceReport
-from ..index.stage import sweep_source
+from ..index import IndexPipeline, SourceReport, sweep_source
 from ..ingest import Frame, TickSampler, check_camera_id
 from ..ingest.buffers import BufferPool
 from ..ingest.poses import check_pose

@@ -3,7 +3,7 @@ the causal view of its memory (memory/view.py), the cameras' present, and the ti
 from __future__ import annotations
 
 from ..memory import MemoryView, Store
-from ..reason.working import WorkingMemory
+from ..reason import WorkingMemory
 from .documents import Documents
 from .lifecycle import Lifecycle
 from .models import EngineModels

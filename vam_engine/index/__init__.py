@@ -3,7 +3,10 @@
 over embeddings; ``online.py``, ``stage.py``)."""
 from .online import ADAPTIVE_MAX, ADAPTIVE_MIN, CommitInputError, CommitterState, Decision, HeldFrame, OnlineCommitter
 from .otsu import otsu_threshold
+from .perceive import PerceptionFeed
 from .pipeline import IndexPipeline, Progress, SourceReport, fingerprint
+from .stage import sweep_source
 
 __all__ = ["ADAPTIVE_MAX", "ADAPTIVE_MIN", "CommitInputError", "CommitterState", "Decision", "HeldFrame",
-           "OnlineCommitter", "otsu_threshold", "IndexPipeline", "Progress", "SourceReport", "fingerprint"]
+           "OnlineCommitter", "otsu_threshold", "IndexPipeline", "Progress", "SourceReport", "fingerprint",
+           "PerceptionFeed", "sweep_source"]

@@ -4,13 +4,15 @@ two-phase coarse/fine and the agentic loop; sessions.py: the session and dialogu
 holds). Everything here reads the memory through a ``MemoryView`` (memory/view.py), never a
 store."""
 from .agent import AgenticAnswerer
-from .answer import Answer
+from .answer import Answer, ToolCitation
 from .ask import Answering
+from .monitor import AlertHub, AlertSubscription, MonitorStats, MonitorWorker
 from .sessions import TurnResult
 from .turn import ModelCall, TraceEntry
 from .two_phase import TwoPhaseAnswerer
-from .working import WorkingMemory
-from .writer import MemoryWriter, WriterStats
+from .working import WorkingMemory, present_side
+from .writer import MemoryWriter, WriterMemory, WriterStats
 
-__all__ = ["AgenticAnswerer", "Answer", "Answering", "MemoryWriter", "ModelCall", "TraceEntry", "TurnResult",
-           "TwoPhaseAnswerer", "WorkingMemory", "WriterStats"]
+__all__ = ["AgenticAnswerer", "Answer", "ToolCitation", "Answering", "AlertHub", "AlertSubscription", "MonitorStats",
+           "MonitorWorker", "TurnResult", "ModelCall", "TraceEntry", "TwoPhaseAnswerer", "WorkingMemory",
+           "present_side", "MemoryWriter", "WriterMemory", "WriterStats"]
