@@ -291,7 +291,7 @@ class ClusterEngine:
             mine.setdefault(self.place(cam), []).append(k)
         out, down = self.call_many({s: ("index_files", ([paths[k] for k in ks], [cams[k] for k in ks]),
                                          {"start_time_abs": start_time_abs}) for s, ks in mine.items()},
-                                    timeout=max(self.timeout_s, 24 * 3600.0))  # indexing takes as long as it takes
+                                   timeout=max(self.timeout_s, 24 * 3600.0))  # indexing takes as long as it takes
         if down:
             raise ShardDown(f"index_files: shards {down} did not answer; their files "
                             f"{[paths[k] for s in down for k in mine[s]]} were not (all) indexed: run it again")
@@ -713,7 +713,7 @@ class ClusterEngine:
     def info(self) -> ClusterInfo:
         """The shards, their nodes, cameras and health (``GET /api/cluster``)."""
         out, down = self.call_many({s: ("status", (), {}) for s in self.shard_names()},
-                                    timeout=min(self.timeout_s, 10.0))
+                                   timeout=min(self.timeout_s, 10.0))
         info = ClusterInfo(self.root)
         for s in self.catalogue.shards():
             info.shards.append(ShardInfo(s.name, s.no, s.name in out, self.cameras_of([s.name]), out.get(s.name),
