@@ -2,21 +2,11 @@
 import numpy as np
 import pytest
 
-from support.cascade_rules import sequential, structured_sequence
+from support.cascade_rules import bodies, sequential, structured_sequence
 from vam_engine.config import GateConfig
 from vam_engine.gate import reference as R
-from vam_engine.gate.bodies import CpuBody, ReferenceBody
-from vam_engine.gate.cascade import GateCascade
+from vam_engine.gate import CpuBody, GateCascade, ReferenceBody
 from vam_engine.synthetic import gate_sequences as S
-
-
-def bodies():
-    out = [pytest.param(ReferenceBody(), id="reference")]
-    try:
-        out.append(pytest.param(CpuBody(), id="cpu"))
-    except ImportError:
-        out.append(pytest.param(None, id="cpu", marks=pytest.mark.skip("vam_engine._C not built")))
-    return out
 
 
 @pytest.mark.parametrize("body", bodies())

@@ -2,7 +2,9 @@
 sequence that exercises every rule (``structured_sequence``): the batched cascade and each body
 of the statistics are checked against them."""
 import numpy as np
+import pytest
 
+from vam_engine.gate import CpuBody, ReferenceBody
 from vam_engine.gate import reference as R
 from vam_engine.synthetic.gate_sequences import blurred
 
@@ -147,3 +149,14 @@ def structured_sequence(rng, h=72, w=120, n=60):
         frames.append(f)
     frames.insert(n // 2, rng.integers(0, 256, (h + 2, w - 3), dtype=np.uint8))  # the stream resized
     return frames
+
+
+def bodies():
+    """The gate bodies a cascade test runs on (parametrize ids): the numpy reference and the
+    fused C++ body (skipped when the native module is not built)."""
+    out = [pytest.param(ReferenceBody(), id="reference")]
+    try:
+        out.append(pytest.param(CpuBody(), id="cpu"))
+    except ImportError:
+        out.append(pytest.param(None, id="cpu", marks=pytest.mark.skip("vam_engine._C not built")))
+    return out
