@@ -257,7 +257,7 @@ frames uint8 (N, H, W), thumbs float32 (N, 64, 64), hists float32 (N, 64), ref u
 ref_thumb float32 (64, 64), ref_hist float32 (64,), tile as for gate_stats. Returns (mad, ssim,
 hist_corr, tile_sums): f64[N] each and u32[N, ceil(H/tile), ceil(W/tile)].)doc");
 
-  m.def("_gate_rows", &gate_rows, py::arg("frames"), py::arg("ref") = py::none(), py::arg("lap") = true,
+  m.def("gate_rows", &gate_rows, py::arg("frames"), py::arg("ref") = py::none(), py::arg("lap") = true,
         py::arg("hist") = true, py::arg("tile") = 16,
         R"doc(The row pass of gate_stats alone, one thread, for the benchmark's time breakdown.
 
@@ -291,7 +291,7 @@ size; tile: the cell side; threshold: a tile mean at or over it counts as change
                                 "(choose from auto, base, avx2)");
       },
       py::arg("name"), "Force the row kernels ('auto', 'base', 'avx2'); for tests and benchmarks.");
-  m.def("_set_adaptive_threads", &vam::set_adaptive_threads, py::arg("on"),
+  m.def("set_adaptive_threads", &vam::set_adaptive_threads, py::arg("on"),
         "Whether gate calls may fall back to one thread when their calls with helpers have been slower "
         "(default True); False forces the helpers. For tests and benchmarks.");
   m.def("max_threads", &vam::max_threads, "Threads a gate call may use: the OpenMP thread count of the calling thread (1 without OpenMP).");

@@ -33,10 +33,10 @@ def gate_row_pass(frames, ref=None, *, lap: bool = True, hist: bool = True, tile
     """The gate kernel's row pass alone, one thread, no per-frame finish: the thumbnail always,
     the Laplacian sums with ``lap``, the histogram with ``hist``, sum |F - R| and its tiles with
     ``ref``. Returns (thumb f32[N, 64, 64], sum |F - R| i64[N]). For benchmarks' time breakdown."""
-    return load()._gate_rows(frames, ref, lap=lap, hist=hist, tile=tile)
+    return load().gate_rows(frames, ref, lap=lap, hist=hist, tile=tile)
 
 
 def set_adaptive_threads(on: bool) -> None:
     """Whether gate calls may fall back to one thread when their calls with helpers have been
     slower (the default, True); False makes every call use the helpers. For tests and benchmarks."""
-    load()._set_adaptive_threads(bool(on))
+    load().set_adaptive_threads(bool(on))

@@ -75,7 +75,7 @@ def test_adaptive_thread_choice_keeps_results(rng, rng_seed):
     _C._set_threads(1)
     want = _C.gate_stats(frames, ref)
     _C._set_threads(TEAM)
-    _C._set_adaptive_threads(True)
+    _C.set_adaptive_threads(True)
     for k in range(70):
         for a, b in zip(want, _C.gate_stats(frames, ref)):
             np.testing.assert_array_equal(a, b, err_msg=f"call {k} seed={rng_seed}")
@@ -152,10 +152,10 @@ def test_rows_only_pass_agrees_with_gate_stats(rng, rng_seed):
         _C._set_isa(isa)
         for lap in (False, True):
             for hist in (False, True):
-                thumb, sums = _C._gate_rows(frames, None, lap=lap, hist=hist)
+                thumb, sums = _C.gate_rows(frames, None, lap=lap, hist=hist)
                 np.testing.assert_array_equal(thumb, st[4], err_msg=f"{isa} lap={lap} hist={hist} seed={rng_seed}")
                 assert not sums.any()
-        thumb, sums = _C._gate_rows(frames, ref)
+        thumb, sums = _C.gate_rows(frames, ref)
         np.testing.assert_array_equal(sums / (90 * 200), st[1], err_msg=f"{isa} seed={rng_seed}")
 
 

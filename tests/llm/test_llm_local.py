@@ -13,7 +13,7 @@ import pytest
 from vam_engine.synthetic.tiny_qwen import build_tiny_qwen2_vl
 from vam_engine.llm.base import Clip, Image, LLMError, LLMRequest, Message, Sampling
 from vam_engine.llm.local_qwen import LocalQwenVL
-from vam_engine.llm.prefix_cache import prefix_key, prefix_keys
+from vam_engine.llm.prefix_cache import Mark, PrefixCache, prefix_key, prefix_keys
 
 WATCHDOG_S = 60
 pytestmark = pytest.mark.usefixtures("watchdog")  # a hang fails the test (tests/conftest.py)
@@ -78,6 +78,28 @@ def _lcp(a, b) -> int:
     return n
 
 
+def test_the_prefix_caches_mark_count_follows_keys_moved_evicted_and_cleared():
+    """``marks`` (what ``cache_info`` reports) counts addressable keys, not entries: a key
+    registered again moves to the newer entry, an evicted entry's keys go with it."""
+    def kv(t):
+        return [(np.zeros((1, 1, t, 2), np.float32), np.zeros((1, 1, t, 2), np.float32))]
+
+    c = PrefixCache(budget=10_000)
+    assert c.marks == 0
+    assert c.put(kv(4), {b"a": Mark(4, 0, None), b"b": Mark(2, 0, None)})
+    assert (len(c), c.marks) == (1, 2)
+    assert c.put(kv(3), {b"b": Mark(3, 0, None), b"c": Mark(1, 0, None)})  # b moves; the first entry keeps a
+    assert (len(c), c.marks) == (2, 3)
+    assert c.put(kv(5), {b"a": Mark(5, 0, None)})  # the first entry loses its last key and is freed
+    assert (len(c), c.marks) == (2, 3)
+    small = PrefixCache(budget=kv(4)[0][0].nbytes * 2)
+    small.put(kv(4), {b"x": Mark(4, 0, None), b"y": Mark(2, 0, None)})
+    small.put(kv(4), {b"z": Mark(4, 0, None)})  # over the budget: the older entry and its two keys go
+    assert (len(small), small.marks) == (1, 1)
+    c.clear()
+    assert (len(c), c.marks) == (0, 0)
+
+
 def _check_cache(llm):
     """The prefix cache's bookkeeping: every key indexed in the one entry holding it, the
     length counts, each entry's KV exactly as long as its longest mark, the bytes (KV + logits)
@@ -95,7 +117,7 @@ def _check_cache(llm):
                   + sum(m.logits.nbytes for m in e.marks.values() if m.logits is not None))
         assert e.nbytes == nbytes
         total += nbytes
-    assert keys == len(c._index) and lengths == c._lengths
+    assert keys == len(c._index) == c.marks and lengths == c._lengths
     assert c.nbytes == total <= c.budget
 
 

@@ -24,8 +24,8 @@ ISAS = available_isas()
 @pytest.fixture(autouse=True)
 def restore_isa_and_threads():
     threads = _C.max_threads()
-    _C._set_adaptive_threads(False)  # calls that can use the team do (else they may learn to run alone)
+    _C.set_adaptive_threads(False)  # calls that can use the team do (else they may learn to run alone)
     yield
-    _C._set_adaptive_threads(True)
+    _C.set_adaptive_threads(True)
     _C._set_isa("auto")
     _C._set_threads(threads)

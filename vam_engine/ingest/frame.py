@@ -36,10 +36,16 @@ class Frame:
         return g
 
     def rgb(self) -> np.ndarray:
-        out = self._to_rgb()
+        out = self.decoded_rgb()
         if hasattr(out, "cpu"):  # a torch tensor from a GPU decoder
             out = out.cpu().numpy()
         return np.ascontiguousarray(out, dtype=np.uint8)
+
+    def decoded_rgb(self) -> Any:
+        """The RGB as the body converts it, before ``rgb`` copies it to the host: a numpy array, or a
+        torch tensor on a GPU decoder's device (a caller that shrinks the frame first, as the
+        present does, copies only the small frame)."""
+        return self._to_rgb()
 
     @property
     def shape(self) -> tuple[int, int]:

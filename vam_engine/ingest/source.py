@@ -96,7 +96,7 @@ class DecoderBody:
         path (``make``, then the full frame's RGB strided down, on the device for GPU bodies);
         a body that can scale while converting overrides it."""
         f = make(t, held)
-        return PresentFrame(self.camera_id, t, f.t_abs, lambda side: fit_rgb(f._to_rgb(), side))
+        return PresentFrame(self.camera_id, t, f.t_abs, lambda side: fit_rgb(f.decoded_rgb(), side))
 
     def _t_abs(self, t: float) -> float | None:
         return self.info.start_time_abs + t if self.info.start_time_abs is not None else None

@@ -245,7 +245,7 @@ class LocalQwenVL:
 
     def cache_info(self) -> dict:
         """The prefix cache's state: entries, addressable prefixes (marks), bytes and budget."""
-        return {"entries": len(self._cache), "marks": len(self._cache._index),
+        return {"entries": len(self._cache), "marks": self._cache.marks,
                 "bytes": self._cache.nbytes, "budget": self._cache.budget}
 
     def close(self) -> None:

@@ -86,6 +86,11 @@ class PrefixCache:
     def __len__(self):
         return len(self._entries)
 
+    @property
+    def marks(self) -> int:
+        """How many prefixes (keys) are addressable, over all entries."""
+        return len(self._index)
+
     def lengths(self) -> list:
         return sorted(self._lengths, reverse=True)
 
