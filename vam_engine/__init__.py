@@ -34,7 +34,7 @@ _EXPORTS = {
     "VectorError": "vam_engine.errors",
     "DeviceError": "vam_engine.device",
     "EmbedError": "vam_engine.embed",
-    "LLMError": "vam_engine.llm.base",
+    "LLMError": "vam_engine.llm",
 }
 
 __all__ = [  # a literal list, for linters; the same names as _EXPORTS
@@ -64,7 +64,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from .cluster import connect
     from .engine import Engine, retain_store
     from .errors import FrameError, SourceError, StoreError, VamError, VectorError
-    from .llm.base import LLMError
+    from .llm import LLMError
     from .memory import Evidence, Moment, RetentionReport, SearchResult
     from .index import Progress, SourceReport
     from .ingest.poses import Pose, PoseError

@@ -77,7 +77,7 @@ def find_pieces(args) -> DemoPieces:
 
 
 def cmd_demo(args) -> int:
-    from ..synthetic.demo import make_demo_clip
+    from ..synthetic import make_demo_clip
 
     pieces = find_pieces(args)
     work = Path(args.dir or tempfile.mkdtemp(prefix="vam-demo-"))
@@ -122,7 +122,7 @@ def _index(args, pieces: DemoPieces) -> int:
 def print_events(eng, clip: dict) -> None:
     """The events the memory holds (runs of kept moments), with their scenes, and the scenes
     where nothing was kept."""
-    from ..synthetic.demo import scene_of, scene_spans
+    from ..synthetic import scene_of, scene_spans
 
     events = eng.store.events.list()
     per_event: dict[int, int] = {}
@@ -145,7 +145,7 @@ def print_events(eng, clip: dict) -> None:
 def print_image_search(eng, clip: dict) -> None:
     """Search by a frame of one scene, read back from the clip: the hits with their time ranges
     and scenes, and whether the first is the query's scene."""
-    from ..synthetic.demo import clip_frame, scene_of
+    from ..synthetic import clip_frame, scene_of
 
     want = scene_of(clip, QUERY_AT_S)
     res = eng.search(image=clip_frame(clip["path"], QUERY_AT_S), top_k=SEARCH_TOP_K)

@@ -22,9 +22,7 @@ EXIT_INTERRUPTED = 130
 
 
 def register(sub, g) -> None:
-    from ..eval.baselines import BASELINES
-    from ..eval.loaders import FORMATS
-    from ..eval.report import SCORINGS
+    from ..eval import BASELINES, FORMATS, SCORINGS
 
     sp = sub.add_parser("eval", parents=[g.engine, g.model, g.texts, g.audio, g.quiet],
                         help="run a benchmark's records (or 'sample') through the engine and baselines, print its tables")
@@ -77,16 +75,15 @@ def _model(spec: str, device: str):
 
 
 def cmd_check(args) -> int:
-    from ..eval.check import check
+    from ..eval import check_records
 
-    rep = check(args.records, args.format)
+    rep = check_records(args.records, args.format)
     print(json.dumps(rep.to_json(), indent=2, ensure_ascii=False) if args.json else rep.text())
     return EXIT_UNREADABLE if rep.skipped else EXIT_COMPLETED
 
 
 def driver_config(args, benchmark: str):
-    from ..eval.driver import DriverConfig
-    from ..eval.protocol import reactive_for
+    from ..eval import DriverConfig, reactive_for
 
     return DriverConfig(fps=args.fps, reactive=reactive_for(benchmark) if args.reactive == "auto" else args.reactive,
                         ask_mode=args.mode, concurrency=args.concurrency, proactive=args.proactive,
@@ -118,9 +115,8 @@ def _engine_config(args):
 def cmd_eval(args) -> int:
     if args.check:
         return cmd_check(args)
-    from ..eval import loaders, report
-    from ..eval.driver import Driver, EngineHost, Progress
-    from ..eval.judges import Judge
+    from ..eval import (Driver, EngineHost, Judge, Progress, build_report, dump_problems, load_suite, render_report,
+                        write_report)
 
     if not args.llm:
         raise ValueError("eval needs --llm (openai:URL#MODEL or local:DIR): the engine and the baselines use it")
@@ -130,13 +126,13 @@ def cmd_eval(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     records, fmt, videos = args.records, args.format, args.videos
     if records == "sample":
-        from ..eval.sample import QUESTIONS, prepare_videos
+        from ..eval import SAMPLE_QUESTIONS, prepare_sample_videos
 
-        records, fmt, videos = str(QUESTIONS), "jsonl", str(prepare_videos(out / "videos"))
-    suite = loaders.load(records, fmt, videos)
+        records, fmt, videos = str(SAMPLE_QUESTIONS), "jsonl", str(prepare_sample_videos(out / "videos"))
+    suite = load_suite(records, fmt, videos)
     if args.limit is not None:
         suite.questions = suite.questions[:args.limit]
-    loaders.dump_problems(suite.problems, out / "problems.jsonl")
+    dump_problems(suite.problems, out / "problems.jsonl")
     for p in suite.problems:
         print(f"eval: record {p}", file=sys.stderr)
     if not suite.questions:
@@ -173,13 +169,13 @@ def cmd_eval(args) -> int:
         for m in {id(llm): llm, id(getattr(judge, "llm", None)): getattr(judge, "llm", None)}.values():
             if m is not None and hasattr(m, "close"):
                 m.close()
-    tables = report.build(outcome.results, suite.benchmark, args.scoring)
+    tables = build_report(outcome.results, suite.benchmark, args.scoring)
     extra = {"status": outcome.status, "videos": [outcome.videos_done, outcome.videos_total],
              "records": records, "format": suite.layout, "benchmark": suite.benchmark, "llm": args.llm,
              "judge": args.judge, "scoring": args.scoring, "protocol": {**vars(dcfg), "index_fps": cfg.ingest.fps},
              "problems": [p.to_json() for p in suite.problems], "notes": suite.notes}
-    jp, cp = report.write(tables, out, extra)
-    print(report.render(tables))
+    jp, cp = write_report(tables, out, extra)
+    print(render_report(tables))
     print(f"\nresults: {out / 'results.jsonl'}; report: {jp}, {cp}")
     if outcome.status != "completed":
         print(f"eval: interrupted after {outcome.videos_done}/{outcome.videos_total} streams; run again to resume",

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config import EngineConfig
 from ..errors import VamError
-from ..llm.base import Image
+from ..llm import Image
 from ..memory import Alert, Monitor, MonitorLimit, MonitorSpec, Store, check_spec
 from ..reason import AlertHub, AlertSubscription, MonitorStats, MonitorWorker
 from .models import EngineModels

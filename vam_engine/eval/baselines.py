@@ -36,7 +36,7 @@ def ask_frames(llm, text: str, frames, history) -> BaselineReply:
     """One request to ``llm``: the frames (t, RGB) with their times, the earlier turns of this
     stream ((question, answer) pairs), then the question ``text`` (its benchmark form, as the
     engine is asked it); temperature 0."""
-    from ..llm.base import Image, LLMRequest, Message, Sampling
+    from ..llm import Image, LLMRequest, Message, Sampling
 
     msgs = [Message("system", [SYSTEM])]
     for hq, ha in history:

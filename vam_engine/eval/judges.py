@@ -118,7 +118,7 @@ class Judge:
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
-        from ..llm.base import LLMRequest, Message, Sampling
+        from ..llm import LLMRequest, Message, Sampling
 
         req = LLMRequest([Message("system", [RUBRICS[scale][1]]),
                           Message("user", [json.dumps({"question": question, "reference": reference,

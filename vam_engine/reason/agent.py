@@ -32,10 +32,8 @@ import time
 from contextlib import contextmanager, nullcontext
 
 from ..errors import VamError
-from ..llm import prompts
-from ..llm.base import Image, LLMError
-from ..llm.schemas import (TOOL_ACTIONS, AnswerAction, FindEntityAction, InspectAction, LastSeenAction, RouteFinal,
-                           RouteRetrieve, SearchAction, TimeRange, parse_action, parse_anchor, parse_route)
+from ..llm import (TOOL_ACTIONS, AnswerAction, FindEntityAction, Image, InspectAction, LLMError, LastSeenAction,
+                   RouteFinal, RouteRetrieve, SearchAction, TimeRange, parse_action, parse_anchor, parse_route, prompts)
 from ..memory import Evidence, MemoryView, last_pose
 from ..numerics import spread_evenly
 from . import entity_actions

@@ -27,8 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..llm import prompts
-from ..llm.base import Image, LLMRequest
+from ..llm import Image, LLMRequest, prompts
 from ..memory import CameraSignal
 
 SUMMARY_LINE_CHARS = 200   # of a camera's last event document in its one-line summary

@@ -6,7 +6,7 @@ model; their results cite the boxes on the frames that show the thing.
 """
 from __future__ import annotations
 
-from ..llm.schemas import FindEntityAction, LastSeenAction
+from ..llm import FindEntityAction, LastSeenAction
 from ..memory import BoxRef, EntityRecord, Evidence, MemoryView, last_pose
 from ..numerics import spread_evenly
 from .planner_context import evidence_key

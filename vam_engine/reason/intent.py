@@ -18,9 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import VamError
-from ..llm import prompts
-from ..llm.base import LLMError
-from ..llm.schemas import INTENT_KINDS, MAX_CONDITION_CHARS, parse_turn_kind
+from ..llm import INTENT_KINDS, MAX_CONDITION_CHARS, LLMError, parse_turn_kind, prompts
 
 # a request to be told later: the trigger at the start of a clause ("tell me when", "please let me
 # know if", "hey, alert me as soon as"); "can you tell me when the car left?" stays a question

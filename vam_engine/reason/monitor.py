@@ -45,9 +45,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..llm import prompts
-from ..llm.base import Image, LLMError
-from ..llm.schemas import parse_monitor_verdict
+from ..llm import Image, LLMError, parse_monitor_verdict, prompts
 from ..memory import CJK, Alert, Monitor, ObservedFrame, is_absolute_time, split_words
 from .vigilance import ChangeTest, ConditionSimilarity, RecentRange
 

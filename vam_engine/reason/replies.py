@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..llm import prompts
-from ..llm.base import Image
+from ..llm import Image, prompts
 from ..memory import Alert, Evidence, NewTurn, SessionRepository, SessionTurn, SessionWatch
 
 log = logging.getLogger(__name__)

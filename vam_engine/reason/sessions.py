@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..config import EngineConfig
 from ..errors import VamError
-from ..llm.schemas import INTENT_KINDS
+from ..llm import INTENT_KINDS
 from ..memory import (Monitor, MonitorSpec, NewTurn, Session, SessionError, SessionLimit, SessionRepository,
                       SessionTurn, WatchNotAllowed, check_session_id)
 from .intent import TurnIntent, classify_by_model, classify_by_rules, given, pick_targets

@@ -12,8 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Sequence
 
-from ..llm import prompts
-from ..llm.base import LLMError, LLMRequest, LLMResponse
+from ..llm import LLMError, LLMRequest, LLMResponse, prompts
 
 TRACE_REPLY_CHARS = 2000  # of each reply kept in the trace
 TRACE_ERROR_CHARS = 500   # of each parse error kept in the trace

@@ -73,9 +73,7 @@ import time
 from dataclasses import replace
 
 from ..errors import VamError
-from ..llm import prompts
-from ..llm.base import Image, LLMError, LLMRequest
-from ..llm.schemas import parse_coarse, parse_fine, parse_intent
+from ..llm import Image, LLMError, LLMRequest, parse_coarse, parse_fine, parse_intent, prompts
 from ..memory import Evidence, MemoryView, last_pose
 from ..numerics import spread_evenly
 from .answer import Answer, moment_evidence

@@ -39,8 +39,7 @@ from typing import Callable
 import numpy as np
 
 from ..config import WriterConfig
-from ..llm import prompts
-from ..llm.base import Image, LLMError
+from ..llm import Image, LLMError, prompts
 from ..memory import (DocumentQueue, EventRepository, MomentRepository, Summary, SummaryRepository,
                       TranscriptRepository, is_absolute_time)
 from ..numerics import spread_evenly
