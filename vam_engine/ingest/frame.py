@@ -41,6 +41,12 @@ class Frame:
             out = out.cpu().numpy()
         return np.ascontiguousarray(out, dtype=np.uint8)
 
+    def rgb_planes(self) -> Any:
+        """The H x W x 3 uint8 RGB where the decoder made it: a torch tensor on the GPU for the
+        NVDEC and DALI GPU bodies (converted there, never copied to the host), a numpy array for
+        CPU bodies. The device path (index/device_path.py) stacks these."""
+        return self._to_rgb()
+
     @property
     def shape(self) -> tuple[int, int]:
         return int(self.gray.shape[0]), int(self.gray.shape[1])
