@@ -59,11 +59,14 @@ def split(rng, n: int) -> list[slice]:
     return cuts
 
 
-def host_reference(embedder, rgb, gray, times, parts, gcfg, ccfg):
-    """The host pipeline's bodies: the gates' CPU body on numpy planes, the passed frames (held
-    samples the view rule kept, in order) embedded by ``embed_images``, ``push_batch``."""
-    gates = GateCascade(make_body("cpu"), gcfg)
-    committer = OnlineCommitter(ccfg)
+def host_reference(embedder, rgb, gray, times, parts, gcfg, ccfg, device="cpu"):
+    """The host pipeline's bodies: the gates' body (CPU, or CUDA fed numpy) on numpy planes, the
+    passed frames (held samples the view rule kept, in order) embedded by ``embed_images``,
+    ``push_batch`` with the device's dedup body."""
+    from vam_engine.index.dedup_bodies import make_body as dedup_body
+
+    gates = GateCascade(make_body(device), gcfg)
+    committer = OnlineCommitter(ccfg, body=dedup_body(device))
     records, decisions = [], []
 
     def push(passed):
@@ -110,26 +113,28 @@ def device_run(path, rgb, gray, times, parts, device="cpu"):
     return records, decisions, kept, offset
 
 
-def draw(rng, embedder, gcfg, ccfg):
+def draw(rng, embedder, gcfg, ccfg, device="cpu"):
     """A sequence whose host run has gate drops, dedup drops and several keeps (else a draw again):
     the comparison then covers every kind of decision."""
     for _ in range(30):
         rgb, gray, times = scene_frames(rng, int(rng.integers(25, 50)))
         parts = split(rng, len(times))
-        recs, decs = host_reference(embedder, rgb, gray, times, parts, gcfg, ccfg)
+        recs, decs = host_reference(embedder, rgb, gray, times, parts, gcfg, ccfg, device)
         if any(r.dropped_by for r in recs) and any(not d.kept for d in decs) and sum(d.kept for d in decs) >= 3:
             return rgb, gray, times, parts, recs, decs
     raise AssertionError("no sequence with gate drops, dedup drops and keeps in 30 draws")
 
 
-@pytest.mark.parametrize("window", [8, 32])
-def test_device_path_decides_as_the_host_pipeline(embedder, window):
+def check_against_host(embedder, window, device):
+    from vam_engine.index.dedup_bodies import make_body as dedup_body
+
     rng = np.random.default_rng()
     gcfg = GateConfig()
     ccfg = CommitConfig(window=window, min_history=3)
-    rgb, gray, times, parts, recs, decs = draw(rng, embedder, gcfg, ccfg)
-    path = DevicePath(GateCascade(make_body("cpu"), gcfg), embedder, ccfg, output="rgb")
-    got_recs, got_decs, kept, offset = device_run(path, rgb, gray, times, parts)
+    rgb, gray, times, parts, recs, decs = draw(rng, embedder, gcfg, ccfg, device)
+    path = DevicePath(GateCascade(make_body(device), gcfg), embedder, ccfg, dedup_body(device), device=device,
+                      output="rgb")
+    got_recs, got_decs, kept, offset = device_run(path, rgb, gray, times, parts, device)
     assert got_recs == recs
     assert len(got_decs) == len(decs)
     for g, h in zip(got_decs, decs):
@@ -143,6 +148,27 @@ def test_device_path_decides_as_the_host_pipeline(embedder, window):
     for k, i in zip(kept, kept_host):  # the kept frames' pixels, exactly
         assert k.jpeg is None and np.array_equal(k.rgb, rgb[i])
         assert k.embedding.shape == (embedder.dim,) and abs(float(np.linalg.norm(k.embedding)) - 1) < 1e-5
+
+
+@pytest.mark.parametrize("window", [8, 32])
+def test_device_path_decides_as_the_host_pipeline(embedder, window):
+    check_against_host(embedder, window, "cpu")
+
+
+@pytest.mark.gpu
+def test_device_path_on_cuda_decides_as_the_host_pipeline(tmp_path):
+    """On a GPU: the path on CUDA tensors with the Triton gate and dedup bodies and the embedder
+    in float32 on CUDA, against the same bodies fed host arrays (the host pipeline), and the
+    device JPEG encoder when torchvision imports."""
+    emb = make_image_embedder(EmbedConfig(body="torch", model=save_tiny_clip(tmp_path / "clip"), batch_size=4,
+                                          dtype="float32"), device="cuda")
+    check_against_host(emb, 32, "cuda")
+    path = DevicePath(GateCascade(make_body("cuda"), GateConfig()), emb, device="cuda")
+    rgb, gray, times = scene_frames(np.random.default_rng(), 12)
+    res = path.run(DeviceFrameBatch("cam", torch.from_numpy(gray).cuda(), torch.from_numpy(rgb).cuda(), tuple(times)))
+    kept = res.kept + path.finish("cam").kept
+    assert kept and all(k.jpeg[:2] == b"\xff\xd8" for k in kept)
+    assert res.embeddings is None or res.embeddings.is_cuda
 
 
 def test_jpeg_output_is_the_kept_frame(embedder):
@@ -168,6 +194,20 @@ def test_embed_tensor_matches_embed_images(embedder):
     np.testing.assert_allclose(got.numpy(), embedder.embed_images(frames), atol=2e-6)
     with pytest.raises(ValueError, match="uint8 N x H x W x 3"):
         embedder.embed_tensor(torch.from_numpy(frames).float())
+
+
+def test_from_frames_stacks_the_decoders_planes():
+    from vam_engine.ingest import Frame
+
+    rng = np.random.default_rng()
+    rgb, gray, times = scene_frames(rng, 5)
+    frames = [Frame("cam", float(t), 1e9 + t, None, gray[i], (lambda i=i: rgb[i])) for i, t in enumerate(times)]
+    b = DeviceFrameBatch.from_frames(frames)
+    assert b.camera_id == "cam" and b.device.type == "cpu" and len(b) == 5
+    assert np.array_equal(b.gray.numpy(), gray) and np.array_equal(b.rgb.numpy(), rgb)
+    assert b.times == tuple(float(t) for t in times) and b.t_abs == tuple(1e9 + t for t in times)
+    with pytest.raises(DevicePathError, match="several cameras"):
+        DeviceFrameBatch.from_frames(frames[:2] + [Frame("other", 99.0, None, None, gray[0], lambda: rgb[0])])
 
 
 def test_bad_batches_name_the_input(embedder):
