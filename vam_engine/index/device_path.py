@@ -261,7 +261,10 @@ class DevicePath:
 
     def finish(self, camera_id: str) -> DevicePathResult:
         """A source of the camera ended (or a gap): the gates' held sample and the committer's
-        held frame are decided (kept when their rules say so) and come back like a batch's."""
+        held frame are decided (kept when their rules say so) and come back like a batch's.
+        The pixels of a held frame live on the device only: a committer restored from a saved
+        state holds a key without them, so a resumed run gates again from the hold's start (as
+        the pipeline does, ``GateCascade.hold_start``) rather than restoring a held frame here."""
         passed = [self._released(r) for r in self.gates.end(camera_id)]
         res = self._commit(camera_id, passed, finish=True)
         self._pending.pop(camera_id, None)
@@ -293,8 +296,8 @@ class DevicePath:
         decided = {id(d.key) for d in decisions}
         self._pending[cam] = [s for s in self._pending.get(cam, []) if id(s) not in decided]
         kept = self._download([d for d in decisions if d.kept])
-        return DevicePathResult([], decisions, kept, [s.index if s.batch == self._batches - 1 else -1
-                                                      for s in passed], emb_dev)
+        now = -1 if finish else self._batches - 1  # finish has no batch of its own
+        return DevicePathResult([], decisions, kept, [s.index if s.batch == now else -1 for s in passed], emb_dev)
 
     def _outlive(self, cam: str) -> None:
         """Frames that wait past their batch (the committer's held frame, the gates' held sample)
