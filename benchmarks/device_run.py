@@ -80,8 +80,9 @@ ROWS = [
         "copy; committer frames/s frame by frame vs push_batch", ("cuda", "triton")),
     Row("NVDEC decode", "ingest", "1080p30 H.264 frames/s with PyNvVideoCodec, 1/2/4/7 concurrent streams "
         "(frames/s per NVDEC engine), against PyAV on the CPUs", ("cuda", "PyNvVideoCodec", "av")),
-    Row("device path", "capacity", "frames/s of decode -> gates -> embedding -> dedup at 1080p30 and the cameras "
-        "it sustains (bench_capacity's GPU row)", ("cuda", "bench_capacity")),
+    Row("device path", "capacity", "frames/s of decode -> gates -> embedding -> dedup at 1080p30 (index.DevicePath: "
+        "frames on the device, kept ones back as JPEG) and the cameras it sustains (bench_capacity's GPU row)",
+        ("cuda", "bench_capacity")),
     Row("vector search", "search", "brute-force top-10 over 1e6 and 1e7 x 512 fp16 rows resident on the GPU: "
         "p50/p99 latency, queries/s batched, recall", ("cuda",)),
     Row("embedder fp16", "embed", "ViT-B/16- and ViT-L/14-sized CLIP towers in fp32/fp16/bf16, with and "

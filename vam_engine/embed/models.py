@@ -52,21 +52,27 @@ class PreprocessSpec:
                    mean=tuple(d["mean"]), std=tuple(d["std"]), interpolation=d.get("interpolation", "bicubic"))
 
 
-def preprocess(frames: np.ndarray, spec: PreprocessSpec, device="cpu", dtype=None):
+def preprocess(frames, spec: PreprocessSpec, device="cpu", dtype=None):
     """uint8 N x H x W x 3 (checked) -> float N x 3 x h x w on ``device``, cast to ``dtype``.
+    ``frames`` is a numpy array or a torch tensor (a GPU decoder's frames stay where they are).
 
     On the CPU the resize runs on uint8 channels-last (torch's vectorized path, ~30x faster than
     float; it rounds to uint8 as PIL does for transformers' processors); on CUDA it runs in
-    float32 (no uint8 kernels there)."""
+    float32 (no uint8 kernels there). Only tensor methods that torch's fake CUDA tensors run on a
+    CPU-only build are used (``movedim``, ``narrow``; not ``permute``, indexing or ``contiguous``
+    of a view): the device path's fake-CUDA test runs this function."""
     import torch
     import torch.nn.functional as F
 
     n, H, W, _ = frames.shape
-    x = torch.from_numpy(np.ascontiguousarray(frames))
+    x = frames if isinstance(frames, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(frames))
     on_cpu = torch.device(device).type == "cpu"
-    x = x.permute(0, 3, 1, 2)  # a channels-last view, no copy
+    x = x.movedim(3, 1)  # a channels-last view, no copy
     if not on_cpu:
-        x = x.to(device, non_blocking=True).float().mul_(1 / 255)
+        dev = torch.device(device)
+        if x.device.type != dev.type or (dev.index is not None and x.device.index != dev.index):
+            x = x.to(dev, non_blocking=True)  # a host array; a tensor already there is not copied
+        x = x.float().mul_(1 / 255)
 
     def resize(t, hw):
         t = F.interpolate(t, size=hw, mode=spec.interpolation, antialias=True, align_corners=False)
@@ -85,12 +91,12 @@ def preprocess(frames: np.ndarray, spec: PreprocessSpec, device="cpu", dtype=Non
             x = resize(x, (ch, cw))
         else:
             top, left = int((nh - ch) / 2), int((nw - cw) / 2)
-            x = x[:, :, top:top + ch, left:left + cw]
+            x = x.narrow(2, top, ch).narrow(3, left, cw)
     if on_cpu:
         x = x.float().mul_(1 / 255)
     mean = torch.tensor(spec.mean, dtype=torch.float32, device=x.device).view(1, 3, 1, 1)
     std = torch.tensor(spec.std, dtype=torch.float32, device=x.device).view(1, 3, 1, 1)
-    x = ((x - mean) / std).contiguous()
+    x = ((x - mean) / std).clone(memory_format=torch.contiguous_format)
     return x if dtype is None or dtype == torch.float32 else x.to(dtype)
 
 

@@ -3,7 +3,8 @@
 On CUDA, ``dtype="auto"`` runs fp16 (on CPU fp32). ``compile=True`` (CUDA only; ignored on CPU)
 wraps the image tower in ``torch.compile(mode="reduce-overhead")`` (CUDA graphs) and pads every
 batch to ``batch_size`` so one graph serves all calls; if compiling fails the body falls back to
-eager with a warning. Outputs are cast to float32 and L2-normalized on the host.
+eager with a warning. Outputs are cast to float32 and L2-normalized on the host;
+``embed_tensor`` leaves a device tensor's rows on the device (the device path).
 """
 from __future__ import annotations
 
@@ -118,6 +119,33 @@ class TorchImageEmbedder:
                 x = preprocess(frames[sl], self.source.spec, self.device, self.dtype)
                 out[sl] = self.run_image(x).float().cpu().numpy()
         return finish(out, self.name)
+
+    def embed_tensor(self, frames):
+        """``embed_images`` for a torch uint8 N x H x W x 3 tensor, left where it is: float32 N x dim
+        unit rows on the tensor's device, no copy to the host and no host synchronisation (the
+        device path, index/device_path.py). So the NaN / zero-row check of ``embed_images`` is not
+        made here (it would wait on the device): the device path's committer makes it when the
+        rows reach it, naming the frame's time."""
+        import torch
+        import torch.nn.functional as F
+
+        if not isinstance(frames, torch.Tensor) or frames.dtype != torch.uint8 or frames.ndim != 4 \
+                or frames.shape[-1] != 3:
+            raise ValueError(f"{self.name}: embed_tensor takes a uint8 N x H x W x 3 torch tensor, got "
+                             f"{type(frames).__name__} {getattr(frames, 'dtype', '')} "
+                             f"{tuple(getattr(frames, 'shape', ()))}")
+        d = frames.device
+        if d.type != self.device.type or (self.device.index is not None and d.index != self.device.index):
+            raise ValueError(f"{self.name}: frames are on {frames.device}, the model on {self.device}")
+        parts = []
+        with torch.inference_mode():
+            for sl in batches(len(frames), self.batch_size):
+                x = preprocess(frames.narrow(0, sl.start, sl.stop - sl.start), self.source.spec, self.device,
+                               self.dtype)
+                parts.append(self.run_image(x).float())
+        if not parts:
+            return torch.zeros((0, self.dim), dtype=torch.float32, device=self.device)
+        return F.normalize(torch.cat(parts), dim=1)
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         import torch

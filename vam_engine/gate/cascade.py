@@ -230,6 +230,12 @@ def _stack(grays: Sequence[Any]):
     return np.stack(grays)
 
 
+def _rows(frames, i: int, j: int):
+    """frames[i:j] of a numpy array or a torch tensor; a tensor by ``narrow``, which torch's fake
+    CUDA tensors run on a CPU-only build (indexing does not: the device path's sync check)."""
+    return frames[i:j] if isinstance(frames, np.ndarray) else frames.narrow(0, i, j - i)
+
+
 def _none_if_nan(x: float) -> float | None:
     return None if x != x else float(x)
 
@@ -262,7 +268,7 @@ class _Batch:
             j = min(len(self.frames), i + self.chunk)
             self.chunk *= 2
             st = self.st
-            c = self.body.compare(self.frames[i:j], st.thumb[i:j], st.hist[i:j], ref.gray, ref.thumb, ref.hist,
+            c = self.body.compare(_rows(self.frames, i, j), st.thumb[i:j], st.hist[i:j], ref.gray, ref.thumb, ref.hist,
                                   tiles=self.tiles)
             self.mad[i:j], self.ssim[i:j], self.hcorr[i:j], self.tmad[i:j], self.tchg[i:j] = \
                 c.mad, c.ssim, c.hist_corr, c.tile_mad, c.tiles_changed

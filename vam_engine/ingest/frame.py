@@ -42,9 +42,10 @@ class Frame:
         return np.ascontiguousarray(out, dtype=np.uint8)
 
     def decoded_rgb(self) -> Any:
-        """The RGB as the body converts it, before ``rgb`` copies it to the host: a numpy array, or a
-        torch tensor on a GPU decoder's device (a caller that shrinks the frame first, as the
-        present does, copies only the small frame)."""
+        """The H x W x 3 uint8 RGB where the decoder made it, before ``rgb`` copies it to the
+        host: a torch tensor on the GPU for the NVDEC and DALI GPU bodies, a numpy array for CPU
+        bodies (the present shrinks it first and copies only the small frame; the device path,
+        index/device_path.py, stacks these)."""
         return self._to_rgb()
 
     @property
