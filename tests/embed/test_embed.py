@@ -148,6 +148,26 @@ def test_native_box_sums_equal_the_reference(n, H, W):
         _C.box_sums(a.astype(np.float32), 2, 0, 0, 2, 2)
 
 
+def test_descriptor_cached_cells_follow_the_frame_shape():
+    """The pooling and orientation cells are cached per shape: frames of other sizes and batch
+    lengths in between change nothing, and each frame's vector is its row of a batch call."""
+    from vam_engine.embed import descriptor as D
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (3, 180, 320, 3), dtype=np.uint8)
+    b = rng.integers(0, 256, (2, 97, 131, 3), dtype=np.uint8)
+    emb = DescriptorEmbedder()
+    first = emb.embed_images(a)
+    emb.embed_images(b)
+    emb.embed_images(b[:1])
+    again = np.concatenate([emb.embed_images(a[i:i + 1]) for i in range(3)])
+    np.testing.assert_allclose(again, first, rtol=0, atol=1e-6)
+    D._pool_cells.cache_clear()
+    D._orientation_cells.cache_clear()
+    np.testing.assert_array_equal(emb.embed_images(a), first)  # made fresh: the same vectors
+    assert D._pool_cells.cache_info().currsize > 0 and D._orientation_cells.cache_info().currsize > 0
+
+
 def test_descriptor_has_no_text_side():
     e = DescriptorEmbedder()
     with pytest.raises(EmbedError, match="no text side"):

@@ -272,3 +272,34 @@ def test_hist_std_is_the_gray_std_to_within_the_bin_width(rng):
     for g in (S.textured(rng, 37, 53), S.low_texture(rng, 40, 61), np.full((9, 7), 200, np.uint8)):
         assert abs(hist_std(R.histogram(g)) - float(g[::R.HIST_ROW_STEP].std())) < 1.2
     assert hist_std(np.zeros(64)) == 0.0
+
+
+def test_thumb_ssim_equals_the_reference_ssim():
+    """The cascade's view tests use a separable-sum SSIM: the reference's value on thumbnails
+    of every kind (noise at several levels, flat, shifted, float32 as the bodies return them)."""
+    from vam_engine.gate.cascade import thumb_ssim
+
+    rng = np.random.default_rng(11)
+    for k in range(60):
+        a = rng.uniform(0, 255, (64, 64))
+        b = np.clip(a + rng.normal(0, 1 + k, a.shape), 0, 255)
+        pairs = [(a, b), (np.full((64, 64), float(k * 4)), b), (a, np.roll(a, k % 7 + 1, axis=1)),
+                 (a.astype(np.float32), b.astype(np.float32))]
+        for x, y in pairs:
+            assert abs(thumb_ssim(x, y) - R.ssim(x, y)) < 1e-12
+
+
+def test_a_lone_frame_is_gated_in_place_with_the_same_records():
+    """One frame per call is gated from a view of it (no stacked copy): the records are those
+    of the same frames gated in one batch, and the frames are left untouched."""
+    seq = structured_sequence(np.random.default_rng(3), n=40)
+    frames = [np.ascontiguousarray(f) for f in seq]
+    before = [f.copy() for f in frames]
+    cfg = GateConfig()
+    one, batch = GateCascade(CpuBody(), cfg), GateCascade(CpuBody(), cfg)
+    times = [float(i) for i in range(len(frames))]
+    lone = [one.gate("c", [f], [t], [i]).records[0] for i, (f, t) in enumerate(zip(frames, times))]
+    together = batch.gate("c", frames, times, list(range(len(frames)))).records
+    assert [r.dropped_by for r in lone] == [r.dropped_by for r in together]
+    np.testing.assert_allclose([r.lap_var for r in lone], [r.lap_var for r in together], rtol=1e-9)
+    assert all(np.array_equal(f, g) for f, g in zip(frames, before))
