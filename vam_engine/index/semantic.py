@@ -160,8 +160,12 @@ class SemanticStage:
         by_shape: dict[tuple, list[int]] = defaultdict(list)
         for i, rgb in enumerate(rgbs):
             by_shape[rgb.shape].append(i)
+        per_frame = getattr(self.embedder, "per_frame", False)
         for shape, idx in by_shape.items():  # one embedder call per frame size, across cameras
-            out = self.embedder.embed_images(self._batch(shape, [rgbs[i] for i in idx]))
+            if per_frame:  # views of the frames, no stacked copy (a 720p frame is 2.7 MB)
+                out = np.concatenate([self.embedder.embed_images(rgbs[i][None]) for i in idx])
+            else:
+                out = self.embedder.embed_images(self._batch(shape, [rgbs[i] for i in idx]))
             if embs.shape[1] == 0:
                 embs = np.empty((len(passed), out.shape[1]), np.float32)
             embs[idx] = out
