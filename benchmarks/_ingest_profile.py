@@ -87,7 +87,7 @@ class StageCpu:
     WRAPPED = [  # (key, module, attribute path)
         ("decode_py", "vam_engine.ingest.pyav_decoder", "PyAVDecoder.__iter__"),
         ("stats", "vam_engine.gate.cascade", "GateCascade.gate"),
-        ("semantic", "vam_engine.index.stage", "SemanticStage.process"),
+        ("semantic", "vam_engine.index.semantic", "SemanticStage.process"),
         ("rgb", "vam_engine.ingest.frame", "Frame.rgb"),
         ("embed", "vam_engine.embed.descriptor", "DescriptorEmbedder.embed_images"),
         ("present", "vam_engine.reason.working", "WorkingMemory.observe"),

@@ -21,7 +21,7 @@ from vam_engine.audio.records import TranscriptSegment
 from vam_engine.engine import Engine
 from vam_engine.memory.db import SCHEMA_VERSION
 from vam_engine.errors import VamError
-from vam_engine.index.stage import load_state
+from vam_engine.index import load_state
 from vam_engine.ingest.poses import Pose
 from vam_engine.llm import ScriptedLLM
 from vam_engine.memory.places import in_polygon

@@ -26,7 +26,7 @@ from support.clips import write_clip
 from support.legacy_state import V1_STATE
 from support.paths import REPO as ROOT
 from vam_engine.engine import Engine
-from vam_engine.index.stage import load_state, sweep_source
+from vam_engine.index import load_state, sweep_source
 from vam_engine.memory import Store
 
 W, H, FPS, SECONDS, BITS = 640, 360, 30, 60, 12
@@ -281,7 +281,7 @@ def test_resume_removes_frame_files_no_row_or_held_frame_references(tmp_path):
     drops a held frame and its file's removal) leaves a file nothing references: resuming the
     source removes it and keeps the files of rows and of the held frame."""
     from vam_engine.index.online import CommitterState, HeldFrame
-    from vam_engine.index.stage import FrameKey
+    from vam_engine.index.semantic import FrameKey
     from vam_engine.memory.records import GateRecord
     from vam_engine.memory.commit import CommitBatch
     from vam_engine.memory.records import PendingMoment

@@ -402,7 +402,7 @@ def test_decision_fields():
 
 
 def test_a_version_1_state_resumes_as_if_never_stopped():
-    from vam_engine.index.stage import FrameKey, read_state
+    from vam_engine.index.semantic import FrameKey, read_state
     from vam_engine.memory.records import GateRecord
 
     state = read_state(json.loads(V1_STATE))

@@ -74,7 +74,7 @@ def test_without_a_model_nothing_extra_is_decoded_and_the_present_has_only_gated
         plain = [f.t_rel for f in dec]
         decoded_plain = dec.stats.decoded
     with Engine(tmp_path / "s", NO_WRITER, device="cpu") as eng:
-        assert eng._life.pipe().present_fps is None
+        assert eng._life.pipe().present.fps is None
         rep = eng.index_file(clip40, "cam", start_time_abs=T0)
         assert rep.decoded == decoded_plain and rep.sampled == len(plain) == 20
         short, medium = eng.working.window("cam", eng.working.latest("cam"))

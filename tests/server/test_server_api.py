@@ -282,11 +282,25 @@ def test_metrics(make_client, tokens):
     assert value('vam_model_latency_seconds_count{priority="frontend"}') >= 1
     assert value('vam_store_bytes{part="frames"}') > 0
     assert 'vam_http_requests_total{route="/api/search",method="POST",status="200"}' in r.text
+    assert value('vam_stage_items_total{stage="gate"}') == 48 * 2  # every pushed sample of both cameras
+    assert value('vam_stage_busy_seconds_total{stage="embed"}') > 0
+    assert value('vam_stage_queue_depth{stage="commit"}') == 0
     for line in lines:  # every sample line parses: name{labels} value
         if line and not line.startswith("#"):
             float(line.rsplit(" ", 1)[1])
     tokens("read")
     assert c.get("/metrics").status_code == 401
+
+
+def test_stages_as_json_for_tokens_that_see_every_camera(make_client, tokens):
+    c = make_client()
+    got = {s["name"]: s for s in c.get("/api/stages").json()["stages"]}
+    assert list(got) == ["decode", "gate", "embed", "encode", "commit"]
+    assert got["gate"]["items"] == 48 * 2 and got["encode"]["items"] > 0
+    assert set(got["embed"]) == {"name", "workers", "busy_s", "items", "queue_depth", "queue_capacity", "dropped"}
+    limited = tokens("read", ["yard"])
+    assert c.get("/api/stages", headers=limited).status_code == 403  # the stages cover every camera
+    assert c.get("/api/stages", headers=tokens("read")).status_code == 200
 
 
 def test_delete_needs_admin_and_removes_what_it_says(tmp_path, tokens):

@@ -179,6 +179,12 @@ class ClusterBackend:
     def camera_statuses(self) -> list:
         return list(self.router.status())
 
+    def stage_statuses(self) -> list[tuple[dict, object]]:
+        """Each shard's indexing stages, labelled by shard (a shard that does not answer: none)."""
+        r = self.router
+        out, _ = r.call_many({s: ("stage_status", (), {}) for s in r.shard_names()})
+        return [({"shard": name}, st) for name, sts in sorted(out.items()) for st in sts]
+
     def writer_backlog(self) -> WriterBacklog:
         r = self.router
         out, _ = r.call_many({s: ("writer_backlog", (), {}) for s in r.shard_names()})

@@ -152,6 +152,9 @@ class Shard:
     def writer_backlog(self):
         return self._backend.writer_backlog()
 
+    def stage_status(self):
+        return self.engine.stage_status()
+
     def summarize(self, time_range, granularity_s, prompt, cameras=None, structure=None):
         return self.engine.summarize(time_range, granularity_s, prompt, cameras=cameras, structure=structure)
 

@@ -180,6 +180,9 @@ class DescriptorEmbedder:
     model_id = f"descriptor-v1-d{DIM}"
     dim = DIM
     has_text = False
+    # it reads each frame once (its block sums): a batch gains nothing from being one array, so
+    # callers may embed frames one by one instead of stacking copies of them
+    per_frame = True
 
     def __init__(self, batch_size: int = 32, *, box_sums=None):
         """``box_sums``: the area resize's block sums (default the native ``_C.box_sums``;

@@ -13,7 +13,7 @@ from ..device import resolve_device
 from ..embed import make_image_embedder
 from ..errors import SourceError, VamError
 from ..gate import GateCascade, make_body
-from ..index import Progress, SourceReport
+from ..index import Progress, SourceReport, StageStatus
 from ..ingest import check_camera_id
 from ..ingest.cameras_file import CameraDiff, CameraSpec
 from ..ingest.live import CameraStatus
@@ -294,6 +294,13 @@ class Engine:
         last frame, reconnects, lag, drops, gaps, error. Empty before the first add_camera."""
         return self._live.status(camera_id)
 
+    def stage_status(self) -> list[StageStatus]:
+        """Each stage of the indexing pipeline (decode, gate, embed, encode, perceive, commit):
+        seconds busy, items done, queue depth and bound, drops since it started (index/meter.py).
+        Empty before anything was indexed in this engine."""
+        pipe = self._life.pipeline
+        return [] if pipe is None else pipe.stage_status()
+
     def gaps(self, camera_id: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Gap]:
         """Live cameras' intervals without video overlapping [t0, t1] (camera axis), oldest first;
         an outage in progress is an open gap (``t_end`` None)."""
@@ -363,7 +370,7 @@ class Engine:
             self._documents.forget(cameras, time_range)
         self._cascade.forget(out.cameras)
         if self._life.pipeline is not None:
-            self._life.pipeline.semantic.reset(out.cameras)
+            self._life.pipeline.forget(out.cameras)
         if self._perception is not None:
             self._perception.reset()
         self._monitors.forget_deleted()

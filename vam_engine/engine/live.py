@@ -183,9 +183,8 @@ class LiveCameras:
             pipe.gap(state.source_id)
             feed = _Feed(self, pipe, cam, state.source_id, live_spec)
             feed.poses = poses
-            camera = LiveCamera(live_spec, feed, observe=pipe.observe, present_fps=pipe.present_fps,
-                                present_side=pipe.present_side,  # without present_fps: the gated frames
-                                audio=self._audio.live(cam) if self._audio is not None else None)
+            camera = LiveCamera(live_spec, feed, present=pipe.present.decoded,  # without its fps: the gated frames
+                                present_fps=pipe.present.fps, audio=self._audio.live(cam) if self._audio is not None else None)
             src.decoder = camera  # the pipeline's progress reads its DecodeStats
             running = _Running(spec, camera, feed, report, src)
             self._cams[cam] = running

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..memory import CommitBatch, PerceptionCommit, Store
 from ..perception import PerceptionFrame, PerceptionStage, PerceptionState
+from .meter import StageStatus
 
 
 class PerceptionFeed:
@@ -129,6 +130,14 @@ class PerceptionFeed:
             if (m.source_id, m.t_rel) in changed:
                 m.event_start = True
         batch.perception = PerceptionCommit(frames, state, self.ocr)
+
+    def stage_status(self) -> StageStatus:
+        """The perception worker as a pipeline stage (index/meter.py): its rounds' time, the
+        submissions waiting, what was dropped (present frames past their backlog, submissions
+        refused)."""
+        st = self.stage.stats
+        return StageStatus("perceive", 1, st["busy_s"], st["rounds"], self.stage.queued(), self.stage.queue_capacity,
+                           self.stats["present_dropped"] + st["dropped_submissions"])
 
     def close(self) -> None:
         self.stage.close()

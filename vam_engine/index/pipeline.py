@@ -1,17 +1,19 @@
-"""The indexing pipeline: decode workers (one per source) -> one batched gate stage -> commits.
+"""The indexing pipeline: a chain of stages, each a class with its own thread(s), a bounded
+input queue of typed records (index/records.py) and a StageMeter (index/meter.py):
 
-Decode workers put sampled frames on one bounded queue (backpressure on decoding). The gate
-thread takes batches across cameras, gates each camera's frames in one kernel call, and hands
-kept frames to a small pool that converts them to RGB and writes their JPEGs. The commit thread
-waits for those files, then commits rows, gate records, per-source progress and camera
-references in one transaction; the gate thread never waits for a file or for SQLite.
+    decode  (decode_stage.py: a thread per file or URL source; live cameras' reader threads;
+             pushed frames on the caller's thread)
+      -> gate    (gate_stage.py: batches across cameras, one kernel call per camera)
+      -> embed   (embed_stage.py: one embedder call per batch, the online committer per camera;
+                  side stages: the JPEG encoder pool and perception's worker, index/perceive.py)
+      -> commit  (commit_stage.py: waits for the unit's files and perception, one transaction)
 
-The present (the working memory) is fed beside this, never through it: with ``present_fps``
-set, each decode worker asks its decoder for the present's frames at that rate as well
-(``want_present``) and hands them to ``observe`` on the decode thread, scaled to
-``present_side``; they never reach the queue, the gates, the embedder or the store. Without it
-the semantic stage offers ``observe`` the frames that passed the gates (as nothing reads the
-present without a model, nothing extra is decoded for it).
+Each stage hands its output to the next one's queue and blocks while that one is behind
+(backpressure reaches decoding; a live camera drops the sample instead). No stage waits for
+what a later one does: the gates never wait for the embedder, a file or SQLite.
+``IndexPipeline`` wires them and is the pipeline's one surface: sources register, feed frames,
+end, flush; ``stage_status()`` gives each stage's figures. The present (the working memory) is
+fed beside this through one PresentFeed (index/present.py).
 """
 from __future__ import annotations
 
@@ -20,20 +22,23 @@ import os
 import queue
 import threading
 import time
-from collections import Counter, defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
-
 from ..config import EngineConfig
-from ..errors import SourceError
 from ..gate import GateCascade
 from ..ingest import Frame
-from ..ingest.frame import PresentFrame
-from ..memory import CommitBatch, GateReference, GateSample, Store, camera_time
-from .stage import SemanticStage
+from ..memory import Store
+from .commit_stage import CommitStage
+from .decode_stage import DecodeStage
+from .embed_stage import EmbedStage
+from .gate_stage import GateStage
+from .meter import StageMeter, StageStatus
+from .present import PresentFeed
+from .records import WAKE, CameraWarm, CommitUnit, SampledFrame, SourceEnd, SourceGap
+from .semantic import SemanticStage
 
 
 @dataclass
@@ -88,37 +93,6 @@ def fingerprint(path: str) -> str:
     return h.hexdigest()
 
 
-_WAKE = object()  # queued by flush(): wakes the gate thread without a frame
-
-
-@dataclass
-class _Item:
-    frame: Frame
-    source_id: int
-
-
-@dataclass
-class _End:
-    source_id: int
-    error: str | None = None
-
-
-@dataclass
-class _Warm:
-    """Queued when a source registers: the gate thread loads its camera's saved reference
-    while the decoder opens and decodes its first frame, instead of when that frame arrives."""
-
-    camera_id: str
-
-
-@dataclass
-class _Gap:
-    """A live source lost its video (engine/live.py): its held frame and open event close, and
-    the gates compare the first frame after it with nothing (its reference is reset)."""
-
-    source_id: int
-
-
 class _Source:
     """Book-keeping for one active source (a file, a URL or a push camera)."""
 
@@ -134,6 +108,7 @@ class _Source:
         self.committed = threading.Event()  # set once its end is committed
 
 
+
 class IndexPipeline:
     def __init__(self, store: Store, cascade: GateCascade, cfg: EngineConfig, embedder, *,
                  after_commit=None, observe=None, present_fps: float | None = None, present_side: int = 448,
@@ -143,7 +118,7 @@ class IndexPipeline:
         pipeline's life. ``present_side``: the long side those frames are scaled to.
         ``perception``: a PerceptionFeed (index/perceive.py): kept frames (and the present's,
         when it detects on them) are perceived on its stage's worker and committed with their
-        moments."""
+        moments. ``after_commit``: called on the commit thread after each transaction."""
         if present_fps is not None and (isinstance(present_fps, bool) or not isinstance(present_fps, (int, float))
                                         or not 0 < present_fps < float("inf")):
             raise ValueError(f"IndexPipeline: present_fps must be a positive number or None, got {present_fps!r}")
@@ -152,39 +127,34 @@ class IndexPipeline:
         if isinstance(present_side, bool) or not isinstance(present_side, int) or present_side < 1:
             raise ValueError(f"IndexPipeline: present_side must be a positive int, got {present_side!r}")
         self.store = store
-        self.after_commit = after_commit  # called on the commit thread after each transaction (the writer)
-        self.cascade = cascade
         self.cfg = cfg
-        self._queue: queue.Queue = queue.Queue(maxsize=cfg.ingest.queue_frames)
+        self.perception = perception
+        self.present = PresentFeed(observe, fps=present_fps, side=present_side, perception=perception)
         self._sources: dict[int, _Source] = {}
         self._lock = threading.Lock()
-        self._encoder = ThreadPoolExecutor(cfg.store.encode_threads, thread_name_prefix="vam-jpeg")
-        for _ in range(cfg.store.encode_threads):  # started now, not at the first kept frame's submit
-            self._encoder.submit(int)
-        self.observe = observe
-        self.present_fps = present_fps
-        self.present_side = present_side
-        self.perception = perception
-        self._gated_t: dict[str, float] = {}  # camera -> time of its last gated sample (camera axis)
-        # camera -> (source, t_rel of its sample before the one its gates' current hold began with)
-        self._hold_floor: dict[str, tuple[int, float | None]] = {}
-        self.semantic = SemanticStage(store, embedder, cfg, self._encoder,
-                                      observe=observe if present_fps is None else None, perception=perception)
-        self._stop = threading.Event()
-        self._flush_requested = threading.Event()
         self._error: BaseException | None = None
         self._idle = threading.Condition()
         # items put and items committed, ever (committed in the order put: one commit thread);
         # flush waits for the count put before it, so a producer that never pauses cannot starve it
         self._put_count = 0
         self._done_count = 0
-        self._fresh: set[str] = set()  # cameras whose reference a gap reset: not reloaded from the store
-        # gated batches wait here for their JPEGs and their transaction, off the gate thread
-        self._commits: queue.Queue = queue.Queue(maxsize=8)
-        self._thread = threading.Thread(target=self._gate_loop, name="vam-gate", daemon=True)
-        self._committer = threading.Thread(target=self._commit_loop, name="vam-commit", daemon=True)
-        self._thread.start()
-        self._committer.start()
+        # the stages, last first: each is given where its output goes
+        self.commit = CommitStage(store, perception=perception, after_commit=after_commit, done=self._committed,
+                                  fail=self._fail)
+        self._encoder = ThreadPoolExecutor(cfg.store.encode_threads, thread_name_prefix="vam-jpeg")
+        for _ in range(cfg.store.encode_threads):  # started now, not at the first kept frame's submit
+            self._encoder.submit(int)
+        self._encode_meter = StageMeter("encode", workers=cfg.store.encode_threads)
+        self.semantic = SemanticStage(store, embedder, cfg, self._encoder, present=self.present,
+                                      perception=perception, encode_meter=self._encode_meter)
+        self.embed = EmbedStage(self.semantic, cfg, perception=perception, source=self._source,
+                                report=self._report_progress, out=self._hand_to(self.commit.queue),
+                                fail=self._fail)
+        self.gate = GateStage(store, cascade, cfg, out=self._hand_to(self.embed.queue),
+                              n_sources=lambda: len(self._sources), fail=self._fail)
+        self.decode = DecodeStage(self.present, sources=self._source_list)
+        for stage in (self.commit, self.embed, self.gate):
+            stage.start()
 
     # -- feeding -------------------------------------------------------------------------------
     def register(self, source_id: int, report: SourceReport, duration: float | None,
@@ -194,9 +164,11 @@ class IndexPipeline:
             src = self._sources.get(source_id)
             fresh = src is None or src.ended
             if fresh:
+                if src is not None:
+                    self.decode.retire(src)
                 src = self._sources[source_id] = _Source(source_id, report, duration, on_progress)
         if fresh:
-            self.put(_Warm(report.camera_id))
+            self.put(CameraWarm(report.camera_id, source_id))
         return src
 
     def wait(self, src: _Source) -> None:
@@ -205,27 +177,29 @@ class IndexPipeline:
             self.raise_if_failed()
 
     def put(self, item) -> None:
+        """Queue a record for the gate stage (blocks while it is behind)."""
         self.raise_if_failed()
         with self._idle:
             self._put_count += 1
         while True:
             try:
-                self._queue.put(item, timeout=0.2)
+                self.gate.queue.put(item, timeout=0.2)
                 return
             except queue.Full:
                 self.raise_if_failed()
 
     def put_frame(self, frame: Frame, source_id: int) -> None:
         """Queue one sampled frame of a registered source (blocks while the gates are behind)."""
-        self.put(_Item(frame, source_id))
+        self.put(SampledFrame(frame, source_id))
 
     def offer_frame(self, frame: Frame, source_id: int, timeout: float) -> bool:
         """Queue a live source's sample unless the gates stay behind for ``timeout`` s: False
         then (the caller counts it dropped; a live reader must keep reading its socket)."""
         self.raise_if_failed()
         try:
-            self._queue.put(_Item(frame, source_id), timeout=timeout)
+            self.gate.queue.put(SampledFrame(frame, source_id), timeout=timeout)
         except queue.Full:
+            self.decode.meter.add(dropped=1)
             return False
         # Counted once queued (it may be committed first: the count only trails), never before:
         # a flush must not wait for an item that was then dropped.
@@ -234,46 +208,18 @@ class IndexPipeline:
         return True
 
     def gap(self, source_id: int) -> None:
-        """Queue a live source's loss of video after its frames so far (see ``_Gap``)."""
-        self.put(_Gap(source_id))
+        """Queue a live source's loss of video after its frames so far (see ``SourceGap``)."""
+        self.put(SourceGap(source_id, self._sources[source_id].report.camera_id))
 
-    def end_source(self, source_id: int) -> None:
+    def end_source(self, source_id: int, error: str | None = None) -> None:
         """Queue a source's end after its frames (for pushed streams; decoders do it themselves)."""
-        self.put(_End(source_id))
+        self.put(SourceEnd(source_id, self._sources[source_id].report.camera_id, error))
 
     def decode_worker(self, src: _Source, decoder) -> threading.Thread:
         """Start a thread feeding the decoder's samples to the gates (and, with present_fps,
-        its present frames to ``observe``) until it ends; returns the thread."""
-        if self.present_fps is not None:
-            decoder.want_present(self.present_fps)
-
-        def work():
-            err = None
-            try:
-                for frame in decoder:
-                    if isinstance(frame, PresentFrame):
-                        try:
-                            t = camera_time(frame.t_rel, frame.t_abs)
-                            if self.perception is not None and self.perception.detect_present:
-                                self.perception.present(frame.camera_id, t, frame.rgb(1 << 16))  # full size
-                            self.observe(frame.camera_id, t, frame.rgb(self.present_side))
-                        except Exception as e:  # noqa: BLE001 - the present is best effort, the index is not
-                            if len(decoder.stats.errors) < 20:
-                                decoder.stats.errors.append(f"present: {e}")
-                        continue
-                    self.put_frame(frame, src.source_id)
-            except SourceError as e:
-                err = e.problem
-            except Exception as e:  # noqa: BLE001 - a decoder failure must end the source, not hang it
-                err = f"decoding failed: {type(e).__name__}: {e}"
-            finally:
-                decoder.close()
-            self.put(_End(src.source_id, err))
-
-        src.decoder = decoder
-        t = threading.Thread(target=work, name=f"vam-decode-{src.report.camera_id}", daemon=True)
-        t.start()
-        return t
+        its present frames to the present) until it ends; returns the thread."""
+        return self.decode.start(src, decoder, lambda f: self.put_frame(f, src.source_id),
+                                 lambda err: self.end_source(src.source_id, err))
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything put before this call is gated and committed."""
@@ -281,9 +227,9 @@ class IndexPipeline:
         with self._idle:
             target = self._put_count
         try:
-            self._queue.put_nowait(_WAKE)  # after everything put so far: commit it now, not at the next interval
+            self.gate.queue.put_nowait(WAKE)  # after everything put so far: commit it now, not at the next interval
         except queue.Full:
-            self._flush_requested.set()  # the gate thread is busy: it sees the request at its next batch
+            self.gate.flush_requested.set()  # the gates are busy: they see the request at their next batch
         with self._idle:
             while self._done_count < target:
                 self.raise_if_failed()
@@ -295,251 +241,65 @@ class IndexPipeline:
         return True
 
     def close(self) -> None:
-        if self._thread.is_alive():
-            try:
-                self.flush()
-            finally:
-                self._stop.set()
-                self._queue.put(None)  # wakes the loop at once
-                self._thread.join()
-                self._commits.put(None)
-                self._committer.join()
-        self._encoder.shutdown(wait=True)
+        """Commit what is queued, then stop the stages in the order frames flow."""
+        try:
+            if self.gate.running:
+                self.flush()  # raises the error a stage stopped with
+        finally:
+            self.gate.stop()
+            self.embed.stop()
+            self.commit.stop()
+            self._encoder.shutdown(wait=True)
 
     def raise_if_failed(self) -> None:
         if self._error is not None:
             raise RuntimeError(f"indexing pipeline stopped: {self._error}") from self._error
 
-    # -- the gate/commit loop ------------------------------------------------------------------
-    def _take_batch(self) -> list:
-        try:
-            first = self._queue.get(timeout=self.cfg.store.commit_interval_s)
-        except queue.Empty:
-            return []
-        if first is None:  # close() woke us
-            return []
-        if first is _WAKE:
-            self._flush_requested.set()
-            return []
-        items = [first]
-        limit = self.cfg.ingest.batch_size * max(1, len(self._sources))
-        while len(items) < limit and not isinstance(items[-1], _Gap):  # a batch ends at a gap: no frame crosses it
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is None:
-                break
-            if item is _WAKE:
-                self._flush_requested.set()
-            else:
-                items.append(item)
-        return items
+    def forget(self, cameras) -> None:
+        """After a deletion cleared cameras' saved state: their online committers start afresh."""
+        self.semantic.reset(cameras)
 
-    def _gate_loop(self) -> None:
-        batch, writes, ended, perceived = CommitBatch(), [], [], []
-        taken = gated = 0  # items taken since the last hand-over; frames gated since then
-        last = time.monotonic()
-        try:
-            self.store.db.conn()  # this thread's connection (a few ms), opened before any frame waits for it
-            while not self._stop.is_set() and self._error is None:
-                items = self._take_batch()
-                taken += len(items)
-                n, done = self._gate(items, batch, writes)
-                gated += n
-                ended += done
-                if self.perception is not None:  # the kept frames of every camera: one submission
-                    perceived += self.perception.submit(self._undecided())
-                # Commit by size, at a source's end, on flush(), or once per commit interval: a
-                # commit per sample would write the camera's reference frame every time.
-                if taken and (gated >= self.cfg.store.commit_every or ended or self._flush_requested.is_set()
-                              or time.monotonic() - last >= self.cfg.store.commit_interval_s):
-                    self._flush_requested.clear()
-                    self.semantic.checkpoint(batch, writes)
-                    if self.perception is not None:
-                        perceived.append(self.perception.snapshot(self._undecided()))
-                    self._hand_over((batch, writes, ended, taken, perceived))
-                    batch, writes, ended, perceived = CommitBatch(), [], [], []
-                    taken = gated = 0
-                    last = time.monotonic()
-        except BaseException as e:  # noqa: BLE001 - surfaced to every caller through raise_if_failed
-            self._fail(e)
+    # -- what the stages report -------------------------------------------------------------------
+    def stage_status(self) -> list[StageStatus]:
+        """Each stage's figures since the pipeline started, in the order frames flow (decode,
+        gate, embed, encode, perceive when perception is on, commit): see index/meter.py."""
+        out = [self.decode.status(), self.gate.meter.status(), self.embed.meter.status(), self._encode_meter.status()]
+        if self.perception is not None:
+            out.append(self.perception.stage_status())
+        return out + [self.commit.meter.status()]
 
-    def _hand_over(self, unit) -> None:
-        while True:  # blocks while commits fall behind, unless the committer has failed
-            try:
-                self._commits.put(unit, timeout=0.2)
-                return
-            except queue.Full:
-                self.raise_if_failed()
+    # -- between the stages -----------------------------------------------------------------------
+    def _hand_to(self, q: queue.Queue) -> Callable[[object], None]:
+        """A stage's output: put on the next stage's queue, blocking while it is full, unless
+        the pipeline has failed (then the stage's thread ends with the error)."""
+        def put(item) -> None:
+            while True:
+                try:
+                    q.put(item, timeout=0.2)
+                    return
+                except queue.Full:
+                    self.raise_if_failed()
+        return put
 
-    def _commit_loop(self) -> None:
-        try:
-            self.store.db.conn()  # opened now: the last commit of a run waits for nothing but its rows
-        except BaseException as e:  # noqa: BLE001
-            self._fail(e)
-            return
-        while True:
-            unit = self._commits.get()
-            if unit is None:
-                return
-            batch, writes, ended, taken, perceived = unit
-            try:
-                for w in writes:
-                    w.result()  # every file is in place before its row commits
-                if perceived:
-                    self.perception.resolve(perceived, batch)
-                batch.refs = {cam: GateReference(r.t, _host(r.gray), r.sharpness) for cam, r in batch.refs.items()}
-                self.store.commit(batch)
-                if self.after_commit is not None:
-                    self.after_commit()
-            except BaseException as e:  # noqa: BLE001
-                self._fail(e)
-                return
-            for src in ended:
-                src.committed.set()
-            with self._idle:
-                self._done_count += taken
-                self._idle.notify_all()
+    def _committed(self, unit: CommitUnit) -> None:
+        for src in unit.ended:
+            src.committed.set()
+        with self._idle:
+            self._done_count += unit.taken
+            self._idle.notify_all()
 
     def _fail(self, e: BaseException) -> None:
-        self._error = e
+        if self._error is None:
+            self._error = e
         with self._idle:
             self._idle.notify_all()
 
-    def _gate(self, items: list, batch: CommitBatch, writes: list[Future]) -> tuple[int, list[_Source]]:
-        """Gate a batch into ``batch``; returns the frames gated and the sources that ended."""
-        by_camera: dict[str, list[_Item]] = defaultdict(list)
-        ends = []  # a source's end marker follows all its frames, so it closes after them
-        gaps = [it for it in items if isinstance(it, _Gap)]  # at most the batch's last item
-        warm = 0
-        for it in items:
-            if isinstance(it, _End):
-                ends.append(it)
-            elif isinstance(it, _Warm):
-                self._load_reference(it.camera_id)
-                warm += 1
-            elif not isinstance(it, _Gap):
-                by_camera[it.frame.camera_id].append(it)
-        touched = set()
-        passed = []  # (frame, source_id, gate record) of frames the gates kept
-        for cam, cam_items in by_camera.items():
-            self._load_reference(cam)
-            self._fresh.discard(cam)
-            run = self.cascade.gate(cam, [it.frame.gray for it in cam_items],
-                                    [camera_time(it.frame.t_rel, it.frame.t_abs) for it in cam_items], cam_items)
-            kept_before = defaultdict(list)  # frame index -> held samples kept before its decision
-            for r in run.released:
-                kept_before[r.before].append(r)
-            before = {it.source_id: self._sources[it.source_id].last_t for it in cam_items}
-            for i, (it, rec) in enumerate(zip(cam_items, run.records)):
-                for r in kept_before.pop(i, ()):
-                    self._pass_released(cam, r, batch, passed)
-                if it is self.cascade.hold_start(cam):  # gated again by a resumed run: see _hold_progress
-                    self._hold_floor[cam] = (it.source_id, before[it.source_id])
-                before[it.source_id] = it.frame.t_rel
-                src = self._sources[it.source_id]
-                f = it.frame
-                rep = src.report
-                rep.sampled += 1
-                src.last_t = f.t_rel
-                self._gated_t[cam] = camera_time(f.t_rel, f.t_abs)
-                touched.add(src)
-                if self.cfg.store.record_samples:
-                    batch.samples.append(GateSample(cam, it.source_id, f.t_rel, rec))
-                batch.progress[it.source_id] = f.t_rel
-                if rec.dropped_by is not None:
-                    rep.dropped[rec.dropped_by] += 1
-                    continue
-                passed.append((f, it.source_id, rec))
-                batch.refs[cam] = GateReference(f.t_rel, f.gray, self.cascade.sharpness(cam))
-            for rs in kept_before.values():  # kept after the call's last frame
-                for r in rs:
-                    self._pass_released(cam, r, batch, passed)
-            self._hold_progress(cam, batch)
-        for cam in {self._sources[x.source_id].report.camera_id for x in gaps + ends}:
-            for r in self.cascade.end(cam):  # the view ended with the stream: its held sample is kept
-                self._pass_released(cam, r, batch, passed)
-        decisions = self.semantic.process(passed, batch, writes)
-        for g in gaps:
-            cam = self._sources[g.source_id].report.camera_id
-            decisions += self.semantic.finish(cam, batch, writes)
-            self.cascade.forget([cam])
-            self._fresh.add(cam)
-        for end in ends:
-            src = self._sources[end.source_id]
-            if not end.error:  # a file source's end: its camera's held frame and open event close
-                decisions += self.semantic.finish(src.report.camera_id, batch, writes)
-        for sid, reason in decisions:
-            src = self._sources.get(sid)
-            if src is None:
-                continue  # a frame held from a source of an earlier run
-            if reason is None:
-                src.report.kept += 1
-            else:
-                src.report.dropped[reason] += 1
-            touched.add(src)
-        for end in ends:
-            src = self._sources[end.source_id]
-            src.ended = True
-            if end.error:
-                src.report.failed = end.error
-            else:
-                batch.finished.add(end.source_id)
-            touched.add(src)
-        for src in touched:
-            self._report_progress(src)
-        return len(items) - len(ends) - len(gaps) - warm, [self._sources[end.source_id] for end in ends]
+    def _source(self, source_id: int) -> _Source | None:
+        return self._sources.get(source_id)
 
-    def _undecided(self) -> dict[str, float]:
-        """Per camera, the time from which frames may still be kept (what perception's present
-        frames wait for): the semantic stage's bound, or the gates' held sample's when older."""
-        out = self.semantic.undecided(self._gated_t)
-        for cam, t in out.items():
-            it = self.cascade.held_key(cam)
-            if it is not None:
-                out[cam] = min(t, camera_time(it.frame.t_rel, it.frame.t_abs))
-        return out
-
-    def _hold_progress(self, cam: str, batch: CommitBatch) -> None:
-        """While the gates hold a blurred sample of the camera (their view rule keeps no state in
-        the store), its source's committed progress stays before the hold's first sample: a
-        resumed run gates again from there, from the same reference, and decides alike."""
-        if self.cascade.hold_start(cam) is None:
-            self._hold_floor.pop(cam, None)
-            return
-        floor = self._hold_floor.get(cam)
-        if floor is None:
-            return
-        sid, t = floor
-        if t is None:
-            batch.progress.pop(sid, None)  # held since the source's first sample: nothing is done
-        else:
-            batch.progress[sid] = t
-
-    def _pass_released(self, cam: str, r, batch: CommitBatch, passed: list) -> None:
-        """A held blurred sample its view kept (the gates' view rule): it passes the gates now
-        (it was counted dropped by blur when gated) and becomes the camera's reference."""
-        it = r.key
-        f = it.frame
-        src = self._sources.get(it.source_id)
-        if src is not None:
-            dropped = src.report.dropped
-            dropped["blur"] -= 1
-            if dropped["blur"] <= 0:
-                del dropped["blur"]
-        if self.cfg.store.record_samples:
-            batch.samples.append(GateSample(cam, it.source_id, f.t_rel, r.record))
-        passed.append((f, it.source_id, r.record))
-        batch.refs[cam] = GateReference(f.t_rel, f.gray, self.cascade.sharpness(cam))
-
-    def _load_reference(self, cam: str) -> None:
-        """The camera's saved gate reference, when the cascade has none in memory and no gap
-        reset it (a camera's first frames in this pipeline compare with its last kept frame)."""
-        if self.cascade.reference(cam) is None and cam not in self._fresh:
-            saved = self.store.sources.camera_ref(cam)
-            if saved is not None:
-                self.cascade.set_reference(cam, saved.gray, saved.sharpness)
+    def _source_list(self) -> list[_Source]:
+        with self._lock:
+            return list(self._sources.values())
 
     def _report_progress(self, src: _Source) -> None:
         rep = src.report
@@ -556,9 +316,3 @@ class IndexPipeline:
         if src.on_progress is not None:
             src.on_progress(Progress(rep.camera_id, rep.uri, src.last_t or 0.0, src.duration, rep.decoded,
                                      rep.sampled, rep.kept, src.ended))
-
-
-def _host(gray) -> np.ndarray:
-    if isinstance(gray, np.ndarray):
-        return gray
-    return gray.detach().cpu().numpy()

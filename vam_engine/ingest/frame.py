@@ -107,3 +107,6 @@ class DecodeStats:
     packets_bad: int = 0  # undecodable packets skipped
     skipped_packets: int = 0  # packets not decoded because no sample could come from them
     errors: list[str] = field(default_factory=list)  # human-readable notes on what was skipped
+    # seconds its reader spent decoding (live cameras: packets to frames; files: the decode
+    # worker's wait on the decoder): the pipeline's decode stage sums it (index/meter.py)
+    busy_s: float = 0.0

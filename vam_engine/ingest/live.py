@@ -205,8 +205,8 @@ class LiveCamera:
     """One camera's reader thread. ``start()``; ``stop()`` returns at once (the thread ends at
     its next frame, or when a blocked read times out: at most ``stall_s``); ``status()``."""
 
-    def __init__(self, spec: LiveSpec, sink: LiveSink, *, observe: Callable | None = None,
-                 present_fps: float | None = None, present_side: int = 448, clock: Callable[[], float] = time.time,
+    def __init__(self, spec: LiveSpec, sink: LiveSink, *, present: Callable | None = None,
+                 present_fps: float | None = None, clock: Callable[[], float] = time.time,
                  audio: AudioTap | None = None):
         self.spec = spec
         self.sink = sink
@@ -214,11 +214,11 @@ class LiveCamera:
         self._audio_clock: tuple[float, float] | None = None  # (base, pts0) of this connection's frames
         self._audio_pending: list = []  # (t_stream, samples) before the connection's first frame
         self._audio_dead = False  # this connection's audio track is broken
-        # observe(camera_id, t_abs, rgb): the present (working memory), fed from decode at
-        # present_fps with frames fitted in present_side (as the index pipeline's decoders do)
-        self.observe = observe if present_fps else None
+        # present(camera_id, t_abs, rgb): the present (working memory), fed from decode at
+        # present_fps as the index pipeline's decoders do (index/present.py); ``rgb(max_side)``
+        # converts the frame fitted in max_side
+        self.present = present if present_fps else None
         self.present_interval = 1.0 / present_fps if present_fps else math.inf
-        self.present_side = present_side
         self._scaler = VideoReformatter()  # keeps its swscale context from frame to frame
         self.clock = clock
         self.stats = DecodeStats()  # read by the pipeline's progress reports
@@ -437,7 +437,9 @@ class LiveCamera:
                         continue
                     keyed = True
                 try:
+                    t0 = time.perf_counter()
                     frames = packet.decode()
+                    self.stats.busy_s += time.perf_counter() - t0
                 except av.error.FFmpegError as e:
                     self.stats.packets_bad += 1
                     if self.stats.packets_bad <= 5:
@@ -528,10 +530,10 @@ class LiveCamera:
         self._last_t, self._last_wall, self._last_mono = t_abs, self.clock(), mono
         self._set_state("online")
         cam = self.spec.camera_id
-        if self.observe is not None and t_abs >= self._next_present:  # on the stream's time, like the decoders
+        if self.present is not None and t_abs >= self._next_present:  # on the stream's time, like the decoders
             self._next_present = t_abs + self.present_interval
             try:
-                self.observe(cam, t_abs, small_rgb_array(vf, self.present_side, self._scaler))
+                self.present(cam, t_abs, lambda side: small_rgb_array(vf, side, self._scaler))
             except Exception as e:  # noqa: BLE001 - the present is a reader's aid: never a reason to reconnect
                 if len(self.stats.errors) < 5:
                     self.stats.errors.append(f"the present did not take a frame: {type(e).__name__}: {e}")

@@ -79,7 +79,7 @@ class SourceRepository:
 
     def commit_state(self, camera_id: str) -> dict | None:
         """The camera's online committer state as last committed, in its JSON form (decoded by
-        index/stage.py: the committer's records belong to index/)."""
+        index/semantic.py: the committer's records belong to index/)."""
         row = self.db.conn().execute("SELECT state FROM commit_state WHERE camera_id=?", (camera_id,)).fetchone()
         return None if row is None else json.loads(row[0])
 

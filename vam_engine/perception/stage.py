@@ -103,12 +103,14 @@ class PerceptionStage:
         self._submitted_t: dict[str, float] = {}
         self._processed_t: dict[str, float] = {}  # the last frame time a round took, per camera (_state)
         self._queue: queue.Queue = queue.Queue(maxsize=int(queue_batches))
+        self.queue_capacity = int(queue_batches)
         self._worker: threading.Thread | None = None
         self._closed = False
         self.stats = {"rounds": 0, "frames": 0, "detected_frames": 0, "detections": 0, "ocr_reads": 0,
                       "ocr_skips": 0, "text_changes": 0, "dropped_submissions": 0,
                       "ocr_region_reads": 0, "ocr_region_px": 0.0,
-                      "detect_s": 0.0, "ocr_s": 0.0, "gate_s": 0.0, "track_s": 0.0}
+                      "detect_s": 0.0, "ocr_s": 0.0, "gate_s": 0.0, "track_s": 0.0,
+                      "busy_s": 0.0}  # busy_s: the worker's rounds, all of them
 
     # -- the work -----------------------------------------------------------------------------------
     def _new_track_id(self) -> int:
@@ -276,6 +278,7 @@ class PerceptionStage:
 
     def _serve(self, group: list) -> None:
         """One round for the submissions of ``group``; each gets its part (or the error)."""
+        t0 = time.perf_counter()
         try:
             with self._state:
                 batch = self._round([f for items, *_ in group for f in items])
@@ -284,6 +287,8 @@ class PerceptionStage:
             for _, fut, *_ in group:
                 fut.set_exception(e)
             return
+        finally:
+            self.stats["busy_s"] += time.perf_counter() - t0
         start = 0
         for k, (items, fut, *_) in enumerate(group):
             part = self._part(batch, start, len(items))
@@ -297,6 +302,10 @@ class PerceptionStage:
         tracks = tuple(t for t in batch.tracks if t.track_id in tids)
         eids = {t.entity_id for t in tracks}
         return PerceptionBatch(frames, tracks, tuple(e for e in batch.entities if e.entity_id in eids))
+
+    def queued(self) -> int:
+        """Submissions waiting for the worker."""
+        return self._queue.qsize()
 
     def close(self, wait: bool = True) -> None:
         """Finish what is queued, then stop the worker."""

@@ -14,7 +14,7 @@ What feeds it (``observe``):
   Those frames are scaled to ``max_side`` as they are converted, on the decode thread, and
   never go through the gates, the embedder or the store;
 - files and URLs without a model: the frames that passed the index sampling and the gates
-  (index/stage.py), as nothing reads the present then and no extra frame is decoded for it.
+  (index/present.py), as nothing reads the present then and no extra frame is decoded for it.
 Each buffer keeps the first frame offered in each 1/fps-second cell of its camera's axis
 (cells k/fps .. (k+1)/fps, the decoders' tick grid), for its last span*fps cells, so a feed
 at or above its rate fills it exactly: 16 frames for the short window, 32 for the medium one.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -257,6 +257,15 @@ def _service_routes(app: FastAPI, engine, backend, metrics: Metrics, hub: AlertH
         st = app.state
         return {"ok": True, "auth": st.tokens.required() or st.options.require_tokens,
                 "monitors": hub.available, "live": hasattr(engine, "status")}
+
+    @app.get("/api/stages", tags=["service"])
+    def stages(p: Principal = need("read")):
+        """The indexing pipeline's stages (decode, gate, embed, encode, perceive, commit): seconds
+        busy, items, queue depth and bound, drops; a cluster labels each with its shard. Like
+        /metrics it covers every camera: a camera-limited token is refused."""
+        if p.cameras is not None:
+            raise HTTPException(403, "stages cover every camera; use a token without a camera limit")
+        return {"stages": [{**labels, **asdict(st)} for labels, st in backend.stage_statuses()]}
 
     @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)
     def prometheus(p: Principal = need("read")):

@@ -139,6 +139,11 @@ class LocalBackend:
         fn = getattr(self.engine, "status", None)
         return list(fn()) if fn is not None else []
 
+    def stage_statuses(self) -> list[tuple[dict, object]]:
+        """The engine's indexing stages (index/meter.py's StageStatus), each with its labels."""
+        fn = getattr(self.engine, "stage_status", None)
+        return [({}, st) for st in fn()] if fn is not None else []
+
     def writer_backlog(self) -> WriterBacklog:
         e = self.engine
         if e.writer is not None:

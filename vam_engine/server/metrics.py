@@ -2,7 +2,8 @@
 no client library needed.
 
 What it reports: per camera, the store's moments and gated samples by outcome (kept, or the
-gate that dropped them), and - when the engine runs live cameras (``engine.status()``) - state,
+gate that dropped them); the indexing pipeline's stages (busy seconds, items, queue depth,
+drops: ``engine.stage_status()``); when the engine runs live cameras (``engine.status()``) - state,
 input fps, frames decoded and dropped, reconnects, gaps and lag behind live; the document
 writer's backlog and lag; model latency by priority class (frontend / backend) and the
 scheduler's queues; search latency; HTTP latency per route; store size on disk. Queries over
@@ -113,6 +114,7 @@ class Metrics:
         out: list[str] = []
         out += self._store_lines(backend)
         self._live_lines(backend.camera_statuses(), out)
+        _stage_lines(backend.stage_statuses(), out)
         b = backend.writer_backlog()
         metric_family(out, "vam_writer_backlog_events", "gauge", "closed events waiting for their document",
                 [({}, b.pending_events)])
@@ -173,6 +175,25 @@ class Metrics:
                 ("vam_camera_gaps_total", "gaps", "counter", "gaps recorded (time without frames)"),
                 ("vam_camera_lag_seconds", "lag_s", "gauge", "how far ingest is behind live")):
             metric_family(out, name, kind, help, [({"camera": r["camera_id"]}, r.get(key)) for r in rows if key in r])
+
+
+def _stage_lines(rows, out: list[str]) -> None:
+    """The indexing pipeline's stages: where a machine's capacity goes (index/meter.py)."""
+    if not rows:
+        return
+    for name, kind, help, value in (
+            ("vam_stage_busy_seconds_total", "counter", "seconds the stage's workers spent busy, summed over them",
+             lambda st: st.busy_s),
+            ("vam_stage_items_total", "counter", "items the stage finished (frames; perception rounds; commits)",
+             lambda st: st.items),
+            ("vam_stage_workers", "gauge", "threads that run the stage now", lambda st: st.workers),
+            ("vam_stage_queue_depth", "gauge", "items waiting at the stage's input", lambda st: st.queue_depth),
+            ("vam_stage_queue_capacity", "gauge", "the bound of the stage's input (absent: unbounded)",
+             lambda st: st.queue_capacity),
+            ("vam_stage_dropped_total", "counter", "items the stage dropped because it was behind",
+             lambda st: st.dropped)):
+        metric_family(out, name, kind, help, [({**labels, "stage": st.name}, value(st)) for labels, st in rows
+                                              if value(st) is not None])
 
 
 def process_lines() -> list[str]:

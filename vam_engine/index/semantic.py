@@ -1,5 +1,6 @@
-"""The pipeline's semantic stage: embed the frames that passed the gates (one batch across
-cameras), run each camera's online committer, and turn its decisions into pending moments.
+"""The semantic part of the embed stage: embed the frames that passed the gates (one batch
+across cameras), run each camera's online committer, and turn its decisions into pending
+moments (the embed stage, index/embed_stage.py, runs it on its thread).
 
 A kept frame is also handed to the perception feed when there is one (index/perceive.py): what it
 finds commits with the moment, and a change of the text on screen there makes the frame start an
@@ -102,12 +103,15 @@ def _ident(key: FrameKey) -> tuple:
 
 
 class SemanticStage:
-    def __init__(self, store: Store, embedder, cfg: EngineConfig, encoder: Executor, *, observe=None,
-                 perception=None):
-        """``perception``: a PerceptionFeed (index/perceive.py) each kept frame is handed to."""
+    def __init__(self, store: Store, embedder, cfg: EngineConfig, encoder: Executor, *, present=None,
+                 perception=None, encode_meter=None):
+        """``present``: the PresentFeed (index/present.py) offered each frame that passed the
+        gates; ``perception``: a PerceptionFeed (index/perceive.py) each kept frame is handed
+        to; ``encode_meter``: the JPEG encoder's StageMeter."""
         self.store = store
         self.perception = perception
-        self.observe = observe  # observe(camera, t, rgb) for each frame that passed the gates (working memory)
+        self.present = present
+        self.encode_meter = encode_meter
         self.embedder = embedder
         self.cfg = cfg
         self.encoder = encoder
@@ -144,26 +148,31 @@ class SemanticStage:
             self._committers.pop(cam, None)
 
     def process(self, passed: list, batch: CommitBatch, writes: list[Future]) -> list[tuple[int, str | None]]:
-        """``passed``: (frame, source_id, GateRecord) of frames the gates kept, in time order per
-        camera. Returns (source_id, reason) per decision made now (reason None: kept)."""
+        """``passed``: GatedFrames (index/records.py) in time order per camera. Returns
+        (source_id, reason) per decision made now (reason None: kept)."""
         if not passed:
             return []
-        rgbs = [f.rgb() for f, _, _ in passed]
-        if self.observe is not None:
-            for (f, _, _), rgb in zip(passed, rgbs):
-                self.observe(f.camera_id, f.t_abs if f.t_abs is not None else f.t_rel, rgb)
+        rgbs = [g.frame.rgb() for g in passed]
+        if self.present is not None:
+            for g, rgb in zip(passed, rgbs):
+                self.present.gated(g.frame.camera_id, g.frame.t_rel, g.frame.t_abs, rgb)
         embs = np.empty((len(passed), 0), np.float32)
         by_shape: dict[tuple, list[int]] = defaultdict(list)
         for i, rgb in enumerate(rgbs):
             by_shape[rgb.shape].append(i)
+        per_frame = getattr(self.embedder, "per_frame", False)
         for shape, idx in by_shape.items():  # one embedder call per frame size, across cameras
-            out = self.embedder.embed_images(self._batch(shape, [rgbs[i] for i in idx]))
+            if per_frame:  # views of the frames, no stacked copy (a 720p frame is 2.7 MB)
+                out = np.concatenate([self.embedder.embed_images(rgbs[i][None]) for i in idx])
+            else:
+                out = self.embedder.embed_images(self._batch(shape, [rgbs[i] for i in idx]))
             if embs.shape[1] == 0:
                 embs = np.empty((len(passed), out.shape[1]), np.float32)
             embs[idx] = out
         by_camera: dict[str, list[int]] = defaultdict(list)
         keys, ts, keeps = [], [], []
-        for i, (f, sid, rec) in enumerate(passed):
+        for i, g in enumerate(passed):
+            f, sid, rec = g.frame, g.source_id, g.record
             key = _key(f, sid, rec)
             keys.append(key)
             self._payload[_ident(key)] = {"rgb": rgbs[i], "emb": embs[i], "written": False,
@@ -204,8 +213,21 @@ class SemanticStage:
         for p in self._payload.values():  # what is still here is held (decisions pop their frames)
             if not p["written"]:
                 p["written"] = True
-                writes.append(self.encoder.submit(self.store.frames.write, p["ref"], p["rgb"],
-                                                  self.cfg.store.jpeg_quality))
+                writes.append(self._submit_write(p["ref"], p["rgb"]))
+
+    def _write(self, ref: str, rgb: np.ndarray) -> None:
+        """A kept frame's JPEG (on the encoder's pool)."""
+        if self.encode_meter is None:
+            self.store.frames.write(ref, rgb, self.cfg.store.jpeg_quality)
+            return
+        self.encode_meter.waiting(-1)
+        with self.encode_meter.busy(items=1):
+            self.store.frames.write(ref, rgb, self.cfg.store.jpeg_quality)
+
+    def _submit_write(self, ref: str, rgb: np.ndarray) -> Future:
+        if self.encode_meter is not None:
+            self.encode_meter.waiting(1)
+        return self.encoder.submit(self._write, ref, rgb)
 
     def _apply(self, cam: str, d, batch: CommitBatch, writes: list[Future]) -> tuple[int, str | None]:
         key = d.key
@@ -221,7 +243,7 @@ class SemanticStage:
             return sid, d.reason or "dedup"
         emb = p["emb"]
         if not p["written"]:
-            writes.append(self.encoder.submit(self.store.frames.write, ref, p["rgb"], self.cfg.store.jpeg_quality))
+            writes.append(self._submit_write(ref, p["rgb"]))
         pending = PendingMoment(cam, sid, t_rel, key.t_abs, key.pts, ref, key.width, key.height, g,
                                 embedding=emb, event_start=d.event_start, pose=key.pose)
         batch.moments.append(pending)
