@@ -96,3 +96,52 @@ def test_gate_package_does_not_import_memory():
     from vam_engine.gate.records import GateRecord
     from vam_engine.memory.records import GateRecord as Stored
     assert Stored is GateRecord
+
+
+# -- finite_time / time_range: the one check of a time a caller gives --------------------------------------
+def test_finite_time_takes_real_numbers_numpy_scalars_included():
+    from vam_engine.numerics import finite_time
+
+    assert finite_time(3, "t") == 3.0 and isinstance(finite_time(3, "t"), float)
+    assert finite_time(np.float32(1.5), "t") == 1.5 and finite_time(np.int64(-2), "t") == -2.0
+    assert finite_time(None, "as_of", optional=True) is None
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), True, "1.0", None, [1.0], np.bool_(True)])
+def test_finite_time_refuses_what_is_no_time_naming_the_argument(bad):
+    from vam_engine.errors import VamError
+    from vam_engine.numerics import TimeError, finite_time
+
+    with pytest.raises(TimeError) as e:
+        finite_time(bad, "camera 'c': t")
+    assert str(e.value).startswith("camera 'c': t must be a finite time in seconds, got ")
+    assert isinstance(e.value, ValueError) and isinstance(e.value, VamError)
+
+
+def test_finite_time_raises_the_callers_own_error_kind():
+    from vam_engine.errors import FrameError
+    from vam_engine.numerics import finite_time
+
+    with pytest.raises(FrameError, match="^t must be a finite time"):
+        finite_time(float("nan"), "t", error=FrameError)
+
+
+def test_time_range_checks_each_end_and_their_order():
+    from vam_engine.numerics import TimeError, time_range
+
+    assert time_range((1, 2)) == (1.0, 2.0) and time_range((2, 2)) == (2.0, 2.0)
+    assert time_range(None, open_ends=True) == (None, None)
+    assert time_range((None, 5), open_ends=True) == (None, 5.0)
+    with pytest.raises(TimeError, match=r"^delete: the time range starts after it ends \(t0=5 > t1=1\)"):
+        time_range((5, 1), "delete: the time range")
+    with pytest.raises(TimeError, match=r"^time_range starts at or after it ends \(t0=2 >= t1=2\)"):
+        time_range((2, 2), strict=True)
+    with pytest.raises(TimeError, match=r"^time_range end must be a finite time"):
+        time_range((1, float("nan")))
+    with pytest.raises(TimeError, match=r"^time_range start must be a finite time"):
+        time_range((None, 1))  # an open end only where the caller allows one
+    for bad in (None, 5, (1, 2, 3)):
+        with pytest.raises(TimeError, match=r"^range must be a pair \(t0, t1\)"):
+            time_range(bad, "range")
+    with pytest.raises(TimeError, match=r"^range start must be a finite time"):
+        time_range("ab", "range")  # a pair of characters is a pair, of no times

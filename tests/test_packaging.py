@@ -60,9 +60,8 @@ def test_the_files_the_package_reads_are_tracked_so_the_wheel_ships_them():
 
 
 @pytest.mark.slow
+@pytest.mark.needs("git_checkout")
 def test_two_wheel_builds_from_one_checkout_hold_the_package(tmp_path):
-    if shutil.which("git") is None or not (REPO / ".git").exists():
-        pytest.skip("needs the git checkout")
     files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     src = tmp_path / "src"
     for rel in files:

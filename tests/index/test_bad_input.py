@@ -126,10 +126,9 @@ def test_mp4_cut_before_its_index(tmp_path, clips):
     _expect_source_error(cut, "truncated", "moov atom not found", store=tmp_path / "store")
 
 
-@pytest.mark.parametrize("codec,suffix", [("pcm_s16le", "wav"), ("aac", "m4a"), ("libmp3lame", "mp3")])
+@pytest.mark.parametrize("codec,suffix", [pytest.param(c, s, marks=pytest.mark.needs("encoder", c))
+                                          for c, s in [("pcm_s16le", "wav"), ("aac", "m4a"), ("libmp3lame", "mp3")]])
 def test_audio_only_file(tmp_path, codec, suffix):
-    if codec not in av.codecs_available:
-        pytest.skip(f"FFmpeg has no {codec} encoder")
     path = _audio(tmp_path / f"sound.{suffix}", codec)
     _expect_source_error(path, "no video stream", "audio", store=tmp_path / "store")
 

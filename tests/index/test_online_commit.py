@@ -382,7 +382,7 @@ def test_bad_input_names_t_and_leaves_state_unchanged():
         (ts[2], embs[3], "increase"),  # equal t
         (ts[1], embs[3], "increase"),  # going back
         (float("nan"), embs[3], "finite"),
-        ("soon", embs[3], "number"),
+        ("soon", embs[3], "finite time"),
     ]
     for t, e, problem in cases:
         with pytest.raises(ValueError, match=problem) as err:

@@ -21,6 +21,7 @@ def yard(tmp_path_factory):
     return ps.yard_clip(tmp_path_factory.mktemp("feed") / "yard.mp4")
 
 
+@pytest.mark.needs("perception_models")
 def test_present_frames_are_detected_between_kept_frames(yard, tmp_path, monkeypatch):
     threads = set()
     real = PerceptionStage._round

@@ -19,7 +19,7 @@ from support.paths import REPO
 from vam_engine.engine import Engine
 
 WATCHDOG_S = 300
-pytestmark = pytest.mark.usefixtures("watchdog")
+pytestmark = [pytest.mark.usefixtures("watchdog"), pytest.mark.needs("perception_models")]
 
 CHILD = """
 import json, sys, time

@@ -7,7 +7,6 @@ derived from the true PTS list read back with PyAV: sampled times are ``TickSamp
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import sys
 import types
 
@@ -16,7 +15,6 @@ import numpy as np
 import pytest
 
 from support.clips import write_clip
-from vam_engine.device import cuda_available
 from vam_engine.errors import SourceError
 from vam_engine.ingest import nvdec_decoder
 from vam_engine.ingest.nvdec_decoder import NvdecDecoder, plane_layout, yuv_to_rgb
@@ -222,12 +220,9 @@ def test_dali_errors_name_the_file(clips, tmp_path):
     assert "rtsp://camera.invalid/stream" in str(e.value)
 
 
+@pytest.mark.needs("no_gpu")
 def test_dali_gpu_pipeline_without_gpu(clips):
     _dali()
-    import nvidia.dali.backend as backend
-
-    if backend.GetCUDADeviceCount() > 0 and cuda_available():
-        pytest.skip("a CUDA GPU is present: covered by the gpu-marked tests")
     from vam_engine.ingest.dali_decoder import DaliDecoder
 
     with pytest.raises(SourceError) as e:
@@ -239,16 +234,6 @@ def test_dali_gpu_pipeline_without_gpu(clips):
 # PyNvVideoCodec: construction errors here; decode logic against a stand-in library; real NVDEC
 # under @pytest.mark.gpu
 # ----------------------------------------------------------------------------------------------
-def _nvc_usable() -> bool:
-    if not cuda_available() or importlib.util.find_spec("PyNvVideoCodec") is None:
-        return False
-    try:
-        import PyNvVideoCodec  # noqa: F401
-        return True
-    except Exception:
-        return False
-
-
 def test_nvdec_missing_file(tmp_path):
     missing = str(tmp_path / "nope.mp4")
     with pytest.raises(SourceError) as e:
@@ -256,9 +241,8 @@ def test_nvdec_missing_file(tmp_path):
     assert missing in str(e.value) and "not found" in str(e.value)
 
 
+@pytest.mark.needs("no_nvdec")
 def test_nvdec_without_gpu_or_library(clips):
-    if _nvc_usable():
-        pytest.skip("CUDA and PyNvVideoCodec are usable here: covered by the gpu-marked tests")
     with pytest.raises(SourceError) as e:
         NvdecDecoder(clips["vp9"], "cam")
     msg = str(e.value)

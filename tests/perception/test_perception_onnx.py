@@ -144,22 +144,16 @@ def test_bad_frames_are_value_errors_naming_the_problem(tmp_path):
     assert det.detect([]) == []
 
 
+@pytest.mark.needs("ort_without_cuda")
 def test_cuda_without_a_gpu_onnxruntime_warns_and_runs_on_the_cpu(tmp_path):
-    import onnxruntime as ort
-
-    if "CUDAExecutionProvider" in ort.get_available_providers():
-        pytest.skip("this onnxruntime has a CUDA provider")
     with pytest.warns(RuntimeWarning, match="no CUDA or TensorRT execution provider"):
         det = OnnxDetector(dm.yolo_model(tmp_path / "m.onnx"), labels=dm.LABELS, device="cuda", min_score=0.5)
     assert det.providers == ["CPUExecutionProvider"] and det.device == "cpu"
     assert [d.label for d in det.detect([solid((250, 0, 0), 64, 64)])[0]] == ["red"]
 
 
+@pytest.mark.needs("no_modules", "tensorrt")
 def test_a_tensorrt_engine_without_tensorrt_is_a_clear_error(tmp_path):
-    import importlib.util
-
-    if importlib.util.find_spec("tensorrt") is not None:
-        pytest.skip("TensorRT is installed here")
     engine = tmp_path / "yolo.engine"
     engine.write_bytes(b"\x00" * 64)
     with pytest.raises(PerceptionError, match="TensorRT, which is not installed"):

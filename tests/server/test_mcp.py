@@ -93,7 +93,7 @@ def test_stdio_lists_the_tools_searches_and_shows_a_frame(closed_store):
     assert hits["evidence"][0]["camera_id"] == "front"  # the red scenes are the front camera's documents
     assert image.size[0] == 96
     assert refused.is_error and "'write'" in text_of(refused)  # the command's default scope is read
-    assert bad.is_error and "t0 (5) is after t1 (1)" in text_of(bad)
+    assert bad.is_error and "starts after it ends (t0=5 > t1=1)" in text_of(bad)
 
 
 def test_stdio_with_cameras_sees_only_them(closed_store):

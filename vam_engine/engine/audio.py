@@ -36,6 +36,7 @@ from typing import Callable
 from ..config import EngineConfig
 from ..errors import VamError
 from ..memory import Store
+from ..numerics import finite_time
 
 STATE_DONE = ("ended", "no_audio", "error")  # a file's audio is over (a re-run does it no more)
 BEHIND_PENDING_S = 30.0  # speech waiting for ASR beyond this: the camera's audio is reported "behind"
@@ -109,9 +110,8 @@ class EngineAudio:
 
                 self._claim()
                 writer = TranscriptWriter(self._store.transcripts, self._texts())
-                device = self._device if self.cfg.device == "auto" else self.cfg.device
-                try:
-                    self._hub = AudioHub(self.cfg, self._on_segments, device=device)
+                try:  # the recognizer puts audio.device over the engine's (device.section_device)
+                    self._hub = AudioHub(self.cfg, self._on_segments, device=self._device)
                 except Exception as e:  # a model that cannot load: every camera's status says so
                     self.start_error = f"the audio path cannot start: {type(e).__name__}: {e}"
                     raise
@@ -221,9 +221,8 @@ class EngineAudio:
 
     # -- pushed and live audio -------------------------------------------------------------------
     def push(self, camera_id: str, samples, sample_rate: int, t: float) -> None:
-        if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t):
-            raise VamError(f"camera {camera_id!r}: push_audio's t must be a finite number of seconds, got {t!r}")
-        self.hub().push(camera_id, samples, sample_rate, float(t))
+        t = finite_time(t, f"camera {camera_id!r}: push_audio's t")
+        self.hub().push(camera_id, samples, sample_rate, t)
 
     def end(self, camera_id: str) -> bool:
         """The camera's audio ended: speech in progress goes to ASR. False: it had none."""

@@ -14,7 +14,6 @@ retention that changes the frames changes the key and an old clip is never serve
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import threading
 from collections import OrderedDict
@@ -24,6 +23,7 @@ from ..config import ClipsConfig
 from ..errors import SourceError
 from ..index import fingerprint
 from ..ingest.clips import ClipBusy, ClipError, Encoding, NoClip, cut_file, frames_clip
+from ..numerics import finite_time
 from ..memory import ClipFrame, Store
 
 
@@ -55,8 +55,7 @@ def check_interval(t0, t1, max_s: float) -> tuple[float, float]:
     for name, v in (("t0", t0), ("t1", t1)):
         if v is None:
             raise ClipError(f"{name} is required: a clip is of an interval [t0, t1]")
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-            raise ClipError(f"{name} must be a finite time in seconds, got {v!r}")
+        finite_time(v, name, error=ClipError)
     t0, t1 = float(t0), float(t1)
     if t1 <= t0:
         raise ClipError(f"t1 ({t1:g}) must be after t0 ({t0:g})")

@@ -14,7 +14,7 @@ from ..embed import make_image_embedder
 from ..errors import SourceError, VamError
 from ..gate import GateCascade, make_body
 from ..index import Progress, SourceReport, StageStatus
-from ..ingest import check_camera_id
+from ..ingest import camera_list, check_camera_id
 from ..ingest.cameras_file import CameraDiff, CameraSpec
 from ..ingest.live import CameraStatus
 from ..memory import (SOURCES, SPEECH, Alert, Deletion, Gap, MemoryView, Moment, MonitorSpec, SearchResult, Store,
@@ -336,8 +336,7 @@ class Engine:
         corners) and ``map_frame``: only hits taken there (their moments' poses;
         memory/places.py), filtered before ranking. Each hit carries the pose of its latest
         moment that has one (``Evidence.pose``)."""
-        if isinstance(cameras, str):
-            cameras = [cameras]
+        cameras = camera_list(cameras)
         if isinstance(labels, str):
             labels = [labels]
         place = make_place(near, radius, region, map_frame)
@@ -357,8 +356,7 @@ class Engine:
         that watched only them."""
         if cameras is None and time_range is None:
             raise ValueError("delete needs cameras=... and/or time_range=... (refusing to delete everything implicitly)")
-        if isinstance(cameras, str):
-            cameras = [cameras]
+        cameras = camera_list(cameras)
         t0, t1 = check_delete_range(time_range)
         self._life.claim()
         self.flush()  # nothing in flight may re-add what is deleted
@@ -506,7 +504,7 @@ class Engine:
         ``once`` ends at the first alert, ``repeat`` fires again after ``repeat_gap_s`` without a
         match. Durable: active monitors resume when the store is next indexed. reason/monitor.py
         has the rules; at most ``monitors.max_active`` (8) are active."""
-        cams = None if cameras is None else (cameras,) if isinstance(cameras, str) else tuple(cameras)
+        cams = None if cameras is None else tuple(camera_list(cameras))
         return self._monitors.watch(MonitorSpec(condition, cams, mode, min_confidence, every_s, frames,
                                                 repeat_gap_s), images)
 

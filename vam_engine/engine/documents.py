@@ -3,10 +3,11 @@ and the planner's summaries during ``ask``), waiting for the document writer, an
 forest after a deletion."""
 from __future__ import annotations
 
-import math
 import threading
 
 from ..errors import VamError
+from ..ingest import camera_list
+from ..numerics import time_range as check_range
 from ..memory import Store, Summary
 from .lifecycle import Lifecycle, writer_memory
 from .models import EngineModels
@@ -26,9 +27,7 @@ class Documents:
         """See ``Engine.summarize``."""
         if not self._models.documents:
             raise VamError("summarize needs an LLM: set llm.backend (local or openai) or pass llm=...")
-        t0, t1 = (float(x) for x in time_range)
-        if not (math.isfinite(t0) and math.isfinite(t1) and t0 < t1):
-            raise VamError(f"time_range must be two finite times with start < end, got {time_range}")
+        t0, t1 = check_range(time_range, strict=True)
         if not 0 < granularity_s <= 86400:
             raise VamError(f"granularity_s must be in (0, 86400], got {granularity_s}")
         if (t1 - t0) / granularity_s > 10_000:
@@ -37,7 +36,7 @@ class Documents:
             raise VamError("summarize needs a non-empty prompt (what the summaries should focus on)")
         self._life.flush()
         writer = self._life.start_writer()
-        cams = [cameras] if isinstance(cameras, str) else list(cameras or self._store.moments.cameras())
+        cams = camera_list(cameras) or list(self._store.moments.cameras())
         return [d for cam in cams for d in writer.summarize(cam, t0, t1, granularity_s, prompt.strip(), structure)]
 
     def wait(self, timeout: float | None = None) -> bool:

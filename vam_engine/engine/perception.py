@@ -12,10 +12,10 @@ checks, available whether or not this engine runs perception.
 """
 from __future__ import annotations
 
-import math
-
 from ..config import EngineConfig
 from ..errors import VamError
+from ..ingest import camera_list
+from ..numerics import finite_time, time_range
 from ..index import PerceptionFeed
 from ..memory import Store
 from ..perception import make_perception_stage
@@ -58,33 +58,15 @@ class EnginePerception:
 
 
 def _cameras(camera) -> list[str] | None:
-    if camera is None:
-        return None
-    cams = [camera] if isinstance(camera, str) else list(camera)
-    if not cams or not all(isinstance(c, str) and c for c in cams):
-        raise VamError(f"camera must be a camera id or a list of them, got {camera!r}")
-    return cams
+    return camera_list(camera, "camera", nonempty=True)
 
 
 def _time(name: str, t) -> float | None:
-    if t is None:
-        return None
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-        raise VamError(f"{name} must be a finite time in seconds, got {t!r}")
-    return float(t)
+    return finite_time(t, name, optional=True)
 
 
-def _range(time_range) -> tuple[float | None, float | None]:
-    if time_range is None:
-        return None, None
-    try:
-        t0, t1 = time_range
-    except (TypeError, ValueError):
-        raise VamError(f"time_range must be (t0, t1), got {time_range!r}") from None
-    t0, t1 = _time("time_range start", t0), _time("time_range end", t1)
-    if t0 is not None and t1 is not None and t0 > t1:
-        raise VamError(f"time_range starts after it ends ({t0:g} > {t1:g})")
-    return t0, t1
+def _range(range_) -> tuple[float | None, float | None]:
+    return time_range(range_, open_ends=True)
 
 
 class PerceptionReads:

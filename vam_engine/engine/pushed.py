@@ -6,7 +6,6 @@ a camera pushed again after a restart resumes after its committed progress. The 
 """
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -18,6 +17,7 @@ from ..ingest import Frame, TickSampler, check_camera_id
 from ..ingest.buffers import BufferPool
 from ..ingest.poses import check_pose
 from ..ingest.pushed import gray_and_spare, own_copy, pushed_view
+from ..numerics import finite_time
 from ..memory import Store, camera_time
 
 
@@ -53,8 +53,7 @@ class PushedCameras:
         # a camera pushed before was checked then (only a str can equal a key of _states)
         st = self._states.get(camera_id) if self._pipeline() is not None and type(camera_id) is str else None
         cam = camera_id if st is not None else check_camera_id(camera_id)
-        if not isinstance(t, (int, float)) or not math.isfinite(t):
-            raise FrameError(f"camera {cam!r}: t must be a finite number of seconds, got {t!r}")
+        finite_time(t, f"camera {cam!r}: t", error=FrameError)
         if pose is not None:  # checked whether sampled or not: a bad pose is an error every time
             pose = check_pose(pose, cam)
         if st is None:

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..numerics import time_range
+
 KINDS = ("reactive", "proactive")
 ENGINE = "engine"  # the method name of the engine itself; baselines are named by baselines.BASELINES
 
@@ -33,8 +35,7 @@ class Interval:
     t_end: float
 
     def __post_init__(self):
-        if not (math.isfinite(self.t_start) and math.isfinite(self.t_end)) or self.t_end < self.t_start:
-            raise ValueError(f"an interval needs finite t_start <= t_end, got [{self.t_start}, {self.t_end}]")
+        time_range((self.t_start, self.t_end), "an interval (t_start, t_end)")
 
 
 @dataclass(frozen=True)

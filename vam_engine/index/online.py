@@ -67,6 +67,7 @@ import numpy as np
 
 from ..config import CommitConfig
 from ..errors import VamError
+from ..numerics import finite_time
 from .otsu import otsu_threshold
 
 ADAPTIVE_MIN = 0.02
@@ -208,12 +209,7 @@ class OnlineCommitter:
     @staticmethod
     def _check_after(t, emb, last_t: float | None, dim: int | None) -> tuple[float, np.ndarray]:
         """(t, unit embedding) of a frame pushed after one at ``last_t``, of dimension ``dim``."""
-        try:
-            tf = float(t)
-        except (TypeError, ValueError):
-            raise CommitInputError(f"t={t!r}: timestamp is not a number") from None
-        if not math.isfinite(tf):
-            raise CommitInputError(f"t={tf}: timestamp is not finite")
+        tf = finite_time(t, f"t={t!r:.40}: the frame's timestamp", error=CommitInputError)
         if last_t is not None and not tf > last_t:
             raise CommitInputError(f"t={tf}: timestamps must increase strictly (previous frame t={last_t})")
         try:

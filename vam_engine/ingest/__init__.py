@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import SourceError, VamError
-from .camera_ids import check_camera_id, default_camera_ids
+from .camera_ids import CameraIdError, camera_list, check_camera_id, default_camera_ids
 from .frame import DecodeStats, Frame, StreamInfo
 from .pyav_decoder import PyAVDecoder
 from ..urls import redact
@@ -10,7 +10,8 @@ from .sampler import NearestKeyframeSampler, TickSampler
 from .source import COMMON_OPTIONS, is_url
 
 __all__ = ["DecodeStats", "Frame", "StreamInfo", "PyAVDecoder", "TickSampler", "NearestKeyframeSampler",
-           "open_decoder", "decoder_options", "is_url", "check_camera_id", "default_camera_ids", "redact"]
+           "open_decoder", "decoder_options", "is_url", "CameraIdError", "camera_list", "check_camera_id",
+           "default_camera_ids", "redact"]
 
 
 # Values that mean "the decoder's choice": a body without the option honours them by default.
@@ -57,7 +58,7 @@ def open_decoder(path: str, camera_id: str, *, device: str = "cpu", **kw):
     reasons = []
     for body, opts in chosen:
         try:
-            return body(path, camera_id, **opts)
+            return body(path, camera_id, device=device, **opts)  # the decision made, not made again
         except SourceError as e:
             reasons.append(f"{body.name}: {e.problem}")
     raise SourceError(path, "no GPU decoder could open it (" + "; ".join(reasons) + ")")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import VamError
+from .camera_ids import CameraIdError, check_camera_id
 from .live import LiveSpec
 
 _FIELDS = {"url", "fps", "realtime", "stall_s", "max_retries", "backoff_s", "backoff_max_s", "connect_timeout_s",
@@ -109,9 +110,10 @@ def check_gate(camera_id: str, gate, base=None) -> dict:
 def make_spec(camera_id, fields: dict, *, where: str = "") -> CameraSpec:
     """A CameraSpec from a camera's fields, validated (errors name the camera and the field)."""
     pre = f"{where}: " if where else ""
-    if not isinstance(camera_id, str) or not camera_id.strip() or len(camera_id) > 256:
-        raise CamerasFileError(f"{pre}camera id must be a non-empty string of at most 256 characters, "
-                               f"got {camera_id!r}")
+    try:
+        check_camera_id(camera_id)
+    except CameraIdError as e:
+        raise CamerasFileError(f"{pre}{e}") from None
     unknown = sorted(set(fields) - _FIELDS - {"id"})
     if unknown:
         raise CamerasFileError(f"{pre}camera {camera_id!r}: unknown field {unknown[0]!r} (fields: "

@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..device import cuda_available
+from ..device import DeviceError, cuda_index
 from ..errors import SourceError
 from .frame import Frame, StreamInfo
 from .source import DecoderBody, check_local_file, is_url
@@ -180,10 +180,15 @@ class DaliDecoder(DecoderBody):
     options = frozenset({"dali_device", "sequence_length", "num_threads"})
 
     def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
-                 start_time_abs: float | None = None, resume_after: float | None = None, device_id: int = 0,
+                 start_time_abs: float | None = None, resume_after: float | None = None, device: str = "cuda",
                  dali_device: str = "gpu", sequence_length: int = 16, num_threads: int = 2):
         self._setup(path, camera_id, fps, keyframes_only, resume_after)
-        self.device_id = int(device_id)
+        # the device is decided by the caller (device.resolve_device: "cuda" or "cuda:N"); the
+        # body only checks that DALI and torch have that GPU
+        try:
+            self.device_id = cuda_index(device)
+        except DeviceError as e:
+            raise ValueError(f"the dali decoder's device: {e}") from None
         if dali_device not in ("gpu", "cpu"):
             raise ValueError(f"dali_device must be 'gpu' or 'cpu', got {dali_device!r}")
         if sequence_length < 1:
@@ -247,9 +252,9 @@ class DaliDecoder(DecoderBody):
         except ImportError:
             raise SourceError(self.path, "dali_device='gpu' hands frames on as CUDA torch tensors: "
                                          "torch is not installed") from None
-        if not cuda_available():
+        if not 0 <= self.device_id < torch.cuda.device_count():
             raise SourceError(self.path, f"dali_device='gpu' hands frames on as CUDA torch tensors, but torch "
-                                         f"{torch.__version__} has no CUDA device")
+                                         f"{torch.__version__} has no CUDA device {self.device_id}")
         self._torch = torch
 
     def _frame_index_after(self, t: float) -> int:

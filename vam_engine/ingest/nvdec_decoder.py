@@ -28,7 +28,7 @@ import logging
 from fractions import Fraction
 from typing import Any, Iterator
 
-from ..device import cuda_available
+from ..device import DeviceError, cuda_index
 from ..errors import SourceError
 from .dali_decoder import ContainerProbe, probe_container
 from .frame import Frame, StreamInfo
@@ -152,9 +152,14 @@ class NvdecDecoder(DecoderBody):
     options = frozenset()  # only COMMON_OPTIONS
 
     def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
-                 start_time_abs: float | None = None, resume_after: float | None = None, device_id: int = 0):
+                 start_time_abs: float | None = None, resume_after: float | None = None, device: str = "cuda"):
         self._setup(path, camera_id, fps, keyframes_only, resume_after)
-        self.device_id = int(device_id)
+        # the device is decided by the caller (device.resolve_device: "cuda" or "cuda:N"); the
+        # body only checks that torch has that GPU
+        try:
+            self.device_id = cuda_index(device)
+        except DeviceError as e:
+            raise ValueError(f"the nvdec decoder's device: {e}") from None
         self._demux = None
         self._dec = None
         self._url = is_url(self.path)
@@ -182,12 +187,10 @@ class NvdecDecoder(DecoderBody):
         except ImportError:
             raise SourceError(self.path, "the nvdec body hands frames on as CUDA torch tensors: "
                                          "torch is not installed") from None
-        if not cuda_available():
-            raise SourceError(self.path, f"no CUDA GPU available (torch {torch.__version__} sees none); the nvdec "
-                                         f"body needs an NVIDIA GPU: use the pyav body on this machine")
         n = torch.cuda.device_count()
         if not 0 <= self.device_id < n:
-            raise SourceError(self.path, f"device_id={self.device_id} but torch sees {n} CUDA device(s)")
+            raise SourceError(self.path, f"GPU {self.device_id} asked for but torch {torch.__version__} sees {n} CUDA "
+                                         f"device(s); the nvdec body needs an NVIDIA GPU: use the pyav body without one")
         return torch
 
     def _open(self, start_time_abs: float | None) -> None:

@@ -195,7 +195,7 @@ class PyAVDecoder(DecoderBody):
 
     def __init__(self, path: str, camera_id: str, *, fps: float = 0.5, keyframes_only: bool = False,
                  start_time_abs: float | None = None, resume_after: float | None = None,
-                 device_id: int = 0, skip_nonref: bool | None = None, skip_gops: bool | None = None,
+                 skip_nonref: bool | None = None, skip_gops: bool | None = None,
                  threads: int = 0):
         self._setup(path, camera_id, fps, keyframes_only, resume_after)
         self._nal_len: int | None = None  # NAL length-prefix size, once known (_is_idr)

@@ -29,7 +29,7 @@ def check_local_file(path: str) -> None:
         raise SourceError(path, "file is empty (0 bytes)")
 
 
-COMMON_OPTIONS = frozenset({"fps", "keyframes_only", "start_time_abs", "resume_after", "device_id"})
+COMMON_OPTIONS = frozenset({"fps", "keyframes_only", "start_time_abs", "resume_after"})
 
 
 class DecoderBody:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import VamError
+from ..ingest import camera_list
 from .db import Database, placeholders
 from .deletion import DeleteRange, Removed
 from .frames import FrameFiles
@@ -71,10 +72,7 @@ def check_spec(spec: MonitorSpec) -> MonitorSpec:
         raise ValueError(f"watch: frames must be an integer in [1, 32], got {spec.frames!r}")
     cams = spec.cameras
     if cams is not None:
-        cams = (cams,) if isinstance(cams, str) else tuple(cams)
-        if not cams or not all(isinstance(c, str) and c.strip() for c in cams):
-            raise ValueError(f"watch: cameras must be None or non-empty camera ids, got {spec.cameras!r}")
-        cams = tuple(sorted(set(cams)))
+        cams = tuple(sorted(set(camera_list(cams, "watch: cameras", nonempty=True))))
     return MonitorSpec(cond, cams, spec.mode, float(spec.min_confidence), float(spec.every_s), spec.frames,
                        float(spec.repeat_gap_s))
 
@@ -198,7 +196,7 @@ class MonitorRepository:
         if monitor_id is not None:
             where.append("monitor_id=?"); args.append(str(monitor_id))
         if camera is not None:
-            cams = [camera] if isinstance(camera, str) else list(camera)
+            cams = camera_list(camera, "camera")
             where.append(f"camera_id IN ({placeholders(cams)})"); args += cams
         sql = f"SELECT {_ALERT_COLS} FROM alerts" + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY alert_id"

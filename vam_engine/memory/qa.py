@@ -9,20 +9,19 @@ another session)."""
 from __future__ import annotations
 
 import json
-import math
 import time
 
 import numpy as np
 
-from ..numerics import unit
+from ..ingest import camera_list
+from ..numerics import finite_time, unit
 from .db import Database
 from .records import QARecord
 
 def scope_text(cameras) -> str:
     """How a camera scope is stored: "*" for every camera, else the sorted JSON list."""
-    if not cameras:
-        return "*"
-    return json.dumps(sorted({cameras} if isinstance(cameras, str) else set(cameras)))
+    cams = camera_list(cameras)
+    return json.dumps(sorted(set(cams))) if cams else "*"
 
 
 def _scope(text: str) -> tuple[str, ...] | None:
@@ -51,9 +50,7 @@ class QAHistory:
         """Record one answered question at time ``t`` in the history of (``cameras``,
         ``session``); ``embedding`` may be None (the record is then never retrieved, only kept).
         Returns its id."""
-        t = float(t)
-        if not math.isfinite(t):
-            raise ValueError(f"QAHistory.add: t must be finite, got {t}")
+        t = finite_time(t, "QAHistory.add: t")
         blob = None if embedding is None else unit(embedding, "QAHistory.add").tobytes()
         with self.db.transaction() as conn:
             cur = conn.execute("INSERT INTO qa_history (t, cameras, session, question, answer, embedding, created_at)"
@@ -123,9 +120,7 @@ class QAHistory:
     def update_summary(self, t: float, text: str, cameras=None, session: str = "") -> None:
         """Set the summary of (``cameras``, ``session``) from time ``t`` on. Earlier versions
         stay, so ``summary(as_of)`` of an earlier time reads what was known then."""
-        t = float(t)
-        if not math.isfinite(t):
-            raise ValueError(f"QAHistory.update_summary: t must be finite, got {t}")
+        t = finite_time(t, "QAHistory.update_summary: t")
         if not isinstance(text, str):
             raise ValueError(f"QAHistory.update_summary: text must be a str, got {type(text).__name__}")
         with self.db.transaction() as conn:

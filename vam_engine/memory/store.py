@@ -6,12 +6,12 @@ thread) and query while a writer commits.
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import fields
 from pathlib import Path
 
-from ..errors import StoreError, VamError
+from ..errors import StoreError
+from ..numerics import time_range as check_range
 from .commit import CommitBatch, Committer
 from .db import SCHEMA_VERSION, Database
 from .deletion import DeleteRange, Deletes
@@ -109,11 +109,4 @@ class Store:
 
 def check_delete_range(time_range) -> tuple[float | None, float | None]:
     """(t0, t1) of a deletion's ``time_range`` (None: unbounded), checked before anything is touched."""
-    t0, t1 = time_range if time_range is not None else (None, None)
-    for name, t in (("start", t0), ("end", t1)):
-        if t is not None and not (isinstance(t, (int, float)) and math.isfinite(t)):
-            raise VamError(f"delete: the time range's {name} must be a finite time in seconds, got {t!r}")
-    if t0 is not None and t1 is not None and t0 > t1:
-        raise VamError(f"delete: the time range starts after it ends (t0={t0:g} > t1={t1:g}): nothing "
-                       f"would be deleted; give t0 <= t1")
-    return t0, t1
+    return check_range(time_range, "delete: the time range", open_ends=True)

@@ -10,7 +10,6 @@ Retention never touches these rows: it thins moments only.
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Sequence
 
@@ -18,6 +17,8 @@ import numpy as np
 
 from ..audio import TranscriptSegment
 from ..errors import VamError
+from ..ingest import camera_list
+from ..numerics import finite_time, time_range
 from . import fulltext
 from .db import Database, placeholders, select_in
 from .deletion import DeleteRange, Removed
@@ -48,9 +49,7 @@ def _filter(cameras, t0: float | None, t1: float | None, as_of: float | None = N
 
 
 def _cameras(cameras) -> list[str] | None:
-    if cameras is None:
-        return None
-    return [cameras] if isinstance(cameras, str) else list(cameras)
+    return camera_list(cameras)
 
 
 def _check(seg: TranscriptSegment) -> None:
@@ -58,8 +57,7 @@ def _check(seg: TranscriptSegment) -> None:
         raise VamError(f"transcript segment needs a camera id, got {seg.camera_id!r}")
     for name in ("t_start", "t_end"):
         v = getattr(seg, name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise VamError(f"camera {seg.camera_id!r}: transcript segment {name} must be a finite number, got {v!r}")
+        finite_time(v, f"camera {seg.camera_id!r}: transcript segment {name}")
     if seg.t_end < seg.t_start:
         raise VamError(f"camera {seg.camera_id!r}: transcript segment ends before it starts "
                        f"({seg.t_start} > {seg.t_end})")
@@ -160,11 +158,8 @@ class TranscriptRepository:
              limit: int | None = None) -> list[Transcript]:
         """Segments in time order (by camera, then start): of ``cameras`` (a camera id or a list;
         None: all), overlapping [t0, t1], and with ``as_of`` none that ends after it."""
-        for name, v in (("t0", t0), ("t1", t1), ("as_of", as_of)):
-            if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)):
-                raise VamError(f"transcripts: {name} must be a finite time in seconds, got {v!r}")
-        if t0 is not None and t1 is not None and t0 > t1:
-            raise VamError(f"transcripts: t0 ({t0:g}) is after t1 ({t1:g}): give t0 <= t1")
+        time_range((t0, t1), "transcripts: the time range", open_ends=True)
+        finite_time(as_of, "transcripts: as_of", optional=True)
         where, args = _filter(cameras, t0, t1, as_of)
         sql = f"SELECT {_COLUMNS} FROM transcripts" + where
         sql += " ORDER BY t_start, camera_id, segment_id" + (f" LIMIT {int(limit)}" if limit is not None else "")

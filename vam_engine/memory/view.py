@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 import numpy as np
 
 from ..numerics import spread_evenly
+from ..ingest import camera_list
 from .cameras import camera_signals
 from .provisional import PER_CAMERA_LIMIT, ProvisionalReader
 from .records import (CameraSignal, EntityRecord, EntityTimeline, Evidence, EventMemory, ForestNode, LastSeen, Moment,
@@ -45,7 +46,7 @@ class MemoryView:
         self._summarizer = summarizer
         self.text_embedder = text_embedder
         self.as_of = None if as_of is None else float(as_of)
-        self.cameras = [cameras] if isinstance(cameras, str) else (list(cameras) if cameras else None)
+        self.cameras = camera_list(cameras) or None  # an empty scope is no scope: every camera
         self.session = session or ""
 
     def _in_view(self, camera_id: str | None, t_end: float) -> bool:

@@ -72,9 +72,9 @@ def ocr_installed() -> bool:
 
 
 def _device(cfg: PerceptionConfig, device: str | None) -> str:
-    from ..device import resolve_device
+    from ..device import resolve_device, section_device
 
-    return resolve_device(cfg.device if cfg.device != "auto" else (device or "auto"))
+    return resolve_device(section_device(cfg.device, device))
 
 
 def make_detector(cfg: PerceptionConfig, device: str | None = "auto") -> Detector:

@@ -16,7 +16,6 @@ are strings read on that thing.
 from __future__ import annotations
 
 import dataclasses
-import math
 import queue
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..numerics import finite_time
 from .appearance import AppearanceEncoder, crop
 from .detect_base import Detector
 from .entities import EntityLinker, LinkParams
@@ -63,8 +63,7 @@ def check_items(frames, who: str = "perception") -> list[PerceptionFrame]:
             raise ValueError(f"{who}: frames[{i}] must be a PerceptionFrame, got {type(f).__name__}")
         if not isinstance(f.camera_id, str) or not f.camera_id:
             raise ValueError(f"{who}: frames[{i}].camera_id must be a non-empty str, got {f.camera_id!r}")
-        if not isinstance(f.t, (int, float)) or not math.isfinite(f.t):
-            raise ValueError(f"{who}: frames[{i}].t must be a finite number of seconds, got {f.t!r}")
+        finite_time(f.t, f"{who}: frames[{i}].t")
         if f.kind not in ("kept", "present"):
             raise ValueError(f"{who}: frames[{i}].kind must be 'kept' or 'present', got {f.kind!r}")
         a = f.frame

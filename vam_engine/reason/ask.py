@@ -17,12 +17,13 @@ once, handed to both; its account is the answer's "budget" trace entry).
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
 
 from ..errors import VamError
+from ..ingest import camera_list
+from ..numerics import finite_time
 from ..llm import LLMError
 from ..memory import check_session_id
 from .agent import AgenticAnswerer
@@ -44,8 +45,7 @@ def check_ask(question, as_of, mode, max_turns, wait_for_ingest=False, *, sessio
         raise VamError(f"the question is {len(question)} characters long; at most 4000")
     if mode not in MODES:
         raise VamError(f"mode must be auto, two_phase or agentic, got {mode!r}")
-    if as_of is not None and not (isinstance(as_of, (int, float)) and math.isfinite(as_of)):
-        raise VamError(f"as_of must be a finite time in seconds, got {as_of!r}")
+    finite_time(as_of, "as_of", optional=True)
     if not (isinstance(max_turns, int) and 1 <= max_turns <= 20):
         raise VamError(f"max_turns must be an integer in 1..20, got {max_turns!r}")
     if not isinstance(wait_for_ingest, bool):
@@ -230,7 +230,7 @@ class Answering:
         two_phase = TwoPhaseAnswerer(model, present, self.models.text_embedder(), update_qa=False,
                                      dialogue_tokens=dialogue, k_f=ask.k_f, k_q=ask.k_q,
                                      keyframes_per_node=ask.keyframes_per_node, budget=budget)
-        cams = None if cameras is None else tuple(sorted({cameras} if isinstance(cameras, str) else set(cameras)))
+        cams = None if cameras is None else tuple(sorted(set(camera_list(cameras))))
         agentic = AgenticAnswerer(model, max_turns=q.max_turns, dialogue_tokens=dialogue, tools=self.tools,
                                   budget=budget, tool_scope=(q.session.split("/", 1)[0], cams))
         return two_phase, agentic, budget

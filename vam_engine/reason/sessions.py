@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..config import EngineConfig
 from ..errors import VamError
+from ..ingest import camera_list
 from ..llm import INTENT_KINDS
 from ..memory import (Monitor, MonitorSpec, NewTurn, Session, SessionError, SessionLimit, SessionRepository,
                       SessionTurn, WatchNotAllowed, check_session_id)
@@ -88,12 +89,8 @@ class TurnOptions:
 
 
 def _cams(camera) -> tuple[str, ...] | None:
-    if camera is None:
-        return None
-    cams = (camera,) if isinstance(camera, str) else tuple(camera)
-    if not cams or not all(isinstance(c, str) and c for c in cams):
-        raise VamError(f"camera must be a camera id or a non-empty list of them, got {camera!r:.80}")
-    return tuple(sorted(set(cams)))
+    cams = camera_list(camera, "camera", nonempty=True)
+    return None if cams is None else tuple(sorted(set(cams)))
 
 
 def _where(cams) -> str:

@@ -30,6 +30,7 @@ from collections import deque
 import numpy as np
 
 from ..ingest.frame import fit_rgb
+from ..numerics import finite_time
 
 # Frames that arrive this close to a cell's start count as in it (float time stamps: 0.1 * 5
 # is not exactly 0.5).
@@ -156,9 +157,7 @@ class WorkingMemory:
             got = (f"{rgb.dtype} array of shape {tuple(rgb.shape)}" if isinstance(rgb, np.ndarray) or tensor
                    else type(rgb).__name__)
             raise ValueError(f"WorkingMemory.observe({camera_id!r}): expected an H x W x 3 uint8 array, got {got}")
-        t = float(t)
-        if not math.isfinite(t):
-            raise ValueError(f"WorkingMemory.observe({camera_id!r}): time must be finite, got {t}")
+        t = finite_time(t, f"WorkingMemory.observe({camera_id!r}): t")
         if not self.wants(camera_id, t):
             return
         with self._lock:

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..numerics import finite_time, time_range
+
 
 class BadQuery(ValueError):
     """A query parameter is malformed: the message names it (the API answers 422)."""
@@ -80,11 +82,8 @@ def _in_range(v) -> bool:
 
 
 def check_range(t0, t1, as_of) -> None:
-    for name, v in (("t0", t0), ("t1", t1), ("as_of", as_of)):
-        if v is not None and not math.isfinite(v):
-            raise BadQuery(f"{name} must be a finite time in seconds, got {v}")
-    if t0 is not None and t1 is not None and t0 > t1:
-        raise BadQuery(f"t0 ({t0:g}) is after t1 ({t1:g}): give t0 <= t1")
+    time_range((t0, t1), "the time range (t0, t1)", open_ends=True, error=BadQuery)
+    finite_time(as_of, "as_of", optional=True, error=BadQuery)
 
 
 def place_filter(near, radius, region, map_frame):

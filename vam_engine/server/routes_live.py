@@ -22,6 +22,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from starlette.concurrency import run_in_threadpool
 
+from ..ingest import camera_list
 from .auth import authenticate, bearer, need
 from .frames import jpeg_response
 from .jsonify import alert_json, gap_json, partial_json, status_json
@@ -74,7 +75,7 @@ class MonitorBody(BaseModel):
     @field_validator("cameras", mode="before")
     @classmethod
     def _one_or_many(cls, v):
-        return [v] if isinstance(v, str) else v
+        return camera_list(v)
 
 
 # -- cameras -------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import VamError
+from ..ingest import camera_list
 from ..memory import MAX_CORNERS
 from . import model_tap, queries
 from .auth import need
@@ -43,7 +44,7 @@ class RequestBody(BaseModel):
     @field_validator("cameras", mode="before", check_fields=False)
     @classmethod
     def _one_or_many(cls, v):
-        return [v] if isinstance(v, str) else v
+        return camera_list(v)
 
 
 Point = Annotated[list[float], Field(min_length=2, max_length=2)]

@@ -66,6 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import ForestConfig
+from ...numerics import time_range
 from ...vectors import resolve_rows_device
 from ..records import ForestNode
 from .index import (CameraIndex, clip_text, frozen_unit, make_camera_index, mean_direction, public_copy,
@@ -183,12 +184,7 @@ class EventForest:
         what = f"event {event_id} (camera {camera_id!r})"
         if int(event_id) in self._by_event or int(event_id) in seen:
             raise ValueError(f"{what}: already in the forest (duplicate event_id)")
-        try:
-            t0, t1 = float(t_start), float(t_end)
-        except (TypeError, ValueError):
-            raise ValueError(f"{what}: times must be numbers, got {t_start!r}, {t_end!r}") from None
-        if not (math.isfinite(t0) and math.isfinite(t1)) or t1 < t0:
-            raise ValueError(f"{what}: bad interval [{t0}, {t1}] (must be finite, t_end >= t_start)")
+        t0, t1 = time_range((t_start, t_end), f"{what}: the interval (t_start, t_end)")
         if last_end is not None and t0 < last_end:
             raise ValueError(f"{what}: starts at {t0}, before the camera's previous event ends ({last_end}); "
                              f"events must arrive in time order without overlapping")
