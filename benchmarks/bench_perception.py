@@ -234,7 +234,7 @@ def _index_cpu(store: Path, clip: str, perception: dict) -> dict:
         ents = len(eng.entities())
     return {"cpu_s": cpu, "wall_s": wall, "kept": rep.kept, "sampled": rep.sampled, "entities": ents,
             "ocr_reads": stats.get("ocr_reads"), "ocr_skips": stats.get("ocr_skips"),
-            "detect_s": stats.get("detect_s"), "ocr_s": stats.get("ocr_s")}
+            "detect_s": stats.get("detect_s"), "ocr_s": stats.get("ocr_s"), "stats": stats}
 
 
 def ingest_share_rows(work: Path, rng, quick: bool) -> tuple[list, dict]:
