@@ -7,10 +7,14 @@ cameras into one detector call of up to ``max_batch`` frames. A submission is an
 PerceptionBatch: a FramePerception per frame, in the order given, and copies of the tracks and
 entities its frames created or changed (for the caller to store).
 
-Per round: one batched detector call (kept frames; present frames too when ``detect_present``);
-per kept frame in time order, the text gate, then OCR where it says so (otherwise the camera's
-last lines are carried); one appearance call for every detection's crop; then tracking per
-camera and entity linking. OCR lines whose box lies inside a detection's box (80% of its area)
+Per round: the detector on kept frames (present frames too when ``detect_present``): without a
+``detect_gate`` one batched call for them all; with one (detgate.py, what the engine builds),
+each camera's frames in time order, a step taking the next frame of every camera, and one call
+per step for the frames the gate does not carry (whole frames, then changed-region crops, these
+through ``region_detector`` when given); an appearance call per step for the new detections
+(carried ones keep their rows). Then per kept frame in time order, the text gate (disregarding
+where tracked things only moved, ``ocr_ignore_motion``), then OCR where it says so (otherwise
+the camera's last lines are carried); then tracking per camera and entity linking. OCR lines whose box lies inside a detection's box (80% of its area)
 are strings read on that thing.
 """
 from __future__ import annotations
@@ -181,7 +185,7 @@ class PerceptionStage:
                 crops = []
                 for i in region:
                     x0, y0, x1, y1 = planned[i][0].box
-                    crops.append(items[i].frame[y0:y1, x0:x1])
+                    crops.append(np.ascontiguousarray(items[i].frame[y0:y1, x0:x1]))
                     fh, fw = items[i].frame.shape[:2]
                     self.stats["detect_region_px"] += (x1 - x0) * (y1 - y0) / (fh * fw)
                 got = self._call(self.region_detector or self.detector, crops)
