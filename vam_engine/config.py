@@ -304,8 +304,8 @@ class PerceptionConfig(_Section):
                                    "detected as a crop (larger: the whole frame; 0: never a crop)")
     detect_crop_pad: float = Field(0.25, ge=0, le=4, description="a crop's padding around its changed region, as "
                                    "a share of the region's side (at least 24 px)")
-    detect_refresh_s: float = Field(30.0, gt=0, description="camera seconds after which a frame is detected whole "
-                                    "whatever changed (bounds how long carried boxes drift)")
+    detect_refresh_s: float = Field(30.0, gt=0, description="the first frame of each window of this many camera "
+                                    "seconds is detected whole whatever changed (bounds how long carried boxes drift)")
     detect_match_min: float = Field(0.8, ge=-1, le=1, description="correlation at which a detected thing's patch "
                                     "is found again where it moved (its box carried, no detector call)")
     region_detector: str | None = Field(None, description="a second, cheaper detector body (an int8-quantised or "

@@ -13,8 +13,9 @@ mean absolute difference over ``tile_mad``: changed) and plans one of:
   ``MIN_PAD`` pixels) of at most ``crop_max`` of the frame: the detector sees that crop (at its
   own input size, so a small thing is seen larger), its boxes are shifted back to the frame
   (``to_frame``), and carried detections outside the crop are kept.
-- ``full``: a camera's first frame, a frame of a new size, a large change, or ``refresh_s`` of
-  camera time since the last full-frame call (bounds what carrying can drift).
+- ``full``: a camera's first frame, a frame of a new size, a large change, or the first frame of
+  each ``refresh_s`` window of camera time (bounds what carrying can drift; on a fixed grid, so
+  a resumed run refreshes where an uninterrupted one does).
 
 The gate's own grid is used, not the frame gate's record: that holds only the largest tile's
 change and a count of changed tiles (not where), and is taken against the last kept frame, not
@@ -152,7 +153,11 @@ class DetectionGate:
         thumb = self.thumbnail(frame)
         H, W = frame.shape[:2]
         cam = self._cams.get(camera_id)
-        if cam is None or cam.frame_hw != (H, W) or cam.thumb.shape != thumb.shape or t - cam.full_t >= self.refresh_s:
+        # the refresh falls on a fixed grid of camera time (the first frame of each refresh_s
+        # window), not refresh_s after the last full call: a run resumed after a kill, whose
+        # first frame is detected whole, refreshes on the same frames as an uninterrupted one
+        due = np.floor(t / self.refresh_s) > np.floor(cam.full_t / self.refresh_s) if cam is not None else True
+        if cam is None or cam.frame_hw != (H, W) or cam.thumb.shape != thumb.shape or due:
             return DetectPlan("full"), thumb
         changed = self._changed(cam.thumb, thumb)
         if not changed.any():

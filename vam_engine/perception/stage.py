@@ -264,7 +264,9 @@ class PerceptionStage:
             return (), False, None
         t0 = time.perf_counter()
         sig = self.text_gate.signature(f.frame)
-        read = self.text_gate.should_read(f.camera_id, sig, ignore=ignore)
+        # (``ignore`` only when there is some: a text gate of an older signature still works)
+        read = self.text_gate.should_read(f.camera_id, sig, ignore=ignore) if ignore else \
+            self.text_gate.should_read(f.camera_id, sig)
         self.stats["gate_s"] += time.perf_counter() - t0
         if not read:
             self.stats["ocr_skips"] += 1
@@ -284,7 +286,7 @@ class PerceptionStage:
         """Read the parts of the frame where text-like cells changed (the camera's other lines
         carried), or the whole frame (a first read, a large change)."""
         last = self._lines.get(f.camera_id)
-        parts = self.text_gate.regions(f.camera_id, sig, ignore=ignore) if last is not None else None
+        parts = self.text_gate.regions(f.camera_id, sig, ignore=ignore or ()) if last is not None else None
         if not parts:
             return self.ocr.read([f.frame])[0]
         hw = f.frame.shape[:2]
