@@ -43,13 +43,16 @@ class DetectPlan:
     """What to do for one frame: ``kind``; ``box``: the crop (x0, y0, x1, y1, whole frame pixels)
     of a ``region`` plan; ``carried``: detections kept from the camera's last perceived frame
     (moved where their thing moved), with ``carried_from`` their indices in it; ``moved``: the
-    old and new boxes of the things that moved, grown as they explained the change."""
+    old and new boxes of the things that moved, grown as they explained the change;
+    ``explained``: every changed tile was explained so (a carry, or a refresh that would have
+    carried)."""
 
     kind: Literal["full", "region", "carry"]
     box: tuple[int, int, int, int] | None = None
     carried: tuple[Detection, ...] = ()
     carried_from: tuple[int, ...] = ()
     moved: tuple[Box, ...] = ()
+    explained: bool = False  # every change explained (carried, or a refresh that could have been)
 
 
 @dataclass
@@ -156,12 +159,20 @@ class DetectionGate:
         # the refresh falls on a fixed grid of camera time (the first frame of each refresh_s
         # window), not refresh_s after the last full call: a run resumed after a kill, whose
         # first frame is detected whole, refreshes on the same frames as an uninterrupted one
-        due = np.floor(t / self.refresh_s) > np.floor(cam.full_t / self.refresh_s) if cam is not None else True
-        if cam is None or cam.frame_hw != (H, W) or cam.thumb.shape != thumb.shape or due:
+        if cam is None or cam.frame_hw != (H, W) or cam.thumb.shape != thumb.shape:
             return DetectPlan("full"), thumb
+        plan = self._plan(cam, thumb, (H, W))
+        if plan.kind != "full" and np.floor(t / self.refresh_s) > np.floor(cam.full_t / self.refresh_s):
+            # what it explained stays known (the text gate still disregards the motion)
+            return DetectPlan("full", moved=plan.moved, explained=plan.explained), thumb
+        return plan, thumb
+
+    def _plan(self, cam: _Camera, thumb: np.ndarray, hw: tuple[int, int]) -> DetectPlan:
+        H, W = hw
         changed = self._changed(cam.thumb, thumb)
         if not changed.any():
-            return DetectPlan("carry", carried=tuple(cam.detections), carried_from=tuple(range(len(cam.detections)))), thumb
+            return DetectPlan("carry", carried=tuple(cam.detections), carried_from=tuple(range(len(cam.detections))),
+                              explained=True)
         scale = thumb.shape[1] / W
         explained = np.zeros_like(changed)
         carried, src, moved = [], [], []
@@ -187,12 +198,13 @@ class DetectionGate:
             src.append(k)
         rest = changed & ~explained
         if not rest.any():
-            return DetectPlan("carry", carried=tuple(carried), carried_from=tuple(src), moved=tuple(moved)), thumb
+            return DetectPlan("carry", carried=tuple(carried), carried_from=tuple(src), moved=tuple(moved),
+                              explained=True)
         box = self._region(rest, scale, (H, W), [d.box for d in carried])
         if box is None:
-            return DetectPlan("full"), thumb
+            return DetectPlan("full")
         keep = [(d, k) for d, k in zip(carried, src) if not _meets(d.box, box)]
-        return DetectPlan("region", box, tuple(d for d, _ in keep), tuple(k for _, k in keep)), thumb
+        return DetectPlan("region", box, tuple(d for d, _ in keep), tuple(k for _, k in keep))
 
     def _region(self, rest: np.ndarray, scale: float, hw: tuple[int, int],
                 boxes: Sequence[Box] = ()) -> tuple[int, int, int, int] | None:

@@ -249,7 +249,7 @@ class PerceptionStage:
         cam = f.camera_id
         if not self.ocr_ignore_motion or self.detect_gate is None:
             return []
-        if plan is None or plan.kind != "carry":
+        if plan is None or not plan.explained:
             self._moved[cam] = None  # something unexplained: nothing disregarded until the next read
         elif self._moved.get(cam, []) is not None:
             self._moved[cam] = self._moved.get(cam, []) + list(plan.moved)
