@@ -122,20 +122,26 @@ def test_changed_region_detection_finds_the_pasted_photograph(ssd):
     frame's does, its box on the photo."""
     rng = np.random.default_rng()
     for name, label in (("chelsea", "cat"), ("astronaut", "person"), ("horse", "horse")):
-        base = _grey(rng, noise=0.0)
-        sprite = scaled(perception_photo(name), int(rng.integers(200, 300)))
-        x, y = int(rng.integers(0, W - sprite.shape[1])), int(rng.integers(0, H - sprite.shape[0]))
-        f1, box = place(base, sprite, x, y)
-        full = [d for d in ssd.detect([f1])[0] if d.label == label]
-        assert full, f"full-frame SSD misses the {name} photo"
+        for _ in range(20):  # a placement the full frame finds (it misses some: the bench's recall row)
+            base = _grey(rng, noise=0.0)
+            sprite = scaled(perception_photo(name), int(rng.integers(160, 220)))
+            x, y = int(rng.integers(0, W - sprite.shape[1])), int(rng.integers(0, H - sprite.shape[0]))
+            f1, box = place(base, sprite, x, y)
+
+            def hit(dets):
+                return [d for d in dets if d.label == label and box[0] <= (d.box[0] + d.box[2]) / 2 <= box[2]
+                        and box[1] <= (d.box[1] + d.box[3]) / 2 <= box[3]]
+
+            if hit(ssd.detect([f1])[0]):
+                break
+        else:
+            pytest.fail(f"full-frame SSD never found the {name} photo in 20 placements")
         counting = Counting(ssd)
         stage = PerceptionStage(detector=counting, detect_gate=DetectionGate())
         stage.process([PerceptionFrame("c", 0.0, base)])
         got = stage.process([PerceptionFrame("c", 2.0, f1)]).frames[0].detections
         assert stage.stats["detect_regions"] == 1 and counting.shapes[-1][0] * counting.shapes[-1][1] < H * W
-        hit = [d for d in got if d.label == label and box[0] <= (d.box[0] + d.box[2]) / 2 <= box[2]
-               and box[1] <= (d.box[1] + d.box[3]) / 2 <= box[3]]
-        assert hit, (name, got)
+        assert hit(got), (name, got)
 
 
 def test_skip_rules_unchanged_moved_changed_and_refresh():
