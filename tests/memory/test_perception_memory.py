@@ -61,10 +61,13 @@ class ScriptedOcr:
 class EveryFrame(TextChangeGate):
     """A text gate that reads every frame whole (the scripted reader knows frames, not parts)."""
 
-    def should_read(self, camera_id, sig):
+    def should_read(self, camera_id, sig, ignore=()):
         return True
 
-    def region(self, camera_id, sig):
+    def region(self, camera_id, sig, ignore=()):
+        return None
+
+    def regions(self, camera_id, sig, ignore=()):
         return None
 
 

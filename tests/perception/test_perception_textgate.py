@@ -79,3 +79,26 @@ def test_stage_skips_unchanged_text_and_flags_a_counter_change(ocr_reader, rng):
     # present frames are never read
     present = stage.process([PerceptionFrame("cam", 20.0, clip.frames[0], kind="present")]).frames[0]
     assert not present.ocr_read and present.ocr == ()
+
+
+def test_two_changed_places_are_two_parts_and_ignored_motion_none():
+    """Two signs changing far apart are read as two small parts, not the box around both; a
+    change inside a box given as ``ignore`` (a tracked thing that moved) does not count."""
+    gate = TextChangeGate()
+    H, W = 720, 1280
+    base = np.full((H, W, 3), 120, np.uint8)
+    before, a = draw_sign(base, "0041", 60, 40, 28)
+    before, b = draw_sign(before, "7730", 1000, 600, 28)
+    after, _ = draw_sign(base, "0042", 60, 40, 28)
+    after, _ = draw_sign(after, "7731", 1000, 600, 28)
+    gate.mark_read("c", gate.signature(before))
+    sig = gate.signature(after)
+    parts = gate.regions("c", sig)
+    assert parts is not None and len(parts) == 2
+    for want in (a, b):  # each part meets its sign (the changed digit; read_box takes in the line)
+        assert sum(p[0] < want[2] and want[0] < p[2] and p[1] < want[3] and want[1] < p[3] for p in parts) == 1
+    assert sum((p[2] - p[0]) * (p[3] - p[1]) for p in parts) < 0.1 * (b[2] - a[0]) * (b[3] - a[1])
+    grown = (b[0] - 40, b[1] - 40, b[2] + 40, b[3] + 40)
+    assert len(gate.regions("c", sig, ignore=[grown])) == 1
+    assert gate.should_read("c", sig, ignore=[grown])
+    assert not gate.should_read("c", sig, ignore=[grown, (0, 0, a[2] + 40, a[3] + 40)])

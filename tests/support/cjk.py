@@ -44,10 +44,13 @@ class ScriptedOcr:
 class EveryFrame(TextChangeGate):
     """Reads every frame whole (the scripted reader knows frames, not parts of them)."""
 
-    def should_read(self, camera_id, sig):
+    def should_read(self, camera_id, sig, ignore=()):
         return True
 
-    def region(self, camera_id, sig):
+    def region(self, camera_id, sig, ignore=()):
+        return None
+
+    def regions(self, camera_id, sig, ignore=()):
         return None
 
 

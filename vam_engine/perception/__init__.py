@@ -28,6 +28,7 @@ from pathlib import Path
 from ..config import PerceptionConfig
 from .appearance import PALETTE, AppearanceEncoder, colour_names
 from .detect_base import Detector
+from .detgate import DetectionGate, DetectPlan, to_frame
 from .entities import EntityLinker, LinkedEntity, LinkParams
 from .labels import COCO_80, COCO_91, load_labels
 from .ocr import OcrReader, RapidOcrReader, normalise_text
@@ -40,7 +41,7 @@ from .tracks import ActiveTrack, CameraTracker, TrackerParams
 
 __all__ = ["PerceptionError", "Box", "Detection", "OcrLine", "TextChange", "PerceptionFrame", "FramePerception",
            "PerceptionBatch", "SeenSpan", "Sighting", "Track", "Entity", "Detector", "OcrReader", "RapidOcrReader",
-           "TextChangeGate", "text_change", "AppearanceEncoder", "colour_names", "PALETTE", "CameraTracker",
+           "TextChangeGate", "text_change", "DetectionGate", "DetectPlan", "to_frame", "AppearanceEncoder", "colour_names", "PALETTE", "CameraTracker",
            "TrackerParams", "EntityLinker", "LinkParams", "PerceptionStage", "PerceptionState",
            "CameraPerceptionState", "LinkedEntity", "ActiveTrack", "COCO_80", "COCO_91", "load_labels",
            "DETECTOR_SUFFIXES", "normalise_text", "bundled_detector", "ocr_installed", "make_detector", "make_ocr_reader", "make_perception_stage"]
@@ -92,7 +93,7 @@ def make_detector(cfg: PerceptionConfig, device: str | None = "auto") -> Detecto
                               f"{', '.join(DETECTOR_SUFFIXES)} (TensorFlow graph, ONNX model, TensorRT engine)")
     labels = load_labels(cfg.labels) if cfg.labels else None
     dev = _device(cfg, device)
-    common = dict(min_score=cfg.min_score, input_size=cfg.input_size, batch_size=cfg.batch_size)
+    common = dict(min_score=cfg.min_score, input_size=cfg.input_size, batch_size=cfg.batch_size, threads=cfg.threads)
     if body == "opencv":
         from .detect_opencv import OpenCvDetector
 
@@ -106,12 +107,13 @@ def make_detector(cfg: PerceptionConfig, device: str | None = "auto") -> Detecto
         return OnnxDetector(path, labels=labels, device=dev, layout=cfg.layout, cache_dir=cfg.cache_dir, **common)
     from .detect_tensorrt import TensorRTDetector
 
+    common.pop("threads")  # a GPU engine: no CPU thread pool to size
     return TensorRTDetector(path, labels=labels, device=dev, layout=cfg.layout, **common)
 
 
 def make_ocr_reader(cfg: PerceptionConfig, device: str | None = "auto") -> RapidOcrReader:
     return RapidOcrReader(device=_device(cfg, device), min_confidence=cfg.ocr_min_confidence,
-                          max_side=cfg.ocr_max_side)
+                          max_side=cfg.ocr_max_side, threads=cfg.threads)
 
 
 def make_perception_stage(cfg: PerceptionConfig | None, device: str | None = "auto", *,
@@ -122,7 +124,20 @@ def make_perception_stage(cfg: PerceptionConfig | None, device: str | None = "au
     if cfg is None or not cfg.enabled:
         return None
     detector = make_detector(cfg, device) if cfg.detector else None
+    region = None
+    if cfg.region_detector:
+        if detector is None:
+            raise PerceptionError("perception.region_detector needs perception.detector (full frames use it)")
+        region = make_detector(cfg.model_copy(update={"detector": cfg.region_detector}), device)
+        if tuple(region.labels) != tuple(detector.labels):
+            raise PerceptionError(f"perception.region_detector: {cfg.region_detector} has {len(region.labels)} "
+                                  f"labels, not detector's {len(detector.labels)} in the same order: its boxes "
+                                  f"would be named wrongly (give both the same labels file)")
     ocr = make_ocr_reader(cfg, device) if cfg.ocr else None
     appearance = AppearanceEncoder(embedder) if detector is not None else None
+    gate = (DetectionGate(tile_mad=cfg.detect_tile_mad, crop_max=cfg.detect_crop_max, crop_pad=cfg.detect_crop_pad,
+                          refresh_s=cfg.detect_refresh_s, match_min=cfg.detect_match_min)
+            if detector is not None and cfg.detect_gate else None)
     return PerceptionStage(detector=detector, ocr=ocr, appearance=appearance, detect_present=cfg.detect_present,
-                           max_batch=cfg.batch_size, queue_batches=cfg.queue_batches)
+                           max_batch=cfg.batch_size, queue_batches=cfg.queue_batches, detect_gate=gate,
+                           region_detector=region, ocr_ignore_motion=cfg.ocr_ignore_motion)

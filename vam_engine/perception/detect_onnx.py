@@ -79,7 +79,8 @@ class OnnxDetector:
 
     def __init__(self, model: str | Path, *, labels: tuple[str, ...] | None = None, min_score: float = 0.4,
                  device: str = "cpu", layout: str = "auto", input_size: int | None = None,
-                 batch_size: int = 8, cache_dir: str | None = None, tensorrt_ep: bool = True):
+                 batch_size: int = 8, cache_dir: str | None = None, tensorrt_ep: bool = True,
+                 threads: int | None = 1):
         self.name = f"onnx:{Path(model).name}"
         self.min_score = check_min_score(min_score, self.name)
         if int(batch_size) < 1:
@@ -90,6 +91,10 @@ class OnnxDetector:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # no busy-waiting between runs: perception shares the CPUs with decode, gate and embed
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if threads is not None:
+            if not 1 <= int(threads) <= 256:
+                raise ValueError(f"{self.name}: threads must be in [1, 256] or None, got {threads}")
+            so.intra_op_num_threads = int(threads)
         so.add_session_config_entry("session.inter_op.allow_spinning", "0")
         so.log_severity_level = 3
         self.providers = providers_for(ort, device, cache_dir, self.name, tensorrt_ep)

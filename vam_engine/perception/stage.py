@@ -7,10 +7,14 @@ cameras into one detector call of up to ``max_batch`` frames. A submission is an
 PerceptionBatch: a FramePerception per frame, in the order given, and copies of the tracks and
 entities its frames created or changed (for the caller to store).
 
-Per round: one batched detector call (kept frames; present frames too when ``detect_present``);
-per kept frame in time order, the text gate, then OCR where it says so (otherwise the camera's
-last lines are carried); one appearance call for every detection's crop; then tracking per
-camera and entity linking. OCR lines whose box lies inside a detection's box (80% of its area)
+Per round: the detector on kept frames (present frames too when ``detect_present``): without a
+``detect_gate`` one batched call for them all; with one (detgate.py, what the engine builds),
+each camera's frames in time order, a step taking the next frame of every camera, and one call
+per step for the frames the gate does not carry (whole frames, then changed-region crops, these
+through ``region_detector`` when given); an appearance call per step for the new detections
+(carried ones keep their rows). Then per kept frame in time order, the text gate (disregarding
+where tracked things only moved, ``ocr_ignore_motion``), then OCR where it says so (otherwise
+the camera's last lines are carried); then tracking per camera and entity linking. OCR lines whose box lies inside a detection's box (80% of its area)
 are strings read on that thing.
 """
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy as np
 from ..numerics import finite_time
 from .appearance import AppearanceEncoder, crop
 from .detect_base import Detector
+from .detgate import DetectionGate, DetectPlan, to_frame
 from .entities import EntityLinker, LinkParams
 from .ocr import OcrReader
 from .records import Entity, FramePerception, OcrLine, PerceptionBatch, PerceptionFrame, Track
@@ -80,13 +85,25 @@ class PerceptionStage:
     def __init__(self, *, detector: Detector | None = None, ocr: OcrReader | None = None,
                  appearance: AppearanceEncoder | None = None, text_gate: TextChangeGate | None = None,
                  detect_present: bool = False, max_batch: int = 16, queue_batches: int = 8,
-                 tracker: TrackerParams | None = None, linker: LinkParams | None = None):
+                 tracker: TrackerParams | None = None, linker: LinkParams | None = None,
+                 detect_gate: DetectionGate | None = None, region_detector: Detector | None = None,
+                 ocr_ignore_motion: bool = True):
         if detector is None and ocr is None:
             raise ValueError("PerceptionStage: give a detector, an OCR reader, or both")
         if int(max_batch) < 1 or int(queue_batches) < 1:
             raise ValueError(f"PerceptionStage: max_batch and queue_batches must be >= 1, got {max_batch}, "
                              f"{queue_batches}")
+        if region_detector is not None and (detector is None or tuple(region_detector.labels) != tuple(detector.labels)):
+            raise ValueError("PerceptionStage: region_detector needs a detector with the same labels "
+                             f"({getattr(region_detector, 'name', region_detector)!r} vs "
+                             f"{getattr(detector, 'name', detector)!r})")
         self.detector, self.ocr = detector, ocr
+        # None: the detector sees every frame whole (the gate off)
+        self.detect_gate = detect_gate if detector is not None else None
+        self.region_detector = region_detector
+        self.ocr_ignore_motion = bool(ocr_ignore_motion)
+        self._moved: dict[str, list | None] = {}  # camera -> boxes of tracked motion since its last read
+        self._last_apps: dict[str, np.ndarray] = {}  # camera -> appearance rows of the gate's last detections
         self.appearance = appearance if appearance is not None or detector is None else AppearanceEncoder()
         self.text_gate = text_gate if text_gate is not None else TextChangeGate()
         self.detect_present = bool(detect_present)
@@ -108,6 +125,8 @@ class PerceptionStage:
         self.stats = {"rounds": 0, "frames": 0, "detected_frames": 0, "detections": 0, "ocr_reads": 0,
                       "ocr_skips": 0, "text_changes": 0, "dropped_submissions": 0,
                       "ocr_region_reads": 0, "ocr_region_px": 0.0,
+                      "detect_full": 0, "detect_regions": 0, "detect_carried": 0, "detect_region_px": 0.0,
+                      "detect_calls": 0,
                       "detect_s": 0.0, "ocr_s": 0.0, "gate_s": 0.0, "track_s": 0.0,
                       "busy_s": 0.0}  # busy_s: the worker's rounds, all of them
 
@@ -136,30 +155,126 @@ class PerceptionStage:
             batch = self._round(items)
             return dataclasses.replace(batch, state=self._snapshot()) if snapshot else batch
 
-    def _detect(self, items, order) -> dict[int, list]:
+    def _detect(self, items, order) -> tuple[dict[int, list], dict[int, np.ndarray], dict[int, DetectPlan]]:
+        """Detections, their appearance rows and the gate's plan per detected frame index."""
         idx = [i for i in order if items[i].kind == "kept" or self.detect_present] if self.detector else []
         if not idx:
+            return {}, {}, {}
+        if self.detect_gate is None:
+            got = self._call(self.detector, [items[i].frame for i in idx])
+            self.stats["detect_full"] += len(idx)
+            dets = dict(zip(idx, got))
+            return dets, self._encode(items, dets, idx), {}
+        # each camera's frames in time order; one step takes the next frame of every camera, so
+        # one detector call serves the cameras' frames of that step (batched across cameras)
+        per_cam: dict[str, list[int]] = {}
+        for i in idx:
+            per_cam.setdefault(items[i].camera_id, []).append(i)
+        dets, apps, plans = {}, {}, {}
+        last_apps: dict[str, np.ndarray] = {}
+        while per_cam:
+            step = [q.pop(0) for q in per_cam.values()]
+            per_cam = {c: q for c, q in per_cam.items() if q}
+            planned = {}
+            for i in step:
+                f = items[i]
+                planned[i] = self.detect_gate.plan(f.camera_id, f.frame, f.t)
+            full = [i for i in step if planned[i][0].kind == "full"]
+            region = [i for i in step if planned[i][0].kind == "region"]
+            found = dict(zip(full, self._call(self.detector, [items[i].frame for i in full]))) if full else {}
+            if region:
+                crops = []
+                for i in region:
+                    x0, y0, x1, y1 = planned[i][0].box
+                    crops.append(np.ascontiguousarray(items[i].frame[y0:y1, x0:x1]))
+                    fh, fw = items[i].frame.shape[:2]
+                    self.stats["detect_region_px"] += (x1 - x0) * (y1 - y0) / (fh * fw)
+                got = self._call(self.region_detector or self.detector, crops)
+                for i, g in zip(region, got):
+                    found[i] = to_frame(g, planned[i][0].box)
+            self.stats["detect_full"] += len(full)
+            self.stats["detect_regions"] += len(region)
+            self.stats["detect_carried"] += len(step) - len(full) - len(region)
+            fresh = self._encode(items, found, list(found))
+            for i in step:
+                f, (plan, thumb) = items[i], planned[i]
+                prev = last_apps.get(f.camera_id, self._last_apps.get(f.camera_id))
+                src = list(plan.carried_from)
+                if plan.kind == "full" or not src:
+                    old = self._no_rows()
+                elif prev is not None and len(prev) > max(src):
+                    old = prev[src]
+                else:  # rows not held (a restored stage): encode the carried boxes afresh
+                    old = self._encode(items, {i: list(plan.carried)}, [i]).get(i, self._no_rows())
+                new = found.get(i, [])
+                dets[i] = list(plan.carried) + list(new) if plan.kind != "full" else list(new)
+                apps[i] = np.concatenate([old, fresh[i]]) if new else old
+                plans[i] = plan
+                last_apps[f.camera_id] = apps[i]
+                self.detect_gate.update(f.camera_id, thumb, f.frame.shape[:2], f.t, dets[i], plan.kind == "full")
+        self._last_apps.update(last_apps)
+        self.stats["detected_frames"] += len(idx)
+        self.stats["detections"] += sum(len(d) for d in dets.values())
+        return dets, apps, plans
+
+    def _call(self, detector: Detector, frames: list[np.ndarray]) -> list[list]:
+        t0 = time.perf_counter()
+        got = detector.detect(frames)
+        self.stats["detect_s"] += time.perf_counter() - t0
+        self.stats["detect_calls"] += 1
+        return got
+
+    def _no_rows(self) -> np.ndarray:
+        return np.zeros((0, int(getattr(self.appearance, "dim", 0) or 0)), np.float32)
+
+    def _encode(self, items, dets: dict[int, list], idx: list[int]) -> dict[int, np.ndarray]:
+        """Appearance rows of every detection of the frames ``idx`` (one encoder call)."""
+        crops = [crop(items[i].frame, d.box) for i in idx for d in dets.get(i, ())]
+        if not crops:
             return {}
         t0 = time.perf_counter()
-        got = self.detector.detect([items[i].frame for i in idx])
-        self.stats["detect_s"] += time.perf_counter() - t0
-        self.stats["detected_frames"] += len(idx)
-        self.stats["detections"] += sum(len(d) for d in got)
-        return dict(zip(idx, got))
+        a = self.appearance.encode(crops)
+        self.stats["track_s"] += time.perf_counter() - t0
+        out, pos = {}, 0
+        for i in idx:
+            n = len(dets.get(i, ()))
+            out[i] = a[pos:pos + n]
+            pos += n
+        return out
 
-    def _read_text(self, f: PerceptionFrame) -> tuple[tuple[OcrLine, ...], bool, object]:
+    def _ignored(self, f: PerceptionFrame, plan: DetectPlan | None) -> list:
+        """The boxes whose change the text gate disregards for ``f``: where tracked things moved
+        since the camera's last read, while every frame since was explained by such motion (a
+        thing's motion is not new text; text newly shown on it is not read until something else
+        changes or the track's detection refreshes). Updated per frame in time order."""
+        cam = f.camera_id
+        if not self.ocr_ignore_motion or self.detect_gate is None:
+            return []
+        if plan is None or not plan.explained:
+            self._moved[cam] = None  # something unexplained: nothing disregarded until the next read
+        elif self._moved.get(cam, []) is not None:
+            self._moved[cam] = self._moved.get(cam, []) + list(plan.moved)
+        return list(self._moved.get(cam) or [])
+
+    def _read_text(self, f: PerceptionFrame, plan: DetectPlan | None = None) -> tuple[tuple[OcrLine, ...], bool, object]:
         """(lines, read now, TextChange or None) for one kept frame, in camera time order."""
-        if self.ocr is None or f.kind != "kept":
+        if self.ocr is None:
+            return (), False, None
+        ignore = self._ignored(f, plan) if f.kind == "kept" or self.detect_present else []
+        if f.kind != "kept":
             return (), False, None
         t0 = time.perf_counter()
         sig = self.text_gate.signature(f.frame)
-        read = self.text_gate.should_read(f.camera_id, sig)
+        # (``ignore`` only when there is some: a text gate of an older signature still works)
+        read = self.text_gate.should_read(f.camera_id, sig, ignore=ignore) if ignore else \
+            self.text_gate.should_read(f.camera_id, sig)
         self.stats["gate_s"] += time.perf_counter() - t0
         if not read:
             self.stats["ocr_skips"] += 1
             return tuple(self._lines.get(f.camera_id, ())), False, None
         t0 = time.perf_counter()
-        lines = self._ocr_read(f, sig)
+        lines = self._ocr_read(f, sig, ignore)
+        self._moved[f.camera_id] = []
         self.stats["ocr_s"] += time.perf_counter() - t0
         self.stats["ocr_reads"] += 1
         self.text_gate.mark_read(f.camera_id, sig)
@@ -168,32 +283,44 @@ class PerceptionStage:
         self.stats["text_changes"] += change is not None
         return tuple(lines), True, change
 
-    def _ocr_read(self, f: PerceptionFrame, sig) -> list[OcrLine]:
-        """Read the part of the frame where text-like cells changed (the camera's other lines
+    def _ocr_read(self, f: PerceptionFrame, sig, ignore=()) -> list[OcrLine]:
+        """Read the parts of the frame where text-like cells changed (the camera's other lines
         carried), or the whole frame (a first read, a large change)."""
         last = self._lines.get(f.camera_id)
-        region = self.text_gate.region(f.camera_id, sig) if last is not None else None
-        if region is None:
+        parts = self.text_gate.regions(f.camera_id, sig, ignore=ignore or ()) if last is not None else None
+        if not parts:
             return self.ocr.read([f.frame])[0]
-        x0, y0, x1, y1 = read_box(region, last, f.frame.shape[:2])
-        self.stats["ocr_region_reads"] += 1
-        self.stats["ocr_region_px"] += (x1 - x0) * (y1 - y0) / (f.frame.shape[0] * f.frame.shape[1])
-        got = shift_lines(self.ocr.read([f.frame[y0:y1, x0:x1]])[0], x0, y0)
-        return merge_lines(last, (x0, y0, x1, y1), got)
+        hw = f.frame.shape[:2]
+        boxes = [read_box(p, last, hw) for p in parts]
+        merged = True
+        while merged:  # parts grown into each other (a line across both) are read as one
+            merged = False
+            for j in range(len(boxes)):
+                for k in range(j + 1, len(boxes)):
+                    a, b = boxes[j], boxes[k]
+                    if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]:
+                        boxes[j] = read_box((min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])),
+                                            last, hw, pad=0.0)
+                        del boxes[k]
+                        merged = True
+                        break
+                if merged:
+                    break
+        got = self.ocr.read([f.frame[y0:y1, x0:x1] for x0, y0, x1, y1 in boxes])
+        lines = list(last)
+        for (x0, y0, x1, y1), g in zip(boxes, got):
+            self.stats["ocr_region_reads"] += 1
+            self.stats["ocr_region_px"] += (x1 - x0) * (y1 - y0) / (hw[0] * hw[1])
+            lines = merge_lines(lines, (x0, y0, x1, y1), shift_lines(g, x0, y0))
+        return lines
 
     def _round(self, items: list[PerceptionFrame]) -> PerceptionBatch:
         order = sorted(range(len(items)), key=lambda i: items[i].t)
         for i in order:
             self._processed_t[items[i].camera_id] = items[i].t
-        dets = self._detect(items, order)
-        text = {i: self._read_text(items[i]) for i in order}
+        dets, apps_of, plans = self._detect(items, order)
+        text = {i: self._read_text(items[i], plans.get(i)) for i in order}
         t0 = time.perf_counter()
-        crops = [crop(items[i].frame, d.box) for i in order for d in dets.get(i, ())]
-        apps = self.appearance.encode(crops) if crops else None
-        apps_of, pos = {}, 0
-        for i in order:  # each frame's rows of apps, in the order of its detections
-            apps_of[i] = apps[pos:pos + len(dets.get(i, ()))] if crops else None
-            pos += len(dets.get(i, ()))
         touched_tracks: dict[int, Track] = {}
         added: dict[int, list] = {}  # track id -> the sightings this round added
         touched_entities: dict[int, Entity] = {}
@@ -359,6 +486,12 @@ class PerceptionStage:
             next_track, next_entity = self._next_track, self._linker.next_id
             tracks = dict(state.tracks)
             self._trackers, self._lines, self._processed_t = {}, {}, {}
+            # what the detection gate compared with is not saved: each camera's next frame is
+            # detected whole
+            self._moved, self._last_apps = {}, {}
+            if self.detect_gate is not None:
+                for cam in list(self.detect_gate.cameras()):
+                    self.detect_gate.forget(cam)
             for cam, cs in state.cameras.items():
                 for a in cs.tracks:
                     tracks[a.track.track_id] = a.track  # one object for tracker and linker
@@ -401,6 +534,10 @@ class PerceptionStage:
 
     def _forget(self, camera_id: str) -> None:
         self._processed_t.pop(camera_id, None)
+        self._moved.pop(camera_id, None)
+        self._last_apps.pop(camera_id, None)
+        if self.detect_gate is not None:
+            self.detect_gate.forget(camera_id)
         self._trackers.pop(camera_id, None)
         self._lines.pop(camera_id, None)
         self.text_gate.forget(camera_id)

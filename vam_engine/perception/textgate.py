@@ -112,13 +112,31 @@ class TextChangeGate:
         a, b = before.textlike, now.textlike
         return int((ch & a & b).sum()), int((ch & b & ~a).sum()), int((ch & a & ~b).sum())
 
-    def should_read(self, camera_id: str, sig: TextSignature) -> bool:
-        """Whether ``camera_id``'s text may have changed since its last read (counted)."""
+    def _ignore_mask(self, sig: TextSignature, ignore: Sequence) -> np.ndarray | None:
+        """The cells (bool grid) that the frame-pixel boxes ``ignore`` touch; None for none."""
+        if not ignore:
+            return None
+        H, W = sig.frame_hw
+        f = max(1, -(-max(H, W) // self.work_long))
+        c = self.cell * f  # a cell in frame pixels
+        mask = np.zeros(sig.textlike.shape, bool)
+        for x0, y0, x1, y1 in ignore:
+            mask[max(0, int(y0 // c)):max(0, int(np.ceil(y1 / c))), max(0, int(x0 // c)):max(0, int(np.ceil(x1 / c)))] = True
+        return mask
+
+    def should_read(self, camera_id: str, sig: TextSignature, ignore: Sequence = ()) -> bool:
+        """Whether ``camera_id``'s text may have changed since its last read (counted).
+        ``ignore``: frame-pixel boxes whose changes do not count (things seen moving there)."""
         last = self._last.get(camera_id)
         if last is None or last.gray.shape != sig.gray.shape or last.frame_hw != sig.frame_hw:
             read = True
         else:
-            stayed, came, went = self.text_changed_cells(last, sig)
+            ch = self.changed_cells(last, sig)
+            mask = self._ignore_mask(sig, ignore)
+            if mask is not None:
+                ch &= ~mask
+            a, b = last.textlike, sig.textlike
+            stayed, came, went = int((ch & a & b).sum()), int((ch & b & ~a).sum()), int((ch & a & ~b).sum())
             read = stayed > 0 or came >= self.min_new_cells or went >= self.min_new_cells
         if read:
             self.reads += 1
@@ -126,26 +144,52 @@ class TextChangeGate:
             self.skips += 1
         return read
 
-    def region(self, camera_id: str, sig: TextSignature) -> tuple[float, float, float, float] | None:
-        """Where ``sig``'s frame holds text that may have changed since the camera's last read
-        (x0, y0, x1, y1 in the frame's pixels): the changed cells that are or were text-like,
-        widened by a cell; None for the whole frame (a first read, a new size, or a part over
-        ``max_region`` of the frame)."""
+    def regions(self, camera_id: str, sig: TextSignature,
+                ignore: Sequence = ()) -> list[tuple[float, float, float, float]] | None:
+        """Where ``sig``'s frame holds text that may have changed since the camera's last read:
+        a box (x0, y0, x1, y1, frame pixels) per cluster of changed cells that are or were
+        text-like (a counter changing while a thing moves elsewhere: two small parts, not the
+        box around both), each widened by a cell; None for the whole frame (a first read, a new
+        size, no such cell, or parts over ``max_region`` of the frame together)."""
         last = self._last.get(camera_id)
         if last is None or last.gray.shape != sig.gray.shape or last.frame_hw != sig.frame_hw:
             return None
         cells = self.changed_cells(last, sig) & (last.textlike | sig.textlike)
+        mask = self._ignore_mask(sig, ignore)
+        if mask is not None:
+            cells &= ~mask
         if not cells.any():
             return None
-        ys, xs = np.nonzero(cells)
+        import cv2
+
+        # cells a cell apart are one cluster (a line's glyphs leave gaps)
+        grown = cv2.dilate(cells.astype(np.uint8), np.ones((3, 3), np.uint8))
+        n, lab = cv2.connectedComponents(grown, connectivity=8)
         H, W = sig.frame_hw
         f = max(1, -(-max(H, W) // self.work_long))  # thumbnail pixels -> frame pixels
         c = self.cell * f
-        box = (max(0, (xs.min() - 1) * c), max(0, (ys.min() - 1) * c), min(W, (xs.max() + 2) * c),
-               min(H, (ys.max() + 2) * c))
+        out = []
+        for k in range(1, n):
+            ys, xs = np.nonzero((lab == k) & cells)
+            if len(ys):
+                out.append((float(max(0, (xs.min() - 1) * c)), float(max(0, (ys.min() - 1) * c)),
+                            float(min(W, (xs.max() + 2) * c)), float(min(H, (ys.max() + 2) * c))))
+        if sum((b[2] - b[0]) * (b[3] - b[1]) for b in out) > self.max_region * W * H:
+            return None
+        return out
+
+    def region(self, camera_id: str, sig: TextSignature,
+               ignore: Sequence = ()) -> tuple[float, float, float, float] | None:
+        """The box around all of ``regions``; None for the whole frame (as there, or when that
+        box is over ``max_region`` of the frame)."""
+        parts = self.regions(camera_id, sig, ignore)
+        if not parts:
+            return None
+        box = (min(b[0] for b in parts), min(b[1] for b in parts), max(b[2] for b in parts), max(b[3] for b in parts))
+        H, W = sig.frame_hw
         if (box[2] - box[0]) * (box[3] - box[1]) > self.max_region * W * H:
             return None
-        return tuple(float(v) for v in box)
+        return box
 
     def mark_read(self, camera_id: str, sig: TextSignature) -> None:
         """``sig``'s frame was read: later frames of the camera are compared with it."""
