@@ -12,6 +12,7 @@ every camera), "clients" ({"search_every_s", "ask_every_s", "turn_every_s"} or n
   where the engine has it, else null), the clients' latencies since the last sample;
 - {"op": "memory", "top": N}: what the RSS is made of (/proc/PID/status by kind, tracemalloc's top sites
   when tracing: run with PYTHONTRACEMALLOC set, the model files' sizes);
+- {"op": "trace"}: tracemalloc from now on (what is allocated after it);
 - {"op": "quit"}.
 
 Each reply is {"ok": true, ...} or {"ok": false, "error": ...}; "ready" is printed once the
@@ -208,6 +209,11 @@ def main() -> int:
                     reply({"ok": True, "t": time.monotonic(), "cameras": [s.to_json() for s in eng.status()],
                            "stages": stage_figures(eng), "clients": clients.take() if clients else None,
                            "monitor_stats": _plain(eng.monitor_stats()) if monitors else None})
+                elif op == "trace":  # tracing from now on (a probe of what grows; --plumbing's memory row)
+                    import tracemalloc
+
+                    tracemalloc.start(int(cmd.get("frames", 1)))
+                    reply({"ok": True})
                 elif op == "memory":
                     reply({"ok": True, **memory(eng, int(cmd.get("top", 15)))})
                 elif op == "quit":

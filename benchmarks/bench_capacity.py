@@ -515,6 +515,14 @@ def knee_search(run: Run, profile: str, size: str, spec: dict) -> dict:
                   f"{row['server_cores']:.3f} cores{'' if row['holds'] else ' -- breaks: ' + row['broke']}", flush=True)
             if not row["holds"]:
                 break
+        if a.plumbing and profile in a.memory_profiles:
+            # the memory probe's code path in this engine (a traced engine of its own takes too long
+            # for a dry run): tracing from now on, the cameras still running
+            before = eng.call("memory", top=a.memory_top)
+            eng.call("trace")
+            time.sleep(a.memory_s)
+            out["memory"] = probe_record(profile, size, len(servers), a.memory_s, eng, before,
+                                         eng.call("memory", top=a.memory_top, timeout=300))
     finally:
         stop_all(eng, servers)
     held = [s for s in steps if s["holds"]]
@@ -544,14 +552,17 @@ def memory_probe(run: Run, profile: str, size: str, spec: dict) -> dict:
         add_cameras(eng, servers, clips, n)
         time.sleep(a.memory_s)
         after = eng.call("memory", top=a.memory_top, timeout=300)
-        pids = eng.pids()
-        child = {p: rss_mb([p]) for p in pids if p != eng.p.pid}
+        return probe_record(profile, size, n, a.memory_s, eng, built, after)
     finally:
         stop_all(eng, servers)
-    return {"profile": profile, "size": size, "cameras": n, "seconds": a.memory_s,
+
+
+def probe_record(profile: str, size: str, n: int, seconds: float, eng: EngineProc, built: dict, after: dict) -> dict:
+    child = [rss_mb([p]) for p in eng.pids() if p != eng.p.pid]  # the ASR body's process
+    return {"profile": profile, "size": size, "cameras": n, "seconds": seconds,
             "rss_before_engine_mb": eng.ready["rss_before_engine"].get("rss_mb"),
-            "engine_built": built, "after_cameras": after, "child_processes_rss_mb": list(child.values()),
-            "rss_per_camera_mb": ((after["rss"].get("rss_mb") or 0) - (built["rss"].get("rss_mb") or 0)) / n}
+            "engine_built": built, "after_cameras": after, "child_processes_rss_mb": child,
+            "rss_per_camera_mb": ((after["rss"].get("rss_mb") or 0) - (built["rss"].get("rss_mb") or 0)) / max(1, n)}
 
 
 def soak(run: Run, profile: str, size: str, spec: dict, cameras: int) -> dict:
@@ -626,8 +637,8 @@ def parse_args(argv=None):
         args.profiles = args.profiles or "video"
         args.sizes = args.sizes or "160x96"
         args.counts = args.counts or "1,2"
-        args.step_s, args.settle_s, args.seg_s, args.variants = 3.0, 1.0, 2.0, 2
-        args.memory_cameras, args.memory_s = 1, 2.0
+        args.step_s, args.settle_s, args.seg_s, args.variants = 2.5, 0.5, 2.0, 2
+        args.memory_s = 1.0
         if args.memory_profiles is None:
             args.memory_profiles = args.profiles.split(",")[0]
         args.soak_every_s = min(args.soak_every_s, 2.0)
@@ -676,10 +687,11 @@ def print_report(args, results: list, memory: list, soaks: list, skipped: dict) 
                      k.get("engine_cores"), k.get("cores_per_camera"), k.get("server_cores"),
                      fmt_s(k.get("lag_p50_s")) if k else "-", fmt_s(k.get("lag_p99_s")) if k else "-",
                      k.get("dropped"), k.get("rss_mb_end"), b.get("broke") or r.get("stopped") or "-"])
-    print("\n== capacity: cameras within the bound (lag p99 <= %g s, no sample dropped), %g fps sampled ==" %
-          (args.max_lag_s, args.fps))
-    text.append(print_table(["profile", "size", "knee", "engine cores", "cores/camera", "server cores", "lag p50",
-                             "lag p99", "dropped", "RSS MB", "next step broke on"], rows))
+    if results:
+        print("\n== capacity: cameras within the bound (lag p99 <= %g s, no sample dropped), %g fps sampled ==" %
+              (args.max_lag_s, args.fps))
+        text.append(print_table(["profile", "size", "knee", "engine cores", "cores/camera", "server cores", "lag p50",
+                                 "lag p99", "dropped", "RSS MB", "next step broke on"], rows))
     srows = []
     for r in results:
         st = (r["at_knee"] or r["broke_at"] or {}).get("stages")
@@ -690,18 +702,24 @@ def print_report(args, results: list, memory: list, soaks: list, skipped: dict) 
         for s in st:
             srows.append([r["profile"], r["size"], where, s["stage"], s["busy_frac"], s["queue_depth"],
                           "-" if s["queue_capacity"] is None else s["queue_capacity"], s["dropped"]])
-    print("\n== pipeline stages at the knee (busy = busy seconds / (wall x workers)) ==")
-    text.append(print_table(["profile", "size", "at", "stage", "busy", "queue", "capacity", "dropped"], srows))
+    if srows:
+        print("\n== pipeline stages at the knee (busy = busy seconds / (wall x workers)) ==")
+        text.append(print_table(["profile", "size", "at", "stage", "busy", "queue", "capacity", "dropped"], srows))
+    crows = [[r["profile"], r["size"], name, c["n"], c["p50_ms"], c["p99_ms"]]
+             for r in results for name, c in sorted(((r["at_knee"] or {}).get("clients") or {}).items())]
+    if crows:
+        print("\n== clients at the knee (in the engine's process, as a server's handlers) ==")
+        text.append(print_table(["profile", "size", "call", "calls", "p50 ms", "p99 ms"], crows))
     if memory:
-        print("\n== memory at %d cameras (tracemalloc on from the start) ==" % args.memory_cameras)
+        print("\n== memory (tracemalloc on from the engine's start; --plumbing: from the probe's start) ==")
         mrows = []
         for m in memory:
             a, b = m["engine_built"], m["after_cameras"]
-            mrows.append([m["profile"], m["size"], m["rss_before_engine_mb"], b_(a, "rss_mb"), b_(b, "rss_mb"),
+            mrows.append([m["profile"], m["size"], m["cameras"], m["rss_before_engine_mb"], b_(a, "rss_mb"), b_(b, "rss_mb"),
                           b_(b, "rss_anon_mb"), b_(b, "rss_file_mb"), b.get("traced_mb"), m["rss_per_camera_mb"],
                           sum(m["child_processes_rss_mb"]) if m["child_processes_rss_mb"] else 0,
                           ", ".join(f"{k} {v:.0f}" for k, v in b["model_files_mb"].items() if v) or "-"])
-        text.append(print_table(["profile", "size", "RSS MB no engine", "built", f"{args.memory_cameras} cams",
+        text.append(print_table(["profile", "size", "cameras", "RSS MB no engine", "built", "with cameras",
                                  "anon", "file", "py heap", "per camera", "children", "model files MB"], mrows))
         for m in memory:
             sites = m["after_cameras"].get("top_sites") or []
@@ -767,7 +785,8 @@ def main(argv=None) -> int:
                         continue
                 if args.soak_min > 0 and knee:
                     soaks.append(soak(run, profile, size, spec, max(1, int(knee * 0.8))))
-            if profile in args.memory_profiles and run.left() > args.memory_s + 30:
+            memory += [r.pop("memory") for r in results if r["profile"] == profile and "memory" in r]
+            if profile in args.memory_profiles and not args.plumbing and run.left() > args.memory_s + 30:
                 try:
                     memory.append(memory_probe(run, profile, args.sizes[min(1, len(args.sizes) - 1)], spec))
                 except Exception as e:  # noqa: BLE001

@@ -71,20 +71,20 @@ def test_the_bound_breaks_on_lag_on_a_drop_and_on_a_camera_offline(bc):
 
 
 def test_a_process_trees_cpu_includes_its_children(bc):
-    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\ntime.sleep(30)"
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(300)"
     parent = subprocess.Popen([sys.executable, "-c",
                                f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {burn!r}]); "
-                               "time.sleep(30)"])
+                               "time.sleep(300)"])
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a loaded machine: the processes take their time
         while len(bc.tree(parent.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         pids = bc.tree(parent.pid)
         assert pids[0] == parent.pid and len(pids) == 2
-        while bc.cpu_s(pids[1:]) < 0.6 and time.monotonic() < deadline:  # the child's burn, seen from outside
-            time.sleep(0.1)
-        assert bc.cpu_s(pids) >= bc.cpu_s(pids[1:]) >= 0.55
         assert bc.rss_mb(pids) > bc.rss_mb(pids[:1]) > 0
+        while bc.cpu_s(pids[1:]) < 0.3 and time.monotonic() < deadline:  # the child's burn, seen from outside
+            time.sleep(0.1)
+        assert bc.cpu_s(pids) >= bc.cpu_s(pids[1:]) >= 0.28
     finally:
         for p in reversed(bc.tree(parent.pid)):
             os.kill(p, 9)
