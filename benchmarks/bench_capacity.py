@@ -461,6 +461,11 @@ class Run:
         return EngineProc(spec, trace=trace)
 
 
+def _drain(pipe) -> None:
+    for _ in pipe:
+        pass
+
+
 def add_cameras(eng: EngineProc, servers: list, clips: list[Path], n: int, timeout: float = 60.0) -> float:
     """Cameras added (each its own server) until there are ``n``; waits until every one is online
     (at most ``timeout``: a camera still connecting then breaks the step); seconds it took."""
@@ -470,6 +475,8 @@ def add_cameras(eng: EngineProc, servers: list, clips: list[Path], n: int, timeo
     while len(servers) < n:
         k = len(servers)
         srv = RtspServer(clips[k % len(clips)]).start()
+        for pipe in (srv.proc.stdout, srv.proc.stderr):  # drained: a full pipe would stall a server in a long soak
+            threading.Thread(target=_drain, args=(pipe,), daemon=True).start()
         servers.append(srv)
         eng.call("add", camera=f"cam{k:02d}", url=srv.url)
     while time.monotonic() - t0 < timeout:
@@ -492,7 +499,8 @@ def knee_search(run: Run, profile: str, size: str, spec: dict) -> dict:
     time budget run out)."""
     a = run.args
     counts = a.counts or counts_up_to(a.max_cameras)
-    length = len(counts) * (a.settle_s + a.step_s + 10) + 60  # no camera's clip ends during the search
+    # no camera's clip ends during the search (its first camera plays through every step and wait)
+    length = len(counts) * (a.settle_s + a.step_s + 30) + 120
     clips = run.clips(size, profile in ("audio", "all"), length)
     servers: list = []
     steps, eng = [], None
