@@ -123,7 +123,6 @@ def test_the_rtsp_launch_line_sends_the_clip_as_encoded():
         assert "dec" not in launch and "enc" not in launch and "x264" not in launch, launch
 
 
-@pytest.mark.slow
 def test_plumbing_runs_the_whole_path_and_writes_its_figures(tmp_path):
     _rtsp_or_skip()
     env = dict(os.environ, VAM_BENCH_RESULTS=str(tmp_path),
