@@ -10,6 +10,7 @@
 
 #include "box_sums.h"
 #include "gate_stats.h"
+#include "strided_copy.h"
 
 namespace py = pybind11;
 
@@ -233,6 +234,59 @@ py::array box_sums(const py::handle& frames_obj, int64_t f, int64_t y0, int64_t 
   return out;
 }
 
+// The byte range [lo, hi) an array's elements span (strides may be negative).
+void byte_span(const py::array& a, const uint8_t*& lo, const uint8_t*& hi) {
+  const uint8_t* base = static_cast<const uint8_t*>(a.data());
+  lo = hi = base;
+  if (a.size() == 0) return;
+  ptrdiff_t low = 0, high = 0;
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) {
+    const ptrdiff_t span = static_cast<ptrdiff_t>(a.strides(d)) * static_cast<ptrdiff_t>(a.shape(d) - 1);
+    (span < 0 ? low : high) += span;
+  }
+  lo = base + low;
+  hi = base + high + a.itemsize();
+}
+
+// Runs with the interpreter lock HELD, unlike every other op here: it is for a caller's thread
+// (Engine.push copies a sampled frame and the present's downscale of it, 0.05-0.5 ms). A release
+// there hands the lock to whichever pipeline thread is waiting for it (gates, embedding, JPEG,
+// commit), and the caller then waits until that thread lets go: up to the switch interval
+// (5 ms) of Python, longer in C code that keeps the lock. Holding it this long costs the
+// other threads at most this long.
+py::array strided_copy(const py::handle& src_obj, int64_t k, const py::handle& out_obj) {
+  if (!py::isinstance<py::array>(src_obj))
+    throw py::value_error("src must be a numpy array, got " + py::str(py::type::handle_of(src_obj)).cast<std::string>());
+  py::array src = py::reinterpret_borrow<py::array>(src_obj);  // any strides: never copied here
+  if (!is_u8(src) || src.ndim() != 3)
+    throw py::value_error("src must be uint8 (H, W, C), got " + dtype_str(src) + " " + shape_str(src));
+  if (k < 1) throw py::value_error("k must be >= 1, got " + std::to_string(k));
+  const py::ssize_t H = src.shape(0), W = src.shape(1), C = src.shape(2);
+  const py::ssize_t oh = (H + k - 1) / k, ow = (W + k - 1) / k;
+  py::array out;
+  if (out_obj.is_none()) {
+    out = py::array_t<uint8_t>({oh, ow, C});
+  } else {
+    if (!py::isinstance<py::array>(out_obj))
+      throw py::value_error("out must be a numpy array or None, got " +
+                            py::str(py::type::handle_of(out_obj)).cast<std::string>());
+    out = py::reinterpret_borrow<py::array>(out_obj);
+    if (!is_u8(out) || !(out.flags() & py::array::c_style) || !out.writeable())
+      throw py::value_error("out must be a writeable C-contiguous uint8 array, got " + dtype_str(out) + " " +
+                            shape_str(out));
+    check_shape(out, "out", {oh, ow, C});
+    const uint8_t *slo, *shi, *olo, *ohi;
+    byte_span(src, slo, shi);
+    byte_span(out, olo, ohi);
+    if (src.size() > 0 && out.size() > 0 && slo < ohi && olo < shi)
+      throw py::value_error("out must not overlap src");
+  }
+  if (out.size() > 0)
+    vam::strided_copy(u8(src), size_t(H), size_t(W), size_t(C), src.strides(0), src.strides(1), src.strides(2),
+                      size_t(k), static_cast<uint8_t*>(out.mutable_data()));
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -281,6 +335,11 @@ size; tile: the cell side; threshold: a tile mean at or over it counts as change
         py::arg("w"),
         "Exact sums of f x f blocks: uint8 (N, H, W, 3) -> uint32 (N, h, w, 3), block (i, j) starting at "
         "(y0 + i*f, x0 + j*f); the area resize of vam_engine.embed.descriptor.working_image.");
+
+  m.def("strided_copy", &strided_copy, py::arg("src"), py::arg("k") = 1, py::arg("out") = py::none(),
+        "A C-contiguous copy of src[::k, ::k] (uint8 (H, W, C), any strides) into out (None: a new "
+        "array; else writeable C-contiguous uint8 (ceil(H/k), ceil(W/k), C), not overlapping src). "
+        "Keeps the interpreter lock (for a caller's thread: Engine.push); returns out.");
 
   m.def("gate_isa", &vam::active_isa, "The instruction set of the row kernels in use ('base' or 'avx2').");
   m.def(

@@ -1,5 +1,5 @@
 """The one loader of the compiled module ``vam_engine._C`` (csrc/: the gate kernel, the
-descriptor's area resize, the pushed frames' gray conversion).
+descriptor's area resize, the pushed frames' gray conversion and strided copies).
 
 One policy: the module is part of every install (the build backend, scikit-build-core, builds it), so a missing or broken
 build is an error at the first use, saying how to build it; nothing falls back to numpy

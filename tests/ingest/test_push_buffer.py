@@ -155,3 +155,35 @@ def test_pooled_copies_are_reused_only_once_nothing_references_them():
     d = pool.copy(pushed(3))  # the first buffer is free again
     assert d.__array_interface__["data"][0] == addr and np.array_equal(d, pushed(3))
     assert np.array_equal(b, pushed(1))
+
+
+def test_a_cameras_first_push_readies_the_buffer_of_its_first_sampled_frame(tmp_path, monkeypatch):
+    """The camera's first push (which opens its source) faults in a pool buffer of the frame's
+    shape, so its first sampled push copies into it instead of paying a fresh 2.7 MB array's
+    page faults on the caller's thread."""
+    from vam_engine.ingest.buffers import BufferPool
+
+    made, taken = [], []
+
+    class Recording(BufferPool):
+        def reserve(self, shape, dtype):
+            before = {id(b) for bufs in self._buffers.values() for b in bufs}
+            super().reserve(shape, dtype)
+            made.extend(id(b) for bufs in self._buffers.values() for b in bufs if id(b) not in before)
+
+        def take(self, shape, dtype):
+            out = super().take(shape, dtype)
+            taken.append(id(out))
+            return out
+
+    monkeypatch.setattr(pushed_cameras_module, "BufferPool", Recording)
+    frame = pushed(0)
+    with Engine(tmp_path / "store", {"ingest": {"fps": 0.5}}, device="cpu") as eng:
+        assert not eng.push("cam", frame, -1.0)  # before the first tick: not sampled
+        assert len(made) == 1 and not taken, "the first push readies one buffer and copies nothing"
+        assert eng.push("cam", frame, 0.0)
+        assert taken == made, "the first sampled push copies into the readied buffer"
+        eng.end_push("cam")
+        (m,) = eng.moments("cam")
+        with Image.open(m.frame_path) as im:
+            assert read_code(np.asarray(im.convert("RGB"))) == 0

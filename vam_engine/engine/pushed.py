@@ -10,6 +10,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from ..config import EngineConfig
 from ..errors import FrameError
 from ..index import IndexPipeline, SourceReport, sweep_source
@@ -56,11 +58,17 @@ class PushedCameras:
         finite_time(t, f"camera {cam!r}: t", error=FrameError)
         if pose is not None:  # checked whether sampled or not: a bad pose is an error every time
             pose = check_pose(pose, cam)
-        if st is None:
+        first = st is None
+        if first:
             st = self._state(cam)
         if st.last_t is not None and t <= st.last_t:
             raise FrameError(f"camera {cam!r}: t={t} is not after the previous frame's t={st.last_t}")
         view = pushed_view(cam, frame)
+        if first and isinstance(view, np.ndarray):
+            # A buffer for the camera's first sampled frame, its page faults (1.5 ms and more
+            # for 720p) paid here, on the call that opens the camera's source anyway; the gate
+            # thread keeps one ready after that (gray_and_spare).
+            self._buffers.reserve(view.shape, view.dtype)
         st.last_t = t
         t = float(t)
         if not st.sampler.accept(t):  # the present sees every pushed frame (it copies what it keeps)

@@ -48,7 +48,10 @@ def own_copy(view, pool: BufferPool | None = None):
         import torch
 
         return view.clone(memory_format=torch.contiguous_format)
-    return pool.copy(view) if pool is not None else np.array(view, order="C", copy=True)
+    # Copied with the interpreter lock held (numpy's copy releases it for arrays this size, and a
+    # pipeline thread that takes it then makes the caller wait up to 5 ms and more: csrc/bindings.cpp).
+    out = pool.take(view.shape, view.dtype) if pool is not None else None
+    return load().strided_copy(view, 1, out)
 
 
 def gray_and_spare(rgb, pool: BufferPool | None):

@@ -30,6 +30,7 @@ from collections import deque
 import numpy as np
 
 from ..ingest.frame import fit_rgb
+from ..native import load
 from ..numerics import finite_time
 
 # Frames that arrive this close to a cell's start count as in it (float time stamps: 0.1 * 5
@@ -85,16 +86,11 @@ _U8 = np.dtype(np.uint8)
 
 
 def _strided_copy(rgb: np.ndarray, k: int) -> np.ndarray:
-    """A C-contiguous copy of ``rgb[::k, ::k]`` (never a view of the caller's buffer). With
-    k > 1, one strided copy per channel: about 2x faster than copying 3-byte void items and
-    4x faster than numpy's strided copy of the whole H x W x 3 view."""
-    if k == 1:
-        return np.array(rgb, copy=True, order="C")
-    src = rgb[::k, ::k]
-    out = np.empty(src.shape, np.uint8)
-    for c in range(3):
-        out[:, :, c] = src[:, :, c]
-    return out
+    """A C-contiguous copy of ``rgb[::k, ::k]`` (never a view of the caller's buffer), by the
+    native op that keeps the interpreter lock: ``Engine.push`` runs this on a camera loop's
+    thread, where numpy's copies (which release it) let pipeline threads make the caller wait
+    for milliseconds; it is also 3-5x faster than numpy's per-channel strided copies."""
+    return load().strided_copy(rgb, k)
 
 
 class WorkingMemory:
