@@ -152,12 +152,13 @@ def test_the_layer_check_catches_a_violating_module(tmp_path):
 
 
 # -- a subpackage's face is the way in; no module touches another module's private attribute ---------
-# subpackages whose face (__init__.py) is the only thing a module outside them imports (extend it to
-# every subpackage); no module at all touches a private attribute its module does not define
+# subpackages whose face (__init__.py) is the only thing a module outside them imports (every
+# subpackage); no module at all touches a private attribute its module does not define
 FACES_ENFORCED = {"vam_engine.memory", "vam_engine.memory.forest", "vam_engine.vectors", "vam_engine.cluster",
                   "vam_engine.audio", "vam_engine.embed", "vam_engine.perception", "vam_engine.notify", "vam_engine.tools",
                   "vam_engine.gate", "vam_engine.index", "vam_engine.reason", "vam_engine.llm", "vam_engine.eval",
-                  "vam_engine.synthetic"}
+                  "vam_engine.synthetic", "vam_engine.ingest", "vam_engine.server", "vam_engine.engine", "vam_engine.cli",
+                  "vam_engine.config", "vam_engine.eval.loaders", "vam_engine.eval.sample"}
 
 
 def _inside(module: str, package: str) -> bool:
@@ -190,7 +191,8 @@ def face_violations(path: Path, root: Path = PKG, modules: dict[str, Path] | Non
 
 def test_modules_outside_a_subpackage_import_only_its_face():
     modules = _all_modules()
-    assert FACES_ENFORCED <= set(modules)
+    # every subpackage, a new one included: its face is the way in from the day it is added
+    assert FACES_ENFORCED == {name for name, p in modules.items() if p.name == "__init__.py"} - {"vam_engine"}
     found = {name: v for name, p in sorted(modules.items()) if (v := face_violations(p, modules=modules))}
     assert found == {}, found
 
@@ -223,7 +225,7 @@ def private_attribute_violations(path: Path) -> list[str]:
 
 def test_no_module_touches_another_modules_private_attribute():
     """Every module, the enforced subpackages' and the rest (top-level modules such as native.py,
-    whose compiled module's controls it calls are public, and ingest/, server/ before their faces)."""
+    whose compiled module's controls it calls are public)."""
     modules = _all_modules()
     assert {"vam_engine.native", "vam_engine.ingest.source", "vam_engine.llm.local_qwen"} <= set(modules)
     found = {str(p.relative_to(PKG)): v for p in sorted(modules.values()) if (v := private_attribute_violations(p))}

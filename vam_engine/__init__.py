@@ -24,8 +24,8 @@ _EXPORTS = {
     "Moment": "vam_engine.memory",
     "Answer": "vam_engine.reason.answer",
     "ToolCitation": "vam_engine.reason.answer",
-    "Pose": "vam_engine.ingest.poses",
-    "PoseError": "vam_engine.ingest.poses",
+    "Pose": "vam_engine.ingest",
+    "PoseError": "vam_engine.ingest",
     "RetentionReport": "vam_engine.memory",
     "VamError": "vam_engine.errors",
     "SourceError": "vam_engine.errors",
@@ -67,5 +67,5 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from .llm import LLMError
     from .memory import Evidence, Moment, RetentionReport, SearchResult
     from .index import Progress, SourceReport
-    from .ingest.poses import Pose, PoseError
+    from .ingest import Pose, PoseError
     from .reason import Answer, ToolCitation

@@ -20,10 +20,7 @@ def cmd_mcp(args) -> int:
         import anyio
         import anyio.to_thread
 
-        from ..server.backend import LocalBackend
-        from ..server.mcp import McpService, build_server
-        from ..server.ownership import Ownership
-        from ..server.tokens import Principal
+        from ..server import LocalBackend, McpService, Ownership, Principal, build_server
     except ImportError as e:
         raise VamError(f"mcp needs the MCP SDK ({e.name} is not installed): pip install 'vam_engine[mcp]'") from None
     cams = tuple(c.strip() for c in args.cameras.split(",") if c.strip()) if args.cameras else None

@@ -12,7 +12,7 @@ import threading
 import time
 
 from ..errors import VamError
-from ..server.tokens import SCOPES, TokenStore
+from ..server import SCOPES, TokenStore
 from . import notify_options
 from .common import config_from_args, make_engine
 
@@ -40,45 +40,51 @@ class CameraSet:
 
 # -- serve -------------------------------------------------------------------------------------------
 def _web_stack():
-    """uvicorn and the service's modules, or the error saying which extra to install."""
+    """uvicorn, or the error saying which extra to install. The service's face loads its web-stack
+    names at first use: importing two of them here (app.py needs FastAPI, http.py uvicorn's h11
+    protocol) is what makes the later ``from ..server import ...`` of the commands safe."""
     try:
         import uvicorn
 
-        from ..server import app, auth, heap, http
+        from ..server import create_app, server_config  # noqa: F401
     except ImportError as e:
         raise VamError(f"serve needs the web stack ({e.name} is not installed): pip install 'vam_engine[server]'") \
             from None
-    return uvicorn, app, auth, heap, http
+    return uvicorn
 
 
-def _options(app_module, args, **kw):
+def _options(args, **kw):
     """The service's options: the command line's bounds, each token's shares from the config's
     ``service`` section (``--max-monitors-per-token`` overrides ``service.monitors_per_token``)."""
-    shares = app_module.ServeOptions.shares(config_from_args(args).service)
+    from ..server import ServeOptions
+
+    shares = ServeOptions.shares(config_from_args(args).service)
     if args.max_monitors_per_token is not None:
         shares["max_monitors_per_token"] = args.max_monitors_per_token
-    return app_module.ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
-                                   max_cameras_per_token=args.max_cameras_per_token,
-                                   max_sessions_per_token=args.max_sessions_per_token,
-                                   max_session_streams=args.max_session_streams,
-                                   max_connections=args.max_connections, mcp=args.mcp, **shares, **kw)
+    return ServeOptions(max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
+                        max_cameras_per_token=args.max_cameras_per_token,
+                        max_sessions_per_token=args.max_sessions_per_token,
+                        max_session_streams=args.max_session_streams,
+                        max_connections=args.max_connections, mcp=args.mcp, **shares, **kw)
 
 
 def cmd_serve(args) -> int:
     if getattr(args, "cluster", None):  # the router over camera shards on Ray
         return cmd_serve_cluster(args)
-    uvicorn, app_module, auth, heap, http = _web_stack()
+    uvicorn = _web_stack()
+    from ..server import check_bind, create_app, is_loopback, server_config, settle_heap
+
     tokens = TokenStore(args.store)
-    auth.check_bind(args.host, tokens)  # before the engine loads: a refused start costs little
+    check_bind(args.host, tokens)  # before the engine loads: a refused start costs little
     notify_cfg = notify_options.notify_config(args)  # so is a bad --mqtt or --webhook
     eng = make_engine(args, existing=False)
     notifier = None
     try:
         notifier = notify_options.make_notifier(eng, notify_cfg)  # None without --mqtt and --webhook
-        opts = _options(app_module, args, cors_origins=tuple(args.cors_origin or ()),
-                        require_tokens=not auth.is_loopback(args.host),
+        opts = _options(args, cors_origins=tuple(args.cors_origin or ()),
+                        require_tokens=not is_loopback(args.host),
                         metric_sources=(notifier.metric_lines,) if notifier is not None else ())
-        app = app_module.create_app(eng, opts)  # first: it taps the model the writer and the monitors then use
+        app = create_app(eng, opts)  # first: it taps the model the writer and the monitors then use
         # serve is the store's one writer (docs/design.md section 7): claimed now, so a second writer is told
         # at once, and the document writer and retention run while it serves
         eng.start()
@@ -110,9 +116,9 @@ def cmd_serve(args) -> int:
         # drains, its vectors are snapshot) and serve exits 0
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
-        heap.settle()  # last before serving: what start-up built is not walked by every full collection
+        settle_heap()  # last before serving: what start-up built is not walked by every full collection
         # the access log holds methods, paths and statuses (server/middleware.py), never a query string
-        uvicorn.Server(http.server_config(app, args.host, args.port, opts, log_level=args.log_level)).run()
+        uvicorn.Server(server_config(app, args.host, args.port, opts, log_level=args.log_level)).run()
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C interrupts a slow close
             signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
     finally:
@@ -124,8 +130,10 @@ def cmd_serve(args) -> int:
 
 def cmd_serve_cluster(args) -> int:
     """``serve --cluster ADDRESS``: connect (``local``: start Ray here), serve until SIGINT/SIGTERM."""
-    uvicorn, app_module, auth, _, http = _web_stack()
-    auth.check_bind(args.host, TokenStore(args.store))
+    uvicorn = _web_stack()
+    from ..server import check_bind, is_loopback, server_config
+
+    check_bind(args.host, TokenStore(args.store))
     notify_options.notify_config(args)  # --mqtt and --webhook are refused here, naming why
     from ..cluster import connect, create_cluster_app
 
@@ -134,12 +142,12 @@ def cmd_serve_cluster(args) -> int:
     router = connect(None if args.cluster == "local" else args.cluster, root=args.store, shards=args.shards,
                      config=config, device=args.device)
     try:
-        opts = _options(app_module, args, tokens_dir=args.store, require_tokens=not auth.is_loopback(args.host))
+        opts = _options(args, tokens_dir=args.store, require_tokens=not is_loopback(args.host))
         app = create_cluster_app(router, opts)
         names = ", ".join(router.shard_names())
         print(f"vam-engine serve --cluster {args.cluster}: http://{args.host}:{args.port}/ ; root {args.store}; "
               f"shards {names}", file=sys.stderr, flush=True)
-        uvicorn.Server(http.server_config(app, args.host, args.port, opts, log_level=args.log_level)).run()
+        uvicorn.Server(server_config(app, args.host, args.port, opts, log_level=args.log_level)).run()
     finally:
         router.close()
     return 0

@@ -15,9 +15,7 @@ from dataclasses import asdict
 def create_cluster_app(router, options=None):
     from starlette.concurrency import run_in_threadpool
 
-    from ..server.app import ServeOptions, create_app
-    from ..server.auth import need
-    from ..server.tokens import Principal
+    from ..server import Principal, ServeOptions, create_app, need
     from .backend import ClusterBackend
 
     app = create_app(router, options or ServeOptions(tokens_dir=router.root), backend=ClusterBackend(router))

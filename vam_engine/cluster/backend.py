@@ -23,9 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import VamError
-from ..server.backend import FrameData, WriterBacklog, queued_by_class
-from ..server.queries import (BadQuery, Page, RowKey, StoreStats, check_id, decode_row_key, encode_row_key,
-                              row_key)
+from ..server import (BadQuery, FrameData, Page, RowKey, StoreStats, WriterBacklog, check_id, decode_row_key,
+                      encode_row_key, queued_by_class, row_key)
 from .catalogue import SHARD_SHIFT, split_id
 from .router import AlertCursor, Partial
 from .view import globalize
@@ -198,7 +197,7 @@ class ClusterBackend:
         return self.router.wrap_model(wrap)
 
     def metric_lines(self) -> list[str]:
-        from ..server.metrics import metric_family
+        from ..server import metric_family
 
         info = self.router.info()
         out: list[str] = []

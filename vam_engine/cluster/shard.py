@@ -51,7 +51,7 @@ class Shard:
 
     def __init__(self, name: str, root: str, config: dict | None = None, llm_factory=None, device: str | None = None):
         from ..engine import Engine
-        from ..server.backend import LocalBackend
+        from ..server import LocalBackend
 
         self.name = name
         self.store_dir = Path(root) / name
@@ -94,7 +94,7 @@ class Shard:
 
     # the service's reads (server/backend.py), answered by this store's LocalBackend
     def page_after(self, kind, cameras, t0, t1, as_of, after, limit, place=None):
-        from ..server.queries import page_after
+        from ..server import page_after
 
         return page_after(self.engine.store, kind, cameras=cameras, t0=t0, t1=t1, as_of=as_of, after=after,
                           limit=limit, place=place)
@@ -192,7 +192,7 @@ class Shard:
     def camera_status(self, camera_id=None):
         """The live cameras' status, and an offline one for each camera this incarnation could not
         resume (``_resume_live``): it is still the shard's, and says why it is not running."""
-        from ..ingest.live import CameraStatus
+        from ..ingest import CameraStatus
         from ..urls import redact
 
         failed = [CameraStatus(cam, redact(url), "offline", error=err, since=self.started_at)

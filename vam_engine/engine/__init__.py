@@ -43,7 +43,7 @@ writer), never at construction.
 store another process indexes. Imports run downward: the engine uses reason/, index/, memory/
 and the layers below, never the service, the cluster or the CLI above it.
 """
-from ..ingest.clips import ClipBusy, ClipError, NoClip
+from ..ingest import ClipBusy, ClipError, NoClip
 from .clips import Clip
 from .core import Engine
 from .lifecycle import retain_store

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ..config import ClipsConfig
 from ..errors import SourceError
 from ..index import fingerprint
-from ..ingest.clips import ClipBusy, ClipError, Encoding, NoClip, cut_file, frames_clip
+from ..ingest import ClipBusy, ClipError, Encoding, NoClip, cut_file, frames_clip
 from ..numerics import finite_time
 from ..memory import ClipFrame, Store
 

@@ -14,9 +14,7 @@ from ..embed import make_image_embedder
 from ..errors import SourceError, VamError
 from ..gate import GateCascade, make_body
 from ..index import Progress, SourceReport, StageStatus
-from ..ingest import camera_list, check_camera_id
-from ..ingest.cameras_file import CameraDiff, CameraSpec
-from ..ingest.live import CameraStatus
+from ..ingest import CameraDiff, CameraSpec, CameraStatus, camera_list, check_camera_id
 from ..memory import (SOURCES, SPEECH, Alert, Deletion, Gap, MemoryView, Moment, MonitorSpec, SearchResult, Store,
                       Summary, Transcript, check_delete_range, make_place, search)
 from ..reason import Answering, TurnResult, WorkingMemory, present_side

@@ -22,9 +22,8 @@ from typing import Callable
 
 from ..config import EngineConfig, GateConfig
 from ..index import IndexPipeline, SourceReport
-from ..ingest.cameras_file import CameraDiff, CameraSpec, check_gate, diff_cameras, load_cameras
-from ..ingest.live import CameraStatus, LiveCamera, LiveSpec
-from ..ingest.poses import make_pose_source, pose_at
+from ..ingest import (CameraDiff, CameraSpec, CameraStatus, LiveCamera, LiveSpec, check_gate, diff_cameras,
+                      load_cameras, make_pose_source, pose_at)
 from ..urls import redact
 from ..memory import Gap, GapRepository, MonitorSpec, Store
 from .audio import EngineAudio

@@ -15,10 +15,8 @@ import numpy as np
 from ..config import EngineConfig
 from ..errors import FrameError
 from ..index import IndexPipeline, SourceReport, sweep_source
-from ..ingest import Frame, TickSampler, check_camera_id
-from ..ingest.buffers import BufferPool
-from ..ingest.poses import check_pose
-from ..ingest.pushed import gray_and_spare, own_copy, pushed_view
+from ..ingest import (BufferPool, Frame, TickSampler, check_camera_id, check_pose, gray_and_spare, own_copy,
+                      pushed_view)
 from ..numerics import finite_time
 from ..memory import Store, camera_time
 

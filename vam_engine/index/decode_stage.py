@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 from ..errors import SourceError
-from ..ingest.frame import PresentFrame
+from ..ingest import PresentFrame
 from ..memory import camera_time
 from .meter import StageMeter, StageStatus
 from .present import PresentFeed

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..config import EngineConfig
 from ..gate import GateRecord, is_local_change
-from ..ingest.poses import Pose
+from ..ingest import Pose
 from ..memory import CommitBatch, GateSample, PendingMoment, Store, camera_time
 from .dedup_bodies import make_body as make_dedup_body
 from .online import CommitterState, OnlineCommitter

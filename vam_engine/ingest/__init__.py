@@ -1,17 +1,66 @@
-"""Sources and decoders. ``open_decoder`` is the one place that picks a decoder body."""
+"""Sources and decoders. ``open_decoder`` is the one place that picks a decoder body.
+
+The names below are the way in for modules outside ingest. The decoders' names are imported
+eagerly (as before); the others (clips, live cameras, the cameras file, poses, pushed frames) load
+their module at first use, so importing this face costs what it did before they came through it.
+No lazy name is spelled like a submodule: importing the submodule would bind its name on this
+package and shadow the lazy name."""
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from ..errors import SourceError, VamError
 from .camera_ids import CameraIdError, camera_list, check_camera_id, default_camera_ids
-from .frame import DecodeStats, Frame, StreamInfo
+from .frame import DecodeStats, Frame, PresentFrame, StreamInfo, fit_rgb
 from .pyav_decoder import PyAVDecoder
 from ..urls import redact
 from .sampler import NearestKeyframeSampler, TickSampler
 from .source import COMMON_OPTIONS, is_url
 
-__all__ = ["DecodeStats", "Frame", "StreamInfo", "PyAVDecoder", "TickSampler", "NearestKeyframeSampler",
-           "open_decoder", "decoder_options", "is_url", "CameraIdError", "camera_list", "check_camera_id",
-           "default_camera_ids", "redact"]
+# lazy name -> the module it lives in (under the same name)
+_LAZY = {
+    **dict.fromkeys(("ClipBusy", "ClipError", "Encoding", "NoClip", "alert_clip_url", "clip_url", "cut_file",
+                     "frames_clip"), "vam_engine.ingest.clips"),
+    **dict.fromkeys(("CameraStatus", "LiveCamera", "LiveSpec"), "vam_engine.ingest.live"),
+    **dict.fromkeys(("CameraDiff", "CameraSpec", "check_gate", "diff_cameras", "load_cameras"),
+                    "vam_engine.ingest.cameras_file"),
+    **dict.fromkeys(("Pose", "PoseError", "check_pose", "make_pose_source", "pose_at"), "vam_engine.ingest.poses"),
+    **dict.fromkeys(("gray_and_spare", "own_copy", "pushed_view"), "vam_engine.ingest.pushed"),
+    "BufferPool": "vam_engine.ingest.buffers",
+}
+
+__all__ = [  # a literal list, for linters: the eager names, then the same names as _LAZY
+    "DecodeStats", "Frame", "PresentFrame", "StreamInfo", "fit_rgb", "PyAVDecoder", "TickSampler",
+    "NearestKeyframeSampler", "open_decoder", "decoder_options", "is_url", "CameraIdError", "camera_list",
+    "check_camera_id", "default_camera_ids", "redact",
+    "ClipBusy", "ClipError", "Encoding", "NoClip", "alert_clip_url", "clip_url", "cut_file", "frames_clip",
+    "CameraStatus", "LiveCamera", "LiveSpec", "CameraDiff", "CameraSpec", "check_gate", "diff_cameras",
+    "load_cameras", "Pose", "PoseError", "check_pose", "make_pose_source", "pose_at", "gray_and_spare",
+    "own_copy", "pushed_view", "BufferPool",
+]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return __all__
+
+
+if TYPE_CHECKING:  # for type checkers, editors and the layer contract: the lazy names, imported eagerly
+    from .buffers import BufferPool
+    from .cameras_file import CameraDiff, CameraSpec, check_gate, diff_cameras, load_cameras
+    from .clips import ClipBusy, ClipError, Encoding, NoClip, alert_clip_url, clip_url, cut_file, frames_clip
+    from .live import CameraStatus, LiveCamera, LiveSpec
+    from .poses import Pose, PoseError, check_pose, make_pose_source, pose_at
+    from .pushed import gray_and_spare, own_copy, pushed_view
 
 
 # Values that mean "the decoder's choice": a body without the option honours them by default.

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import VamError
-from ..ingest.poses import Pose
+from ..ingest import Pose
 
 MAX_CORNERS = 256  # of a region polygon: bounds the exact test's work per row
 POSE_COLUMNS = "m.pose_x, m.pose_y, m.pose_z, m.pose_yaw, m.pose_frame"  # a moment's pose (alias m)

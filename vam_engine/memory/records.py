@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..gate import GateRecord
-from ..ingest.poses import Pose
+from ..ingest import Pose
 from ..perception import SeenSpan
 
 __all__ = ["GateRecord", "Moment", "Evidence", "Event", "DocumentJob", "WriterBacklog", "Summary", "SummaryKind",

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..ingest.clips import alert_clip_url
+from ..ingest import alert_clip_url
 
 MAX_TEXT = 2000
 KINDS = ("alert", "reply", "state", "monitor")

@@ -29,7 +29,7 @@ from collections import deque
 
 import numpy as np
 
-from ..ingest.frame import fit_rgb
+from ..ingest import fit_rgb
 from ..native import load
 from ..numerics import finite_time
 

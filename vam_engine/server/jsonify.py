@@ -12,7 +12,7 @@ import math
 
 from starlette.responses import Response
 
-from ..ingest.clips import alert_clip_url, clip_url
+from ..ingest import alert_clip_url, clip_url
 from ..memory import Event, Evidence, Moment, Summary, Transcript
 
 

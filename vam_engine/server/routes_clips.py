@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from ..ingest.clips import ClipBusy, NoClip
+from ..ingest import ClipBusy, NoClip
 from .auth import need
 from .tokens import Principal
 
