@@ -14,7 +14,7 @@ REASON = PKG / "reason"
 # rank of each top-level module or subpackage: a module may import its own subpackage and any
 # lower rank, never its own rank's other packages or a higher rank
 LAYERS = {
-    "urls": 0, "errors": 0, "config": 0, "device": 0, "numerics": 0, "native": 0, "kernels": 0,
+    "lazy": 0, "urls": 0, "errors": 0, "config": 0, "device": 0, "numerics": 0, "native": 0, "kernels": 0,
     "ingest": 1, "gate": 1, "embed": 1, "llm": 1, "perception": 1, "audio": 1, "synthetic": 1, "tools": 1,
     "vectors": 1,
     "memory": 2,
@@ -23,7 +23,7 @@ LAYERS = {
     "eval": 5, "cluster": 5,
     "cli": 6,
 }
-FOUNDATION_ORDER = ["urls", "errors", "config", "device", "numerics", "native", "kernels"]  # each imports only earlier ones
+FOUNDATION_ORDER = ["lazy", "urls", "errors", "config", "device", "numerics", "native", "kernels"]  # each imports only earlier ones
 # (importer, imported) pairs allowed across one rank: perception embeds crops with the image embedders
 SAME_RANK_ALLOWED = {("perception", "embed")}
 # (module, imported) exceptions, each with its reason

@@ -7,10 +7,10 @@ No lazy name is spelled like a submodule: importing the submodule would bind its
 package and shadow the lazy name."""
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from ..errors import SourceError, VamError
+from ..lazy import lazy_names
 from .camera_ids import CameraIdError, camera_list, check_camera_id, default_camera_ids
 from .frame import DecodeStats, Frame, PresentFrame, StreamInfo, fit_rgb
 from .pyav_decoder import PyAVDecoder
@@ -41,18 +41,7 @@ __all__ = [  # a literal list, for linters: the eager names, then the same names
 ]
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__():
-    return __all__
-
+__getattr__, __dir__ = lazy_names(__name__, globals(), {n: (m, n) for n, m in _LAZY.items()})
 
 if TYPE_CHECKING:  # for type checkers, editors and the layer contract: the lazy names, imported eagerly
     from .buffers import BufferPool

@@ -14,8 +14,9 @@ submodule would bind its name on this package and shadow the lazy name (``heap.s
 ``settle_heap`` here)."""
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
 
 # name -> (module it lives in, its name there)
 _EXPORTS = {
@@ -43,18 +44,7 @@ __all__ = [  # a literal list, for linters; the same names as _EXPORTS
 ]
 
 
-def __getattr__(name: str):
-    where = _EXPORTS.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where[0]), where[1])
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__():
-    return __all__
-
+__getattr__, __dir__ = lazy_names(__name__, globals(), _EXPORTS)
 
 if TYPE_CHECKING:  # for type checkers, editors and the layer contract: the same names, imported eagerly
     from .app import ServeOptions, create_app
