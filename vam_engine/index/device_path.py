@@ -23,8 +23,10 @@ count the copies under torch's fake CUDA tensors). No ``.item()``, ``.tolist()``
 indexing of a device tensor is made: the fake-CUDA check runs this module on a CPU-only torch,
 where indexing a fake CUDA tensor fails, so ``select``/``narrow``/``stack`` are used.
 
-A stage calls it as ``DevicePath.run(DeviceFrameBatch.from_frames(frames))`` per camera batch and
-``finish(camera_id)`` at a source's end or a gap (see the class).
+A caller with one camera's frames calls ``DevicePath.run(DeviceFrameBatch.from_frames(frames))``
+per batch and ``finish(camera_id)`` at a source's end or a gap (see the class). The pipeline's
+embed stage takes the same route for a GPU decoder's frames with its own committers
+(``embed_on_device`` and ``is_device_frame`` here; index/semantic.py).
 """
 from __future__ import annotations
 
@@ -171,6 +173,22 @@ def _host_copy(x) -> np.ndarray:
     return x.cpu().numpy()
 
 
+def is_device_frame(rgb, embedder) -> bool:
+    """Whether a decoded frame (``Frame.decoded_rgb()``) can be embedded where it lies: it is a
+    torch tensor (a GPU decoder's) and the embedder takes tensors (``embed_tensor``)."""
+    return hasattr(embedder, "embed_tensor") and type(rgb).__module__.startswith("torch") and hasattr(rgb, "cpu")
+
+
+def embed_on_device(embedder, rgbs: Sequence[Any], host: Callable[[Any], np.ndarray] = _host_copy):
+    """H x W x 3 uint8 tensors of one size, on one device, embedded there: (the unit rows on the
+    device, their one copy on the host as float32 numpy). Used by ``DevicePath`` and by the
+    pipeline's embed stage for a GPU decoder's frames (index/semantic.py)."""
+    import torch
+
+    emb_dev = embedder.embed_tensor(torch.stack(list(rgbs)))
+    return emb_dev, np.asarray(host(emb_dev), np.float32)
+
+
 def _device_jpeg_encoder():
     """torchvision's ``encode_jpeg`` (nvjpeg on CUDA tensors), or None when it does not import."""
     try:
@@ -277,14 +295,12 @@ class DevicePath:
         return slot
 
     def _commit(self, cam: str, passed: list[_Slot], finish: bool = False) -> DevicePathResult:
-        import torch
-
         c = self.committer(cam)
         decisions: list[Decision] = []
         emb_dev = None
         if passed:
-            emb_dev = self.embedder.embed_tensor(torch.stack([s.rgb for s in passed]))
-            embs = self.host(emb_dev)  # the one copy of the batch's embeddings (module doc)
+            # the one copy of the batch's embeddings (module doc)
+            emb_dev, embs = embed_on_device(self.embedder, [s.rgb for s in passed], self.host)
             for s, e in zip(passed, embs):
                 s.embedding = e
             keeps = [s.record.blurred or (self.commit.keep_local_changes and is_local_change(self.gates.cfg, s.record))

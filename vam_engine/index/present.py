@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..ingest import fit_rgb
 from ..memory import camera_time
 
 
@@ -40,7 +41,10 @@ class PresentFeed:
             self.perception.present(camera_id, t, rgb(1 << 16))  # full size
         self.observe(camera_id, t, rgb(self.side))
 
-    def gated(self, camera_id: str, t_rel: float, t_abs: float | None, rgb: np.ndarray) -> None:
-        """A frame that passed the gates (only when decoders do not feed the present)."""
+    def gated(self, camera_id: str, t_rel: float, t_abs: float | None, rgb) -> None:
+        """A frame that passed the gates (only when decoders do not feed the present): a host
+        array, or a GPU decoder's tensor, of which only the present's small copy comes over."""
         if self.observe is not None and not self.from_decode:
+            if not isinstance(rgb, np.ndarray):
+                rgb = fit_rgb(rgb, self.side)
             self.observe(camera_id, camera_time(t_rel, t_abs), rgb)

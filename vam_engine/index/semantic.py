@@ -24,6 +24,7 @@ from ..gate import GateRecord, is_local_change
 from ..ingest import Pose
 from ..memory import CommitBatch, GateSample, PendingMoment, Store, camera_time
 from .dedup_bodies import make_body as make_dedup_body
+from .device_path import embed_on_device, is_device_frame
 from .online import CommitterState, OnlineCommitter
 
 
@@ -84,6 +85,21 @@ def sweep_source(store: Store, camera_id: str, source_id: int) -> int:
     keep = ([store.frames.ref(camera_id, source_id, held.key.t_rel)]
             if held is not None and held.key.source_id == source_id else [])
     return store.sources.sweep_files(source_id, keep)
+
+
+def _to_host(rgb) -> np.ndarray:
+    """A decoded frame's RGB as a contiguous host array (what ``Frame.rgb`` returns)."""
+    if hasattr(rgb, "cpu"):
+        rgb = rgb.cpu().numpy()
+    return np.ascontiguousarray(rgb, dtype=np.uint8)
+
+
+def _host_rgb(payload: dict) -> np.ndarray:
+    """A pending frame's RGB on the host, copied from its device once (then kept in its place)."""
+    rgb = payload["rgb"]
+    if not isinstance(rgb, np.ndarray):
+        rgb = payload["rgb"] = _to_host(rgb)
+    return rgb
 
 
 def _read_rgb(path) -> np.ndarray:
@@ -152,17 +168,19 @@ class SemanticStage:
         (source_id, reason) per decision made now (reason None: kept)."""
         if not passed:
             return []
-        rgbs = [g.frame.rgb() for g in passed]
+        rgbs = [self._decoded(g.frame) for g in passed]  # host arrays, or a GPU decoder's tensors
         if self.present is not None:
             for g, rgb in zip(passed, rgbs):
                 self.present.gated(g.frame.camera_id, g.frame.t_rel, g.frame.t_abs, rgb)
         embs = np.empty((len(passed), 0), np.float32)
         by_shape: dict[tuple, list[int]] = defaultdict(list)
         for i, rgb in enumerate(rgbs):
-            by_shape[rgb.shape].append(i)
+            by_shape[(tuple(rgb.shape), self._on_device(rgb))].append(i)
         per_frame = getattr(self.embedder, "per_frame", False)
-        for shape, idx in by_shape.items():  # one embedder call per frame size, across cameras
-            if per_frame:  # views of the frames, no stacked copy (a 720p frame is 2.7 MB)
+        for (shape, on_device), idx in by_shape.items():  # one embedder call per frame size, across cameras
+            if on_device:  # embedded where the decoder left them; only the rows come back
+                out = embed_on_device(self.embedder, [rgbs[i] for i in idx])[1]
+            elif per_frame:  # views of the frames, no stacked copy (a 720p frame is 2.7 MB)
                 out = np.concatenate([self.embedder.embed_images(rgbs[i][None]) for i in idx])
             else:
                 out = self.embedder.embed_images(self._batch(shape, [rgbs[i] for i in idx]))
@@ -187,6 +205,16 @@ class SemanticStage:
                                                         [keeps[i] for i in idx])
             out += [self._apply(cam, d, batch, writes) for d in decisions]
         return out
+
+    def _decoded(self, frame):
+        """A passed frame's RGB: a GPU decoder's tensor stays on its device when the embedder
+        takes tensors (the device path's rule, index/device_path.py: only kept frames are copied
+        to the host, by ``_host_rgb``); otherwise the host array ``Frame.rgb`` makes."""
+        rgb = frame.decoded_rgb()
+        return rgb if self._on_device(rgb) else _to_host(rgb)
+
+    def _on_device(self, rgb) -> bool:
+        return is_device_frame(rgb, self.embedder)
 
     def _batch(self, shape: tuple, frames: list) -> np.ndarray:
         """N x H x W x 3 of ``frames`` for the embedder: one frame as a view, several stacked
@@ -213,7 +241,7 @@ class SemanticStage:
         for p in self._payload.values():  # what is still here is held (decisions pop their frames)
             if not p["written"]:
                 p["written"] = True
-                writes.append(self._submit_write(p["ref"], p["rgb"]))
+                writes.append(self._submit_write(p["ref"], _host_rgb(p)))
 
     def _write(self, ref: str, rgb: np.ndarray) -> None:
         """A kept frame's JPEG (on the encoder's pool)."""
@@ -243,11 +271,11 @@ class SemanticStage:
             return sid, d.reason or "dedup"
         emb = p["emb"]
         if not p["written"]:
-            writes.append(self._submit_write(ref, p["rgb"]))
+            writes.append(self._submit_write(ref, _host_rgb(p)))
         pending = PendingMoment(cam, sid, t_rel, key.t_abs, key.pts, ref, key.width, key.height, g,
                                 embedding=emb, event_start=d.event_start, pose=key.pose)
         batch.moments.append(pending)
         if self.perception is not None:  # a frame held before a restart is read back from its file
-            rgb = p["rgb"] if p["rgb"] is not None else (lambda: _read_rgb(self.store.frames.path(ref)))
+            rgb = _host_rgb(p) if p["rgb"] is not None else (lambda: _read_rgb(self.store.frames.path(ref)))
             self.perception.kept(cam, pending.t, rgb, (sid, t_rel))
         return sid, None
