@@ -206,3 +206,8 @@ def test_config_builds_the_gate_and_checks_the_region_detector(ssd_path):
         make_perception_stage(PerceptionConfig(ocr=True, region_detector=str(ssd_path)), "cpu")
     with pytest.raises(ValueError, match="region_detector"):
         PerceptionStage(detector=Solids(), region_detector=st.detector)
+    # the entity linker's bound comes from the config (the entities held in memory for linking)
+    assert make_perception_stage(PerceptionConfig(detector=str(ssd_path), max_entities=7), "cpu").max_entities == 7
+    assert make_perception_stage(PerceptionConfig(detector=str(ssd_path)), "cpu").max_entities == 4096
+    with pytest.raises(ValueError, match="max_entities"):
+        PerceptionConfig(max_entities=0)

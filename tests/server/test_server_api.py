@@ -143,6 +143,35 @@ def test_moments_and_events_pages_and_filters(make_client, engine):
         assert r.json()["detail"]
 
 
+def test_thumbnails_are_kept_within_the_configured_bound(make_client, engine):
+    """A thumbnail is made once and kept in the server's cache; the cache never holds more than
+    service.thumbnail_cache_mb (least recently used go first); 0 keeps none."""
+    from vam_engine.config import ServiceConfig
+    from vam_engine.server import ServeOptions
+
+    assert ServeOptions.shares(ServiceConfig(thumbnail_cache_mb=3))["thumbnail_cache_bytes"] == 3 << 20
+    ids = [m.moment_id for m in engine.moments("front")[:4]]
+    assert len(ids) >= 3
+    c = make_client(thumbnail_cache_bytes=10 << 20)
+    cache = c.app.state.thumbnails
+    first = c.get(f"/api/frames/{ids[0]}", params={"w": 96}).content
+    assert len(cache) == 1 and cache.bytes == len(first)
+    assert c.get(f"/api/frames/{ids[0]}", params={"w": 96}).content == first and len(cache) == 1
+    sizes = [len(c.get(f"/api/frames/{i}", params={"w": 96}).content) for i in ids[1:]]
+    assert len(cache) == len(ids) and cache.bytes == len(first) + sum(sizes)
+    # a bound of two thumbnails' bytes: the oldest go first, what is held stays within it
+    tight = make_client(thumbnail_cache_bytes=len(first) + sizes[0])
+    for i in ids:
+        assert tight.get(f"/api/frames/{i}", params={"w": 96}).status_code == 200
+        assert tight.app.state.thumbnails.bytes <= len(first) + sizes[0]
+    assert 1 <= len(tight.app.state.thumbnails) <= 2
+    none = make_client(thumbnail_cache_bytes=0)
+    assert none.get(f"/api/frames/{ids[0]}", params={"w": 96}).content == first
+    assert len(none.app.state.thumbnails) == 0
+    with pytest.raises(ValueError, match="thumbnail_cache_bytes"):
+        ServeOptions(thumbnail_cache_bytes=-1)
+
+
 def test_frames_are_served_by_id_and_never_by_path(make_client, engine):
     c = make_client()
     m = engine.moments("front")[0]

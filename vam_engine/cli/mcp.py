@@ -12,7 +12,7 @@ import sys
 import threading
 
 from ..errors import VamError
-from .common import make_engine
+from .common import config_from_args, make_engine
 
 
 def cmd_mcp(args) -> int:
@@ -20,7 +20,7 @@ def cmd_mcp(args) -> int:
         import anyio
         import anyio.to_thread
 
-        from ..server import LocalBackend, McpService, Ownership, Principal, build_server
+        from ..server import LocalBackend, McpService, Ownership, Principal, ThumbnailCache, build_server
     except ImportError as e:
         raise VamError(f"mcp needs the MCP SDK ({e.name} is not installed): pip install 'vam_engine[mcp]'") from None
     cams = tuple(c.strip() for c in args.cameras.split(",") if c.strip()) if args.cameras else None
@@ -33,7 +33,8 @@ def cmd_mcp(args) -> int:
             return await anyio.to_thread.run_sync(fn)
 
         service = McpService(eng, LocalBackend(eng), threading.BoundedSemaphore(args.max_asks),
-                             Ownership(max_cameras=1), run, max_monitors=args.max_monitors)
+                             Ownership(max_cameras=1), run, max_monitors=args.max_monitors,
+                             thumbnails=ThumbnailCache(config_from_args(args).service.thumbnail_cache_mb << 20))
         server = build_server(service, lambda ctx: principal)
         limit = f", cameras {','.join(cams)}" if cams else ""
         print(f"vam-engine mcp: serving {args.store} on stdio (scope {args.scope}{limit})", file=sys.stderr, flush=True)

@@ -55,6 +55,8 @@ class PerceptionConfig(Section):
                                 "for no gain in wall time)")
     ocr_ignore_motion: bool = Field(True, description="the text gate disregards changes where tracked things only "
                                     "moved since the last read (with a detector and detect_gate)")
+    max_entities: int = Field(4096, ge=1, le=1_000_000, description="entities held in memory for linking (their "
+                              "appearance and tracks); the least recently seen go first and stay in the store")
 
     @property
     def enabled(self) -> bool:

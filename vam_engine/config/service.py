@@ -27,3 +27,6 @@ class ServiceConfig(Section):
     lane_requests_per_token: int = Field(16, ge=1, le=4096, description="pages, frames and searches one token may "
                                          "have running or waiting at once in each handler lane (read, search: a "
                                          "few threads each, requests served in arrival order)")
+    thumbnail_cache_mb: int = Field(64, ge=0, le=65536, description="thumbnails (frames asked for with ?w=) the "
+                                    "server keeps made, in MB at most, shared by every token (least recently used "
+                                    "go first; 0: none kept)")

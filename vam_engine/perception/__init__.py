@@ -140,4 +140,5 @@ def make_perception_stage(cfg: PerceptionConfig | None, device: str | None = "au
             if detector is not None and cfg.detect_gate else None)
     return PerceptionStage(detector=detector, ocr=ocr, appearance=appearance, detect_present=cfg.detect_present,
                            max_batch=cfg.batch_size, queue_batches=cfg.queue_batches, detect_gate=gate,
-                           region_detector=region, ocr_ignore_motion=cfg.ocr_ignore_motion)
+                           region_detector=region, ocr_ignore_motion=cfg.ocr_ignore_motion,
+                           linker=LinkParams(max_entities=cfg.max_entities))

@@ -25,6 +25,7 @@ _EXPORTS = {
                                                      "decode_row_key", "encode_row_key", "page_after", "row_key")},
     **{n: ("vam_engine.server.backend", n) for n in ("FrameData", "LocalBackend", "WriterBacklog", "queued_by_class")},
     "Ownership": ("vam_engine.server.ownership", "Ownership"),
+    "ThumbnailCache": ("vam_engine.server.images", "ThumbnailCache"),
     "metric_family": ("vam_engine.server.metrics", "metric_family"),
     "settle_heap": ("vam_engine.server.heap", "settle"),
     # the web stack (the server extra)
@@ -38,7 +39,7 @@ _EXPORTS = {
 
 __all__ = [  # a literal list, for linters; the same names as _EXPORTS
     "SCOPES", "BadQuery", "FrameData", "LocalBackend", "McpService", "Ownership", "Page", "Principal", "RowKey",
-    "ServeOptions", "StoreStats", "TokenInfo", "TokenStore", "WriterBacklog", "build_server", "check_bind",
+    "ServeOptions", "StoreStats", "ThumbnailCache", "TokenInfo", "TokenStore", "WriterBacklog", "build_server", "check_bind",
     "check_id", "create_app", "decode_row_key", "encode_row_key", "is_loopback", "metric_family", "need",
     "page_after", "queued_by_class", "row_key", "server_config", "settle_heap",
 ]
@@ -51,6 +52,7 @@ if TYPE_CHECKING:  # for type checkers, editors and the layer contract: the same
     from .auth import check_bind, is_loopback, need
     from .backend import FrameData, LocalBackend, WriterBacklog, queued_by_class
     from .heap import settle as settle_heap
+    from .images import ThumbnailCache
     from .http import server_config
     from .mcp import McpService, build_server
     from .metrics import metric_family

@@ -35,6 +35,7 @@ from ..memory import MonitorLimit, SessionLimit
 from . import logfilter
 from .auth import need
 from .lanes import Lanes, LaneSizes
+from .images import ThumbnailCache
 from .metrics import Metrics, process_lines
 from .middleware import BodyLimit, SecurityHeaders, Timing
 from .queries import BadQuery
@@ -78,6 +79,7 @@ class ServeOptions:
     max_lane_requests_per_token: int = ServiceConfig().lane_requests_per_token
     max_streams_per_token: int = ServiceConfig().streams_per_token  # alert streams and WebSockets
     max_clips_per_token: int = ServiceConfig().clips_per_token
+    thumbnail_cache_bytes: int = ServiceConfig().thumbnail_cache_mb << 20  # thumbnails kept made (images.py)
     max_image_pixels: int = 40_000_000  # an uploaded query image's size at most
     max_connections: int = 256  # open connections (uvicorn answers 503 beyond; http.py)
     header_timeout_s: float = 10.0  # a request's head must arrive within this (http.py)
@@ -98,6 +100,8 @@ class ServeOptions:
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if not (isinstance(self.thumbnail_cache_bytes, int) and self.thumbnail_cache_bytes >= 0):
+            raise ValueError(f"thumbnail_cache_bytes must be an integer >= 0, got {self.thumbnail_cache_bytes!r}")
         if not self.header_timeout_s > 0:
             raise ValueError(f"header_timeout_s must be > 0, got {self.header_timeout_s!r}")
         if self.status_poll_s <= 0 or self.keepalive_s <= 0 or self.token_poll_s <= 0:
@@ -114,7 +118,8 @@ class ServeOptions:
                 "max_session_streams_per_token": service.session_streams_per_token,
                 "max_asks_per_token": service.asks_per_token, "max_summaries_per_token": service.summaries_per_token,
                 "max_lane_requests_per_token": service.lane_requests_per_token,
-                "max_streams_per_token": service.streams_per_token, "max_clips_per_token": service.clips_per_token}
+                "max_streams_per_token": service.streams_per_token, "max_clips_per_token": service.clips_per_token,
+                "thumbnail_cache_bytes": service.thumbnail_cache_mb << 20}
 
 
 # -- the app ---------------------------------------------------------------------------------------
@@ -172,6 +177,7 @@ def create_app(engine, options: ServeOptions | None = None, backend=None) -> Fas
     app.state.monitor_lock = threading.Lock()  # a token's monitors counted and one added, as one step
     app.state.owned = Ownership(options.max_cameras_per_token, Path(app.state.tokens.dir) / OWNERS_FILE)
     app.state.watch_owners = watch_owners
+    app.state.thumbnails = ThumbnailCache(options.thumbnail_cache_bytes)
     app.state.revocation = Revocation(engine, app.state.tokens, app.state.owned)
     app.state.lanes = Lanes(options.lanes, options.max_lane_requests_per_token)
     for name, value in session_state(options).items():

@@ -7,16 +7,17 @@ from fastapi import HTTPException
 from fastapi.responses import FileResponse, Response
 
 from .backend import FrameData
-from .images import FrameGone, frame_jpeg
+from .images import FrameGone, ThumbnailCache, frame_jpeg
 
 
-def jpeg_response(frame: FrameData, w: int | None) -> Response:
-    """The frame's JPEG, or a thumbnail ``w`` pixels wide (cached); 404 when its file is gone."""
+def jpeg_response(frame: FrameData, w: int | None, thumbnails: ThumbnailCache) -> Response:
+    """The frame's JPEG, or a thumbnail ``w`` pixels wide (kept in ``thumbnails``, the server's
+    cache); 404 when its file is gone."""
     headers = {"Cache-Control": "private, max-age=3600"}
     if w is None and frame.path is not None:
         return FileResponse(frame.path, media_type="image/jpeg", headers=headers)
     try:
-        data = frame_jpeg(frame, w)
+        data = frame_jpeg(frame, w, thumbnails)
     except FrameGone as e:
         raise HTTPException(404, str(e)) from None
     return Response(data, media_type="image/jpeg", headers=headers)

@@ -39,10 +39,40 @@ def decode_rgb(data: bytes, max_pixels: int):
         raise BadQuery(f"image: not a readable image ({type(e).__name__})") from None
 
 
-_thumbs: OrderedDict = OrderedDict()  # (FrameData.cache_key, width) -> JPEG bytes
-_thumbs_lock = threading.Lock()
-_THUMBS_MAX_BYTES = 64 << 20  # the thumbnail cache's size at most (least recently used go first)
-_thumbs_bytes = [0]
+class ThumbnailCache:
+    """Thumbnails made from stored frames, (FrameData.cache_key, width) -> JPEG bytes, at most
+    ``max_bytes`` in all (the least recently used go first; config ``service.thumbnail_cache_mb``).
+    One per server: the HTTP routes and the MCP tools it serves share it."""
+
+    def __init__(self, max_bytes: int = 64 << 20):
+        if not (isinstance(max_bytes, int) and not isinstance(max_bytes, bool) and max_bytes >= 0):
+            raise ValueError(f"ThumbnailCache: max_bytes must be an integer >= 0, got {max_bytes!r}")
+        self.max_bytes = max_bytes
+        self._items: OrderedDict = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key) -> bytes | None:
+        with self._lock:
+            data = self._items.get(key)
+            if data is not None:
+                self._items.move_to_end(key)
+            return data
+
+    def put(self, key, data: bytes) -> None:
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = data
+                self._bytes += len(data)
+            while self._bytes > self.max_bytes:
+                self._bytes -= len(self._items.popitem(last=False)[1])
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 def check_width(w: int) -> int:
@@ -51,18 +81,15 @@ def check_width(w: int) -> int:
     return w
 
 
-def frame_jpeg(frame: FrameData, w: int | None = None) -> bytes:
-    """The frame's JPEG, or a thumbnail ``w`` pixels wide (cached). FrameGone when its file is
-    gone; BadQuery for a width outside 16..2048."""
+def frame_jpeg(frame: FrameData, w: int | None = None, cache: ThumbnailCache | None = None) -> bytes:
+    """The frame's JPEG, or a thumbnail ``w`` pixels wide (kept in ``cache`` when one is given).
+    FrameGone when its file is gone; BadQuery for a width outside 16..2048."""
     if frame.path is None and frame.data is None:
         raise FrameGone("the frame's file is gone (retention or a deletion removed it)")
     if w is None:
         return frame.data if frame.data is not None else frame.path.read_bytes()
     k = (frame.cache_key, check_width(w))
-    with _thumbs_lock:
-        data = _thumbs.get(k)
-        if data is not None:
-            _thumbs.move_to_end(k)
+    data = cache.get(k) if cache is not None else None
     if data is None:
         from PIL import Image
 
@@ -73,10 +100,6 @@ def frame_jpeg(frame: FrameData, w: int | None = None) -> bytes:
             buf = io.BytesIO()
             im.save(buf, format="JPEG", quality=80)
             data = buf.getvalue()
-        with _thumbs_lock:
-            if k not in _thumbs:
-                _thumbs[k] = data
-                _thumbs_bytes[0] += len(data)
-            while _thumbs_bytes[0] > _THUMBS_MAX_BYTES:
-                _thumbs_bytes[0] -= len(_thumbs.popitem(last=False)[1])
+        if cache is not None:
+            cache.put(k, data)
     return data

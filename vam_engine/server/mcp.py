@@ -26,9 +26,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from ..config import ServiceConfig
 from ..errors import VamError
 from . import queries
-from .images import FrameGone, ImageTooLarge, decode_rgb, frame_jpeg
+from .images import FrameGone, ImageTooLarge, ThumbnailCache, decode_rgb, frame_jpeg
 from .jsonify import (answer_json, entity_json, event_json, evidence_json, last_seen_json, moment_json, partial_json,
                       transcript_json)
 from .ownership import Ownership, TokenSlots, WatchOwners, check_monitor_share, monitor_visible
@@ -73,10 +74,13 @@ class McpService:
     ask_shares: TokenSlots | None = None  # None: no share (stdio serves one client)
     watch_owners: WatchOwners | None = None  # None: read from the engine
     monitor_lock: threading.Lock = field(default_factory=threading.Lock)
+    thumbnails: ThumbnailCache | None = None  # None: a cache of its own (service.thumbnail_cache_mb's default)
 
     def __post_init__(self):
         if self.watch_owners is None:
             self.watch_owners = WatchOwners(self.engine)
+        if self.thumbnails is None:
+            self.thumbnails = ThumbnailCache(ServiceConfig().thumbnail_cache_mb << 20)
 
 
 class Tools:
@@ -317,7 +321,7 @@ def _timeline_tools(server: MCPServer, tools: Tools) -> None:
                     ) -> Image:
         """One stored frame as a JPEG image, by moment id."""
         p = tools.principal(ctx)
-        data = await tools.run("read", lambda: frame_jpeg(tools.frame_of(p, moment_id), width))
+        data = await tools.run("read", lambda: frame_jpeg(tools.frame_of(p, moment_id), width, tools.svc.thumbnails))
         return Image(data=data, format="jpeg")
 
 

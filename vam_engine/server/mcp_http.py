@@ -62,7 +62,7 @@ def mount(app):
     service = McpService(st.engine, st.backend, st.asks, st.owned, run, max_page=opts.max_page,
                          max_image_pixels=opts.max_image_pixels, max_image_bytes=opts.max_upload_bytes,
                          max_monitors=opts.max_monitors_per_token, ask_shares=st.ask_shares,
-                         watch_owners=st.watch_owners, monitor_lock=st.monitor_lock)
+                         watch_owners=st.watch_owners, monitor_lock=st.monitor_lock, thumbnails=st.thumbnails)
     server = build_server(service, request_principal)
     # the Host / Origin check is authenticate's (loopback names only while the store has no token)
     server.streamable_http_app(stateless_http=True, json_response=True, max_request_body_size=opts.max_upload_bytes,

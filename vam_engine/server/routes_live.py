@@ -290,7 +290,7 @@ def alert_frame(request: Request, alert_id: int = Path(..., ge=0, le=MAX_ID), k:
         raise HTTPException(403, f"alert {alert_id} is of a camera outside this token's limit")
     if not 0 <= k < len(a.frame_paths):
         raise HTTPException(404, f"alert {alert_id} has {len(a.frame_paths)} frames; no frame {k}")
-    return jpeg_response(backend.alert_frame(a, k), w)
+    return jpeg_response(backend.alert_frame(a, k), w, request.app.state.thumbnails)
 
 
 # -- the WebSocket -------------------------------------------------------------------------------

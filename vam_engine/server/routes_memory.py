@@ -190,7 +190,7 @@ async def frame(request: Request, moment_id: int = Path(..., ge=0, le=queries.MA
             raise HTTPException(404, f"no moment {moment_id}")
         if not p.sees(f.camera_id):
             raise HTTPException(403, f"moment {moment_id} belongs to a camera outside this token's limit")
-        return jpeg_response(f, w)
+        return jpeg_response(f, w, request.app.state.thumbnails)
 
     return await _lanes(request).run("read", work, token_id=p.token_id)
 

@@ -84,7 +84,7 @@ async def entity_crop(request: Request, entity_id: int = Path(..., ge=0, le=quer
         crop = request.app.state.backend.entity_crop(entity_id, p.camera_scope(None))
         if crop is None:
             raise HTTPException(404, f"entity {entity_id} has no crop in view")
-        return jpeg_response(crop, w)
+        return jpeg_response(crop, w, request.app.state.thumbnails)
 
     return await _lanes(request).run("read", work, token_id=p.token_id)
 
