@@ -66,6 +66,36 @@ def test_a_reserved_buffer_is_what_the_next_copy_gets():
     assert not np.shares_memory(c, a) and not np.shares_memory(c, b)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_present_refills_dropped_frames_but_never_one_a_reader_holds(seed):
+    """The present fills frames its buffers dropped for age again (a camera loop's thread then
+    faults in no new pages), never one still in a buffer or in a reader's hands: every frame a
+    window hands out keeps its pixels however long it is held and however many frames follow;
+    once no reader holds any, every new frame is a dropped one filled again."""
+    rng = np.random.default_rng(seed)
+    wm = WorkingMemory(short_s=2.0, short_fps=2.0, medium_s=4.0, medium_fps=1.0, max_side=8)
+    want, held, refilled = {}, [], 0
+    for i in range(120):
+        t = i * 0.5
+        frame = rng.integers(0, 256, (12, 20, 3), dtype=np.uint8)
+        spares = list(wm._spares.get("cam", []))
+        wm.observe("cam", t, frame)
+        want[t] = frame[::3, ::3].copy()  # k = ceil(20 / 8)
+        short, medium = wm.window("cam", t)
+        newest = short[-1][0]
+        refilled += i >= 90 and any(newest is s for s in spares)
+        for a, ft in short + medium:
+            assert np.array_equal(a, want[ft]), f"frame of t={ft} changed while in a buffer"
+        if i < 60 and rng.random() < 0.3:  # a reader keeps a window's frames for up to 10 s
+            held.append((t + float(rng.integers(1, 10)), [(a, ft) for a, ft in medium]))
+        for until, frames in held:
+            for a, ft in frames:
+                assert np.array_equal(a, want[ft]), f"frame of t={ft} changed in a reader's hands"
+        held = [(until, frames) for until, frames in held if until > t]
+        del spares, short, medium, newest
+    assert refilled == 30, f"{refilled} of the last 30 frames were dropped frames filled again, not all"
+
+
 @pytest.mark.parametrize("bad, why", [
     (np.zeros((8, 8, 3), np.float32), "H x W x 3 uint8"),
     (np.zeros((8, 8, 4), np.uint8), "H x W x 3 uint8"),

@@ -24,6 +24,7 @@ reads the same spans from the store instead.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from collections import deque
 
@@ -38,6 +39,11 @@ from ..numerics import finite_time
 _RATE_SLACK = 1e-6
 DEFAULT_SIDE = 448  # the present's frames' long side when the config names no model image side
 SPEECH_LINES = 64  # recent transcript segments kept per camera at most
+# Frames the buffers dropped for age, kept per camera to be filled again: a fresh 720p
+# present frame (307 KB) faults in its pages on the caller's thread (Engine.push), about a
+# third of that call's time; a reused one does not.
+_SPARES = 4
+_FREE_REFS = 2  # a list's entry and getrefcount's own argument: nothing else holds the array
 
 
 def present_side(llm_cfg) -> int:
@@ -66,12 +72,16 @@ class _Ring:
     def wants(self, t: float) -> bool:
         return self.last_cell is None or self.cell(t) > self.last_cell
 
-    def add(self, t: float, arr: np.ndarray) -> None:
+    def add(self, t: float, arr: np.ndarray) -> list:
+        """Keep ``arr``; returns the frames dropped for age."""
         c = self.cell(t)
         self.frames.append((t, c, arr))
         self.last_kept, self.last_cell = t, c
+        evicted = []
         while self.frames and self.frames[0][1] <= c - self.cells:  # keep the newest `cells` cells
-            self.evicted_cell = self.frames.popleft()[1]
+            _, self.evicted_cell, old = self.frames.popleft()
+            evicted.append(old)
+        return evicted
 
     def window(self, now: float) -> list:
         first = self.cell(now) - self.cells  # cells (first, cell(now)]
@@ -85,12 +95,25 @@ class _Ring:
 _U8 = np.dtype(np.uint8)
 
 
-def _strided_copy(rgb: np.ndarray, k: int) -> np.ndarray:
-    """A C-contiguous copy of ``rgb[::k, ::k]`` (never a view of the caller's buffer), by the
-    native op that keeps the interpreter lock: ``Engine.push`` runs this on a camera loop's
-    thread, where numpy's copies (which release it) let pipeline threads make the caller wait
-    for milliseconds; it is also 3-5x faster than numpy's per-channel strided copies."""
-    return load().strided_copy(rgb, k)
+def _strided_copy(rgb: np.ndarray, k: int, out: np.ndarray | None = None) -> np.ndarray:
+    """A C-contiguous copy of ``rgb[::k, ::k]`` (never a view of the caller's buffer), into
+    ``out`` when given, by the native op that keeps the interpreter lock: ``Engine.push`` runs
+    this on a camera loop's thread, where numpy's copies (which release it) let pipeline threads
+    make the caller wait for milliseconds; it is also 3-5x faster than numpy's per-channel
+    strided copies."""
+    return load().strided_copy(rgb, k, out)
+
+
+def _spare(spares: list, shape: tuple, k: int) -> np.ndarray | None:
+    """A spare frame (dropped for age, held by nothing) of ``rgb[::k, ::k]``'s shape, made
+    writeable to be filled again; None when there is none."""
+    want = ((int(shape[0]) + k - 1) // k, (int(shape[1]) + k - 1) // k, 3)
+    for i in range(len(spares)):
+        if spares[i].shape == want:
+            out = spares.pop(i)
+            out.flags.writeable = True
+            return out
+    return None
 
 
 class WorkingMemory:
@@ -108,6 +131,7 @@ class WorkingMemory:
         self.medium_s, self.medium_fps = float(medium_s), float(medium_fps)
         self.max_side = max_side
         self._cams: dict[str, tuple[_Ring, _Ring]] = {}  # camera -> (short, medium)
+        self._spares: dict[str, list[np.ndarray]] = {}  # camera -> dropped frames nothing holds (_SPARES)
         self._lock = threading.Lock()  # observe runs on ingest threads, window on question threads
         self._listeners: list = []  # fn(camera_id, t) after each kept frame (the monitor worker)
         self._said: dict[str, deque] = {}  # camera -> its recent transcript segments, oldest first
@@ -165,10 +189,16 @@ class WorkingMemory:
             if not takers:
                 return  # the common case at high frame rates: nothing to copy
             k = max(1, math.ceil(max(int(rgb.shape[0]), int(rgb.shape[1])) / self.max_side))
-            small = fit_rgb(rgb, self.max_side) if tensor else _strided_copy(rgb, k)
+            spares = self._spares.setdefault(camera_id, [])
+            small = fit_rgb(rgb, self.max_side) if tensor else _strided_copy(rgb, k, _spare(spares, rgb.shape, k))
             small.flags.writeable = False  # shared by both buffers and handed to readers
+            evicted = []
             for r in takers:
-                r.add(t, small)
+                evicted += r.add(t, small)
+            for i in range(len(evicted)):  # by index: a loop variable would hold a reference
+                if type(evicted[i]) is np.ndarray and sys.getrefcount(evicted[i]) <= _FREE_REFS:
+                    spares.append(evicted[i])  # in neither buffer and no reader's hands
+            del evicted, spares[:-_SPARES]
             listeners = self._listeners
         for fn in listeners:
             fn(camera_id, t)
@@ -177,6 +207,7 @@ class WorkingMemory:
         """Forget a camera's frames (a new source whose clock restarts, a deleted camera)."""
         with self._lock:
             self._cams.pop(camera_id, None)
+            self._spares.pop(camera_id, None)
 
     def window(self, camera_id: str, now: float) -> tuple[list, list]:
         """(short, medium): lists of (array, t), oldest first, of the span*fps cells up to
