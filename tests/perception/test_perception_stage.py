@@ -1,5 +1,6 @@
 """The perception stage's worker: off the caller's thread, batches across cameras, bounded queue,
-errors to the caller, order checks; the config makes it, and nothing without it."""
+errors to the caller, order checks, text read beside the detector with the same results; the
+config makes it, and nothing without it."""
 import threading
 
 import numpy as np
@@ -12,6 +13,7 @@ from vam_engine.config import EngineConfig, PerceptionConfig  # noqa: E402
 from vam_engine.perception import (PerceptionError, PerceptionFrame, PerceptionStage,  # noqa: E402
                                    make_perception_stage)
 from vam_engine.perception.detect_onnx import OnnxDetector  # noqa: E402
+from vam_engine.perception.records import OcrLine  # noqa: E402
 
 
 class Recording:
@@ -142,3 +144,105 @@ def test_config_makes_the_stage_and_nothing_by_default(tmp_path):
         make_perception_stage(PerceptionConfig(detector=str(tmp_path / "gone.onnx")), "cpu")
     with pytest.raises(ValueError, match="detector, an OCR reader, or both"):
         PerceptionStage()
+
+
+class HeldOcr:
+    """An OCR body that reads one fixed line per frame and records the thread it ran on, and
+    whether the detector was inside a call at that moment."""
+
+    name = "held-ocr"
+
+    def __init__(self, detecting: threading.Event):
+        self.detecting, self.threads, self.during_detection = detecting, [], []
+        self.started = threading.Event()
+
+    def read(self, frames):
+        self.threads.append(threading.current_thread().name)
+        self.during_detection.append(self.detecting.is_set())
+        self.started.set()
+        h, w = frames[0].shape[:2]
+        return [[OcrLine((0.0, 0.0, float(w), 10.0), "EXIT 4", 0.99)] for _ in frames]
+
+
+class WaitingDetector(Recording):
+    """Detects only once the OCR body has started reading (or after ``patience`` seconds)."""
+
+    def __init__(self, inner, patience):
+        super().__init__(inner)
+        self.patience, self.detecting, self.saw_reading = patience, threading.Event(), []
+        self.ocr = None
+
+    def detect(self, frames):
+        self.detecting.set()
+        self.saw_reading.append(self.ocr.started.wait(self.patience))
+        try:
+            return super().detect(frames)
+        finally:
+            self.detecting.clear()
+
+
+@pytest.mark.parametrize("beside", [True, False])
+def test_text_is_read_while_the_detector_works_only_when_asked(tiny, beside):
+    det = WaitingDetector(tiny, patience=10 if beside else 0.3)
+    det.ocr = ocr = HeldOcr(det.detecting)
+    with PerceptionStage(detector=det, ocr=ocr, read_beside_detect=beside) as stage:
+        got = stage.submit([PerceptionFrame("a", 0.0, frame((250, 0, 0)), key="a0")]).result(20)
+    assert [ln.text for ln in got.frames[0].ocr] == ["EXIT 4"] and got.frames[0].ocr_read
+    assert [d.label for d in got.frames[0].detections] == ["red"]
+    if beside:  # the read ran on the round's reader while the detector's call waited for it
+        assert det.saw_reading == [True] and ocr.during_detection == [True] and ocr.threads == ["perception-ocr"]
+    else:  # read after detecting, on the worker
+        assert det.saw_reading == [False] and ocr.during_detection == [False] and ocr.threads == ["perception"]
+
+
+def test_a_failing_read_or_detection_beside_the_other_fails_the_round_and_the_worker_goes_on(tiny):
+    class FailingOcr(HeldOcr):
+        fail = True
+
+        def read(self, frames):
+            if self.fail:
+                self.fail = False
+                raise RuntimeError("the OCR model broke")
+            return super().read(frames)
+
+    det = Recording(tiny)
+    ocr = FailingOcr(threading.Event())
+    with PerceptionStage(detector=det, ocr=ocr) as stage:
+        with pytest.raises(RuntimeError, match="the OCR model broke"):
+            stage.submit([PerceptionFrame("a", 0.0, frame((250, 0, 0)))]).result(20)
+        det.fail_next = True
+        with pytest.raises(RuntimeError, match="the model broke"):
+            stage.submit([PerceptionFrame("a", 1.0, frame((250, 0, 0)))]).result(20)
+        ok = stage.submit([PerceptionFrame("a", 2.0, frame((0, 250, 0)))]).result(20)
+        assert [d.label for d in ok.frames[0].detections] == ["green"] and ok.frames[0].ocr
+    assert not [t for t in threading.enumerate() if t.name == "perception-ocr"]
+
+
+def test_reading_beside_the_detector_gives_what_reading_after_it_gives(ssd, ocr_reader):
+    """Real SSD and PP-OCR through the detection and text gates, two cameras with a sign, a
+    stepping counter and a photograph wandering about, in rounds of several frames: the same
+    detections, tracks, lines, reads and text changes either way."""
+    from vam_engine.perception.detgate import DetectionGate
+    from vam_engine.synthetic.perception import text_clip
+
+    clips = {cam: text_clip(np.random.default_rng(seed), 8, h=360, w=640, counter_every=3, counter_size=24,
+                            mover_height=150) for cam, seed in (("a", 11), ("b", 12))}
+    results = {}
+    for beside in (True, False):
+        stage = PerceptionStage(detector=ssd, ocr=ocr_reader, detect_gate=DetectionGate(), read_beside_detect=beside)
+        out = []
+        for r in range(4):  # rounds of 2 frames per camera
+            frames = [PerceptionFrame(cam, float(i), clips[cam].frames[i], key=f"{cam}{i}")
+                      for i in (2 * r, 2 * r + 1) for cam in clips]
+            b = stage.process(frames)
+            out += [(fp.key, [(d.label, tuple(np.round(d.box, 3))) for d in fp.detections], fp.track_ids,
+                     [(ln.text, tuple(np.round(ln.box, 3))) for ln in fp.ocr], fp.ocr_read, fp.text_changed)
+                    for fp in b.frames]
+        results[beside] = (out, dict(stage.stats))
+    (beside_out, beside_stats), (after_out, after_stats) = results[True], results[False]
+    assert beside_out == after_out
+    for k in ("ocr_reads", "ocr_skips", "ocr_region_reads", "text_changes", "detect_full", "detect_regions",
+              "detect_carried", "detections"):
+        assert beside_stats[k] == after_stats[k], k
+    assert beside_stats["ocr_reads"] >= 3 and beside_stats["detections"] > 0  # reads and detections to compare
+    assert any("4721" in t for _, _, _, lines, _, _ in beside_out for t, _ in lines)

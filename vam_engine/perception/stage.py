@@ -16,6 +16,12 @@ through ``region_detector`` when given); an appearance call per step for the new
 where tracked things only moved, ``ocr_ignore_motion``), then OCR where it says so (otherwise
 the camera's last lines are carried); then tracking per camera and entity linking. OCR lines whose box lies inside a detection's box (80% of its area)
 are strings read on that thing.
+
+With both a detector and OCR, a round's text is read on a second thread while the detector
+works (``read_beside_detect``, on by default): each frame as soon as its detection plan is made (the text gate reads it), each camera's
+frames in time order as before, so the results are those of reading after detecting. Both
+libraries let go of the interpreter lock in their passes, so one round uses two cores where it
+would use one (the stage's one worker was the limit with cores idle: docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -87,7 +93,7 @@ class PerceptionStage:
                  detect_present: bool = False, max_batch: int = 16, queue_batches: int = 8,
                  tracker: TrackerParams | None = None, linker: LinkParams | None = None,
                  detect_gate: DetectionGate | None = None, region_detector: Detector | None = None,
-                 ocr_ignore_motion: bool = True):
+                 ocr_ignore_motion: bool = True, read_beside_detect: bool = True):
         if detector is None and ocr is None:
             raise ValueError("PerceptionStage: give a detector, an OCR reader, or both")
         if int(max_batch) < 1 or int(queue_batches) < 1:
@@ -102,6 +108,7 @@ class PerceptionStage:
         self.detect_gate = detect_gate if detector is not None else None
         self.region_detector = region_detector
         self.ocr_ignore_motion = bool(ocr_ignore_motion)
+        self.read_beside_detect = bool(read_beside_detect)  # False: read after detecting, on one thread
         self._moved: dict[str, list | None] = {}  # camera -> boxes of tracked motion since its last read
         self._last_apps: dict[str, np.ndarray] = {}  # camera -> appearance rows of the gate's last detections
         self.appearance = appearance if appearance is not None or detector is None else AppearanceEncoder()
@@ -155,12 +162,19 @@ class PerceptionStage:
             batch = self._round(items)
             return dataclasses.replace(batch, state=self._snapshot()) if snapshot else batch
 
-    def _detect(self, items, order) -> tuple[dict[int, list], dict[int, np.ndarray], dict[int, DetectPlan]]:
-        """Detections, their appearance rows and the gate's plan per detected frame index."""
+    def _detect(self, items, order, planned_cb=None) -> tuple[dict[int, list], dict[int, np.ndarray], dict[int, DetectPlan]]:
+        """Detections, their appearance rows and the gate's plan per detected frame index;
+        ``planned_cb(i, plan)`` as each frame's plan is final (None for a frame not detected)."""
         idx = [i for i in order if items[i].kind == "kept" or self.detect_present] if self.detector else []
+        if planned_cb is not None:
+            for i in set(order) - set(idx):
+                planned_cb(i, None)
         if not idx:
             return {}, {}, {}
         if self.detect_gate is None:
+            if planned_cb is not None:  # no plans: the text is read without waiting
+                for i in idx:
+                    planned_cb(i, None)
             got = self._call(self.detector, [items[i].frame for i in idx])
             self.stats["detect_full"] += len(idx)
             dets = dict(zip(idx, got))
@@ -212,6 +226,8 @@ class PerceptionStage:
                 plans[i] = plan
                 last_apps[f.camera_id] = apps[i]
                 self.detect_gate.update(f.camera_id, thumb, f.frame.shape[:2], f.t, dets[i], plan.kind == "full")
+                if planned_cb is not None:
+                    planned_cb(i, plan)
         self._last_apps.update(last_apps)
         self.stats["detected_frames"] += len(idx)
         self.stats["detections"] += sum(len(d) for d in dets.values())
@@ -318,8 +334,11 @@ class PerceptionStage:
         order = sorted(range(len(items)), key=lambda i: items[i].t)
         for i in order:
             self._processed_t[items[i].camera_id] = items[i].t
-        dets, apps_of, plans = self._detect(items, order)
-        text = {i: self._read_text(items[i], plans.get(i)) for i in order}
+        if self.detector is not None and self.ocr is not None and self.read_beside_detect:
+            dets, apps_of, plans, text = self._detect_and_read(items, order)
+        else:
+            dets, apps_of, plans = self._detect(items, order)
+            text = {i: self._read_text(items[i], plans.get(i)) for i in order}
         t0 = time.perf_counter()
         touched_tracks: dict[int, Track] = {}
         added: dict[int, list] = {}  # track id -> the sightings this round added
@@ -353,6 +372,47 @@ class PerceptionStage:
                                        track_ids.get(i, ()), lines, read_now, change is not None, change))
         tracks = tuple(_copy_track(t, added[t.track_id]) for t in touched_tracks.values())
         return PerceptionBatch(tuple(out), tracks, tuple(_copy_entity(e) for e in touched_entities.values()))
+
+    def _detect_and_read(self, items, order):
+        """``_detect`` on this thread, ``_read_text`` of each frame in ``order`` on a reader
+        thread of the round's own as soon as the frame's plan is final (module docstring). The
+        reader's state (text gate, lines, motion boxes) is touched by it alone meanwhile, the
+        detection gate's by this thread alone. (A thread a round: starting one costs about
+        0.1 ms against a round's tens to hundreds.)"""
+        ready = {i: threading.Event() for i in order}
+        plans: dict[int, DetectPlan | None] = {}
+        text: dict[int, tuple] = {}
+        failed: list[BaseException] = []
+        stop = threading.Event()  # detection failed: read nothing more
+
+        def planned(i, plan):
+            plans[i] = plan
+            ready[i].set()
+
+        def read_all():
+            try:
+                for i in order:
+                    ready[i].wait()
+                    if stop.is_set():
+                        return
+                    text[i] = self._read_text(items[i], plans[i])
+            except BaseException as e:  # noqa: BLE001 - raised on the round's thread below
+                failed.append(e)
+
+        reader = threading.Thread(target=read_all, name="perception-ocr", daemon=True)
+        reader.start()
+        try:
+            dets, apps_of, plan_of = self._detect(items, order, planned)
+        except BaseException:
+            stop.set()
+            for e in ready.values():
+                e.set()
+            raise
+        finally:
+            reader.join()
+        if failed:
+            raise failed[0]
+        return dets, apps_of, plan_of, text
 
     # -- the worker ---------------------------------------------------------------------------------
     def submit(self, frames: Sequence[PerceptionFrame], *, block: bool = True,
