@@ -18,10 +18,11 @@ the camera's last lines are carried); then tracking per camera and entity linkin
 are strings read on that thing.
 
 With both a detector and OCR, a round's text is read on a second thread while the detector
-works (``read_beside_detect``, on by default): each frame as soon as its detection plan is made (the text gate reads it), each camera's
-frames in time order as before, so the results are those of reading after detecting. Both
-libraries let go of the interpreter lock in their passes, so one round uses two cores where it
-would use one (the stage's one worker was the limit with cores idle: docs/benchmarks.md).
+works (``read_beside_detect``, on by default): each frame as soon as the detection gate's plan
+for it is made (the text gate reads the plan, which comes before the detector's call), each
+camera's frames in time order as before, so the results are those of reading after detecting.
+Both libraries let go of the interpreter lock in their passes, so one round can use two cores
+where it used one (the stage's one worker was the limit with cores idle: docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import dataclasses
 import queue
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
@@ -128,6 +129,7 @@ class PerceptionStage:
         self._queue: queue.Queue = queue.Queue(maxsize=int(queue_batches))
         self.queue_capacity = int(queue_batches)
         self._worker: threading.Thread | None = None
+        self._reader: ThreadPoolExecutor | None = None  # reads text beside the detector (_detect_and_read)
         self._closed = False
         self.stats = {"rounds": 0, "frames": 0, "detected_frames": 0, "detections": 0, "ocr_reads": 0,
                       "ocr_skips": 0, "text_changes": 0, "dropped_submissions": 0,
@@ -164,7 +166,8 @@ class PerceptionStage:
 
     def _detect(self, items, order, planned_cb=None) -> tuple[dict[int, list], dict[int, np.ndarray], dict[int, DetectPlan]]:
         """Detections, their appearance rows and the gate's plan per detected frame index;
-        ``planned_cb(i, plan)`` as each frame's plan is final (None for a frame not detected)."""
+        ``planned_cb(i, plan)`` as soon as each frame's plan is made, before its detector call
+        (None for a frame not detected)."""
         idx = [i for i in order if items[i].kind == "kept" or self.detect_present] if self.detector else []
         if planned_cb is not None:
             for i in set(order) - set(idx):
@@ -193,6 +196,8 @@ class PerceptionStage:
             for i in step:
                 f = items[i]
                 planned[i] = self.detect_gate.plan(f.camera_id, f.frame, f.t)
+                if planned_cb is not None:  # what the text gate needs of it is known before the call
+                    planned_cb(i, planned[i][0])
             full = [i for i in step if planned[i][0].kind == "full"]
             region = [i for i in step if planned[i][0].kind == "region"]
             found = dict(zip(full, self._call(self.detector, [items[i].frame for i in full]))) if full else {}
@@ -226,8 +231,6 @@ class PerceptionStage:
                 plans[i] = plan
                 last_apps[f.camera_id] = apps[i]
                 self.detect_gate.update(f.camera_id, thumb, f.frame.shape[:2], f.t, dets[i], plan.kind == "full")
-                if planned_cb is not None:
-                    planned_cb(i, plan)
         self._last_apps.update(last_apps)
         self.stats["detected_frames"] += len(idx)
         self.stats["detections"] += sum(len(d) for d in dets.values())
@@ -374,15 +377,14 @@ class PerceptionStage:
         return PerceptionBatch(tuple(out), tracks, tuple(_copy_entity(e) for e in touched_entities.values()))
 
     def _detect_and_read(self, items, order):
-        """``_detect`` on this thread, ``_read_text`` of each frame in ``order`` on a reader
-        thread of the round's own as soon as the frame's plan is final (module docstring). The
-        reader's state (text gate, lines, motion boxes) is touched by it alone meanwhile, the
-        detection gate's by this thread alone. (A thread a round: starting one costs about
-        0.1 ms against a round's tens to hundreds.)"""
+        """``_detect`` on this thread, ``_read_text`` of each frame in ``order`` on the reader
+        thread as soon as the gate's plan for it is made (module docstring). The reader's state
+        (text gate, lines, motion boxes) is touched by it alone meanwhile, the detection gate's
+        by this thread alone. One long-lived reader, not a thread a round: a fresh thread's
+        allocations took the engine's RSS up by hundreds of MB (bench_capacity)."""
         ready = {i: threading.Event() for i in order}
         plans: dict[int, DetectPlan | None] = {}
         text: dict[int, tuple] = {}
-        failed: list[BaseException] = []
         stop = threading.Event()  # detection failed: read nothing more
 
         def planned(i, plan):
@@ -390,29 +392,30 @@ class PerceptionStage:
             ready[i].set()
 
         def read_all():
-            try:
-                for i in order:
-                    ready[i].wait()
-                    if stop.is_set():
-                        return
-                    text[i] = self._read_text(items[i], plans[i])
-            except BaseException as e:  # noqa: BLE001 - raised on the round's thread below
-                failed.append(e)
+            for i in order:
+                ready[i].wait()
+                if stop.is_set():
+                    return
+                text[i] = self._read_text(items[i], plans[i])
 
-        reader = threading.Thread(target=read_all, name="perception-ocr", daemon=True)
-        reader.start()
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(1, thread_name_prefix="perception-ocr")
+        reading = self._reader.submit(read_all)
         try:
             dets, apps_of, plan_of = self._detect(items, order, planned)
         except BaseException:
             stop.set()
             for e in ready.values():
                 e.set()
+            reading.exception()  # the reader has stopped before the round's error goes up
             raise
-        finally:
-            reader.join()
-        if failed:
-            raise failed[0]
+        reading.result()  # the reader's error, if it failed
         return dets, apps_of, plan_of, text
+
+    def _close_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.shutdown(wait=True)
 
     # -- the worker ---------------------------------------------------------------------------------
     def submit(self, frames: Sequence[PerceptionFrame], *, block: bool = True,
@@ -461,6 +464,7 @@ class PerceptionStage:
             live = [g for g in group if g[1].set_running_or_notify_cancel()]
             if live:
                 self._serve(live)
+        self._close_reader()  # here, where no round can be running
 
     def _serve(self, group: list) -> None:
         """One round for the submissions of ``group``; each gets its part (or the error)."""
@@ -499,9 +503,11 @@ class PerceptionStage:
             return
         self._closed = True
         if self._worker is not None:
-            self._queue.put(_STOP)
+            self._queue.put(_STOP)  # the worker closes the reader as it ends
             if wait:
                 self._worker.join()
+        else:
+            self._close_reader()
 
     def __enter__(self) -> "PerceptionStage":
         return self
